@@ -1,0 +1,52 @@
+# Sluice — every target installs what it needs first (venv, Python packages,
+# Java and ZooKeeper from Debian packages when missing).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: install system-deps proto test test-unit test-integration demo bench bench-quick validate clean
+
+install: system-deps $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+# Java 17 and ZooKeeper (Debian's `zookeeper` package provides /usr/share/java/zookeeper.jar).
+system-deps:
+	@if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; then \
+	  echo "installing Java and ZooKeeper from Debian packages"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends \
+	    $$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless) zookeeper; \
+	fi
+
+# Regenerate the gRPC stubs from proto/sluice/v1/*.proto (checked in; a test
+# fails when they are stale).
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/sluice/v1/*.proto
+
+test: install
+	$(BIN)/python -m pytest -q -ra tests
+
+test-unit: install
+	$(BIN)/python -m pytest -q tests/unit
+
+test-integration: install
+	$(BIN)/python -m pytest -q -ra tests/integration
+
+demo: install
+	$(BIN)/python examples/demo.py
+
+bench-quick: install
+	$(BIN)/python bench/page_views_throughput.py --events 200000 --runs 3
+
+bench: install
+	$(BIN)/python bench/page_views_throughput.py --events 1000000 --runs 3
+
+clean:
+	rm -rf .sluice build *.egg-info .pytest_cache

@@ -1,0 +1,100 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class OperatorSpec(_message.Message):
+    __slots__ = ("id", "name", "kind", "parallelism", "payload")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    kind: str
+    parallelism: int
+    payload: bytes
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., parallelism: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class EdgeSpec(_message.Message):
+    __slots__ = ("source", "target", "partitioning", "key")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONING_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    target: str
+    partitioning: str
+    key: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., partitioning: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class JobGraph(_message.Message):
+    __slots__ = ("name", "operators", "edges", "max_parallelism", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPERATORS_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    operators: _containers.RepeatedCompositeFieldContainer[OperatorSpec]
+    edges: _containers.RepeatedCompositeFieldContainer[EdgeSpec]
+    max_parallelism: int
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., operators: _Optional[_Iterable[_Union[OperatorSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeSpec, _Mapping]]] = ..., max_parallelism: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class TaskStatus(_message.Message):
+    __slots__ = ("operator", "subtask", "state", "taskmanager", "error")
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TASKMANAGER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    operator: str
+    subtask: int
+    state: str
+    taskmanager: str
+    error: str
+    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[str] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class JobInfo(_message.Message):
+    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMPLETED_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_MS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_MS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    name: str
+    state: str
+    restarts: int
+    last_completed_checkpoint: int
+    restored_checkpoint: int
+    leader: str
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskStatus]
+    message: str
+    failure: str
+    submitted_ms: int
+    ended_ms: int
+    slots_required: int
+    slots_available: int
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,116 @@
+from sluice.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _common_pb2.JobGraph
+    def __init__(self, job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.JobInfo]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobInfo, _Mapping]]] = ...) -> None: ...
+
+class CancelJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class CancelJobResponse(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    def __init__(self, state: _Optional[str] = ...) -> None: ...
+
+class RegisterTaskManagerRequest(_message.Message):
+    __slots__ = ("resource_id", "address", "slots")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    address: str
+    slots: int
+    def __init__(self, resource_id: _Optional[str] = ..., address: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
+
+class RegisterTaskManagerResponse(_message.Message):
+    __slots__ = ("leader_session_id", "heartbeat_interval_ms")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    heartbeat_interval_ms: int
+    def __init__(self, leader_session_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+
+class SlotStatus(_message.Message):
+    __slots__ = ("slot_index", "job_id", "execution_ids")
+    SLOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    slot_index: int
+    job_id: str
+    execution_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("resource_id", "leader_session_id", "slots")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    leader_session_id: str
+    slots: _containers.RepeatedCompositeFieldContainer[SlotStatus]
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("known",)
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    known: bool
+    def __init__(self, known: _Optional[bool] = ...) -> None: ...
+
+class TaskExecutionState(_message.Message):
+    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    leader_session_id: str
+    job_id: str
+    attempt: int
+    execution_id: str
+    state: str
+    error: str
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class UpdateTaskExecutionStateResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    def __init__(self, accepted: _Optional[bool] = ...) -> None: ...

@@ -1,0 +1,86 @@
+from sluice.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class InputChannelDescriptor(_message.Message):
+    __slots__ = ("partition_id", "address")
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    partition_id: str
+    address: str
+    def __init__(self, partition_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class InputGateDescriptor(_message.Message):
+    __slots__ = ("upstream_chain", "channels")
+    UPSTREAM_CHAIN_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    upstream_chain: str
+    channels: _containers.RepeatedCompositeFieldContainer[InputChannelDescriptor]
+    def __init__(self, upstream_chain: _Optional[str] = ..., channels: _Optional[_Iterable[_Union[InputChannelDescriptor, _Mapping]]] = ...) -> None: ...
+
+class TaskDeploymentDescriptor(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "attempt", "execution_id", "chain_id", "operator_ids", "subtask_index", "parallelism", "slot_index", "job", "inputs", "outputs")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_ID_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    SLOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    attempt: int
+    execution_id: str
+    chain_id: str
+    operator_ids: _containers.RepeatedScalarFieldContainer[str]
+    subtask_index: int
+    parallelism: int
+    slot_index: int
+    job: _common_pb2.JobGraph
+    inputs: _containers.RepeatedCompositeFieldContainer[InputGateDescriptor]
+    outputs: _containers.RepeatedCompositeFieldContainer[ResultPartitionDescriptor]
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., chain_id: _Optional[str] = ..., operator_ids: _Optional[_Iterable[str]] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., slot_index: _Optional[int] = ..., job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ...) -> None: ...
+
+class ResultPartitionDescriptor(_message.Message):
+    __slots__ = ("partition_id", "target_chain", "partitioning", "key", "num_subpartitions")
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_CHAIN_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONING_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    NUM_SUBPARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partition_id: str
+    target_chain: str
+    partitioning: str
+    key: str
+    num_subpartitions: int
+    def __init__(self, partition_id: _Optional[str] = ..., target_chain: _Optional[str] = ..., partitioning: _Optional[str] = ..., key: _Optional[str] = ..., num_subpartitions: _Optional[int] = ...) -> None: ...
+
+class SubmitTaskResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CancelTaskRequest(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "execution_id")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    execution_id: str
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ...) -> None: ...
+
+class CancelTaskResponse(_message.Message):
+    __slots__ = ("found",)
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    def __init__(self, found: _Optional[bool] = ...) -> None: ...
