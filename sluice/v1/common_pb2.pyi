@@ -54,18 +54,22 @@ class JobGraph(_message.Message):
     def __init__(self, name: _Optional[str] = ..., operators: _Optional[_Iterable[_Union[OperatorSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeSpec, _Mapping]]] = ..., max_parallelism: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("operator", "subtask", "state", "taskmanager", "error")
+    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out")
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     SUBTASK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TASKMANAGER_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     operator: str
     subtask: int
     state: str
     taskmanager: str
     error: str
-    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[str] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+    records_in: int
+    records_out: int
+    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[str] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
     __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available")

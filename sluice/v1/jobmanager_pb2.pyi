@@ -47,6 +47,36 @@ class CancelJobResponse(_message.Message):
     state: str
     def __init__(self, state: _Optional[str] = ...) -> None: ...
 
+class GetClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TaskManagerOverview(_message.Message):
+    __slots__ = ("resource_id", "address", "slots", "free_slots", "seconds_since_heartbeat")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_SINCE_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    address: str
+    slots: int
+    free_slots: int
+    seconds_since_heartbeat: float
+    def __init__(self, resource_id: _Optional[str] = ..., address: _Optional[str] = ..., slots: _Optional[int] = ..., free_slots: _Optional[int] = ..., seconds_since_heartbeat: _Optional[float] = ...) -> None: ...
+
+class ClusterOverview(_message.Message):
+    __slots__ = ("leader", "taskmanagers", "total_slots", "free_slots")
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    TASKMANAGERS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    leader: str
+    taskmanagers: _containers.RepeatedCompositeFieldContainer[TaskManagerOverview]
+    total_slots: int
+    free_slots: int
+    def __init__(self, leader: _Optional[str] = ..., taskmanagers: _Optional[_Iterable[_Union[TaskManagerOverview, _Mapping]]] = ..., total_slots: _Optional[int] = ..., free_slots: _Optional[int] = ...) -> None: ...
+
 class RegisterTaskManagerRequest(_message.Message):
     __slots__ = ("resource_id", "address", "slots")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -75,15 +105,27 @@ class SlotStatus(_message.Message):
     execution_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class TaskMetrics(_message.Message):
+    __slots__ = ("execution_id", "records_in", "records_out")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    records_in: int
+    records_out: int
+    def __init__(self, execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("resource_id", "leader_session_id", "slots")
+    __slots__ = ("resource_id", "leader_session_id", "slots", "tasks")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     leader_session_id: str
     slots: _containers.RepeatedCompositeFieldContainer[SlotStatus]
-    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ...) -> None: ...
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskMetrics]
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("known",)

@@ -56,6 +56,11 @@ class JobManagerStub:
                 request_serializer=sluice_dot_v1_dot_jobmanager__pb2.CancelJobRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.CancelJobResponse.FromString,
                 _registered_method=True)
+        self.GetCluster = channel.unary_unary(
+                '/sluice.v1.JobManager/GetCluster',
+                request_serializer=sluice_dot_v1_dot_jobmanager__pb2.GetClusterRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.ClusterOverview.FromString,
+                _registered_method=True)
 
 
 class JobManagerServicer:
@@ -86,6 +91,12 @@ class JobManagerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCluster(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobManagerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -108,6 +119,11 @@ def add_JobManagerServicer_to_server(servicer, server):
                     servicer.CancelJob,
                     request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.CancelJobRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_jobmanager__pb2.CancelJobResponse.SerializeToString,
+            ),
+            'GetCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCluster,
+                    request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.GetClusterRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_jobmanager__pb2.ClusterOverview.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +235,33 @@ class JobManager:
             '/sluice.v1.JobManager/CancelJob',
             sluice_dot_v1_dot_jobmanager__pb2.CancelJobRequest.SerializeToString,
             sluice_dot_v1_dot_jobmanager__pb2.CancelJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobManager/GetCluster',
+            sluice_dot_v1_dot_jobmanager__pb2.GetClusterRequest.SerializeToString,
+            sluice_dot_v1_dot_jobmanager__pb2.ClusterOverview.FromString,
             options,
             channel_credentials,
             insecure,

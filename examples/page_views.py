@@ -1,0 +1,36 @@
+"""Reference job: a running count of page views per url.
+
+    sluice run examples/page_views.py -- --input data/ --output out/ [--checkpoint-interval 1000]
+
+Reads newline-delimited JSON events {"url": str, "user": int, "ts": int}
+from INPUT/*.jsonl and writes the running counts as lines `url,count`
+through the file sink under OUTPUT (an update stream: a url's line is
+written when its count changed; its final count is its largest one).
+"""
+
+import argparse
+
+from sluice.api import FileSink, StreamExecutionEnvironment
+
+
+def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str) -> None:
+    events = env.from_files(input_dir, format="json", schema="url string, user long, ts long", name="page views")
+    counts = events.key_by("url").count()
+    counts.sink_to(FileSink(output_dir, columns=("url", "count")), name="counts sink")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--input", required=True, help="directory of *.jsonl event files")
+    ap.add_argument("--output", required=True, help="directory for committed url,count files")
+    ap.add_argument("--checkpoint-interval", type=int, default=1000, help="milliseconds; 0 disables checkpoints")
+    args = ap.parse_args()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    if args.checkpoint_interval > 0:
+        env.enable_checkpointing(args.checkpoint_interval)
+    build(env, args.input, args.output)
+    env.execute("page_views")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from jobmanager.server import main
+
+main()

@@ -1,0 +1,214 @@
+"""The `sluice` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+from datetime import datetime, timezone
+
+from rich.console import Console
+from rich.table import Table
+
+from sluice.client import JobManagerClient, SluiceError
+
+console = Console(stderr=False)
+err = Console(stderr=True)
+
+
+def _client_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("finding the leader (default: --cluster-dir .sluice)")
+    g.add_argument("--cluster-dir", default=None, help="directory holding cluster.json")
+    g.add_argument("--zookeeper", default=None, help="ZooKeeper connect string")
+    g.add_argument("--cluster-id", default=None, help="cluster id in ZooKeeper (with --zookeeper)")
+    g.add_argument("--jobmanager", default=None, help="host:port[,host:port...] of JobManagers")
+
+
+def _context(args) -> dict:
+    return {"cluster_dir": args.cluster_dir or ".sluice", "zookeeper": args.zookeeper,
+            "cluster_id": args.cluster_id, "jobmanager": args.jobmanager}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="sluice", description="Sluice: Flink-style streaming with PySpark task bodies")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    cl = sub.add_parser("cluster", help="start, stop or inspect a local cluster")
+    csub = cl.add_subparsers(dest="action", required=True)
+    s = csub.add_parser("start", help="start ZooKeeper, JobManagers and TaskManagers in the background")
+    s.add_argument("--dir", default=".sluice")
+    s.add_argument("--jobmanagers", type=int, default=1)
+    s.add_argument("--taskmanagers", type=int, default=2)
+    s.add_argument("--slots", type=int, default=2, help="slots per TaskManager")
+    s.add_argument("--zookeeper", default=None, help="use this ensemble instead of an embedded ZooKeeper")
+    s.add_argument("--cluster-id", default=None)
+    s.add_argument("--heartbeat-timeout", type=float, default=6.0)
+    s.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster to be ready")
+    for name in ("stop", "status"):
+        c = csub.add_parser(name, help=f"{name} the cluster in --dir")
+        c.add_argument("--dir", default=".sluice")
+        if name == "status":
+            c.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("run", help="run a job file (its env.execute() submits the job)")
+    r.add_argument("jobfile")
+    r.add_argument("--detach", "-d", action="store_true", help="print the job id on the last line and return")
+    r.add_argument("--parallelism", "-p", type=int, default=None, help="default parallelism of the job's operators")
+    r.add_argument("job_args", nargs="*", help="arguments for the job, after --")
+    _client_options(r)
+
+    ls = sub.add_parser("list", help="list jobs")
+    ls.add_argument("--json", action="store_true")
+    _client_options(ls)
+
+    st = sub.add_parser("status", help="show a job")
+    st.add_argument("job_id")
+    st.add_argument("--json", action="store_true")
+    _client_options(st)
+
+    ca = sub.add_parser("cancel", help="cancel a job")
+    ca.add_argument("job_id")
+    _client_options(ca)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    job_args: list[str] = []
+    if argv[:1] == ["run"] and "--" in argv:  # everything after `--` belongs to the job
+        cut = argv.index("--")
+        argv, job_args = argv[:cut], argv[cut + 1:]
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        args.job_args = args.job_args + job_args
+    try:
+        code = {"cluster": cmd_cluster, "run": cmd_run, "list": cmd_list, "status": cmd_status,
+                "cancel": cmd_cancel}[args.command](args)
+    except SluiceError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code or 0)
+
+
+# -- cluster ---------------------------------------------------------------------------
+def cmd_cluster(args) -> int:
+    from sluice.cli import cluster
+    try:
+        if args.action == "start":
+            with err.status("starting the cluster (ZooKeeper, JobManagers, TaskManagers with Spark)..."):
+                info = cluster.start(args.dir, args.jobmanagers, args.taskmanagers, args.slots, args.zookeeper,
+                                     args.cluster_id, args.timeout, args.heartbeat_timeout)
+            _print_processes(info["processes"])
+            console.print(f"cluster {info['cluster_id']} ready; wrote {os.path.join(info['dir'], 'cluster.json')}")
+        elif args.action == "stop":
+            procs = cluster.stop(args.dir)
+            console.print(f"stopped {len(procs)} processes")
+        else:
+            out = cluster.status(args.dir)
+            if args.json:
+                print(json.dumps(out, indent=2))
+            else:
+                _print_processes(out["processes"], show_alive=True)
+                console.print(f"leader: {out['leader'] or out.get('error')}; TaskManagers registered: "
+                              f"{out['taskmanagers_registered']}; slots free: {out['free_slots']}/{out['total_slots']}")
+    except cluster.ClusterError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    return 0
+
+
+def _print_processes(procs: list[dict], show_alive: bool = False) -> None:
+    t = Table("role", "pid", "address", "log", *(["alive"] if show_alive else []))
+    for p in procs:
+        t.add_row(p["role"], str(p["pid"]), p["address"], p.get("log", ""),
+                  *([("yes" if p["alive"] else "[red]no[/red]")] if show_alive else []))
+    console.print(t)
+
+
+# -- jobs ----------------------------------------------------------------------------------
+def cmd_run(args) -> int:
+    from sluice.api.environment import set_execution_context
+    if not os.path.isfile(args.jobfile):
+        raise SluiceError(f"job file {args.jobfile!r} not found")
+    if args.parallelism is not None and args.parallelism < 1:
+        raise SluiceError(f"--parallelism must be at least 1, got {args.parallelism}")
+    job_args = args.job_args
+    set_execution_context(**_context(args), parallelism=args.parallelism, detach=args.detach, progress=True)
+    sys.argv = [args.jobfile, *job_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.jobfile)))
+    from sluice.graph import JobValidationError
+    try:
+        runpy.run_path(args.jobfile, run_name="__main__")
+    except JobValidationError as exc:
+        err.print(f"[red]invalid job:[/red] {exc}", highlight=False)
+        return 2
+    return 0
+
+
+def _job_dict(info) -> dict:
+    return {
+        "job_id": info.job_id, "name": info.name, "state": info.state, "restarts": info.restarts,
+        "last_completed_checkpoint": info.last_completed_checkpoint if info.HasField("last_completed_checkpoint") else None,
+        "restored_checkpoint": info.restored_checkpoint if info.HasField("restored_checkpoint") else None,
+        "leader": info.leader, "message": info.message, "failure": info.failure or None,
+        "submitted": _iso(info.submitted_ms), "ended": _iso(info.ended_ms) if info.ended_ms else None,
+        "slots_required": info.slots_required,
+        "tasks": [{"operator": t.operator, "subtask": t.subtask, "state": t.state, "taskmanager": t.taskmanager,
+                   "records_in": t.records_in, "records_out": t.records_out, **({"error": t.error} if t.error else {})}
+                  for t in info.tasks],
+    }
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def cmd_list(args) -> int:
+    with JobManagerClient.from_context(_context(args)) as c:
+        jobs = c.list()
+    if args.json:
+        print(json.dumps([{k: v for k, v in _job_dict(j).items() if k != "tasks"} for j in jobs], indent=2))
+        return 0
+    t = Table("job id", "name", "state", "submitted", "restarts")
+    for j in jobs:
+        t.add_row(j.job_id, j.name, _styled(j.state), _iso(j.submitted_ms), str(j.restarts))
+    console.print(t)
+    return 0
+
+
+def cmd_status(args) -> int:
+    with JobManagerClient.from_context(_context(args)) as c:
+        info = c.get(args.job_id)
+    d = _job_dict(info)
+    if args.json:
+        print(json.dumps(d, indent=2))
+        return 0
+    console.print(f"[bold]{d['name']}[/bold] {d['job_id']}  {_styled(d['state'])}  restarts {d['restarts']}  "
+                  f"leader {d['leader']}", highlight=False)
+    if d["message"]:
+        console.print(f"  {d['message']}", highlight=False)
+    t = Table("operator", "subtask", "state", "taskmanager", "records in", "records out")
+    for task in d["tasks"]:
+        t.add_row(task["operator"], str(task["subtask"]), _styled(task["state"]), task["taskmanager"],
+                  str(task["records_in"]), str(task["records_out"]))
+    console.print(t)
+    if d["failure"]:
+        console.print("[red]root cause:[/red]", highlight=False)
+        console.print(d["failure"], highlight=False, markup=False)
+    return 0
+
+
+def cmd_cancel(args) -> int:
+    with JobManagerClient.from_context(_context(args)) as c:
+        state = c.cancel(args.job_id)
+    console.print(f"cancel requested for {args.job_id} (state {state})")
+    return 0
+
+
+def _styled(state: str) -> str:
+    color = {"RUNNING": "green", "FINISHED": "blue", "FAILED": "red", "CANCELED": "yellow"}.get(state)
+    return f"[{color}]{state}[/{color}]" if color else state

@@ -1,0 +1,42 @@
+"""File systems through pyarrow.fs: a local path or any URI pyarrow knows
+(file://, s3://, gs://, hdfs://)."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.fs as pafs
+
+
+def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, path inside it) for a local path or URI."""
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), os.path.abspath(uri)
+    return pafs.FileSystem.from_uri(uri)
+
+
+def list_files(uri: str, suffix: str = "") -> list[str]:
+    """Sorted visible files directly under `uri` ending in `suffix`
+    (names starting with '.' or '_' are skipped, as Spark and Hadoop do)."""
+    fs, path = resolve(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"input directory {uri!r} does not exist")
+    if info.type != pafs.FileType.Directory:
+        raise FileNotFoundError(f"input path {uri!r} is not a directory")
+    entries = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    return sorted(e.path for e in entries
+                  if e.type == pafs.FileType.File and not e.base_name.startswith((".", "_"))
+                  and e.base_name.endswith(suffix))
+
+
+def is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Write a local file so readers see the old or the new content, never half."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)

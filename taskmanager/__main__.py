@@ -1,0 +1,3 @@
+from taskmanager.server import main
+
+main()

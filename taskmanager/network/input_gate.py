@@ -1,0 +1,216 @@
+"""Input gates: a consumer task's view of one upstream chain, one input
+channel per upstream subtask.
+
+Each channel buffers at most `credit` batches (its credit): a local channel
+moves items from the producer's subpartition on this TaskManager, a remote
+channel receives them over a DataExchange stream and returns credit to the
+producer as the task takes batches. So in-flight data per channel is
+bounded by the producer's subpartition capacity plus the consumer's credit.
+The task takes everything buffered at once (adaptive batching).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from typing import Any
+
+import grpc
+
+from sluice import rpc
+from sluice.serialization import ipc_to_table
+from sluice.v1 import dataexchange_pb2, dataexchange_pb2_grpc
+from taskmanager.network.partition import BATCH, BARRIER, END, PartitionManager
+
+log = logging.getLogger("sluice.taskmanager.network")
+
+CONNECT_TIMEOUT = 60.0  # how long a consumer waits for its producer to be deployed
+
+
+class ChannelError(Exception):
+    pass
+
+
+class InputChannel:
+    def __init__(self, gate: "InputGate", index: int, partition_id: str, subpartition: int, credit: int):
+        self.gate, self.index = gate, index
+        self.partition_id, self.subpartition = partition_id, subpartition
+        self.credit = credit
+        self.buffer: collections.deque = collections.deque()
+        self.ended = False
+        self._thread = threading.Thread(target=self._run_safely, name=f"in-{partition_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run_safely(self) -> None:
+        try:
+            self.run()
+        except Exception as exc:  # noqa: BLE001 — surfaces in the task thread
+            if not self.gate.closed:
+                self.gate.fail(ChannelError(f"input from {self.partition_id}[{self.subpartition}] broke: {exc}"))
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def returned_credit(self, n: int) -> None:
+        pass
+
+
+class LocalInputChannel(InputChannel):
+    def __init__(self, gate, index, partition_id, subpartition, credit, partitions: PartitionManager):
+        super().__init__(gate, index, partition_id, subpartition, credit)
+        self.partitions = partitions
+        self._space = threading.Semaphore(credit)
+
+    def run(self) -> None:
+        deadline = time.monotonic() + CONNECT_TIMEOUT
+        partition = None
+        while partition is None and not self.gate.closed:
+            partition = self.partitions.get(self.partition_id, timeout=0.5)
+            if partition is None and time.monotonic() > deadline:
+                raise ChannelError(f"producer partition {self.partition_id} not found within {CONNECT_TIMEOUT}s")
+        sub = partition.subpartitions[self.subpartition]
+        while not self.gate.closed:
+            while not self._space.acquire(timeout=0.2):
+                if self.gate.closed:
+                    return
+            item = None
+            while item is None and not self.gate.closed:
+                item = sub.poll(0.2)
+            if item is None:
+                return
+            self.gate.deliver(self, item)
+            if item[0] != BATCH:
+                self._space.release()  # only batches use credit
+            if item[0] == END:
+                partition.consumed(self.subpartition)
+                return
+
+    def returned_credit(self, n: int) -> None:
+        for _ in range(n):
+            self._space.release()
+
+
+class RemoteInputChannel(InputChannel):
+    def __init__(self, gate, index, partition_id, subpartition, credit, address: str):
+        super().__init__(gate, index, partition_id, subpartition, credit)
+        self.address = address
+        self._requests: queue.Queue = queue.Queue()
+
+    def _request_iter(self):
+        yield dataexchange_pb2.ConsumerMessage(request=dataexchange_pb2.PartitionRequest(
+            partition_id=self.partition_id, subpartition=self.subpartition, initial_credit=self.credit))
+        while True:
+            n = self._requests.get()
+            if n is None:
+                return
+            yield dataexchange_pb2.ConsumerMessage(credit=n)
+
+    def run(self) -> None:
+        deadline = time.monotonic() + CONNECT_TIMEOUT
+        delay = 0.05
+        with grpc.insecure_channel(self.address, options=rpc.CHANNEL_OPTIONS) as channel:
+            stub = dataexchange_pb2_grpc.DataExchangeStub(channel)
+            while not self.gate.closed:
+                self._requests = queue.Queue()
+                call = stub.Subscribe(self._request_iter())
+                self.gate.on_close(call.cancel)
+                try:
+                    for msg in call:
+                        kind = msg.WhichOneof("kind")
+                        if kind == "batch":
+                            self.gate.deliver(self, (BATCH, ipc_to_table(msg.batch)))
+                        elif kind == "barrier":
+                            self.gate.deliver(self, (BARRIER, msg.barrier.checkpoint_id))
+                        elif kind == "end":
+                            self.gate.deliver(self, (END, None))
+                            return
+                    if self.gate.closed:
+                        return
+                    raise ChannelError(f"stream from {self.address} ended before END")
+                except grpc.RpcError as err:
+                    if self.gate.closed:
+                        return
+                    # The producer may not be deployed yet: retry until the deadline.
+                    if err.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE) and not self.buffer \
+                            and time.monotonic() < deadline and not self._received_any:
+                        time.sleep(delay)
+                        delay = min(delay * 2, 1.0)
+                        continue
+                    raise ChannelError(f"{self.address}: {err.code().name}: {err.details()}") from None
+                finally:
+                    self._requests.put(None)
+
+    _received_any = False
+
+    def returned_credit(self, n: int) -> None:
+        self._requests.put(n)
+
+
+class InputGate:
+    def __init__(self) -> None:
+        self.channels: list[InputChannel] = []
+        self._cond = threading.Condition()
+        self._error: Exception | None = None
+        self.closed = False
+        self._closers: list = []
+
+    def add(self, channel: InputChannel) -> None:
+        self.channels.append(channel)
+
+    def start(self) -> None:
+        for c in self.channels:
+            c.start()
+
+    def deliver(self, channel: InputChannel, item: tuple[str, Any]) -> None:
+        with self._cond:
+            if isinstance(channel, RemoteInputChannel):
+                channel._received_any = True
+            channel.buffer.append(item)
+            self._cond.notify_all()
+
+    def fail(self, error: Exception) -> None:
+        with self._cond:
+            self._error = self._error or error
+            self._cond.notify_all()
+
+    def on_close(self, fn) -> None:
+        self._closers.append(fn)
+
+    @property
+    def finished(self) -> bool:
+        return all(c.ended for c in self.channels)
+
+    def poll_all(self, timeout: float) -> list[tuple[InputChannel, tuple[str, Any]]]:
+        """Everything buffered on every channel (waits up to `timeout` for the first item).
+        Returns credit for the batches taken."""
+        with self._cond:
+            if not any(c.buffer for c in self.channels) and self._error is None:
+                self._cond.wait(timeout)
+            if self._error is not None:
+                raise self._error
+            taken = []
+            for c in self.channels:
+                n = 0
+                while c.buffer:
+                    item = c.buffer.popleft()
+                    taken.append((c, item))
+                    if item[0] == BATCH:
+                        n += 1
+                    elif item[0] == END:
+                        c.ended = True
+                if n:
+                    c.returned_credit(n)
+            return taken
+
+    def close(self) -> None:
+        self.closed = True
+        for fn in self._closers:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001
+                pass

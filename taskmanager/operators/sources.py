@@ -1,0 +1,83 @@
+"""Replayable sources. Each subtask owns a deterministic share of the input
+and an offset (its state): the next split of its files, or the next
+sequence number of a generator."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from sluice.storage import list_files
+from taskmanager.spark_engine import Batch, SparkEngine
+
+
+class FileSource:
+    """Subtask i of p reads files i, i+p, ... (sorted) through Spark, up to
+    `files_per_batch` files per Spark call."""
+
+    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine, files_per_batch: int = 4):
+        self.engine = engine
+        self.format = payload["format"]
+        self.schema = payload.get("schema")
+        self.files = list_files(payload["path"], payload.get("suffix", ""))[subtask::parallelism]
+        self.files_per_batch = files_per_batch
+        self.offset = 0  # number of my files fully emitted
+
+    def next_batch(self) -> Batch | None:
+        if self.offset >= len(self.files):
+            return None
+        paths = self.files[self.offset:self.offset + self.files_per_batch]
+        self.offset += len(paths)
+        reader = self.engine.spark.read
+        if self.schema:
+            reader = reader.schema(self.schema)
+        if self.format == "json":
+            df = reader.json(paths)
+        elif self.format == "csv":
+            df = reader.option("header", "true").csv(paths)
+        else:
+            df = reader.text(paths)
+        return Batch(self.engine, df=df)
+
+
+class GeneratorSource:
+    """Subtask i of p generates ids i, i+p, i+2p, ... below `count` (or
+    forever); `body` turns each DataFrame of ids into records inside Spark."""
+
+    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine):
+        self.engine = engine
+        self.body = payload["body"]
+        self.count = payload.get("count")
+        self.batch_size = int(payload.get("batch_size") or 100_000)
+        self.subtask, self.parallelism = subtask, parallelism
+        self.offset = 0  # ids emitted by this subtask
+
+    def next_batch(self) -> Batch | None:
+        start = self.subtask + self.offset * self.parallelism
+        end = start + self.batch_size * self.parallelism
+        if self.count is not None:
+            end = min(end, self.count)
+        if start >= end:
+            return None
+        n = len(range(start, end, self.parallelism))
+        self.offset += n
+        df = self.body(self.engine.spark.range(start, end, self.parallelism))
+        return Batch(self.engine, df=df)
+
+
+class CollectionSource:
+    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine):
+        self.engine = engine
+        self.rows = payload["rows"][subtask::parallelism]
+        self.offset = 0
+
+    def next_batch(self) -> Batch | None:
+        if self.offset >= len(self.rows) or not self.rows:
+            return None
+        table = pa.Table.from_pylist(self.rows[self.offset:])
+        self.offset = len(self.rows)
+        return Batch(self.engine, table=table)
+
+
+def make_source(kind: str, payload: dict, subtask: int, parallelism: int, engine: SparkEngine):
+    return {"source_files": FileSource, "source_generator": GeneratorSource,
+            "source_collection": CollectionSource}[kind](payload, subtask, parallelism, engine)

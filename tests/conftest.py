@@ -1,0 +1,71 @@
+"""Fixtures shared by all tests.
+
+- ``zookeeper``: one real ZooKeeper server per test session (Debian's package).
+- ``zk_client_factory``: started KazooClients rooted at a fresh chroot per test;
+  ``zk_client``: one of them.  All are closed at teardown.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+
+from sluice.zk.server import EmbeddedZooKeeper
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    server = EmbeddedZooKeeper(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+class ZkClientFactory:
+    """Makes started KazooClients chrooted at ``chroot`` (unique to the test)."""
+
+    def __init__(self, connect_string: str, chroot: str):
+        self.connect_string = connect_string
+        self.chroot = chroot
+        self.hosts = connect_string + chroot
+        self.clients: list[KazooClient] = []
+
+    def __call__(self, **kwargs) -> KazooClient:
+        client = KazooClient(hosts=self.hosts, **kwargs)
+        self.clients.append(client)
+        client.start(timeout=15)
+        return client
+
+    def close_all(self) -> None:
+        for client in self.clients:
+            try:
+                client.stop()
+                client.close()
+            except Exception:  # noqa: BLE001 - teardown is best effort
+                pass
+
+
+@pytest.fixture
+def zk_client_factory(zookeeper, request):
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)[:80]
+    chroot = f"/tests/{name}-{uuid.uuid4().hex[:8]}"
+    root = KazooClient(hosts=zookeeper.connect_string)
+    root.start(timeout=15)
+    try:
+        root.ensure_path(chroot)
+    finally:
+        root.stop()
+        root.close()
+    factory = ZkClientFactory(zookeeper.connect_string, chroot)
+    yield factory
+    factory.close_all()
+
+
+@pytest.fixture
+def zk_client(zk_client_factory) -> KazooClient:
+    return zk_client_factory()
