@@ -189,12 +189,15 @@ class Dispatcher:
                     rec.metrics[eid] = (rin, rout)
             return True
 
-    def update_task_state(self, session_id: str, job_id: str, execution_id: str, state: str, error: str) -> bool:
+    def update_task_state(self, session_id: str, job_id: str, execution_id: str, state: str, error: str,
+                          records: tuple[int, int] = (0, 0)) -> bool:
         self._check_session(session_id)
         with self._lock:
             rec = self._jobs.get(job_id)
             if rec is None:
                 return False
+            if execution_id in rec.graph.executions:
+                rec.metrics[execution_id] = records
             log.info("[job %s] task %s -> %s%s", job_id, execution_id, state, f": {error.splitlines()[-1]}" if error else "")
             actions = rec.graph.handle(eg.TaskStateReported(execution_id, state, error, self.clock()))
             self._apply_job(rec, actions)

@@ -90,5 +90,6 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
     @translated
     def UpdateTaskExecutionState(self, request, context):
         accepted = self.dispatcher.update_task_state(request.leader_session_id, request.job_id,
-                                                     request.execution_id, request.state, request.error)
+                                                     request.execution_id, request.state, request.error,
+                                                     (request.records_in, request.records_out))
         return jobmanager_pb2.UpdateTaskExecutionStateResponse(accepted=accepted)

@@ -168,17 +168,18 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
             with self._lock:
                 self.table.handle(st.TaskEnded(task.execution_id))
                 self.tasks.pop(task.execution_id, None)
-        self._reports.put((task.tdd.leader_session_id, task.job_id, task.tdd.attempt, task.execution_id, state, error))
+        self._reports.put(jobmanager_pb2.TaskExecutionState(
+            resource_id=self.resource_id, leader_session_id=task.tdd.leader_session_id, job_id=task.job_id,
+            attempt=task.tdd.attempt, execution_id=task.execution_id, state=state, error=error,
+            records_in=task.records_in, records_out=task.records_out))
 
     def _report_loop(self) -> None:
         while not self._stopped.is_set():
             try:
-                session, job_id, attempt, eid, state, error = self._reports.get(timeout=0.5)
+                msg = self._reports.get(timeout=0.5)
             except queue.Empty:
                 continue
-            msg = jobmanager_pb2.TaskExecutionState(resource_id=self.resource_id, leader_session_id=session,
-                                                    job_id=job_id, attempt=attempt, execution_id=eid,
-                                                    state=state, error=error)
+            session, job_id, eid, state = msg.leader_session_id, msg.job_id, msg.execution_id, msg.state
             deadline = time.monotonic() + 30
             while not self._stopped.is_set() and time.monotonic() < deadline:
                 if session != self._registered_session:

@@ -31,8 +31,9 @@ Connection states (kazoo listener, which only flips flags and queues work):
   CONNECTED  re-run the election: after SUSPENDED the old node may still be
              there (then, if lowest, a new grant with a new session id);
              after LOST a new node is created at the end of the queue.
-All ZooKeeper calls run on the driver's election thread, so a blocked call
-(ZooKeeper down) never delays a revoke.  ``stop`` revokes, removes our
+The election's ZooKeeper calls run on the driver's election thread, so a
+blocked call (ZooKeeper down) never delays a revoke; ``publish_leader_info``
+and guarded transactions run on the caller's thread, bounded by ``op_timeout``.  ``stop`` revokes, removes our
 connection info and latch node, so a standby takes over at once.
 """
 
@@ -206,6 +207,10 @@ def _seq(name: str) -> int:
     return int(name.rsplit("-", 1)[-1])
 
 
+def _is_latch_node(name: str) -> bool:
+    return "-latch-" in name and name.rsplit("-", 1)[-1].isdigit()
+
+
 class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
     """Latch-based election under ``paths.leader_latch``; see the module docstring."""
 
@@ -228,6 +233,7 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
         self._notifier: _ContenderNotifier | None = None
         self._thread: threading.Thread | None = None
         self._retry_at: float | None = None
+        self._epoch = 0  # bumped on every connection state change
 
     # -- public API ---------------------------------------------------------------
 
@@ -237,8 +243,9 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
                 raise RuntimeError(f"{self.name}: start() called twice")
             self._state = "running"
             self._notifier = _ContenderNotifier(contender, self.has_leadership, self.name)
-            self._connected = self._client.state == KazooState.CONNECTED
         self._client.add_listener(self._on_connection_state)
+        with self._lock:  # after add_listener, so that no transition is missed
+            self._connected = self._client.state == KazooState.CONNECTED
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
         self._events.put(_CHECK)
@@ -311,6 +318,7 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
             if self._state != "running":
                 return
             self._connected = state == KazooState.CONNECTED
+            self._epoch += 1
             if not self._connected:
                 self._revoke_locked(f"ZooKeeper connection {state}")
         self._events.put(_LOST if state == KazooState.LOST else _CHECK)
@@ -355,10 +363,11 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
         latch = self._paths.leader_latch
         for _ in range(10):
             try:
-                children = sorted(self._call(self._client.get_children_async, latch), key=_seq)
+                children = self._call(self._client.get_children_async, latch)
             except NoNodeError:
                 self._client.ensure_path(latch)
                 continue
+            children = sorted(filter(_is_latch_node, children), key=_seq)
             mine = [c for c in children if c.startswith(self._prefix)]
             current = self._node.rsplit("/", 1)[1] if self._node else None
             if current is not None and current not in mine:
@@ -392,6 +401,7 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
         with self._lock:
             if self._session is not None and self._session_node and self._session_node[0] == node:
                 return  # already leading with this node
+            epoch = self._epoch
         session_id = str(uuid.uuid4())
         # Writing the session id bumps the node's version: guards of older sessions now fail.
         stat = self._call(self._client.set_async, node, session_id.encode())
@@ -400,8 +410,8 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
             self._events.put(_CHECK)
             return
         with self._lock:
-            if self._state != "running" or not self._connected or self._node != node:
-                return
+            if self._state != "running" or not self._connected or self._epoch != epoch or self._node != node:
+                return  # the connection changed meanwhile (its listener queued a new check)
             self._session = session_id
             self._session_node = (node, stat.version)
             _log.info("%s: granted leadership, session %s (latch %s)", self.name, session_id, node)

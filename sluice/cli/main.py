@@ -14,8 +14,9 @@ from rich.table import Table
 
 from sluice.client import JobManagerClient, SluiceError
 
-console = Console(stderr=False)
-err = Console(stderr=True)
+# Wide when piped, so ids are never cut short.
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, soft_wrap=True)  # never break messages mid-line
 
 
 def _client_options(p: argparse.ArgumentParser) -> None:
@@ -174,6 +175,8 @@ def cmd_list(args) -> int:
         print(json.dumps([{k: v for k, v in _job_dict(j).items() if k != "tasks"} for j in jobs], indent=2))
         return 0
     t = Table("job id", "name", "state", "submitted", "restarts")
+    t.columns[0].no_wrap = True
+    t.columns[0].min_width = 32
     for j in jobs:
         t.add_row(j.job_id, j.name, _styled(j.state), _iso(j.submitted_ms), str(j.restarts))
     console.print(t)

@@ -134,7 +134,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error")
+    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +142,8 @@ class TaskExecutionState(_message.Message):
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     leader_session_id: str
     job_id: str
@@ -149,7 +151,9 @@ class TaskExecutionState(_message.Message):
     execution_id: str
     state: str
     error: str
-    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+    records_in: int
+    records_out: int
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
 
 class UpdateTaskExecutionStateResponse(_message.Message):
     __slots__ = ("accepted",)

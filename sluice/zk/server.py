@@ -157,6 +157,7 @@ class EmbeddedZooKeeper:
         self._requested_port = port
         self._port: int | None = port or None
         self._proc: subprocess.Popen | None = None
+        self._detached = False
 
     # -- properties ---------------------------------------------------------------
 
@@ -240,6 +241,12 @@ class EmbeddedZooKeeper:
         else:
             _signal_group(proc, signal.SIGKILL)  # stray children of the group, if any
 
+    def detach(self) -> None:
+        """Let the server outlive this Python process (it is killed at interpreter exit
+        otherwise).  ``pid`` stays known; ``stop()`` still works."""
+        self._detached = True
+        atexit.unregister(self._kill)
+
     def restart(self, timeout: float = 30.0) -> "EmbeddedZooKeeper":
         """Stop and start again with the same data directory and port."""
         self.stop()
@@ -308,7 +315,8 @@ class EmbeddedZooKeeper:
                 cmd, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
                 cwd=self.data_dir, start_new_session=True, close_fds=True,
             )
-        atexit.register(self._kill)  # never leave a server behind an interpreter exit
+        if not self._detached:
+            atexit.register(self._kill)  # never leave a server behind an interpreter exit
         _log.info("started ZooKeeper pid %s on %s (log %s)", self._proc.pid, self.connect_string, self.log_path)
 
     def _wait_serving(self, timeout: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -98,6 +99,38 @@ def test_missing_jar_gives_an_actionable_error(tmp_path, monkeypatch):
         find_zookeeper_classpath(tmp_path)
 
 
+def test_detached_server_outlives_the_interpreter(tmp_path):
+    code = (
+        "import sys; from sluice.zk.server import EmbeddedZooKeeper\n"
+        f"zk = EmbeddedZooKeeper({str(tmp_path / 'zk')!r}).start(); zk.detach(); print(zk.pid, zk.port)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    pid, port = map(int, out.stdout.split())
+    try:
+        assert pid_alive(pid)
+        assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: not pid_alive(pid) or _zombie(pid), 10, "the detached server to exit")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_undetached_server_dies_with_the_interpreter(tmp_path):
+    code = (
+        "from sluice.zk.server import EmbeddedZooKeeper\n"
+        f"zk = EmbeddedZooKeeper({str(tmp_path / 'zk')!r}).start(); print(zk.pid)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert not pid_alive(int(out.stdout))
+
+
 def test_debian_classpath():
     classpath = find_zookeeper_classpath().split(os.pathsep)
     assert classpath[0] == "/usr/share/java/zookeeper.jar"
@@ -108,6 +141,7 @@ def test_foreground_runner_stops_on_sigterm(tmp_path):
         [sys.executable, "-m", "sluice.zk.server", "--dir", str(tmp_path / "zk")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
     )
+    server_pid = None
     try:
         lines = []
         while not lines or "ZooKeeper serving on" not in lines[-1]:
@@ -122,6 +156,12 @@ def test_foreground_runner_stops_on_sigterm(tmp_path):
         assert not pid_alive(server_pid)
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if server_pid and pid_alive(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
         proc.stdout.close()

@@ -235,3 +235,17 @@ class TestInMemoryLeaderElectionDriver(LeaderElectionDriverContract):
         driver.start(RecordingContender())
         with pytest.raises(RuntimeError):
             driver.start(RecordingContender())
+
+
+def test_late_callbacks_of_an_old_session_are_dropped():
+    from jobmanager.leader.election import _ContenderNotifier
+
+    current = {"session": "s2"}
+    contender = RecordingContender()
+    notifier = _ContenderNotifier(contender, lambda sid: sid == current["session"], "test")
+    notifier.grant("s1")   # revoked before it could be delivered
+    notifier.revoke("s1")  # so its revoke is dropped too
+    notifier.grant("s2")
+    notifier.revoke("s1")  # a late revoke of an old session does not touch s2
+    notifier.close(timeout=5)
+    assert contender.events == [("grant", "s2")]

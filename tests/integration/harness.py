@@ -1,0 +1,143 @@
+"""A local Sluice cluster for integration tests, driven through the `sluice`
+CLI exactly as a user would, and torn down with nothing left behind."""
+
+from __future__ import annotations
+
+import collections
+import csv
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+
+from sluice.client import JobManagerClient
+
+SLUICE = [sys.executable, "-m", "sluice.cli"]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(REPO, "examples")
+JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
+
+
+def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the CLI capturing its output (a background process holding our pipes would hang this)."""
+    proc = subprocess.run([*SLUICE, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          cwd=REPO)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"sluice {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+class LocalCluster:
+    def __init__(self, directory: str, taskmanagers: int = 2, slots: int = 2, zookeeper: str | None = None,
+                 cluster_id: str | None = None):
+        self.dir = str(directory)
+        self.taskmanagers, self.slots = taskmanagers, slots
+        self.zookeeper, self.cluster_id = zookeeper, cluster_id
+        self.info: dict = {}
+        self.extra: list[subprocess.Popen] = []
+
+    def start(self) -> "LocalCluster":
+        args = ["cluster", "start", "--dir", self.dir, "--taskmanagers", str(self.taskmanagers),
+                "--slots", str(self.slots)]
+        if self.zookeeper:
+            args += ["--zookeeper", self.zookeeper]
+        if self.cluster_id:
+            args += ["--cluster-id", self.cluster_id]
+        try:
+            sluice(*args, timeout=300)
+        finally:
+            path = os.path.join(self.dir, "cluster.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    self.info = json.load(f)
+        return self
+
+    @property
+    def pids(self) -> list[int]:
+        return [p["pid"] for p in self.info.get("processes", [])] + [p.pid for p in self.extra]
+
+    def addresses(self, role: str) -> list[str]:
+        return [p["address"] for p in self.info["processes"] if p["role"] == role]
+
+    def pid_of(self, role: str, index: int = 0) -> int:
+        return [p["pid"] for p in self.info["processes"] if p["role"] == role][index]
+
+    def client(self) -> JobManagerClient:
+        return JobManagerClient.from_context({"cluster_dir": self.dir})
+
+    def run(self, jobfile: str, *job_args: str, parallelism: int | None = None) -> str:
+        """Submit detached through the CLI; returns the job id (the last line)."""
+        args = ["run", jobfile, "--detach", "--cluster-dir", self.dir]
+        if parallelism:
+            args += ["--parallelism", str(parallelism)]
+        out = sluice(*args, "--", *job_args).stdout.strip().splitlines()
+        return out[-1].strip()
+
+    def status(self, job_id: str) -> dict:
+        return json.loads(sluice("status", job_id, "--json", "--cluster-dir", self.dir).stdout)
+
+    def start_taskmanager(self, slots: int, log_name: str) -> subprocess.Popen:
+        log = os.path.join(self.dir, "log", log_name)
+        with open(log, "ab") as out:
+            p = subprocess.Popen([sys.executable, "-m", "taskmanager", "--zookeeper", self.info["zookeeper"],
+                                  "--cluster-id", self.info["cluster_id"], "--slots", str(slots),
+                                  "--log-file", log], stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        self.extra.append(p)
+        return p
+
+    def stop(self) -> None:
+        """`sluice cluster stop`, then make sure: no process of ours survives."""
+        pids = self.pids
+        try:
+            if self.info:
+                sluice("cluster", "stop", "--dir", self.dir, timeout=120, check=False)
+        finally:
+            for p in self.extra:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in self.extra:
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            leftovers = []
+            for pid in pids:
+                try:
+                    proc = psutil.Process(pid)
+                    if proc.status() != psutil.STATUS_ZOMBIE:
+                        leftovers.append(pid)
+                        for child in proc.children(recursive=True):
+                            child.kill()
+                        proc.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            assert not leftovers, f"processes left behind after cluster stop: {leftovers}"
+
+
+def read_counts(output_dir: str) -> tuple[dict[str, int], list[tuple[str, int]]]:
+    """Committed `url,count` lines (hidden files skipped): final count per url and all lines."""
+    lines: list[tuple[str, int]] = []
+    for path in sorted(glob.glob(os.path.join(output_dir, "*"))):
+        name = os.path.basename(path)
+        if name.startswith((".", "_")) or os.path.isdir(path):
+            continue
+        with open(path, newline="") as f:
+            for row in csv.reader(f):
+                lines.append((row[0], int(row[1])))
+    final: dict[str, int] = collections.defaultdict(int)
+    for url, count in lines:
+        final[url] = max(final[url], count)
+    return dict(final), lines
+
+
+def assert_update_stream(lines: list[tuple[str, int]]) -> None:
+    """No (url, count) line twice: each count of a url is written once."""
+    seen = collections.Counter(lines)
+    dups = [k for k, n in seen.items() if n > 1]
+    assert not dups, f"{len(dups)} duplicated lines, e.g. {dups[:5]}"
