@@ -1,16 +1,16 @@
-"""Dispatcher: the JobManager's adapter around its pure cores.
+"""Dispatcher: the JobManager's adapter around its cores.
 
-It owns the slot pool and one ExecutionGraph per job, feeds them events
-(client calls, TaskManager registrations/heartbeats/reports, ticks) under one
-lock, and turns their actions into gRPC calls to TaskManagers, made outside
-the lock on a small thread pool. Only the leader acts: without a leader
-session id every call is refused and nothing is deployed.
+It owns the slot pool (pure core) and one JobMaster per job, feeds them
+events (client calls, TaskManager registrations, heartbeats and reports,
+ticks) under one lock, and carries out their work: gRPC calls to
+TaskManagers and storage I/O run on a small thread pool outside the lock.
+Only the leader acts: without a leader session every call is refused, and
+results of calls made under an older session are dropped.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import logging
 import threading
 import time
@@ -19,10 +19,10 @@ from typing import Callable
 
 import grpc
 
-from jobmanager.scheduler import execution_graph as eg
+from jobmanager.job_master import JobMaster
 from jobmanager.scheduler import slot_pool as sp
-from sluice import graph
-from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2, taskmanager_pb2_grpc
+from sluice import graph, rpc
+from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2_grpc
 
 log = logging.getLogger("sluice.jobmanager")
 
@@ -35,39 +35,24 @@ class JobNotFound(KeyError):
     pass
 
 
-@dataclasses.dataclass
-class JobRecord:
-    job_id: str
-    job: common_pb2.JobGraph
-    chains: list[graph.Chain]
-    graph: eg.ExecutionGraph
-    submitted_ms: int
-    ended_ms: int = 0
-    message: str = ""
-    slots_required: int = 0
-    metrics: dict = dataclasses.field(default_factory=dict)  # execution id -> (in, out)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Dispatcher:
     def __init__(self, address: str, heartbeat_timeout: float = 6.0, heartbeat_interval: float = 1.0,
-                 cancel_timeout: float = 10.0, clock: Callable[[], float] = time.monotonic):
+                 cancel_timeout: float = 10.0, checkpoint_dir: str | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.address = address
         self.heartbeat_timeout = heartbeat_timeout
         self.heartbeat_interval = heartbeat_interval
         self.cancel_timeout = cancel_timeout
+        self.checkpoint_dir = checkpoint_dir
         self.clock = clock
         self._lock = threading.RLock()
         self._pool = sp.SlotPool(heartbeat_timeout)
-        self._jobs: dict[str, JobRecord] = {}
+        self._jobs: dict[str, JobMaster] = {}
         self._session: str | None = None
         self._rpc = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="jm-rpc")
         self._channels: dict[str, grpc.Channel] = {}
 
-    # -- leadership ---------------------------------------------------------------
+    # -- leadership ---------------------------------------------------------------------------
     def grant_leadership(self, session_id: str) -> None:
         with self._lock:
             self._session = session_id
@@ -80,53 +65,46 @@ class Dispatcher:
         log.warning("leadership revoked: stop acting")
 
     @property
-    def session_id(self) -> str | None:
-        return self._session
+    def session_id(self) -> str:
+        return self._session or ""
 
     def _require_leader(self) -> str:
         if self._session is None:
             raise NotLeader()
         return self._session
 
-    # -- client calls ---------------------------------------------------------------
+    # -- client calls ---------------------------------------------------------------------------
     def submit(self, job: common_pb2.JobGraph) -> str:
         self._require_leader()
         graph.validate(job)
         if not job.max_parallelism:
             job.max_parallelism = graph.DEFAULT_MAX_PARALLELISM
-        chains = graph.build_chains(job)
         job_id = uuid.uuid4().hex
-        infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in chains]
-        rec = JobRecord(job_id, job, chains, eg.ExecutionGraph(job_id, infos, cancel_timeout=self.cancel_timeout),
-                        _now_ms(), slots_required=graph.slots_required(job))
         with self._lock:
-            self._jobs[job_id] = rec
-            log.info("[job %s] submitted %r: %d tasks in %d slots", job_id, job.name, len(rec.graph.executions),
-                     rec.slots_required)
-            self._apply_pool(sp.SlotsRequested(job_id, rec.slots_required, self.clock()))
+            try:
+                master = JobMaster(job_id, job, self, self.checkpoint_dir, self.clock(), self.cancel_timeout)
+            except ValueError as exc:
+                raise graph.JobValidationError("config", str(exc)) from None
+            self._jobs[job_id] = master
+            log.info("[job %s] submitted %r: %d tasks in %d slots", job_id, job.name,
+                     sum(c.parallelism for c in master.chains), master.slots_required)
+            master.start(self.clock())
         return job_id
 
     def cancel(self, job_id: str) -> str:
         self._require_leader()
         with self._lock:
-            rec = self._record(job_id)
-            if rec.graph.state in eg.JOB_TERMINAL:
-                raise ValueError(f"job {job_id} already ended {rec.graph.state}")
-            log.info("[job %s] cancel requested", job_id)
-            if rec.graph.state == eg.CREATED:
-                self._apply_pool(sp.SlotsReleased(job_id))
-            self._apply_job(rec, rec.graph.handle(eg.CancelRequested(self.clock())))
-            return public_state(rec.graph.state)
+            return self._job(job_id).cancel(self.clock())
 
     def job_info(self, job_id: str) -> common_pb2.JobInfo:
         self._require_leader()
         with self._lock:
-            return self._info(self._record(job_id))
+            return self._job(job_id).info(self._pool.free_slots())
 
     def list_jobs(self) -> list[common_pb2.JobInfo]:
         self._require_leader()
         with self._lock:
-            return [self._info(r) for r in sorted(self._jobs.values(), key=lambda r: r.submitted_ms)]
+            return [j.info(self._pool.free_slots()) for j in sorted(self._jobs.values(), key=lambda j: j.submitted_ms)]
 
     def cluster_overview(self) -> jobmanager_pb2.ClusterOverview:
         self._require_leader()
@@ -139,42 +117,20 @@ class Dispatcher:
                                      free_slots=tm.free, seconds_since_heartbeat=max(0.0, now - tm.last_heartbeat))
             return out
 
-    def _record(self, job_id: str) -> JobRecord:
-        rec = self._jobs.get(job_id)
-        if rec is None:
+    def _job(self, job_id: str) -> JobMaster:
+        job = self._jobs.get(job_id)
+        if job is None:
             raise JobNotFound(job_id)
-        return rec
+        return job
 
-    def _info(self, rec: JobRecord) -> common_pb2.JobInfo:
-        g = rec.graph
-        info = common_pb2.JobInfo(
-            job_id=rec.job_id, name=rec.job.name, state=public_state(g.state), restarts=0,
-            leader=self.address, message=rec.message, failure=g.failure, submitted_ms=rec.submitted_ms,
-            ended_ms=rec.ended_ms, slots_required=rec.slots_required, slots_available=self._pool.free_slots())
-        if g.state == eg.FAILING:
-            info.message = "failing: cancelling the remaining tasks"
-        elif g.state == eg.CANCELLING:
-            info.message = "cancelling"
-        for ex in g.executions.values():
-            address = ""
-            if ex.slot is not None:
-                try:
-                    address = self._pool.address_of(ex.slot.resource_id)
-                except KeyError:
-                    address = ex.slot.resource_id
-            rin, rout = rec.metrics.get(ex.execution_id, (0, 0))
-            info.tasks.add(operator=ex.name, subtask=ex.subtask, state=ex.state, taskmanager=address,
-                           error=ex.error, records_in=rin, records_out=rout)
-        return info
-
-    # -- TaskManager calls -------------------------------------------------------------
+    # -- TaskManager calls ------------------------------------------------------------------------
     def register_taskmanager(self, resource_id: str, address: str, slots: int) -> str:
         session = self._require_leader()
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         with self._lock:
             log.info("TaskManager %s registered at %s with %d slots", resource_id, address, slots)
-            self._apply_pool(sp.TaskManagerRegistered(resource_id, address, slots, self.clock()))
+            self._pool_event(sp.TaskManagerRegistered(resource_id, address, slots, self.clock()))
         return session
 
     def heartbeat(self, resource_id: str, session_id: str, metrics: list[tuple[str, int, int]]) -> bool:
@@ -184,149 +140,148 @@ class Dispatcher:
             if any(isinstance(a, sp.UnknownTaskManager) for a in actions):
                 return False
             for eid, rin, rout in metrics:
-                rec = self._jobs.get(eid.split("/", 1)[0])
-                if rec is not None:
-                    rec.metrics[eid] = (rin, rout)
+                job = self._jobs.get(eid.split("/", 1)[0])
+                if job is not None and eid in job.graph.executions:
+                    job.metrics[eid] = (rin, rout)
             return True
 
     def update_task_state(self, session_id: str, job_id: str, execution_id: str, state: str, error: str,
-                          records: tuple[int, int] = (0, 0)) -> bool:
+                          records: tuple[int, int] = (0, 0), end_of_input: bool = False) -> bool:
         self._check_session(session_id)
         with self._lock:
-            rec = self._jobs.get(job_id)
-            if rec is None:
+            job = self._jobs.get(job_id)
+            if job is None:
                 return False
-            if execution_id in rec.graph.executions:
-                rec.metrics[execution_id] = records
-            log.info("[job %s] task %s -> %s%s", job_id, execution_id, state, f": {error.splitlines()[-1]}" if error else "")
-            actions = rec.graph.handle(eg.TaskStateReported(execution_id, state, error, self.clock()))
-            self._apply_job(rec, actions)
-            return not any(isinstance(a, eg.Ignored) for a in actions)
+            log.info("[job %s] task %s -> %s%s%s", job_id, execution_id, state, " (end of input)" if end_of_input else "",
+                     f": {error.strip().splitlines()[-1]}" if error else "")
+            accepted = job.on_task_state(execution_id, state, error, records, end_of_input, self.clock())
+            if error and "ChannelError" in error:
+                self._probe_peers(error)
+            return accepted
+
+    def acknowledge_checkpoint(self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int,
+                               handle: bytes, size: int) -> str:
+        self._check_session(session_id)
+        with self._lock:
+            job = self._jobs.get(job_id)
+            return "UNKNOWN" if job is None else job.on_ack(execution_id, checkpoint_id, handle, size, self.clock())
+
+    def decline_checkpoint(self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int,
+                           reason: str) -> None:
+        self._check_session(session_id)
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                job.on_decline(execution_id, checkpoint_id, reason, self.clock())
 
     def _check_session(self, session_id: str) -> None:
         current = self._require_leader()
         if session_id != current:
             raise PermissionError(f"leader session {session_id!r} is not the current one")
 
-    # -- time ----------------------------------------------------------------------------
+    # -- time ------------------------------------------------------------------------------------
     def tick(self) -> None:
         if self._session is None:
             return
         with self._lock:
             now = self.clock()
-            self._apply_pool(sp.Tick(now))
-            for rec in list(self._jobs.values()):
-                self._apply_job(rec, rec.graph.handle(eg.Tick(now)))
+            self._pool_event(sp.Tick(now))
+            for job in list(self._jobs.values()):
+                job.tick(now)
 
-    # -- actions -------------------------------------------------------------------------
-    def _apply_pool(self, event) -> None:
+    # -- gateway for JobMasters (called under the lock) ----------------------------------------------
+    def request_slots(self, job_id: str, count: int) -> None:
+        self._pool_event(sp.SlotsRequested(job_id, count, self.clock()))
+
+    def release_slots(self, job_id: str) -> None:
+        self._pool_event(sp.SlotsReleased(job_id))
+
+    def address_of(self, resource_id: str) -> str | None:
+        try:
+            return self._pool.address_of(resource_id)
+        except KeyError:
+            return None
+
+    def call_task(self, job: JobMaster, execution_id: str, method: str, request) -> None:
+        """An RPC to the TaskManager running `execution_id`. An unreachable TaskManager is
+        declared lost at once instead of waiting for its heartbeat timeout."""
+        ex = job.graph.executions[execution_id]
+        if ex.slot is None:
+            return
+        resource_id, address = ex.slot.resource_id, self.address_of(ex.slot.resource_id)
+        if address is None:
+            return  # its TaskManager is gone; the cancel timeout settles it
+        session, attempt = self._session, job.attempt
+
+        def call() -> None:
+            try:
+                getattr(self._stub(address), method)(request, timeout=30 if method == "SubmitTask" else 10)
+            except grpc.RpcError as err:
+                log.warning("[job %s attempt %d] %s of %s on %s failed: %s %s", job.job_id, attempt, method,
+                            execution_id, address, err.code().name, err.details())
+                with self._lock:
+                    if self._session != session:
+                        return
+                    if err.code() == grpc.StatusCode.UNAVAILABLE:
+                        self._pool_event(sp.TaskManagerDisconnected(resource_id, f"unreachable at {address}"))
+                    if method == "SubmitTask" and job.attempt == attempt:
+                        job.on_deploy_failed(execution_id, f"{address}: {err.details()}", self.clock())
+        self._rpc.submit(call)
+
+    def run_io(self, job: JobMaster, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None:
+        """Storage I/O off the lock; `done(error)` runs back under the lock (if still leader)."""
+        session = self._session
+
+        def work() -> None:
+            error = None
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001
+                error = exc
+                log.warning("[job %s] storage operation failed: %s", job.job_id, exc)
+            with self._lock:
+                if self._session == session:
+                    done(error)
+        self._rpc.submit(work)
+
+    def _probe_peers(self, error: str) -> None:
+        """A task lost its input from another TaskManager: check those peers now."""
+        for tm in self._pool.taskmanagers():
+            if tm.address in error:
+                self._rpc.submit(self._probe, tm.resource_id, tm.address, self._session)
+
+    def _probe(self, resource_id: str, address: str, session: str | None) -> None:
+        if rpc.is_serving(address, timeout=1.0):
+            return
+        with self._lock:
+            if self._session == session:
+                self._pool_event(sp.TaskManagerDisconnected(resource_id, f"unreachable at {address}"))
+
+    # -- slot pool actions -------------------------------------------------------------------------
+    def _pool_event(self, event) -> None:
         for action in self._pool.handle(event):
             if isinstance(action, sp.SlotsAllocated):
-                rec = self._jobs[action.job_id]
-                rec.message = ""
-                log.info("[job %s] slots allocated: %s", rec.job_id,
+                job = self._jobs[action.job_id]
+                log.info("[job %s] slots allocated: %s", job.job_id,
                          ", ".join(f"{s.resource_id}:{s.index}" for s in action.slots))
-                self._apply_job(rec, rec.graph.handle(eg.SlotsAssigned(action.slots, self.clock())))
+                job.on_slots(action.slots, self.clock())
             elif isinstance(action, sp.JobWaitingForSlots):
-                rec = self._jobs[action.job_id]
-                rec.message = (f"waiting for slots: needs {action.required}, {action.available} free "
+                job = self._jobs[action.job_id]
+                job.on_waiting(f"waiting for slots: needs {action.required}, {action.available} free "
                                f"of {self._pool.total_slots()} in the cluster")
-                log.info("[job %s] %s", rec.job_id, rec.message)
+                log.info("[job %s] %s", job.job_id, job.message)
             elif isinstance(action, sp.TaskManagerLost):
                 log.warning("TaskManager %s (%s) lost: %s", action.resource_id, action.address, action.reason)
                 for job_id in action.affected_jobs:
-                    rec = self._jobs[job_id]
-                    self._apply_job(rec, rec.graph.handle(eg.TaskManagerLost(action.resource_id, action.reason, self.clock())))
+                    self._jobs[job_id].on_tm_lost(action.resource_id, action.reason, self.clock())
 
-    def _apply_job(self, rec: JobRecord, actions: list) -> None:
-        for action in actions:
-            if isinstance(action, eg.DeployExecutions):
-                for eid in action.execution_ids:
-                    self._submit_rpc(rec, eid)
-            elif isinstance(action, eg.CancelExecutions):
-                for eid in action.execution_ids:
-                    self._cancel_rpc(rec, eid)
-            elif isinstance(action, eg.JobStatusChanged):
-                log.info("[job %s] %s -> %s", rec.job_id, action.old, action.new)
-            elif isinstance(action, eg.JobTerminated):
-                rec.ended_ms = _now_ms()
-                rec.message = ""
-                log.info("[job %s] ended %s%s", rec.job_id, action.state,
-                         f": {action.failure.splitlines()[0]}" if action.failure else "")
-                self._apply_pool(sp.SlotsReleased(rec.job_id))
-            elif isinstance(action, eg.Ignored):
-                log.debug("[job %s] ignored: %s", rec.job_id, action.reason)
-
-    # -- RPCs (run outside the lock) ------------------------------------------------------
     def _stub(self, address: str) -> taskmanager_pb2_grpc.TaskExecutorStub:
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.insecure_channel(address)
+            ch = self._channels[address] = grpc.insecure_channel(address, options=rpc.CHANNEL_OPTIONS)
         return taskmanager_pb2_grpc.TaskExecutorStub(ch)
-
-    def _submit_rpc(self, rec: JobRecord, eid: str) -> None:
-        tdd = self._deployment_descriptor(rec, eid)
-        address = self._pool.address_of(rec.graph.executions[eid].slot.resource_id)
-        session = self._session
-
-        def call() -> None:
-            try:
-                self._stub(address).SubmitTask(tdd, timeout=30)
-            except grpc.RpcError as err:
-                log.warning("[job %s] deploying %s to %s failed: %s", rec.job_id, eid, address, err.details())
-                with self._lock:
-                    if self._session == session:
-                        self._apply_job(rec, rec.graph.handle(eg.DeploymentFailed(eid, f"{address}: {err.details()}", self.clock())))
-        self._rpc.submit(call)
-
-    def _cancel_rpc(self, rec: JobRecord, eid: str) -> None:
-        slot = rec.graph.executions[eid].slot
-        try:
-            address = self._pool.address_of(slot.resource_id)
-        except KeyError:
-            return  # its TaskManager is gone; the cancel timeout settles it
-        req = taskmanager_pb2.CancelTaskRequest(leader_session_id=self._session or "", job_id=rec.job_id, execution_id=eid)
-
-        def call() -> None:
-            try:
-                self._stub(address).CancelTask(req, timeout=10)
-            except grpc.RpcError as err:
-                log.warning("[job %s] cancelling %s on %s failed: %s", rec.job_id, eid, address, err.details())
-        self._rpc.submit(call)
-
-    def _deployment_descriptor(self, rec: JobRecord, eid: str) -> taskmanager_pb2.TaskDeploymentDescriptor:
-        g, ex = rec.graph, rec.graph.executions[eid]
-        by_id = {c.id: c for c in rec.chains}
-        chain_of = graph.chain_of(rec.chains)
-        chain = by_id[ex.chain_id]
-        tdd = taskmanager_pb2.TaskDeploymentDescriptor(
-            leader_session_id=self._session or "", job_id=rec.job_id, attempt=g.attempt, execution_id=eid,
-            chain_id=chain.id, operator_ids=list(chain.operator_ids), subtask_index=ex.subtask,
-            parallelism=chain.parallelism, slot_index=ex.slot.index, job=rec.job)
-        for edge in chain.inputs:
-            upstream = chain_of[edge.source]
-            gate = tdd.inputs.add(upstream_chain=upstream.id)
-            for j in range(upstream.parallelism):
-                slot = g.slot_of(upstream.id, j)
-                gate.channels.add(partition_id=partition_id(rec.job_id, g.attempt, upstream.id, edge.target, j),
-                                  address=self._pool.address_of(slot.resource_id))
-        for edge in chain.outputs:
-            target = chain_of[edge.target]
-            tdd.outputs.add(partition_id=partition_id(rec.job_id, g.attempt, chain.id, edge.target, ex.subtask),
-                            target_chain=target.id, partitioning=edge.partitioning, key=edge.key,
-                            num_subpartitions=target.parallelism)
-        return tdd
 
     def close(self) -> None:
         self._rpc.shutdown(wait=False, cancel_futures=True)
         for ch in self._channels.values():
             ch.close()
-
-
-def partition_id(job_id: str, attempt: int, chain_id: str, target_op: str, subtask: int) -> str:
-    return f"{job_id}/{attempt}/{chain_id}->{target_op}/{subtask}"
-
-
-def public_state(internal: str) -> str:
-    """States of the status contract; winding down still counts as RUNNING."""
-    return {eg.FAILING: "RUNNING", eg.CANCELLING: "RUNNING"}.get(internal, internal)

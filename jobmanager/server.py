@@ -28,10 +28,10 @@ log = logging.getLogger("sluice.jobmanager")
 
 class JobManagerProcess:
     def __init__(self, zookeeper: str, cluster_id: str, host: str = "127.0.0.1", port: int = 0,
-                 heartbeat_timeout: float = 6.0, zk_session_timeout: float = 6.0):
+                 heartbeat_timeout: float = 6.0, zk_session_timeout: float = 6.0, checkpoint_dir: str | None = None):
         self.server = rpc.Server(host, port, ["sluice.v1.JobManager", "sluice.v1.ResourceManager"])
         self.address = self.server.address
-        self.dispatcher = Dispatcher(self.address, heartbeat_timeout=heartbeat_timeout)
+        self.dispatcher = Dispatcher(self.address, heartbeat_timeout=heartbeat_timeout, checkpoint_dir=checkpoint_dir)
         self._leader_address: str | None = None
         hint = lambda: self._leader_address  # noqa: E731
         jobmanager_pb2_grpc.add_JobManagerServicer_to_server(JobManagerServicer(self.dispatcher, hint), self.server.server)
@@ -100,12 +100,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
     ap.add_argument("--heartbeat-timeout", type=float, default=6.0, help="seconds without heartbeat before a TaskManager is lost")
     ap.add_argument("--zk-session-timeout", type=float, default=6.0)
+    ap.add_argument("--checkpoint-dir", help="default state.checkpoints.dir (local path or pyarrow.fs URI)")
     ap.add_argument("--log-file")
     ap.add_argument("--address-file", help="write host:port here once listening")
     args = ap.parse_args(argv)
     logs.setup("jobmanager", log_file=args.log_file)
     proc = JobManagerProcess(args.zookeeper, args.cluster_id, args.host, args.port, args.heartbeat_timeout,
-                             args.zk_session_timeout)
+                             args.zk_session_timeout, args.checkpoint_dir)
     done = rpc.on_sigterm(proc.stop)
     proc.start()
     if args.address_file:

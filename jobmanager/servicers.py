@@ -91,5 +91,18 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
     def UpdateTaskExecutionState(self, request, context):
         accepted = self.dispatcher.update_task_state(request.leader_session_id, request.job_id,
                                                      request.execution_id, request.state, request.error,
-                                                     (request.records_in, request.records_out))
+                                                     (request.records_in, request.records_out), request.end_of_input)
         return jobmanager_pb2.UpdateTaskExecutionStateResponse(accepted=accepted)
+
+    @translated
+    def AcknowledgeCheckpoint(self, request, context):
+        outcome = self.dispatcher.acknowledge_checkpoint(request.leader_session_id, request.job_id,
+                                                         request.execution_id, request.checkpoint_id,
+                                                         request.state_handle, request.size_bytes)
+        return jobmanager_pb2.AcknowledgeCheckpointResponse(outcome=outcome)
+
+    @translated
+    def DeclineCheckpoint(self, request, context):
+        self.dispatcher.decline_checkpoint(request.leader_session_id, request.job_id, request.execution_id,
+                                           request.checkpoint_id, request.reason)
+        return jobmanager_pb2.DeclineCheckpointResponse()

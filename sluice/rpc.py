@@ -70,3 +70,13 @@ def on_sigterm(callback: Callable[[], None]) -> threading.Event:
 
 def abort_with(context: grpc.ServicerContext, code: grpc.StatusCode, message: str):
     context.abort(code, message)
+
+
+def is_serving(address: str, timeout: float = 1.0, service: str = "") -> bool:
+    """True when `address` answers the health check with SERVING."""
+    try:
+        with grpc.insecure_channel(address) as ch:
+            reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False

@@ -44,11 +44,10 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
         self.resource_id = resource_id or f"tm-{uuid.uuid4().hex[:8]}"
         self.slots = slots
         self.heartbeat_interval = heartbeat_interval
-        self.server = rpc.Server(host, port, ["sluice.v1.TaskExecutor", "sluice.v1.DataExchange"])
-        self.address = self.server.address
+        self._host, self._port = host, port
+        self.server: rpc.Server | None = None
+        self.address = ""
         self.partitions = PartitionManager()
-        taskmanager_pb2_grpc.add_TaskExecutorServicer_to_server(self, self.server.server)
-        dataexchange_pb2_grpc.add_DataExchangeServicer_to_server(DataExchangeServicer(self.partitions), self.server.server)
         self.engine = SparkEngine(slots, master=spark_master, remote=spark_remote)
         self.table = st.TaskSlotTable(slots)
         self.tasks: dict[str, Task] = {}
@@ -64,9 +63,16 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
-        self.server.start()
-        log.info("TaskManager %s listening at %s with %d slots; starting Spark", self.resource_id, self.address, self.slots)
+        # Spark first: launching its JVM forks this process, which must not happen
+        # while gRPC's threads are running.
+        log.info("TaskManager %s with %d slots: starting Spark", self.resource_id, self.slots)
         self.engine.start()
+        self.server = rpc.Server(self._host, self._port, ["sluice.v1.TaskExecutor", "sluice.v1.DataExchange"])
+        self.address = self.server.address
+        taskmanager_pb2_grpc.add_TaskExecutorServicer_to_server(self, self.server.server)
+        dataexchange_pb2_grpc.add_DataExchangeServicer_to_server(DataExchangeServicer(self.partitions), self.server.server)
+        self.server.start()
+        log.info("TaskManager %s listening at %s", self.resource_id, self.address)
         self._connect_zookeeper()
         self.retriever = LeaderRetriever(self.zk, self.paths, self._on_leader)
         threading.Thread(target=self._registration_loop, name="tm-registration", daemon=True).start()
@@ -86,14 +92,16 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
 
     def stop(self) -> None:
         self._stopped.set()
-        self.server.set_serving(False)
+        if self.server is not None:
+            self.server.set_serving(False)
         with self._lock:
             tasks = list(self.tasks.values())
         for t in tasks:
             t.cancel()
         for t in tasks:
             t.join(5)
-        self.server.stop(grace=2)
+        if self.server is not None:
+            self.server.stop(grace=2)
         try:
             self.zk.stop()
             self.zk.close()
@@ -162,35 +170,48 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
                                 task.cancel()
             self._registered_session = session_id
 
-    # -- reports to the leader -----------------------------------------------------------
-    def _report(self, task: Task, state: str, error: str) -> None:
+    # -- reports to the leader (one ordered queue: acks before FINISHED) ---------------------------
+    def _report(self, task: Task, state: str, error: str, end_of_input: bool = False) -> None:
         if state in ("FINISHED", "CANCELED", "FAILED"):
             with self._lock:
                 self.table.handle(st.TaskEnded(task.execution_id))
                 self.tasks.pop(task.execution_id, None)
-        self._reports.put(jobmanager_pb2.TaskExecutionState(
+        self._reports.put(("UpdateTaskExecutionState", jobmanager_pb2.TaskExecutionState(
             resource_id=self.resource_id, leader_session_id=task.tdd.leader_session_id, job_id=task.job_id,
             attempt=task.tdd.attempt, execution_id=task.execution_id, state=state, error=error,
-            records_in=task.records_in, records_out=task.records_out))
+            records_in=task.records_in, records_out=task.records_out, end_of_input=end_of_input)))
+
+    def _acknowledge(self, task: Task, checkpoint_id: int, handle: bytes, size: int) -> None:
+        self._reports.put(("AcknowledgeCheckpoint", jobmanager_pb2.AcknowledgeCheckpointRequest(
+            leader_session_id=task.tdd.leader_session_id, job_id=task.job_id, execution_id=task.execution_id,
+            checkpoint_id=checkpoint_id, state_handle=handle, size_bytes=size)))
+
+    def _decline(self, task: Task, checkpoint_id: int, reason: str) -> None:
+        self._reports.put(("DeclineCheckpoint", jobmanager_pb2.DeclineCheckpointRequest(
+            leader_session_id=task.tdd.leader_session_id, job_id=task.job_id, execution_id=task.execution_id,
+            checkpoint_id=checkpoint_id, reason=reason)))
 
     def _report_loop(self) -> None:
+        channel, channel_address = None, None
         while not self._stopped.is_set():
             try:
-                msg = self._reports.get(timeout=0.5)
+                method, msg = self._reports.get(timeout=0.5)
             except queue.Empty:
                 continue
-            session, job_id, eid, state = msg.leader_session_id, msg.job_id, msg.execution_id, msg.state
             deadline = time.monotonic() + 30
             while not self._stopped.is_set() and time.monotonic() < deadline:
-                if session != self._registered_session:
+                if msg.leader_session_id != self._registered_session:
                     break  # that leader is gone; the new one redeploys
+                address = self._leader[0]
                 try:
-                    address = self._leader[0]
-                    jobmanager_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(address)) \
-                        .UpdateTaskExecutionState(msg, timeout=5)
+                    if address != channel_address:
+                        if channel is not None:
+                            channel.close()
+                        channel, channel_address = grpc.insecure_channel(address), address
+                    getattr(jobmanager_pb2_grpc.ResourceManagerStub(channel), method)(msg, timeout=5)
                     break
                 except (grpc.RpcError, TypeError) as err:
-                    log.warning("[job %s] reporting %s %s failed: %s; retrying", job_id, eid, state, err)
+                    log.warning("[job %s] %s for %s failed: %s; retrying", msg.job_id, method, msg.execution_id, err)
                     time.sleep(0.5)
 
     # -- TaskExecutor service ---------------------------------------------------------------
@@ -207,7 +228,8 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
             rejected = [a for a in actions if isinstance(a, st.Rejected)]
             if rejected:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task {request.execution_id}: {rejected[0].reason}")
-            task = Task(request, self.engine, self.partitions, self.address, self._report)
+            task = Task(request, self.engine, self.partitions, self.address, self._report, self._acknowledge,
+                        self._decline)
             self.tasks[request.execution_id] = task
         log.info("[job %s attempt %d] deploying %s to slot %d", request.job_id, request.attempt,
                  request.execution_id, request.slot_index)
@@ -223,6 +245,30 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
         log.info("[job %s] cancelling %s", request.job_id, request.execution_id)
         task.cancel()
         return taskmanager_pb2.CancelTaskResponse(found=True)
+
+
+    def _task_for(self, request, context) -> Task | None:
+        self._check_fencing(request.leader_session_id, context)
+        with self._lock:
+            return self.tasks.get(request.execution_id)
+
+    def TriggerCheckpoint(self, request, context):
+        task = self._task_for(request, context)
+        if task is not None:
+            task.trigger_checkpoint(request.checkpoint_id, request.final)
+        return taskmanager_pb2.TriggerCheckpointResponse(found=task is not None)
+
+    def NotifyCheckpointComplete(self, request, context):
+        task = self._task_for(request, context)
+        if task is not None:
+            task.notify_complete(request.checkpoint_id, request.final)
+        return taskmanager_pb2.CheckpointNotificationResponse(found=task is not None)
+
+    def NotifyCheckpointAborted(self, request, context):
+        task = self._task_for(request, context)
+        if task is not None:
+            task.notify_aborted(request.checkpoint_id)
+        return taskmanager_pb2.CheckpointNotificationResponse(found=task is not None)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -88,6 +88,13 @@ class TaskManagerLost:
 
 
 @dataclasses.dataclass(frozen=True)
+class GlobalFailure:
+    """The job fails as a whole (e.g. too many failed checkpoints)."""
+    reason: str
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
 class CancelRequested:
     now: float
 
@@ -175,7 +182,7 @@ class ExecutionGraph:
         handler = {
             SlotsAssigned: self._on_slots, TaskStateReported: self._on_report,
             DeploymentFailed: self._on_deployment_failed, TaskManagerLost: self._on_tm_lost,
-            CancelRequested: self._on_cancel, Tick: self._on_tick,
+            CancelRequested: self._on_cancel, Tick: self._on_tick, GlobalFailure: self._on_global_failure,
         }.get(type(event))
         if handler is None:
             raise TypeError(f"not an ExecutionGraph event: {event!r}")
@@ -218,6 +225,14 @@ class ExecutionGraph:
             self._set_task(ex, T_FAILED)
             ex.error = f"TaskManager {ev.resource_id} lost: {ev.reason}"
         return self._fail(f"TaskManager {ev.resource_id} lost: {ev.reason}", ev.now)
+
+    def _on_global_failure(self, ev: GlobalFailure) -> list:
+        if self.state == CREATED:
+            for ex in self.executions.values():
+                self._set_task(ex, T_CANCELED)
+            self.failure = ev.reason
+            return self._set_job(FAILED) + [JobTerminated(FAILED, ev.reason)]
+        return self._fail(ev.reason, ev.now)
 
     def _on_cancel(self, ev: CancelRequested) -> list:
         if self.state in JOB_TERMINAL or self.state == CANCELLING:

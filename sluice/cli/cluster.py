@@ -90,6 +90,7 @@ def start(cluster_dir: str, jobmanagers: int = 1, taskmanagers: int = 2, slots: 
             log = os.path.join(log_dir, f"{name}.log")
             p = _spawn([py, "-m", "jobmanager", "--zookeeper", zookeeper, "--cluster-id", cluster_id,
                         "--heartbeat-timeout", str(heartbeat_timeout), "--zk-session-timeout", str(zk_session_timeout),
+                        "--checkpoint-dir", os.path.join(cluster_dir, "checkpoints"),
                         "--log-file", log, "--address-file", addr_file], log)
             started.append(p)
             pending.append(("jobmanager", p, addr_file, log))

@@ -158,6 +158,10 @@ def _job_dict(info) -> dict:
         "leader": info.leader, "message": info.message, "failure": info.failure or None,
         "submitted": _iso(info.submitted_ms), "ended": _iso(info.ended_ms) if info.ended_ms else None,
         "slots_required": info.slots_required,
+        "checkpoints": [{"id": c.checkpoint_id, "status": c.status, "trigger": _iso(c.trigger_ms),
+                         "duration_ms": c.duration_ms, "size_bytes": c.size_bytes, "acks": c.acks,
+                         "expected": c.expected, **({"failure": c.failure} if c.failure else {})}
+                        for c in info.checkpoints],
         "tasks": [{"operator": t.operator, "subtask": t.subtask, "state": t.state, "taskmanager": t.taskmanager,
                    "records_in": t.records_in, "records_out": t.records_out, **({"error": t.error} if t.error else {})}
                   for t in info.tasks],
@@ -199,6 +203,12 @@ def cmd_status(args) -> int:
         t.add_row(task["operator"], str(task["subtask"]), _styled(task["state"]), task["taskmanager"],
                   str(task["records_in"]), str(task["records_out"]))
     console.print(t)
+    if d["checkpoints"]:
+        c = Table("checkpoint", "status", "duration", "size", "acks", title="checkpoints (most recent last)")
+        for ck in d["checkpoints"][-10:]:
+            c.add_row(str(ck["id"]), _styled(ck["status"]), f"{ck['duration_ms']} ms", _size(ck["size_bytes"]),
+                      f"{ck['acks']}/{ck['expected']}")
+        console.print(c)
     if d["failure"]:
         console.print("[red]root cause:[/red]", highlight=False)
         console.print(d["failure"], highlight=False, markup=False)
@@ -212,6 +222,15 @@ def cmd_cancel(args) -> int:
     return 0
 
 
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
 def _styled(state: str) -> str:
-    color = {"RUNNING": "green", "FINISHED": "blue", "FAILED": "red", "CANCELED": "yellow"}.get(state)
+    color = {"RUNNING": "green", "FINISHED": "blue", "FAILED": "red", "CANCELED": "yellow", "COMPLETED": "blue",
+             "RESTARTING": "yellow", "IN_PROGRESS": "green"}.get(state)
     return f"[{color}]{state}[/{color}]" if color else state

@@ -72,7 +72,7 @@ class TaskStatus(_message.Message):
     def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[str] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available")
+    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,7 @@ class JobInfo(_message.Message):
     ENDED_MS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     SLOTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     state: str
@@ -101,4 +102,25 @@ class JobInfo(_message.Message):
     ended_ms: int
     slots_required: int
     slots_available: int
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ...) -> None: ...
+    checkpoints: _containers.RepeatedCompositeFieldContainer[CheckpointStats]
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ...) -> None: ...
+
+class CheckpointStats(_message.Message):
+    __slots__ = ("checkpoint_id", "status", "trigger_ms", "duration_ms", "size_bytes", "failure", "acks", "expected")
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_MS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: int
+    status: str
+    trigger_ms: int
+    duration_ms: int
+    size_bytes: int
+    failure: str
+    acks: int
+    expected: int
+    def __init__(self, checkpoint_id: _Optional[int] = ..., status: _Optional[str] = ..., trigger_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure: _Optional[str] = ..., acks: _Optional[int] = ..., expected: _Optional[int] = ...) -> None: ...

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from sluice.v1 import common_pb2 as sluice_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice/v1/jobmanager.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\"4\n\x10SubmitJobRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.sluice.v1.JobGraph\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"4\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.sluice.v1.JobInfo\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x11\x43\x61ncelJobResponse\x12\r\n\x05state\x18\x01 \x01(\t\"\x13\n\x11GetClusterRequest\"\x7f\n\x13TaskManagerOverview\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12\x1f\n\x17seconds_since_heartbeat\x18\x05 \x01(\x01\"\x80\x01\n\x0f\x43lusterOverview\x12\x0e\n\x06leader\x18\x01 \x01(\t\x12\x34\n\x0ctaskmanagers\x18\x02 \x03(\x0b\x32\x1e.sluice.v1.TaskManagerOverview\x12\x13\n\x0btotal_slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\"Q\n\x1aRegisterTaskManagerRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\"W\n\x1bRegisterTaskManagerResponse\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\"G\n\nSlotStatus\x12\x12\n\nslot_index\x18\x01 \x01(\x05\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x15\n\rexecution_ids\x18\x03 \x03(\t\"L\n\x0bTaskMetrics\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\"\x8f\x01\n\x10HeartbeatRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12$\n\x05slots\x18\x03 \x03(\x0b\x32\x15.sluice.v1.SlotStatus\x12%\n\x05tasks\x18\x04 \x03(\x0b\x32\x16.sluice.v1.TaskMetrics\"\"\n\x11HeartbeatResponse\x12\r\n\x05known\x18\x01 \x01(\x08\"\xc2\x01\n\x12TaskExecutionState\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12\x14\n\x0c\x65xecution_id\x18\x05 \x01(\t\x12\r\n\x05state\x18\x06 \x01(\t\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x12\n\nrecords_in\x18\x08 \x01(\x03\x12\x13\n\x0brecords_out\x18\t \x01(\x03\"4\n UpdateTaskExecutionStateResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x32\xe1\x02\n\nJobManager\x12\x46\n\tSubmitJob\x12\x1b.sluice.v1.SubmitJobRequest\x1a\x1c.sluice.v1.SubmitJobResponse\x12\x36\n\x06GetJob\x12\x18.sluice.v1.GetJobRequest\x1a\x12.sluice.v1.JobInfo\x12\x43\n\x08ListJobs\x12\x1a.sluice.v1.ListJobsRequest\x1a\x1b.sluice.v1.ListJobsResponse\x12\x46\n\tCancelJob\x12\x1b.sluice.v1.CancelJobRequest\x1a\x1c.sluice.v1.CancelJobResponse\x12\x46\n\nGetCluster\x12\x1c.sluice.v1.GetClusterRequest\x1a\x1a.sluice.v1.ClusterOverview2\xa7\x02\n\x0fResourceManager\x12\x64\n\x13RegisterTaskManager\x12%.sluice.v1.RegisterTaskManagerRequest\x1a&.sluice.v1.RegisterTaskManagerResponse\x12\x46\n\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12\x66\n\x18UpdateTaskExecutionState\x12\x1d.sluice.v1.TaskExecutionState\x1a+.sluice.v1.UpdateTaskExecutionStateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice/v1/jobmanager.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\"4\n\x10SubmitJobRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.sluice.v1.JobGraph\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"4\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.sluice.v1.JobInfo\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x11\x43\x61ncelJobResponse\x12\r\n\x05state\x18\x01 \x01(\t\"\x13\n\x11GetClusterRequest\"\x7f\n\x13TaskManagerOverview\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12\x1f\n\x17seconds_since_heartbeat\x18\x05 \x01(\x01\"\x80\x01\n\x0f\x43lusterOverview\x12\x0e\n\x06leader\x18\x01 \x01(\t\x12\x34\n\x0ctaskmanagers\x18\x02 \x03(\x0b\x32\x1e.sluice.v1.TaskManagerOverview\x12\x13\n\x0btotal_slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\"\xa0\x01\n\x1c\x41\x63knowledgeCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x14\n\x0cstate_handle\x18\x05 \x01(\x0c\x12\x12\n\nsize_bytes\x18\x06 \x01(\x03\"0\n\x1d\x41\x63knowledgeCheckpointResponse\x12\x0f\n\x07outcome\x18\x01 \x01(\t\"\x82\x01\n\x18\x44\x65\x63lineCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\x1b\n\x19\x44\x65\x63lineCheckpointResponse\"Q\n\x1aRegisterTaskManagerRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\"W\n\x1bRegisterTaskManagerResponse\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\"G\n\nSlotStatus\x12\x12\n\nslot_index\x18\x01 \x01(\x05\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x15\n\rexecution_ids\x18\x03 \x03(\t\"L\n\x0bTaskMetrics\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\"\x8f\x01\n\x10HeartbeatRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12$\n\x05slots\x18\x03 \x03(\x0b\x32\x15.sluice.v1.SlotStatus\x12%\n\x05tasks\x18\x04 \x03(\x0b\x32\x16.sluice.v1.TaskMetrics\"\"\n\x11HeartbeatResponse\x12\r\n\x05known\x18\x01 \x01(\x08\"\xd8\x01\n\x12TaskExecutionState\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12\x14\n\x0c\x65xecution_id\x18\x05 \x01(\t\x12\r\n\x05state\x18\x06 \x01(\t\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x12\n\nrecords_in\x18\x08 \x01(\x03\x12\x13\n\x0brecords_out\x18\t \x01(\x03\x12\x14\n\x0c\x65nd_of_input\x18\n \x01(\x08\"4\n UpdateTaskExecutionStateResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x32\xe1\x02\n\nJobManager\x12\x46\n\tSubmitJob\x12\x1b.sluice.v1.SubmitJobRequest\x1a\x1c.sluice.v1.SubmitJobResponse\x12\x36\n\x06GetJob\x12\x18.sluice.v1.GetJobRequest\x1a\x12.sluice.v1.JobInfo\x12\x43\n\x08ListJobs\x12\x1a.sluice.v1.ListJobsRequest\x1a\x1b.sluice.v1.ListJobsResponse\x12\x46\n\tCancelJob\x12\x1b.sluice.v1.CancelJobRequest\x1a\x1c.sluice.v1.CancelJobResponse\x12\x46\n\nGetCluster\x12\x1c.sluice.v1.GetClusterRequest\x1a\x1a.sluice.v1.ClusterOverview2\xf3\x03\n\x0fResourceManager\x12\x64\n\x13RegisterTaskManager\x12%.sluice.v1.RegisterTaskManagerRequest\x1a&.sluice.v1.RegisterTaskManagerResponse\x12\x46\n\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12\x66\n\x18UpdateTaskExecutionState\x12\x1d.sluice.v1.TaskExecutionState\x1a+.sluice.v1.UpdateTaskExecutionStateResponse\x12j\n\x15\x41\x63knowledgeCheckpoint\x12\'.sluice.v1.AcknowledgeCheckpointRequest\x1a(.sluice.v1.AcknowledgeCheckpointResponse\x12^\n\x11\x44\x65\x63lineCheckpoint\x12#.sluice.v1.DeclineCheckpointRequest\x1a$.sluice.v1.DeclineCheckpointResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -52,24 +52,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TASKMANAGEROVERVIEW']._serialized_end=482
   _globals['_CLUSTEROVERVIEW']._serialized_start=485
   _globals['_CLUSTEROVERVIEW']._serialized_end=613
-  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_start=615
-  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_end=696
-  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_start=698
-  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_end=785
-  _globals['_SLOTSTATUS']._serialized_start=787
-  _globals['_SLOTSTATUS']._serialized_end=858
-  _globals['_TASKMETRICS']._serialized_start=860
-  _globals['_TASKMETRICS']._serialized_end=936
-  _globals['_HEARTBEATREQUEST']._serialized_start=939
-  _globals['_HEARTBEATREQUEST']._serialized_end=1082
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1084
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1118
-  _globals['_TASKEXECUTIONSTATE']._serialized_start=1121
-  _globals['_TASKEXECUTIONSTATE']._serialized_end=1315
-  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_start=1317
-  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_end=1369
-  _globals['_JOBMANAGER']._serialized_start=1372
-  _globals['_JOBMANAGER']._serialized_end=1725
-  _globals['_RESOURCEMANAGER']._serialized_start=1728
-  _globals['_RESOURCEMANAGER']._serialized_end=2023
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_start=616
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_end=776
+  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_start=778
+  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_end=826
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_start=829
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_end=959
+  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_start=961
+  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_end=988
+  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_start=990
+  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_end=1071
+  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_start=1073
+  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_end=1160
+  _globals['_SLOTSTATUS']._serialized_start=1162
+  _globals['_SLOTSTATUS']._serialized_end=1233
+  _globals['_TASKMETRICS']._serialized_start=1235
+  _globals['_TASKMETRICS']._serialized_end=1311
+  _globals['_HEARTBEATREQUEST']._serialized_start=1314
+  _globals['_HEARTBEATREQUEST']._serialized_end=1457
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1459
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1493
+  _globals['_TASKEXECUTIONSTATE']._serialized_start=1496
+  _globals['_TASKEXECUTIONSTATE']._serialized_end=1712
+  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_start=1714
+  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_end=1766
+  _globals['_JOBMANAGER']._serialized_start=1769
+  _globals['_JOBMANAGER']._serialized_end=2122
+  _globals['_RESOURCEMANAGER']._serialized_start=2125
+  _globals['_RESOURCEMANAGER']._serialized_end=2624
 # @@protoc_insertion_point(module_scope)

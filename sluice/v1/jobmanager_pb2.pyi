@@ -77,6 +77,46 @@ class ClusterOverview(_message.Message):
     free_slots: int
     def __init__(self, leader: _Optional[str] = ..., taskmanagers: _Optional[_Iterable[_Union[TaskManagerOverview, _Mapping]]] = ..., total_slots: _Optional[int] = ..., free_slots: _Optional[int] = ...) -> None: ...
 
+class AcknowledgeCheckpointRequest(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "state_handle", "size_bytes")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    state_handle: bytes
+    size_bytes: int
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., state_handle: _Optional[bytes] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class AcknowledgeCheckpointResponse(_message.Message):
+    __slots__ = ("outcome",)
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    def __init__(self, outcome: _Optional[str] = ...) -> None: ...
+
+class DeclineCheckpointRequest(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "reason")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    reason: str
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DeclineCheckpointResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class RegisterTaskManagerRequest(_message.Message):
     __slots__ = ("resource_id", "address", "slots")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -134,7 +174,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out")
+    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +184,7 @@ class TaskExecutionState(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    END_OF_INPUT_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     leader_session_id: str
     job_id: str
@@ -153,7 +194,8 @@ class TaskExecutionState(_message.Message):
     error: str
     records_in: int
     records_out: int
-    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    end_of_input: bool
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ...) -> None: ...
 
 class UpdateTaskExecutionStateResponse(_message.Message):
     __slots__ = ("accepted",)

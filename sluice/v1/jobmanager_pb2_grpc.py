@@ -299,6 +299,16 @@ class ResourceManagerStub:
                 request_serializer=sluice_dot_v1_dot_jobmanager__pb2.TaskExecutionState.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.UpdateTaskExecutionStateResponse.FromString,
                 _registered_method=True)
+        self.AcknowledgeCheckpoint = channel.unary_unary(
+                '/sluice.v1.ResourceManager/AcknowledgeCheckpoint',
+                request_serializer=sluice_dot_v1_dot_jobmanager__pb2.AcknowledgeCheckpointRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.AcknowledgeCheckpointResponse.FromString,
+                _registered_method=True)
+        self.DeclineCheckpoint = channel.unary_unary(
+                '/sluice.v1.ResourceManager/DeclineCheckpoint',
+                request_serializer=sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointResponse.FromString,
+                _registered_method=True)
 
 
 class ResourceManagerServicer:
@@ -324,6 +334,18 @@ class ResourceManagerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcknowledgeCheckpoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeclineCheckpoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResourceManagerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -341,6 +363,16 @@ def add_ResourceManagerServicer_to_server(servicer, server):
                     servicer.UpdateTaskExecutionState,
                     request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.TaskExecutionState.FromString,
                     response_serializer=sluice_dot_v1_dot_jobmanager__pb2.UpdateTaskExecutionStateResponse.SerializeToString,
+            ),
+            'AcknowledgeCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeCheckpoint,
+                    request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.AcknowledgeCheckpointRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_jobmanager__pb2.AcknowledgeCheckpointResponse.SerializeToString,
+            ),
+            'DeclineCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeclineCheckpoint,
+                    request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -426,6 +458,60 @@ class ResourceManager:
             '/sluice.v1.ResourceManager/UpdateTaskExecutionState',
             sluice_dot_v1_dot_jobmanager__pb2.TaskExecutionState.SerializeToString,
             sluice_dot_v1_dot_jobmanager__pb2.UpdateTaskExecutionStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcknowledgeCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.ResourceManager/AcknowledgeCheckpoint',
+            sluice_dot_v1_dot_jobmanager__pb2.AcknowledgeCheckpointRequest.SerializeToString,
+            sluice_dot_v1_dot_jobmanager__pb2.AcknowledgeCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeclineCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.ResourceManager/DeclineCheckpoint',
+            sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointRequest.SerializeToString,
+            sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

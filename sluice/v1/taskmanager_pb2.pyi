@@ -7,6 +7,48 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class TriggerCheckpointRequest(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "timestamp_ms", "final")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    timestamp_ms: int
+    final: bool
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., final: _Optional[bool] = ...) -> None: ...
+
+class TriggerCheckpointResponse(_message.Message):
+    __slots__ = ("found",)
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    def __init__(self, found: _Optional[bool] = ...) -> None: ...
+
+class CheckpointNotification(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "final")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    final: bool
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., final: _Optional[bool] = ...) -> None: ...
+
+class CheckpointNotificationResponse(_message.Message):
+    __slots__ = ("found",)
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    def __init__(self, found: _Optional[bool] = ...) -> None: ...
+
 class InputChannelDescriptor(_message.Message):
     __slots__ = ("partition_id", "address")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -24,7 +66,7 @@ class InputGateDescriptor(_message.Message):
     def __init__(self, upstream_chain: _Optional[str] = ..., channels: _Optional[_Iterable[_Union[InputChannelDescriptor, _Mapping]]] = ...) -> None: ...
 
 class TaskDeploymentDescriptor(_message.Message):
-    __slots__ = ("leader_session_id", "job_id", "attempt", "execution_id", "chain_id", "operator_ids", "subtask_index", "parallelism", "slot_index", "job", "inputs", "outputs")
+    __slots__ = ("leader_session_id", "job_id", "attempt", "execution_id", "chain_id", "operator_ids", "subtask_index", "parallelism", "slot_index", "job", "inputs", "outputs", "checkpoint_dir", "restore_checkpoint_id", "restore_state")
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +79,9 @@ class TaskDeploymentDescriptor(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_STATE_FIELD_NUMBER: _ClassVar[int]
     leader_session_id: str
     job_id: str
     attempt: int
@@ -49,7 +94,10 @@ class TaskDeploymentDescriptor(_message.Message):
     job: _common_pb2.JobGraph
     inputs: _containers.RepeatedCompositeFieldContainer[InputGateDescriptor]
     outputs: _containers.RepeatedCompositeFieldContainer[ResultPartitionDescriptor]
-    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., chain_id: _Optional[str] = ..., operator_ids: _Optional[_Iterable[str]] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., slot_index: _Optional[int] = ..., job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ...) -> None: ...
+    checkpoint_dir: str
+    restore_checkpoint_id: int
+    restore_state: bytes
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., chain_id: _Optional[str] = ..., operator_ids: _Optional[_Iterable[str]] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., slot_index: _Optional[int] = ..., job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ..., checkpoint_dir: _Optional[str] = ..., restore_checkpoint_id: _Optional[int] = ..., restore_state: _Optional[bytes] = ...) -> None: ...
 
 class ResultPartitionDescriptor(_message.Message):
     __slots__ = ("partition_id", "target_chain", "partitioning", "key", "num_subpartitions")

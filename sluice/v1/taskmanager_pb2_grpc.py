@@ -47,6 +47,21 @@ class TaskExecutorStub:
                 request_serializer=sluice_dot_v1_dot_taskmanager__pb2.CancelTaskRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.CancelTaskResponse.FromString,
                 _registered_method=True)
+        self.TriggerCheckpoint = channel.unary_unary(
+                '/sluice.v1.TaskExecutor/TriggerCheckpoint',
+                request_serializer=sluice_dot_v1_dot_taskmanager__pb2.TriggerCheckpointRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.TriggerCheckpointResponse.FromString,
+                _registered_method=True)
+        self.NotifyCheckpointComplete = channel.unary_unary(
+                '/sluice.v1.TaskExecutor/NotifyCheckpointComplete',
+                request_serializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.FromString,
+                _registered_method=True)
+        self.NotifyCheckpointAborted = channel.unary_unary(
+                '/sluice.v1.TaskExecutor/NotifyCheckpointAborted',
+                request_serializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServicer:
@@ -67,6 +82,26 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TriggerCheckpoint(self, request, context):
+        """Source tasks (and tasks whose inputs all ended) snapshot on this; the
+        others snapshot when barrier n has arrived on all their inputs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NotifyCheckpointComplete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NotifyCheckpointAborted(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -79,6 +114,21 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.CancelTask,
                     request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.CancelTaskRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_taskmanager__pb2.CancelTaskResponse.SerializeToString,
+            ),
+            'TriggerCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerCheckpoint,
+                    request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.TriggerCheckpointRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_taskmanager__pb2.TriggerCheckpointResponse.SerializeToString,
+            ),
+            'NotifyCheckpointComplete': grpc.unary_unary_rpc_method_handler(
+                    servicer.NotifyCheckpointComplete,
+                    request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.FromString,
+                    response_serializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.SerializeToString,
+            ),
+            'NotifyCheckpointAborted': grpc.unary_unary_rpc_method_handler(
+                    servicer.NotifyCheckpointAborted,
+                    request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.FromString,
+                    response_serializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -138,6 +188,87 @@ class TaskExecutor:
             '/sluice.v1.TaskExecutor/CancelTask',
             sluice_dot_v1_dot_taskmanager__pb2.CancelTaskRequest.SerializeToString,
             sluice_dot_v1_dot_taskmanager__pb2.CancelTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.TaskExecutor/TriggerCheckpoint',
+            sluice_dot_v1_dot_taskmanager__pb2.TriggerCheckpointRequest.SerializeToString,
+            sluice_dot_v1_dot_taskmanager__pb2.TriggerCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NotifyCheckpointComplete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.TaskExecutor/NotifyCheckpointComplete',
+            sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.SerializeToString,
+            sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NotifyCheckpointAborted(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.TaskExecutor/NotifyCheckpointAborted',
+            sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.SerializeToString,
+            sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -41,6 +41,7 @@ class InputChannel:
         self.credit = credit
         self.buffer: collections.deque = collections.deque()
         self.ended = False
+        self.global_index = index  # across all gates of the task; set by the task
         self._thread = threading.Thread(target=self._run_safely, name=f"in-{partition_id}", daemon=True)
 
     def start(self) -> None:
@@ -185,16 +186,27 @@ class InputGate:
     def finished(self) -> bool:
         return all(c.ended for c in self.channels)
 
-    def poll_all(self, timeout: float) -> list[tuple[InputChannel, tuple[str, Any]]]:
-        """Everything buffered on every channel (waits up to `timeout` for the first item).
-        Returns credit for the batches taken."""
+    def wake(self) -> None:
+        """Wake a task waiting in poll_all (e.g. a control message arrived)."""
         with self._cond:
-            if not any(c.buffer for c in self.channels) and self._error is None:
+            self._cond.notify_all()
+
+    def poll_all(self, timeout: float, is_blocked=lambda channel: False) -> list[tuple["InputChannel", tuple[str, Any]]]:
+        """Everything buffered on the channels that are not blocked, in order, up to and
+        including each channel's next barrier (after a barrier the channel may be blocked
+        for alignment). Waits up to `timeout` for the first item; returns credit for the
+        batches taken."""
+        with self._cond:
+            def ready():
+                return any(c.buffer and not is_blocked(c.global_index) for c in self.channels)
+            if not ready() and self._error is None:
                 self._cond.wait(timeout)
             if self._error is not None:
                 raise self._error
             taken = []
             for c in self.channels:
+                if is_blocked(c.global_index):
+                    continue
                 n = 0
                 while c.buffer:
                     item = c.buffer.popleft()
@@ -203,6 +215,8 @@ class InputGate:
                         n += 1
                     elif item[0] == END:
                         c.ended = True
+                    elif item[0] == BARRIER:
+                        break
                 if n:
                     c.returned_credit(n)
             return taken

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from taskmanager.network.partition import BATCH, END, ResultPartition
+from taskmanager.network.partition import BARRIER, BATCH, END, ResultPartition
 from taskmanager.operators.keyed_aggregate import KEY_GROUP, combiner_exprs
 from taskmanager.spark_engine import Batch
 
@@ -79,6 +79,11 @@ class RecordWriter:
     def _add(self, index: int, table: pa.Table) -> None:
         self.partition.subpartitions[index].add((BATCH, table), self.cancelled)
         self.records_out += table.num_rows
+
+    def barrier(self, checkpoint_id: int) -> None:
+        """Barriers overtake nothing and are never held back by capacity."""
+        for s in self.partition.subpartitions:
+            s.add((BARRIER, checkpoint_id))
 
     def end(self) -> None:
         for s in self.partition.subpartitions:

@@ -75,3 +75,23 @@ class KeyedAggregate:
 
     def end_input(self) -> Batch | None:
         return None
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def snapshot_table(self) -> pa.Table:
+        """A consistent copy of the state (taken on the task thread; written elsewhere)."""
+        keys = list(self.state)
+        entries = list(self.state.values())
+        columns = {self.key: keys, KEY_GROUP: pa.array([e[0] for e in entries], pa.int32())}
+        for j, out in enumerate(self.aggs):
+            columns[out] = [e[j + 1] for e in entries]
+        return pa.table(columns)
+
+    def restore_table(self, table: pa.Table | None) -> None:
+        self.state = {}
+        if table is None:
+            return
+        keys = table.column(self.key).to_pylist()
+        kgs = table.column(KEY_GROUP).to_pylist()
+        values = [table.column(out).to_pylist() for out in self.aggs]
+        for i, key in enumerate(keys):
+            self.state[key] = [kgs[i]] + [v[i] for v in values]

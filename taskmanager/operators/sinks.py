@@ -10,6 +10,7 @@ import uuid
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
 
 from sluice.storage import resolve
 from taskmanager.spark_engine import Batch
@@ -31,20 +32,34 @@ def _csv_bytes(table: pa.Table, options: pacsv.WriteOptions) -> bytes:
 
 
 class FileSinkWriter:
-    def __init__(self, payload: dict, subtask: int, job_id: str, attempt: int):
+    """Two-phase commit file sink.
+
+    Rows of an epoch go to a hidden in-progress file. At a checkpoint barrier
+    the file is closed and becomes *pending* (pre-commit; it is in the
+    snapshot). When the checkpoint completes, pending files up to it are
+    renamed to their visible names (commit). On restore, the pending files of
+    the restored checkpoint are committed (idempotent) and every other hidden
+    file of this subtask is deleted (abort). Without checkpointing, a part is
+    committed at the end of the input.
+    """
+
+    def __init__(self, payload: dict, subtask: int, job_id: str, attempt: int, exactly_once: bool):
         self.fs, self.dir = resolve(payload["path"])
         self.columns = payload.get("columns")
         self.subtask = subtask
-        self.prefix = f"part-{subtask}-{job_id[:8]}-{attempt}"
+        self.exactly_once = exactly_once
+        self.owner = f"part-{subtask}-{job_id[:8]}"  # every attempt of this subtask
+        self.prefix = f"{self.owner}-{attempt:04d}"  # names sort by attempt, then part number
         self.fs.create_dir(self.dir, recursive=True)
         self.counter = 0
         self._stream = None
-        self._staging = None
+        self._staging: str | None = None
+        self.pending: list[tuple[str, str, int]] = []  # (staging, final, checkpoint id)
         self._plain = pacsv.WriteOptions(include_header=False, quoting_style="none")
         self._quoted = pacsv.WriteOptions(include_header=False, quoting_style="needed")
 
     def _open(self) -> None:
-        self._staging = f"{self.dir}/.{self.prefix}-{self.counter}.{uuid.uuid4().hex[:6]}.inprogress"
+        self._staging = f"{self.dir}/.{self.prefix}-{self.counter:06d}.{uuid.uuid4().hex[:6]}.inprogress"
         self._stream = self.fs.open_output_stream(self._staging)
 
     def process(self, batch: Batch) -> None:
@@ -60,21 +75,55 @@ class FileSinkWriter:
         self._stream.write(data)
         return None
 
-    def commit(self) -> str | None:
-        """Close the in-progress file and make it visible; returns its path."""
+    def _close_part(self) -> tuple[str, str] | None:
         if self._stream is None:
             return None
         self._stream.close()
-        final = f"{self.dir}/{self.prefix}-{self.counter}.csv"
-        self.fs.move(self._staging, final)
+        final = f"{self.dir}/{self.prefix}-{self.counter:06d}.csv"
+        staged = self._staging
         self._stream = self._staging = None
         self.counter += 1
-        return final
+        return staged, final
+
+    def _commit(self, staged: str, final: str) -> None:
+        if self.fs.get_file_info(staged).type != pafs.FileType.NotFound:
+            self.fs.move(staged, final)
+        elif self.fs.get_file_info(final).type == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"pending part {staged} vanished before its commit to {final}")
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def snapshot(self, checkpoint_id: int) -> dict:
+        """Pre-commit: close the part of this epoch; it commits when checkpoint_id completes."""
+        part = self._close_part()
+        if part is not None:
+            self.pending.append((*part, checkpoint_id))
+        return {"pending": [[staged, final] for staged, final, _ in self.pending]}
+
+    def notify_complete(self, checkpoint_id: int) -> None:
+        keep = []
+        for staged, final, cid in self.pending:
+            if cid <= checkpoint_id:
+                self._commit(staged, final)
+                log.info("committed %s (checkpoint %d)", os.path.basename(final), cid)
+            else:
+                keep.append((staged, final, cid))
+        self.pending = keep
+
+    def restore(self, handle: dict) -> None:
+        committed = set()
+        for staged, final in handle.get("pending", []):
+            self._commit(staged, final)
+            committed.add(staged)
+        for info in self.fs.get_file_info(pafs.FileSelector(self.dir)):
+            if info.base_name.startswith(f".{self.owner}-") and info.path not in committed:
+                self.fs.delete_file(info.path)  # written after the restored checkpoint: abort
 
     def end_input(self) -> Batch | None:
-        path = self.commit()
-        if path:
-            log.info("committed %s", os.path.basename(path))
+        if not self.exactly_once:  # with checkpoints, the final checkpoint commits
+            part = self._close_part()
+            if part:
+                self._commit(*part)
+                log.info("committed %s", os.path.basename(part[1]))
         return None
 
     def abort(self) -> None:

@@ -10,11 +10,26 @@ from sluice.storage import list_files
 from taskmanager.spark_engine import Batch, SparkEngine
 
 
-class FileSource:
+class _OffsetState:
+    """A source's state is its offset: restore it, and everything before it is not read again."""
+
+    offset: int
+
+    def snapshot(self) -> dict:
+        return {"offset": self.offset}
+
+    def restore(self, handle: dict) -> None:
+        self.offset = int(handle["offset"])
+
+    def describe_offset(self) -> str:
+        return f"offset {self.offset}"
+
+
+class FileSource(_OffsetState):
     """Subtask i of p reads files i, i+p, ... (sorted) through Spark, up to
     `files_per_batch` files per Spark call."""
 
-    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine, files_per_batch: int = 4):
+    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine, files_per_batch: int = 1):
         self.engine = engine
         self.format = payload["format"]
         self.schema = payload.get("schema")
@@ -39,7 +54,7 @@ class FileSource:
         return Batch(self.engine, df=df)
 
 
-class GeneratorSource:
+class GeneratorSource(_OffsetState):
     """Subtask i of p generates ids i, i+p, i+2p, ... below `count` (or
     forever); `body` turns each DataFrame of ids into records inside Spark."""
 
@@ -64,7 +79,7 @@ class GeneratorSource:
         return Batch(self.engine, df=df)
 
 
-class CollectionSource:
+class CollectionSource(_OffsetState):
     def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine):
         self.engine = engine
         self.rows = payload["rows"][subtask::parallelism]

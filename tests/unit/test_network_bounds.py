@@ -109,9 +109,27 @@ def test_released_subpartition_unblocks_the_producer_with_partition_released():
     wait_until(blocked(p), DEADLINE, "producer blocked")
     sub.release()
     p.join(DEADLINE)
+    assert not p.is_alive()
     assert isinstance(p.error, PartitionReleased)
+    assert p.added < 3
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "partition.py ResultSubpartition.add only checks _released while the subpartition is full: "
+    "release() clears the items, so the producer blocked in add() wakes up and appends its batch to "
+    "the released subpartition (and any add() on a released, non-full subpartition succeeds); "
+    "poll() then hands that batch out instead of returning None"))
+def test_nothing_is_added_to_a_released_subpartition():
+    sub = ResultSubpartition(capacity=1)
+    p = Producer(sub, [(BATCH, table(i)) for i in range(3)], CancelFlag())
+    p.start()
+    wait_until(blocked(p), DEADLINE, "producer blocked")
+    sub.release()
+    p.join(DEADLINE)
+    assert isinstance(p.error, PartitionReleased)
+    assert p.added == 1  # the blocked batch must not count as added
     assert sub.backlog() == 0
-    assert sub.poll(timeout=DEADLINE) is None  # released: no waiting
+    assert sub.poll(timeout=DEADLINE) is None  # released: nothing to hand out, no waiting
 
 
 def test_poll_on_empty_subpartition_returns_none_after_its_timeout():
@@ -154,16 +172,15 @@ def test_consumer_that_never_polls_bounds_what_the_producer_can_produce(local_ex
     p = Producer(sub, [(BATCH, table(i)) for i in range(50)] + [(END, None)], CancelFlag())
     gate.start()
     p.start()
-    wait_until(blocked(p), DEADLINE, "producer blocked by backpressure")
-    wait_until(lambda: len(channel.buffer) == CREDIT, DEADLINE, "channel buffer filled to its credit")
-    # producer side: capacity in the subpartition, one batch in hand; consumer side: credit
-    assert p.added <= CAPACITY + CREDIT
-    assert p.attempted <= CAPACITY + CREDIT + 1
-    assert (len(channel.buffer), sub.backlog(), p.added) == (CREDIT, CAPACITY, CAPACITY + CREDIT)
-    # still bounded after the producer has been waiting for a while
+    wait_until(lambda: len(channel.buffer) == CREDIT and sub.backlog() == CAPACITY, DEADLINE,
+               "channel filled to its credit and subpartition to its capacity")
+    # nothing can move any more: the producer stays blocked on its next batch
     checks = p.cancelled.checks
-    wait_until(blocked(p, checks), DEADLINE, "producer still blocked")
-    assert (len(channel.buffer), sub.backlog(), p.added) == (CREDIT, CAPACITY, CAPACITY + CREDIT)
+    wait_until(blocked(p, checks), DEADLINE, "producer blocked by backpressure")
+    # producer side: capacity in the subpartition, one batch in hand; consumer side: credit
+    assert p.added == CAPACITY + CREDIT
+    assert p.attempted == CAPACITY + CREDIT + 1
+    assert (len(channel.buffer), sub.backlog()) == (CREDIT, CAPACITY)
 
     # taking the batches returns credit, and the rest flows through in order
     seen, ends = [], 0
@@ -186,25 +203,33 @@ def test_consumer_that_never_polls_bounds_what_the_producer_can_produce(local_ex
 def test_poll_all_returns_everything_buffered_and_end_ends_the_channel(local_exchange):
     partition, gate, channel, consumed = local_exchange
     sub = partition.subpartitions[0]
-    sub.add((BATCH, table(0)))
-    sub.add((BARRIER, 1))          # control items take no credit
-    sub.add((BATCH, table(1)))
     gate.start()
-    wait_until(lambda: len(channel.buffer) == 3, DEADLINE, "three items buffered")
+    sub.add((BATCH, table(0)))
+    sub.add((BATCH, table(1)))
+    wait_until(lambda: len(channel.buffer) == CREDIT, DEADLINE, "two batches buffered")
     taken = gate.poll_all(timeout=DEADLINE)
-    assert [(c is channel, kind) for c, (kind, _) in taken] == [(True, BATCH), (True, BARRIER), (True, BATCH)]
-    assert taken[1][1] == (BARRIER, 1)
+    assert [(c is channel, kind) for c, (kind, _) in taken] == [(True, BATCH), (True, BATCH)]
+    assert [t[1][1].equals(table(i)) for i, t in enumerate(taken)] == [True, True]
     assert not channel.ended and not gate.finished
-    assert channel.buffer == type(channel.buffer)()
+    assert len(channel.buffer) == 0
 
+    # the credit came back: two more batches fit into the channel; the END waits
+    # behind them in the subpartition until the consumer takes them
     sub.add((BATCH, table(2)))
+    sub.add((BATCH, table(3)))
     sub.add((END, None))
-    wait_until(lambda: len(channel.buffer) == 2, DEADLINE, "batch and END buffered")
+    wait_until(lambda: len(channel.buffer) == CREDIT, DEADLINE, "two more batches buffered")
+    assert sub.backlog() == 1
     taken = gate.poll_all(timeout=DEADLINE)
-    assert [kind for _, (kind, _) in taken] == [BATCH, END]
-    assert taken[0][1][1].equals(table(2))
+    assert [kind for _, (kind, _) in taken] == [BATCH, BATCH]
+    assert taken[0][1][1].equals(table(2)) and taken[1][1][1].equals(table(3))
+    assert not channel.ended
+    wait_until(lambda: len(channel.buffer) == 1, DEADLINE, "END buffered")
+    taken = gate.poll_all(timeout=DEADLINE)
+    assert taken == [(channel, (END, None))]
     assert channel.ended and gate.finished
     wait_until(lambda: consumed == [partition.partition_id], DEADLINE, "partition marked consumed")
+    assert gate.poll_all(timeout=0.0) == []
 
 
 def test_poll_all_on_nothing_returns_empty_after_its_timeout(local_exchange):

@@ -1,0 +1,461 @@
+"""CheckpointCoordinator: one job attempt's checkpoints, as a pure state machine.
+
+Theory of operation
+-------------------
+(DESIGN.md §5 "Checkpoints", §6.) Events in, actions out; time arrives in
+events; the only outside call is the injected id counter, asked before any
+state changes in an event (a failing counter changes nothing). Ids are never
+reused; a restored checkpoint's id must be below `counter.get()`.
+
+  * Trigger (Tick): periodic enabled (`interval` > 0), not suspended, job not
+    failed, nothing pending, `now - last_trigger >= interval`, `now - last_end
+    >= min_pause` (`last_end`: last completion or abort) -> TriggerCheckpoint
+    to the sources. The interval clock starts at construction and restarts
+    on every trigger and on Resume.
+  * FinalCheckpointRequested triggers at once on ALL executions, ignoring
+    interval and min_pause, aborting a pending IN_PROGRESS one first (not
+    counted). While suspended or PERSISTING it is remembered for the next
+    Tick that may trigger; a failed final checkpoint is retried (final) on
+    the next Tick; after a completed final checkpoint nothing is triggered.
+  * Every execution must ack. Each Acknowledge gets AckOutcome first:
+    SUCCESS (handle kept); DUPLICATE (this execution's handle is already part
+    of the pending, PERSISTING or a retained completed checkpoint: the
+    adapter must NOT delete it); UNKNOWN (execution not of this attempt, id
+    never triggered here); DISCARDED (aborted or subsumed checkpoint: the
+    adapter deletes the late handle itself).
+  * Persist before announce: all acks in -> PersistCheckpoint, PERSISTING
+    until CheckpointPersisted (-> COMPLETED, NotifyComplete to all, Discard
+    of completed ones beyond `retained`, oldest first, the restored one
+    counting; failures reset) or PersistFailed. PERSISTING never times out
+    and is not aborted by TasksLost or a final request: its state is whole,
+    and discarding it while the adapter writes the pointer would leave a
+    pointer to deleted files. The adapter must always answer.
+  * Timeout (Tick, `now - trigger_time >= timeout`), Decline, PersistFailed
+    -> FAILED: NotifyAborted to all, DiscardCheckpoint, consecutive failures
+    += 1, FailJob once they exceed `tolerable_failures` (then no triggers).
+    The event that aborts never also triggers. TasksLost aborts IN_PROGRESS
+    uncounted, forgets a final request (restarted tasks ask again) and
+    suspends triggering.
+
+Expected races (late/duplicate/unknown acks, stray declines) get outcomes or
+`[]`. Illegal input raises, state unchanged: ValueError (bad config or
+arguments, a persistence report for a checkpoint not PERSISTING), TypeError
+(unknown event). Status transitions are data (`STATUS_TRANSITIONS`).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Iterable, Mapping
+
+from jobmanager.checkpoint.id_counter import CheckpointIDCounter
+
+HISTORY_SIZE = 50
+
+IN_PROGRESS, PERSISTING, COMPLETED, FAILED = "IN_PROGRESS", "PERSISTING", "COMPLETED", "FAILED"
+STATUS_TRANSITIONS: dict[str, tuple[str, ...]] = {
+    IN_PROGRESS: (PERSISTING, FAILED),
+    PERSISTING: (COMPLETED, FAILED),
+    COMPLETED: (), FAILED: (),
+}
+SUCCESS, DUPLICATE, UNKNOWN, DISCARDED = "SUCCESS", "DUPLICATE", "UNKNOWN", "DISCARDED"
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    interval: float | None  # seconds; None or <= 0 disables periodic checkpoints
+    timeout: float = 60.0
+    min_pause: float = 0.0  # between the end of one checkpoint and the next trigger
+    max_concurrent: int = 1  # only 1 is supported
+    tolerable_failures: int = 0  # consecutive failed checkpoints tolerated
+    retained: int = 2  # completed checkpoints kept
+
+    def __post_init__(self):
+        i, t, p, m, f, r = (self.interval, self.timeout, self.min_pause, self.max_concurrent,
+                            self.tolerable_failures, self.retained)
+        for name, ok, want in (("interval", i is None or _num(i), "a number of seconds or None"),
+                               ("timeout", _num(t) and t > 0, "> 0 seconds"),
+                               ("min_pause", _num(p) and p >= 0, ">= 0 seconds"),
+                               ("max_concurrent", _int(m) and m == 1, "1 (the only supported value)"),
+                               ("tolerable_failures", _int(f) and f >= 0, "an int >= 0"),
+                               ("retained", _int(r) and r >= 1, "an int >= 1")):
+            if not ok:
+                raise ValueError(f"checkpoint {name} must be {want}, got {getattr(self, name)!r}")
+
+    @property
+    def periodic(self) -> bool:
+        return self.interval is not None and self.interval > 0
+
+
+# -- events ---------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Tick:
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalCheckpointRequested:
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Acknowledge:
+    execution_id: str
+    checkpoint_id: int
+    handle: object
+    size: int
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Decline:
+    execution_id: str
+    checkpoint_id: int
+    reason: str
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TasksLost:
+    reason: str
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointPersisted:
+    checkpoint_id: int
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PersistFailed:
+    checkpoint_id: int
+    reason: str
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Suspend:
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    now: float
+
+
+# -- actions --------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TriggerCheckpoint:
+    checkpoint_id: int
+    timestamp: float
+    targets: tuple[str, ...]
+    final: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PersistCheckpoint:
+    checkpoint_id: int
+    handles: Mapping[str, object]  # execution id -> state handle, in execution order
+    final: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class NotifyComplete:
+    checkpoint_id: int
+    targets: tuple[str, ...]
+    final: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class NotifyAborted:
+    checkpoint_id: int
+    targets: tuple[str, ...]
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscardCheckpoint:
+    checkpoint_id: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FailJob:
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AckOutcome:
+    execution_id: str
+    checkpoint_id: int
+    outcome: str  # SUCCESS | DUPLICATE | UNKNOWN | DISCARDED
+
+
+# -- results --------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CompletedCheckpoint:
+    checkpoint_id: int
+    handles: Mapping[str, object]
+    trigger_time: float
+    completion_time: float
+    size: int
+    final: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointStats:
+    checkpoint_id: int
+    status: str
+    trigger_time: float
+    end_time: float | None
+    size: int
+    acks: int
+    expected: int
+    failure: str = ""
+
+
+@dataclasses.dataclass
+class _Pending:
+    checkpoint_id: int
+    trigger_time: float
+    final: bool
+    status: str = IN_PROGRESS
+    acks: dict[str, tuple[object, int]] = dataclasses.field(default_factory=dict)
+    end_time: float | None = None
+    failure: str = ""
+
+
+class CheckpointCoordinator:
+    _HANDLERS = {  # the transition table: event type -> handler name
+        Tick: "_on_tick", FinalCheckpointRequested: "_on_final_requested",
+        Acknowledge: "_on_ack", Decline: "_on_decline", TasksLost: "_on_tasks_lost",
+        CheckpointPersisted: "_on_persisted", PersistFailed: "_on_persist_failed",
+        Suspend: "_on_suspend", Resume: "_on_resume",
+    }
+
+    def __init__(self, job_id: str, config: CheckpointConfig, counter: CheckpointIDCounter,
+                 sources: Iterable[str], executions: Iterable[str], now: float,
+                 restored: CompletedCheckpoint | None = None):
+        sources, executions = tuple(sources), tuple(executions)
+        if not isinstance(config, CheckpointConfig):
+            raise ValueError(f"config must be a CheckpointConfig, got {config!r}")
+        if not executions or len(set(executions)) != len(executions):
+            raise ValueError(f"job {job_id}: executions must be non-empty and unique, got {executions!r}")
+        if not sources or len(set(sources)) != len(sources) or not set(sources) <= set(executions):
+            raise ValueError(f"job {job_id}: sources must be non-empty, unique executions, got {sources!r}")
+        if restored is not None:
+            if not isinstance(restored, CompletedCheckpoint):
+                raise ValueError(f"restored must be a CompletedCheckpoint, got {restored!r}")
+            if counter.get() <= restored.checkpoint_id:
+                raise ValueError(f"job {job_id}: id counter at {counter.get()} would reuse ids up to "
+                                 f"restored checkpoint {restored.checkpoint_id}")
+        self.job_id = job_id
+        self.config = config
+        self.counter = counter
+        self.sources = sources
+        self.executions = executions
+        self._last_trigger = now        # the interval clock
+        self._last_end: float | None = None  # last completion or abort (min_pause)
+        self._suspended = False
+        self._job_failed = False
+        self._final_wanted = False
+        self._final_done = False
+        self._failures = 0              # consecutive failed checkpoints
+        self._pending: _Pending | None = None
+        self._completed: list[CompletedCheckpoint] = [restored] if restored is not None else []
+        self._history: collections.deque[_Pending] = collections.deque(maxlen=HISTORY_SIZE)
+        self._first_id: int | None = None  # first id triggered by this coordinator
+
+    # -- dispatch ---------------------------------------------------------------
+    def handle(self, event) -> list:
+        name = self._HANDLERS.get(type(event))
+        if name is None:
+            raise TypeError(f"not a CheckpointCoordinator event: {event!r}")
+        return getattr(self, name)(event)
+
+    # -- transitions ------------------------------------------------------------
+    def _on_tick(self, ev: Tick) -> list:
+        p = self._pending
+        if p is not None and p.status == IN_PROGRESS and ev.now - p.trigger_time >= self.config.timeout:
+            return self._abort(f"checkpoint {p.checkpoint_id} expired after {self.config.timeout:g}s "
+                               f"({len(p.acks)}/{len(self.executions)} acks)", ev.now, counted=True)
+        if not self._may_trigger():
+            return []
+        if self._final_wanted:
+            return self._trigger(self.counter.get_and_increment(), ev.now, final=True)
+        cfg = self.config
+        if not cfg.periodic or ev.now - self._last_trigger < cfg.interval:
+            return []
+        if self._last_end is not None and ev.now - self._last_end < cfg.min_pause:
+            return []
+        return self._trigger(self.counter.get_and_increment(), ev.now, final=False)
+
+    def _on_final_requested(self, ev: FinalCheckpointRequested) -> list:
+        if self._job_failed or self._final_done:
+            return []
+        p = self._pending
+        if p is not None and p.final and p.status == IN_PROGRESS:
+            return []  # already taking it
+        if self._suspended or (p is not None and p.status == PERSISTING):
+            self._final_wanted = True
+            return []  # served by the next Tick that may trigger
+        cid = self.counter.get_and_increment()  # before any change: a failing counter changes nothing
+        self._final_wanted = True
+        actions = []
+        if p is not None:
+            actions = self._abort(f"checkpoint {p.checkpoint_id} superseded by the final checkpoint",
+                                  ev.now, counted=False)
+        return actions + self._trigger(cid, ev.now, final=True)
+
+    def _on_ack(self, ev: Acknowledge) -> list:
+        if not _int(ev.size) or ev.size < 0:
+            raise ValueError(f"ack from {ev.execution_id} for checkpoint {ev.checkpoint_id}: "
+                             f"size must be an int >= 0, got {ev.size!r}")
+        outcome = self._ack_outcome(ev)
+        result: list = [AckOutcome(ev.execution_id, ev.checkpoint_id, outcome)]
+        if outcome != SUCCESS:
+            return result
+        p = self._pending
+        p.acks[ev.execution_id] = (ev.handle, ev.size)
+        if len(p.acks) < len(self.executions):
+            return result
+        self._set_status(p, PERSISTING)
+        handles = {eid: p.acks[eid][0] for eid in self.executions}
+        return result + [PersistCheckpoint(p.checkpoint_id, handles, p.final)]
+
+    def _ack_outcome(self, ev: Acknowledge) -> str:
+        if ev.execution_id not in self.executions:
+            return UNKNOWN
+        p, cid = self._pending, ev.checkpoint_id
+        if p is not None and p.checkpoint_id == cid:
+            if p.status == IN_PROGRESS and ev.execution_id not in p.acks:
+                return SUCCESS
+            return DUPLICATE
+        if any(c.checkpoint_id == cid for c in self._completed):
+            return DUPLICATE  # its handles are live: the adapter must keep them
+        if any(h.checkpoint_id == cid for h in self._history):
+            return DISCARDED
+        if self._first_id is not None and self._history and self._first_id <= cid < self._history[0].checkpoint_id:
+            return DISCARDED  # older than the history remembers, triggered here
+        return UNKNOWN
+
+    def _on_decline(self, ev: Decline) -> list:
+        p = self._pending
+        if (p is None or p.checkpoint_id != ev.checkpoint_id or p.status != IN_PROGRESS
+                or ev.execution_id not in self.executions):
+            return []  # late or foreign: nothing pending to abort
+        return self._abort(f"checkpoint {p.checkpoint_id} declined by {ev.execution_id}: {ev.reason}",
+                           ev.now, counted=True)
+
+    def _on_tasks_lost(self, ev: TasksLost) -> list:
+        self._suspended = True
+        self._final_wanted = False
+        p = self._pending
+        if p is None or p.status != IN_PROGRESS:
+            return []
+        return self._abort(f"checkpoint {p.checkpoint_id} aborted, tasks lost: {ev.reason}", ev.now, counted=False)
+
+    def _on_persisted(self, ev: CheckpointPersisted) -> list:
+        p = self._persisting(ev.checkpoint_id, "CheckpointPersisted")
+        self._set_status(p, COMPLETED)
+        p.end_time = ev.now
+        self._pending = None
+        self._last_end = ev.now
+        self._failures = 0
+        if p.final:
+            self._final_wanted, self._final_done = False, True
+        handles = {eid: p.acks[eid][0] for eid in self.executions}
+        size = sum(s for _, s in p.acks.values())
+        self._completed.append(CompletedCheckpoint(p.checkpoint_id, handles, p.trigger_time, ev.now, size, p.final))
+        actions: list = [NotifyComplete(p.checkpoint_id, self.executions, p.final)]
+        while len(self._completed) > self.config.retained:
+            actions.append(DiscardCheckpoint(self._completed.pop(0).checkpoint_id))
+        return actions
+
+    def _on_persist_failed(self, ev: PersistFailed) -> list:
+        p = self._persisting(ev.checkpoint_id, "PersistFailed")
+        return self._abort(f"checkpoint {p.checkpoint_id} could not be persisted: {ev.reason}", ev.now, counted=True)
+
+    def _on_suspend(self, ev: Suspend) -> list:
+        self._suspended = True
+        return []
+
+    def _on_resume(self, ev: Resume) -> list:
+        if self._suspended:
+            self._suspended = False
+            self._last_trigger = ev.now
+        return []
+
+    # -- helpers ----------------------------------------------------------------
+    def _may_trigger(self) -> bool:
+        return not (self._job_failed or self._final_done or self._suspended or self._pending is not None)
+
+    def _trigger(self, cid: int, now: float, final: bool) -> list:
+        if self._first_id is None:
+            self._first_id = cid
+        self._pending = _Pending(cid, now, final)
+        self._history.append(self._pending)
+        self._last_trigger = now
+        targets = self.executions if final else self.sources
+        return [TriggerCheckpoint(cid, now, targets, final)]
+
+    def _abort(self, reason: str, now: float, counted: bool) -> list:
+        p = self._pending
+        self._set_status(p, FAILED)
+        p.end_time, p.failure = now, reason
+        self._pending = None
+        self._last_end = now
+        actions: list = [NotifyAborted(p.checkpoint_id, self.executions, reason), DiscardCheckpoint(p.checkpoint_id)]
+        if counted:
+            self._failures += 1
+            if self._failures > self.config.tolerable_failures and not self._job_failed:
+                self._job_failed = True
+                actions.append(FailJob(f"job {self.job_id}: {self._failures} consecutive failed checkpoints "
+                                       f"exceed tolerable_failures={self.config.tolerable_failures}; "
+                                       f"last: {reason}"))
+        return actions
+
+    def _persisting(self, cid: int, what: str) -> _Pending:
+        p = self._pending
+        if p is None or p.checkpoint_id != cid or p.status != PERSISTING:
+            now = "nothing" if p is None else f"checkpoint {p.checkpoint_id} {p.status}"
+            raise ValueError(f"job {self.job_id}: {what} for checkpoint {cid}, but {now} is pending")
+        return p
+
+    @staticmethod
+    def _set_status(p: _Pending, new: str) -> None:
+        if new not in STATUS_TRANSITIONS[p.status]:
+            raise IllegalTransition(f"checkpoint {p.checkpoint_id}: {p.status} -> {new}")
+        p.status = new
+
+    # -- queries (read-only) ----------------------------------------------------
+    @property
+    def pending_id(self) -> int | None:
+        return None if self._pending is None else self._pending.checkpoint_id
+
+    def latest_completed(self) -> CompletedCheckpoint | None:
+        return self._completed[-1] if self._completed else None
+
+    def completed(self) -> list[CompletedCheckpoint]:
+        return list(self._completed)
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self._failures
+
+    def history(self) -> list[CheckpointStats]:
+        return [CheckpointStats(p.checkpoint_id, p.status, p.trigger_time, p.end_time,
+                                sum(s for _, s in p.acks.values()), len(p.acks), len(self.executions), p.failure)
+                for p in self._history]

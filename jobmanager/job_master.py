@@ -1,0 +1,418 @@
+"""JobMaster: one job across its attempts.
+
+Each attempt is an ExecutionGraph (pure core) with, when checkpointing is on,
+a CheckpointCoordinator (pure core). The JobMaster feeds them events and
+carries out their actions through the dispatcher's gateway (slots and RPCs)
+and checkpoint storage. When an attempt fails, the restart strategy decides;
+a new attempt restores every task from the latest completed checkpoint,
+read back from storage — a checkpoint that cannot be read fails the job
+loudly, never a silent start from empty state.
+
+All methods run under the dispatcher's lock; storage writes and RPCs run on
+its thread pool and come back through `gateway.locked`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Protocol
+
+from jobmanager.checkpoint import coordinator as cc
+from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
+from jobmanager.scheduler import execution_graph as eg
+from jobmanager.scheduler.restart_strategy import RestartStrategy, from_config
+from sluice import graph
+from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
+from sluice.v1 import common_pb2, taskmanager_pb2
+
+log = logging.getLogger("sluice.jobmanager.job")
+
+RESTARTING = "RESTARTING"
+
+
+class Gateway(Protocol):
+    """What a JobMaster needs from the dispatcher."""
+
+    def request_slots(self, job_id: str, count: int) -> None: ...
+    def release_slots(self, job_id: str) -> None: ...
+    def address_of(self, resource_id: str) -> str | None: ...
+    def call_task(self, job: "JobMaster", execution_id: str, method: str, request) -> None: ...
+    def run_io(self, job: "JobMaster", fn, done) -> None: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def address(self) -> str: ...
+
+
+def checkpoint_config(config: dict[str, str]) -> cc.CheckpointConfig | None:
+    interval = float(config.get("execution.checkpointing.interval", "0") or 0) / 1000
+    if interval <= 0:
+        return None
+    return cc.CheckpointConfig(
+        interval=interval,
+        timeout=float(config.get("execution.checkpointing.timeout", "60000")) / 1000,
+        min_pause=float(config.get("execution.checkpointing.min-pause", "0")) / 1000,
+        tolerable_failures=int(config.get("execution.checkpointing.tolerable-failed-checkpoints", "0")),
+        retained=int(config.get("state.checkpoints.num-retained", "2")))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class JobMaster:
+    def __init__(self, job_id: str, job: common_pb2.JobGraph, gateway: Gateway, checkpoint_dir: str | None,
+                 now: float, cancel_timeout: float = 10.0, counter: CheckpointIDCounter | None = None):
+        self.job_id, self.job, self.gateway = job_id, job, gateway
+        self.chains = graph.build_chains(job)
+        self.chain_by_id = {c.id: c for c in self.chains}
+        self.chain_of = graph.chain_of(self.chains)
+        config = dict(job.config)
+        self.ckpt_config = checkpoint_config(config)  # raises ValueError on bad settings
+        self.restart: RestartStrategy = from_config(config)
+        ckpt_dir = config.get("state.checkpoints.dir") or checkpoint_dir
+        if self.ckpt_config is not None and not ckpt_dir:
+            raise ValueError("config.execution.checkpointing.interval: checkpointing needs state.checkpoints.dir "
+                             "(set it in the job or start the JobManager with --checkpoint-dir)")
+        self.storage = CheckpointStorage(ckpt_dir, job_id) if self.ckpt_config is not None else None
+        self.counter = counter or InMemoryCheckpointIDCounter()
+        self.cancel_timeout = cancel_timeout
+        self.slots_required = graph.slots_required(job)
+        self.submitted_ms, self.ended_ms = _now_ms(), 0
+        self.message = ""
+        self.restarts = 0
+        self.restored_checkpoint: int | None = None
+        self.latest: cc.CompletedCheckpoint | None = None
+        self.final_state: str | None = None
+        self.failure = ""
+        self._cancel_requested = False
+        self._restart_at: float | None = None
+        self._old_history: list[cc.CheckpointStats] = []
+        self.metrics: dict[str, tuple[int, int]] = {}
+        self._restore_states: dict[tuple[str, int], bytes] = {}
+        self.graph = eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout)  # replaced by start()
+        self.coordinator: cc.CheckpointCoordinator | None = None
+
+    def start(self, now: float) -> None:
+        self._start_attempt(0, now)
+
+    # -- attempts -------------------------------------------------------------------------------
+    def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002
+        infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in self.chains]
+        self.graph = eg.ExecutionGraph(self.job_id, infos, attempt=attempt, cancel_timeout=self.cancel_timeout)
+        self.end_of_input: set[str] = set()
+        self.gateway.request_slots(self.job_id, self.slots_required)
+
+    @property
+    def attempt(self) -> int:
+        return self.graph.attempt
+
+    @property
+    def tag(self) -> str:
+        return f"[job {self.job_id} attempt {self.attempt}]"
+
+    @property
+    def state(self) -> str:
+        if self.final_state:
+            return self.final_state
+        if self._restart_at is not None or (self.attempt > 0 and self.graph.state == eg.CREATED):
+            return RESTARTING
+        return {eg.FAILING: "RUNNING", eg.CANCELLING: "RUNNING"}.get(self.graph.state, self.graph.state)
+
+    @property
+    def terminal(self) -> bool:
+        return self.final_state is not None
+
+    # -- events from the dispatcher -----------------------------------------------------------------
+    def on_slots(self, slots, now: float) -> None:
+        self.message = ""
+        self._apply(self.graph.handle(eg.SlotsAssigned(slots, now)), now)
+
+    def on_waiting(self, message: str) -> None:
+        self.message = message
+
+    def on_task_state(self, eid: str, state: str, error: str, records: tuple[int, int], end_of_input: bool,
+                      now: float) -> bool:
+        if eid not in self.graph.executions:
+            return False
+        self.metrics[eid] = records
+        if end_of_input and state == "RUNNING":
+            self._on_end_of_input(eid, now)
+            return True
+        actions = self.graph.handle(eg.TaskStateReported(eid, state, error, now))
+        self._apply(actions, now)
+        return not any(isinstance(a, eg.Ignored) for a in actions)
+
+    def on_deploy_failed(self, eid: str, error: str, now: float) -> None:
+        if eid in self.graph.executions:
+            self._apply(self.graph.handle(eg.DeploymentFailed(eid, error, now)), now)
+
+    def on_tm_lost(self, resource_id: str, reason: str, now: float) -> None:
+        self._apply(self.graph.handle(eg.TaskManagerLost(resource_id, reason, now)), now)
+
+    def cancel(self, now: float) -> str:
+        if self.terminal:
+            raise ValueError(f"job {self.job_id} already ended {self.final_state}")
+        self._cancel_requested = True
+        log.info("%s cancel requested", self.tag)
+        if self._restart_at is not None or self.graph.state == eg.CREATED:
+            self._restart_at = None
+            self.gateway.release_slots(self.job_id)
+            self._apply(self.graph.handle(eg.CancelRequested(now)), now)
+            if not self.terminal:
+                self._finish(eg.CANCELED, "", now)
+        else:
+            self._apply(self.graph.handle(eg.CancelRequested(now)), now)
+        return self.state
+
+    def tick(self, now: float) -> None:
+        if self.terminal:
+            return
+        if self._restart_at is not None and now >= self._restart_at:
+            self._restart_at = None
+            self._restart(now)
+            return
+        self._apply(self.graph.handle(eg.Tick(now)), now)
+        if self.coordinator is not None:
+            self._apply_checkpoint(self.coordinator.handle(cc.Tick(now)), now)
+
+    def on_ack(self, eid: str, checkpoint_id: int, handle: bytes, size: int, now: float) -> str:
+        if self.coordinator is None or eid not in self.graph.executions:
+            return "UNKNOWN"
+        try:
+            parsed = json.loads(handle)
+        except ValueError:
+            self._apply_checkpoint(self.coordinator.handle(cc.Decline(eid, checkpoint_id, "unreadable state handle", now)), now)
+            return "UNKNOWN"
+        actions = self.coordinator.handle(cc.Acknowledge(eid, checkpoint_id, parsed, size, now))
+        outcome = next((a.outcome for a in actions if isinstance(a, cc.AckOutcome)), "UNKNOWN")
+        self._apply_checkpoint(actions, now)
+        return outcome
+
+    def on_decline(self, eid: str, checkpoint_id: int, reason: str, now: float) -> None:
+        if self.coordinator is not None and eid in self.graph.executions:
+            log.warning("%s checkpoint %d declined by %s: %s", self.tag, checkpoint_id, eid, reason)
+            self._apply_checkpoint(self.coordinator.handle(cc.Decline(eid, checkpoint_id, reason, now)), now)
+
+    # -- execution graph actions ----------------------------------------------------------------------
+    def _apply(self, actions: list, now: float) -> None:
+        for action in actions:
+            if isinstance(action, eg.DeployExecutions):
+                for eid in action.execution_ids:
+                    self.gateway.call_task(self, eid, "SubmitTask", self.deployment_descriptor(eid))
+            elif isinstance(action, eg.CancelExecutions):
+                for eid in action.execution_ids:
+                    self.gateway.call_task(self, eid, "CancelTask", taskmanager_pb2.CancelTaskRequest(
+                        leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid))
+            elif isinstance(action, eg.JobStatusChanged):
+                log.info("%s %s -> %s", self.tag, action.old, action.new)
+                if action.new == eg.RUNNING and self.ckpt_config is not None:
+                    self._start_coordinator(now)
+                elif action.new in (eg.FAILING, eg.CANCELLING) and self.coordinator is not None:
+                    self._apply_checkpoint(self.coordinator.handle(cc.TasksLost(f"job {action.new}", now)), now)
+            elif isinstance(action, eg.JobTerminated):
+                self._attempt_ended(action.state, action.failure, now)
+
+    def _attempt_ended(self, state: str, failure: str, now: float) -> None:
+        self.gateway.release_slots(self.job_id)
+        if self.coordinator is not None:
+            self._old_history += self.coordinator.history()
+        if state != eg.FAILED or self._cancel_requested:
+            self._finish(state if not self._cancel_requested else eg.CANCELED, failure, now)
+            return
+        decision = self.restart.on_failure(now)
+        if not decision.restart:
+            log.error("%s failed and will not restart (%s):\n%s", self.tag, decision.reason, failure)
+            self._finish(eg.FAILED, f"{failure}\n(not restarted: {decision.reason})", now)
+            return
+        self.restarts += 1
+        self.failure = failure
+        self._restart_at = now + decision.delay
+        log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason, failure.strip().splitlines()[-1] if failure else "")
+
+    def _restart(self, now: float) -> None:
+        """A new attempt that restores every task from the latest completed checkpoint."""
+        self._restore_states = {}
+        self.restored_checkpoint = None
+        if self.latest is not None:
+            try:
+                metadata = self.storage.read_metadata(self.latest.checkpoint_id)
+                self._restore_states = self._restore_states_from(metadata)
+            except CheckpointCorrupt as exc:
+                log.error("%s cannot restore: %s", self.tag, exc)
+                self._finish(eg.FAILED, f"restore failed: {exc}", now)
+                return
+            self.restored_checkpoint = self.latest.checkpoint_id
+        log.info("%s restarting (restart %d) from %s", self.tag, self.restarts,
+                 f"checkpoint {self.restored_checkpoint}" if self.restored_checkpoint else "the beginning")
+        self._start_attempt(self.attempt + 1, now)
+
+    def _restore_states_from(self, metadata: dict) -> dict[tuple[str, int], bytes]:
+        out = {}
+        tasks = metadata["tasks"]
+        for chain in self.chains:
+            by_subtask = tasks.get(chain.id)
+            if by_subtask is None or len(by_subtask) != chain.parallelism:
+                raise CheckpointCorrupt(f"checkpoint {metadata['checkpoint_id']} has no complete state for task "
+                                        f"{chain.name!r} in {self.storage.metadata_path(metadata['checkpoint_id'])}")
+            keyed: dict[str, list] = {}
+            for handle in by_subtask.values():
+                for op_id, h in handle.get("keyed", {}).items():
+                    keyed.setdefault(op_id, []).append(h)
+            for s in range(chain.parallelism):
+                out[(chain.id, s)] = json.dumps({"operators": by_subtask[str(s)].get("operators", {}),
+                                                 "keyed": keyed}).encode()
+        return out
+
+    def _finish(self, state: str, failure: str, now: float) -> None:  # noqa: ARG002
+        self.final_state = state
+        self.failure = failure if state == eg.FAILED else ""
+        self.ended_ms = _now_ms()
+        self.message = ""
+        log.info("%s ended %s", self.tag, state)
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def _start_coordinator(self, now: float) -> None:
+        executions = list(self.graph.executions)
+        sources = [eid for eid, ex in self.graph.executions.items()
+                   if not self.chain_by_id[ex.chain_id].inputs]
+        if self.latest is not None and self.coordinator is not None:
+            for old in self.coordinator.completed():  # keep only the one we restored from
+                if old.checkpoint_id != self.latest.checkpoint_id:
+                    self._discard(old.checkpoint_id)
+        self.coordinator = cc.CheckpointCoordinator(self.job_id, self.ckpt_config, self.counter, sources, executions,
+                                                    now, restored=self.latest)
+
+    def _on_end_of_input(self, eid: str, now: float) -> None:
+        self.end_of_input.add(eid)
+        if self.coordinator is None:
+            return
+        pending = self.coordinator.pending_id
+        if pending is not None:  # its barrier can no longer reach this task: trigger it directly
+            self._send_trigger(eid, pending, final=False)
+        if self.end_of_input == set(self.graph.executions):
+            log.info("%s every task reached end of input: final checkpoint", self.tag)
+            self._apply_checkpoint(self.coordinator.handle(cc.FinalCheckpointRequested(now)), now)
+
+    def _send_trigger(self, eid: str, checkpoint_id: int, final: bool) -> None:
+        self.gateway.call_task(self, eid, "TriggerCheckpoint", taskmanager_pb2.TriggerCheckpointRequest(
+            leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid,
+            checkpoint_id=checkpoint_id, timestamp_ms=_now_ms(), final=final))
+
+    def _notify(self, method: str, targets, checkpoint_id: int, final: bool = False) -> None:
+        for eid in targets:
+            self.gateway.call_task(self, eid, method, taskmanager_pb2.CheckpointNotification(
+                leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid,
+                checkpoint_id=checkpoint_id, final=final))
+
+    def _apply_checkpoint(self, actions: list, now: float) -> None:
+        coordinator = self.coordinator
+        for action in actions:
+            if isinstance(action, cc.TriggerCheckpoint):
+                log.info("%s triggering checkpoint %d%s", self.tag, action.checkpoint_id, " (final)" if action.final else "")
+                targets = set(action.targets) | (set() if action.final else self.end_of_input)
+                for eid in sorted(targets):
+                    self._send_trigger(eid, action.checkpoint_id, action.final)
+            elif isinstance(action, cc.PersistCheckpoint):
+                self._persist(coordinator, action)
+            elif isinstance(action, cc.NotifyComplete):
+                log.info("%s checkpoint %d completed", self.tag, action.checkpoint_id)
+                self.latest = coordinator.latest_completed()
+                self._notify("NotifyCheckpointComplete", action.targets, action.checkpoint_id, action.final)
+                self.restart.on_success(now)
+            elif isinstance(action, cc.NotifyAborted):
+                log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
+                if self.graph.state == eg.RUNNING:
+                    self._notify("NotifyCheckpointAborted", action.targets, action.checkpoint_id)
+            elif isinstance(action, cc.DiscardCheckpoint):
+                self._discard(action.checkpoint_id)
+            elif isinstance(action, cc.FailJob):
+                self._apply(self.graph.handle(eg.GlobalFailure(f"checkpointing failed: {action.reason}", now)), now)
+
+    def _persist(self, coordinator: cc.CheckpointCoordinator, action: cc.PersistCheckpoint) -> None:
+        """Persist before announcing: `_metadata` first, then CheckpointPersisted."""
+        tasks: dict[str, dict[str, object]] = {}
+        for eid, handle in action.handles.items():
+            ex = self.graph.executions[eid]
+            tasks.setdefault(ex.chain_id, {})[str(ex.subtask)] = handle
+        metadata = {"job_id": self.job_id, "checkpoint_id": action.checkpoint_id, "final": action.final,
+                    "timestamp_ms": _now_ms(), "attempt": self.attempt, "tasks": tasks}
+        storage, cid = self.storage, action.checkpoint_id
+
+        def done(error: Exception | None) -> None:
+            if self.coordinator is not coordinator:
+                return  # a newer attempt: this result no longer matters
+            now = time.monotonic()
+            event = cc.CheckpointPersisted(cid, now) if error is None else cc.PersistFailed(cid, str(error), now)
+            self._apply_checkpoint(coordinator.handle(event), now)
+        self.gateway.run_io(self, lambda: storage.write_metadata(cid, metadata), done)
+
+    def _discard(self, checkpoint_id: int) -> None:
+        storage = self.storage
+        self.gateway.run_io(self, lambda: storage.discard(checkpoint_id), lambda error: None)
+
+    # -- deployment ----------------------------------------------------------------------------------
+    def deployment_descriptor(self, eid: str) -> taskmanager_pb2.TaskDeploymentDescriptor:
+        g, ex = self.graph, self.graph.executions[eid]
+        chain = self.chain_by_id[ex.chain_id]
+        tdd = taskmanager_pb2.TaskDeploymentDescriptor(
+            leader_session_id=self.gateway.session_id, job_id=self.job_id, attempt=g.attempt, execution_id=eid,
+            chain_id=chain.id, operator_ids=list(chain.operator_ids), subtask_index=ex.subtask,
+            parallelism=chain.parallelism, slot_index=ex.slot.index, job=self.job,
+            checkpoint_dir=self.storage.uri if self.storage else "")
+        if self.restored_checkpoint is not None:
+            tdd.restore_checkpoint_id = self.restored_checkpoint
+            tdd.restore_state = self._restore_states[(chain.id, ex.subtask)]
+        for edge in chain.inputs:
+            upstream = self.chain_of[edge.source]
+            gate = tdd.inputs.add(upstream_chain=upstream.id)
+            for j in range(upstream.parallelism):
+                slot = g.slot_of(upstream.id, j)
+                gate.channels.add(partition_id=partition_id(self.job_id, g.attempt, upstream.id, edge.target, j),
+                                  address=self.gateway.address_of(slot.resource_id) or "")
+        for edge in chain.outputs:
+            target = self.chain_of[edge.target]
+            tdd.outputs.add(partition_id=partition_id(self.job_id, g.attempt, chain.id, edge.target, ex.subtask),
+                            target_chain=target.id, partitioning=edge.partitioning, key=edge.key,
+                            num_subpartitions=target.parallelism)
+        return tdd
+
+    # -- status ---------------------------------------------------------------------------------------
+    def info(self, free_slots: int) -> common_pb2.JobInfo:
+        g = self.graph
+        info = common_pb2.JobInfo(
+            job_id=self.job_id, name=self.job.name, state=self.state, restarts=self.restarts,
+            leader=self.gateway.address, message=self.message, failure=self.failure if self.state == eg.FAILED else "",
+            submitted_ms=self.submitted_ms, ended_ms=self.ended_ms, slots_required=self.slots_required,
+            slots_available=free_slots)
+        if self.latest is not None:
+            info.last_completed_checkpoint = self.latest.checkpoint_id
+        if self.restored_checkpoint is not None:
+            info.restored_checkpoint = self.restored_checkpoint
+        if not self.terminal:
+            if self._restart_at is not None:
+                info.message = f"restarting after: {self.failure.strip().splitlines()[-1] if self.failure else 'failure'}"
+            elif g.state == eg.FAILING:
+                info.message = "failing: cancelling the remaining tasks"
+            elif g.state == eg.CANCELLING:
+                info.message = "cancelling"
+        for ex in g.executions.values():
+            address = self.gateway.address_of(ex.slot.resource_id) if ex.slot is not None else ""
+            rin, rout = self.metrics.get(ex.execution_id, (0, 0))
+            info.tasks.add(operator=ex.name, subtask=ex.subtask, state=ex.state,
+                           taskmanager=address or (ex.slot.resource_id if ex.slot else ""),
+                           error=ex.error, records_in=rin, records_out=rout)
+        history = self._old_history + (self.coordinator.history() if self.coordinator is not None else [])
+        for st in history[-50:]:
+            end = st.end_time if st.end_time is not None else time.monotonic()
+            info.checkpoints.add(checkpoint_id=st.checkpoint_id, status=st.status,
+                                 trigger_ms=int(_now_ms() - (time.monotonic() - st.trigger_time) * 1000),
+                                 duration_ms=int((end - st.trigger_time) * 1000), size_bytes=st.size,
+                                 failure=st.failure, acks=st.acks, expected=st.expected)
+        return info
+
+
+def partition_id(job_id: str, attempt: int, chain_id: str, target_op: str, subtask: int) -> str:
+    return f"{job_id}/{attempt}/{chain_id}->{target_op}/{subtask}"

@@ -1,0 +1,110 @@
+"""Checkpoint storage through pyarrow.fs (a local directory or any URI).
+
+Layout under `state.checkpoints.dir`:
+    <dir>/<job-id>/chk-<n>/_metadata                      JSON, written last by the JobManager
+    <dir>/<job-id>/chk-<n>/<operator>/<subtask>.arrow     keyed state of one subtask (Arrow IPC,
+                                                          with its key group per row)
+Small state (source offsets, pending sink commits) travels inline in the
+task's state handle, which the JobManager stores in `_metadata`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from sluice.storage import resolve
+
+KEY_GROUP = "__kg"
+
+
+class CheckpointCorrupt(Exception):
+    """A checkpoint cannot be read; the message names the file."""
+
+
+class CheckpointStorage:
+    def __init__(self, uri: str, job_id: str):
+        self.uri = uri
+        self.fs, base = resolve(uri)
+        self.job_dir = f"{base.rstrip('/')}/{job_id}"
+
+    def checkpoint_dir(self, checkpoint_id: int) -> str:
+        return f"{self.job_dir}/chk-{checkpoint_id}"
+
+    def metadata_path(self, checkpoint_id: int) -> str:
+        return f"{self.checkpoint_dir(checkpoint_id)}/_metadata"
+
+    # -- TaskManager side ----------------------------------------------------------------
+    def write_keyed_state(self, checkpoint_id: int, operator_id: str, subtask: int, table: pa.Table,
+                          key_groups: tuple[int, int]) -> dict:
+        """Write one subtask's keyed state; returns its handle (path, key-group range, rows)."""
+        directory = f"{self.checkpoint_dir(checkpoint_id)}/{operator_id}"
+        self.fs.create_dir(directory, recursive=True)
+        path = f"{directory}/{subtask}.arrow"
+        with self.fs.open_output_stream(path) as out, pa.ipc.new_file(out, table.schema) as writer:
+            writer.write_table(table)
+        size = self.fs.get_file_info(path).size
+        return {"path": path, "key_groups": list(key_groups), "rows": table.num_rows, "size": size}
+
+    def read_keyed_state(self, handles: list[dict], key_groups: tuple[int, int]) -> pa.Table | None:
+        """Rows of every handle whose key group lies in [lo, hi] (the handles may come
+        from another parallelism: a rescale reads the overlapping ranges)."""
+        lo, hi = key_groups
+        parts = []
+        for h in handles:
+            hlo, hhi = h["key_groups"]
+            if hhi < lo or hlo > hi:
+                continue
+            try:
+                with self.fs.open_input_file(h["path"]) as f:
+                    table = pa.ipc.open_file(f).read_all()
+            except (OSError, pa.ArrowInvalid) as exc:
+                raise CheckpointCorrupt(f"cannot read keyed state {h['path']}: {exc}") from None
+            kg = table.column(KEY_GROUP)
+            parts.append(table.filter(pc.and_(pc.greater_equal(kg, lo), pc.less_equal(kg, hi))))
+        if not parts:
+            return None
+        return pa.concat_tables(parts)
+
+    # -- JobManager side --------------------------------------------------------------------
+    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> str:
+        """Write `_metadata` atomically (temp file, then rename)."""
+        directory = self.checkpoint_dir(checkpoint_id)
+        self.fs.create_dir(directory, recursive=True)
+        path, tmp = self.metadata_path(checkpoint_id), f"{directory}/._metadata.inprogress"
+        with self.fs.open_output_stream(tmp) as out:
+            out.write(json.dumps(metadata).encode())
+        self.fs.move(tmp, path)
+        return path
+
+    def read_metadata(self, checkpoint_id: int) -> dict[str, Any]:
+        path = self.metadata_path(checkpoint_id)
+        try:
+            with self.fs.open_input_stream(path) as f:
+                data = json.loads(f.read().decode())
+        except FileNotFoundError:
+            raise CheckpointCorrupt(f"checkpoint {checkpoint_id} metadata {path} does not exist") from None
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise CheckpointCorrupt(f"checkpoint {checkpoint_id} metadata {path} is unreadable: {exc}") from None
+        if not isinstance(data, dict) or data.get("checkpoint_id") != checkpoint_id or "tasks" not in data:
+            raise CheckpointCorrupt(f"checkpoint {checkpoint_id} metadata {path} is malformed")
+        return data
+
+    def discard(self, checkpoint_id: int) -> None:
+        try:
+            self.fs.delete_dir(self.checkpoint_dir(checkpoint_id))
+        except FileNotFoundError:
+            pass
+
+    def list_checkpoints(self) -> list[int]:
+        """Checkpoint directories present (for tests and cleanup)."""
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.job_dir, allow_not_found=True))
+        except FileNotFoundError:
+            return []
+        return sorted(int(i.base_name[4:]) for i in infos
+                      if i.type == pafs.FileType.Directory and i.base_name.startswith("chk-") and i.base_name[4:].isdigit())
