@@ -207,10 +207,16 @@ class ExecutionGraph:
             return [Ignored(f"duplicate report {ev.state} for {ev.execution_id}")]
         if ev.state not in TASK_TRANSITIONS[ex.state]:
             return [Ignored(f"late report {ev.state} for {ev.execution_id} in {ex.state}")]
+        if self.state == CREATED:  # nothing was deployed: a report cannot be about this attempt
+            return [Ignored(f"report {ev.state} for {ev.execution_id} before deployment")]
         self._set_task(ex, ev.state)
+        where = f"task {ex.name} ({ex.subtask + 1}/{self._parallelism(ex)})"
         if ev.state == T_FAILED:
             ex.error = ev.error
-            return self._fail(f"task {ex.name} ({ex.subtask + 1}/{self._parallelism(ex)}) failed:\n{ev.error}", ev.now)
+            return self._fail(f"{where} failed:\n{ev.error}", ev.now)
+        if ev.state == T_CANCELED and self.state == RUNNING:  # nobody asked: the job cannot finish
+            ex.error = ev.error or "cancelled on its TaskManager"
+            return self._fail(f"{where} was cancelled unexpectedly: {ex.error}", ev.now)
         return self._check_done()
 
     def _on_deployment_failed(self, ev: DeploymentFailed) -> list:
@@ -284,7 +290,7 @@ class ExecutionGraph:
         end = {RUNNING: FINISHED, FAILING: FAILED, CANCELLING: CANCELED}.get(self.state)
         if end is None:
             return []
-        if end == FINISHED and any(s != T_FINISHED for s in states):  # cannot happen: a failure moves to FAILING
+        if end == FINISHED and any(s != T_FINISHED for s in states):  # failures and cancels move to FAILING first
             raise IllegalTransition(f"job RUNNING with terminal tasks {set(states)}")
         return self._set_job(end) + [JobTerminated(end, self.failure)]
 

@@ -14,9 +14,10 @@ class DataStream:
     """A stream produced by one operator. Bodies are PySpark functions
     `DataFrame -> DataFrame` applied to each batch of the stream."""
 
-    def __init__(self, env: "StreamExecutionEnvironment", op_id: str):
+    def __init__(self, env: "StreamExecutionEnvironment", op_id: str, partitioning: str = ""):
         self._env = env
         self._op_id = op_id
+        self._partitioning = partitioning  # of the edges out of this view ("" = forward when possible)
 
     # -- stateless transformations ------------------------------------------
     def map(self, body: Callable, name: str | None = None) -> "DataStream":
@@ -42,18 +43,18 @@ class DataStream:
         return KeyedStream(self, column)
 
     def rebalance(self) -> "DataStream":
-        self._env._pending_partitioning[self._op_id] = ("rebalance", "")
-        return self
+        """Round-robin whole batches to the next operator's subtasks."""
+        return DataStream(self._env, self._op_id, "rebalance")
 
     def broadcast(self) -> "DataStream":
-        self._env._pending_partitioning[self._op_id] = ("broadcast", "")
-        return self
+        """Every batch to every subtask of the next operator."""
+        return DataStream(self._env, self._op_id, "broadcast")
 
     def union(self, *others: "DataStream", name: str | None = None) -> "DataStream":
         """Merge streams of the same schema."""
         op = self._then("map", {"body": _identity}, name or "union")
         for other in others:
-            self._env._connect(other._op_id, op._op_id)
+            self._env._connect(other._op_id, op._op_id, partitioning=other._partitioning)
         return op
 
     # -- sinks ----------------------------------------------------------------
@@ -77,7 +78,7 @@ class DataStream:
 
     def _then(self, kind: str, payload: dict, name: str | None, key: str = "") -> "DataStream":
         op_id = self._env._add(kind, payload, name)
-        self._env._connect(self._op_id, op_id, key=key)
+        self._env._connect(self._op_id, op_id, key=key, partitioning=self._partitioning)
         return DataStream(self._env, op_id)
 
 

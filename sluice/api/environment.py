@@ -32,7 +32,6 @@ class StreamExecutionEnvironment:
     def __init__(self) -> None:
         self._operators: dict[str, dict] = {}
         self._edges: list[dict] = []
-        self._pending_partitioning: dict[str, tuple[str, str]] = {}
         self._parallelism = int(_context.get("parallelism") or 1)
         self._parallelism_forced = _context.get("parallelism") is not None
         self._max_parallelism = graph.DEFAULT_MAX_PARALLELISM
@@ -98,8 +97,7 @@ class StreamExecutionEnvironment:
         self._operators[op_id] = {"kind": kind, "payload": payload, "name": name or kind, "parallelism": None}
         return op_id
 
-    def _connect(self, source: str, target: str, key: str = "") -> None:
-        partitioning, _ = self._pending_partitioning.get(source, ("", ""))
+    def _connect(self, source: str, target: str, key: str = "", partitioning: str = "") -> None:
         self._edges.append({"source": source, "target": target,
                             "partitioning": "hash" if key else partitioning, "key": key})
 

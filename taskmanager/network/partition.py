@@ -35,12 +35,12 @@ class ResultSubpartition:
 
     def add(self, item: tuple[str, Any], cancelled: Callable[[], bool] = lambda: False) -> None:
         with self._cond:
-            while len(self._items) >= self.capacity and item[0] == BATCH:
-                if self._released:
-                    raise PartitionReleased()
+            while len(self._items) >= self.capacity and item[0] == BATCH and not self._released:
                 if cancelled():
                     raise TaskCancelled()
                 self._cond.wait(0.1)
+            if self._released:
+                raise PartitionReleased()
             self._items.append(item)
             self._cond.notify_all()
 

@@ -59,16 +59,27 @@ class KeyedAggregate:
         kgs = merged.column(KEY_GROUP).to_pylist()
         partials = [merged.column(f"{out}_{_MERGE[fn]}").to_pylist() for out, (fn, _c) in self.aggs.items()]
         fns = [fn for fn, _c in self.aggs.values()]
+        out_keys: list = []
         out_cols: list[list] = [[] for _ in self.aggs]
         state = self.state
         for i, key in enumerate(keys):
             entry = state.get(key)
             if entry is None:
                 entry = state[key] = [kgs[i]] + [None] * len(fns)
+                changed = True
+            else:
+                changed = False
             for j, fn in enumerate(fns):
-                entry[j + 1] = _fold(fn, entry[j + 1], partials[j][i])
-                out_cols[j].append(entry[j + 1])
-        columns = {self.key: merged.column(self.key)}
+                new = _fold(fn, entry[j + 1], partials[j][i])
+                changed = changed or new != entry[j + 1]
+                entry[j + 1] = new
+            if changed:  # an update stream: only keys whose value changed
+                out_keys.append(key)
+                for j in range(len(fns)):
+                    out_cols[j].append(entry[j + 1])
+        if not out_keys:
+            return None
+        columns = {self.key: pa.array(out_keys, type=merged.column(self.key).type)}
         for j, out in enumerate(self.aggs):
             columns[out] = pa.array(out_cols[j], type=merged.column(f"{out}_{_MERGE[fns[j]]}").type)
         return Batch(batch.engine, table=pa.table(columns))

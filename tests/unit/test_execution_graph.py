@@ -20,6 +20,7 @@ from jobmanager.scheduler.execution_graph import (
     DeployExecutions,
     DeploymentFailed,
     ExecutionGraph,
+    GlobalFailure,
     IllegalTransition,
     Ignored,
     JobStatusChanged,
@@ -218,6 +219,40 @@ def test_cancel_while_failing_is_ignored_and_the_end_stays_failed():
     assert [t.state for t in terminations(actions)] == [FAILED]
 
 
+# -- global failure -----------------------------------------------------------------
+def test_global_failure_while_created_fails_at_once():
+    g = new_graph()
+    actions = g.handle(GlobalFailure("too many failed checkpoints", 1.0))
+    assert actions == [JobStatusChanged(CREATED, FAILED), JobTerminated(FAILED, "too many failed checkpoints")]
+    assert set(task_states(g).values()) == {"CANCELED"}
+
+
+def test_global_failure_while_running_cancels_everything_then_fails():
+    g = running_graph()
+    actions = g.handle(GlobalFailure("too many failed checkpoints", 2.0))
+    assert actions == [JobStatusChanged(RUNNING, FAILING), CancelExecutions(ALL)]
+    actions = []
+    for eid in ALL:
+        actions += g.handle(TaskStateReported(eid, "CANCELED", now=3.0))
+    assert actions == [JobStatusChanged(FAILING, FAILED), JobTerminated(FAILED, "too many failed checkpoints")]
+
+
+def test_global_failure_after_a_task_failure_keeps_the_first_root_cause():
+    g = running_graph()
+    g.handle(TaskStateReported(SRC0, "FAILED", TRACEBACK, now=2.0))
+    assert g.handle(GlobalFailure("later", 2.5)) == []
+    assert TRACEBACK in g.failure and "later" not in g.failure
+
+
+def test_global_failure_after_the_end_changes_nothing():
+    g = running_graph()
+    for eid in ALL:
+        g.handle(TaskStateReported(eid, "FINISHED", now=2.0))
+    before = snapshot(g)
+    assert terminations(g.handle(GlobalFailure("late", 3.0))) == []
+    assert snapshot(g) == before
+
+
 # -- TaskManager lost -------------------------------------------------------------
 def test_taskmanager_lost_fails_exactly_its_executions():
     g = running_graph()
@@ -407,11 +442,6 @@ def test_legal_job_transition_reports_the_change():
 
 
 # -- bugs ---------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "execution_graph._on_report accepts an unsolicited CANCELED report while the job is RUNNING "
-    "(RUNNING->CANCELED is in TASK_TRANSITIONS) but neither fails nor cancels the job; the job stays "
-    "RUNNING with a dead task and, once the rest finish, _check_done raises IllegalTransition after "
-    "the task state was already mutated"))
 def test_unsolicited_canceled_report_fails_the_job_instead_of_raising():
     g = running_graph()
     actions = g.handle(TaskStateReported(SRC0, "CANCELED", now=2.0))
@@ -423,11 +453,6 @@ def test_unsolicited_canceled_report_fails_the_job_instead_of_raising():
     assert [t.state for t in terminations(actions)] == [FAILED]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "execution_graph._on_report with FAILED for an execution of a CREATED job (task CREATED->FAILED is "
-    "legal) sets the task FAILED, then _fail calls _set_job(FAILING), illegal from CREATED: "
-    "IllegalTransition is raised with the task already mutated, breaking 'an illegal transition raises "
-    "and leaves the state unchanged'"))
 def test_failed_report_before_deployment_leaves_state_consistent():
     g = new_graph()
     before = snapshot(g)

@@ -127,7 +127,16 @@ def test_null_partials_do_not_disturb_the_state():
     cols = ("total", "hi")
     assert updates(op.process(batch([("/a", None, None)], cols))) == {"/a": (None, None)}
     assert updates(op.process(batch([("/a", 3, 3)], cols))) == {"/a": (3, 3)}
-    assert updates(op.process(batch([("/a", None, None), ("/b", 1, 1)], cols))) == {"/a": (3, 3), "/b": (1, 1)}
+    # /a did not change, so the update stream carries only /b
+    assert updates(op.process(batch([("/a", None, None), ("/b", 1, 1)], cols))) == {"/b": (1, 1)}
+    assert op.state["/a"][1:] == [3, 3]
+
+
+def test_only_changed_keys_are_emitted():
+    op = new_op({"hi": ("max", "v")})
+    assert updates(op.process(batch([("/a", 5), ("/b", 1)], ("hi",)))) == {"/a": (5,), "/b": (1,)}
+    assert updates(op.process(batch([("/a", 4), ("/b", 2)], ("hi",)))) == {"/b": (2,)}
+    assert op.process(batch([("/a", 5)], ("hi",))) is None
 
 
 def test_float_sums_keep_their_type():
@@ -163,3 +172,37 @@ def test_result_is_independent_of_batch_boundaries(n_batches):
         e = expected.get(k, (0, 0, lo, hi))
         expected[k] = (e[0] + n, e[1] + total, min(e[2], lo), max(e[3], hi))
     assert final == expected
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+def test_snapshot_and_restore_continue_the_same_update_stream():
+    op = new_op()
+    op.process(batch([("/a", 2, 100, 10, 20), ("/b", 1, 5, 7, 7)]))
+    op.process(batch([("/a", 1, 1, 3, 30)]))
+    snap = op.snapshot_table()
+    assert snap.num_rows == 2
+    assert KEY_GROUP in snap.column_names
+
+    restored = new_op()
+    restored.restore_table(snap)
+    assert restored.state == op.state
+    nxt = [("/a", 1, 1, 1, 1), ("/b", 1, 1, 9, 9), ("/c", 1, 1, 1, 1)]
+    expected = {"/a": (4, 102, 1, 30), "/b": (2, 6, 7, 9), "/c": (1, 1, 1, 1)}
+    assert updates(restored.process(batch(nxt))) == expected
+    assert updates(op.process(batch(nxt))) == expected
+
+
+def test_snapshot_is_a_copy_not_a_view_of_the_state():
+    op = new_op({"n": ("count", "*")})
+    op.process(batch([("/a", 1)], ("n",)))
+    snap = op.snapshot_table()
+    op.process(batch([("/a", 5)], ("n",)))
+    assert snap.column("n").to_pylist() == [1]
+
+
+def test_restore_without_a_snapshot_starts_empty():
+    op = new_op({"n": ("count", "*")})
+    op.process(batch([("/a", 1)], ("n",)))
+    op.restore_table(None)
+    assert op.state == {}
+    assert updates(op.process(batch([("/a", 2)], ("n",)))) == {"/a": (2,)}

@@ -1,0 +1,147 @@
+"""Exactly-once recovery: kill -9 TaskManagers while page_views runs; the job
+restores every task from the latest completed checkpoint and the committed
+output equals the independently computed counts, with no line twice."""
+
+from __future__ import annotations
+
+import collections
+import glob
+import os
+import signal
+import sys
+import uuid
+
+import psutil
+import pytest
+
+from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, read_counts, sluice
+from helpers import wait_until
+
+sys.path.insert(0, EXAMPLES)
+from generate_page_views import generate  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster_factory(tmp_path, zookeeper):
+    made = []
+
+    def make(taskmanagers: int = 2, slots: int = 2) -> LocalCluster:
+        c = LocalCluster(tmp_path / f"cluster{len(made)}", taskmanagers=taskmanagers, slots=slots,
+                         zookeeper=zookeeper.connect_string, cluster_id=f"rec-{uuid.uuid4().hex[:8]}")
+        made.append(c)
+        return c.start()
+    yield make
+    for c in made:
+        c.stop()
+
+
+def start_page_views(cluster, tmp_path, events=300_000, files=120, interval=300):
+    expected = generate(str(tmp_path / "in"), events=events, files=files, urls=3_000, seed=5)
+    job_id = cluster.run(os.path.join(EXAMPLES, "page_views.py"), "--input", str(tmp_path / "in"),
+                         "--output", str(tmp_path / "out"), "--checkpoint-interval", str(interval), parallelism=2)
+    return job_id, expected
+
+
+def kill_taskmanager_running(cluster, job_id, exclude=()) -> str:
+    """kill -9 a TaskManager hosting tasks of the job; returns its address."""
+    status = cluster.status(job_id)
+    address = next(t["taskmanager"] for t in status["tasks"] if t["taskmanager"] not in exclude)
+    pid = next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
+    proc = psutil.Process(pid)
+    children = proc.children(recursive=True)
+    os.kill(pid, signal.SIGKILL)
+    psutil.wait_procs([proc], timeout=10)
+    for child in children:  # its Spark JVM follows it
+        try:
+            child.wait(30)
+        except psutil.TimeoutExpired:
+            child.kill()
+    return address
+
+
+def wait_for(cluster, job_id, predicate, message, timeout=120):
+    return wait_until(lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message)
+
+
+def assert_exactly_once(tmp_path, expected):
+    final, lines = read_counts(str(tmp_path / "out"))
+    assert final == expected
+    assert_update_stream(lines)
+    # per url, counts only grow in commit order (files sort by subtask, attempt, part)
+    last: dict[str, int] = collections.defaultdict(int)
+    for url, count in lines:
+        assert count > last[url], f"{url}: {count} after {last[url]}"
+        last[url] = count
+    assert not [f for f in glob.glob(str(tmp_path / "out" / ".*"))], "staging files left behind"
+
+
+def restored_offsets(cluster) -> list[str]:
+    lines = []
+    for log in glob.glob(os.path.join(cluster.dir, "log", "taskmanager-*.log")):
+        with open(log, errors="replace") as f:
+            lines += [line for line in f if "restored from checkpoint" in line and "source offset" in line]
+    return lines
+
+
+def test_kill_taskmanager_after_a_checkpoint(cluster_factory, tmp_path):
+    cluster = cluster_factory()
+    job_id, expected = start_page_views(cluster, tmp_path)
+    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
+             "a completed checkpoint")
+    kill_taskmanager_running(cluster, job_id)
+    status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=240)
+    assert status["state"] == "FINISHED", status
+    assert status["restarts"] >= 1
+    assert status["restored_checkpoint"] is not None
+    assert_exactly_once(tmp_path, expected)
+    # the sources resumed from their checkpointed offsets, not from the beginning
+    offsets = restored_offsets(cluster)
+    assert offsets and all("source offset 0)" not in line for line in offsets), offsets
+
+
+def test_two_taskmanager_kills_in_a_row(cluster_factory, tmp_path):
+    cluster = cluster_factory(taskmanagers=3)
+    job_id, expected = start_page_views(cluster, tmp_path, events=400_000, files=160)
+    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
+             "a completed checkpoint")
+    first = kill_taskmanager_running(cluster, job_id)
+    status = wait_for(cluster, job_id, lambda s: s["restarts"] >= 1 and s["state"] == "RUNNING"
+                      and s["last_completed_checkpoint"] and s["last_completed_checkpoint"] > (s["restored_checkpoint"] or 0),
+                      "a checkpoint completed after the first restore")
+    if status["state"] == "RUNNING":
+        kill_taskmanager_running(cluster, job_id, exclude=(first,))
+    status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=240)
+    assert status["state"] == "FINISHED", status
+    assert status["restarts"] >= 2
+    assert_exactly_once(tmp_path, expected)
+
+
+def test_kill_during_a_checkpoint(cluster_factory, tmp_path):
+    cluster = cluster_factory()
+    job_id, expected = start_page_views(cluster, tmp_path, interval=100)
+    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING"
+             and any(c["status"] == "IN_PROGRESS" for c in s["checkpoints"]), "a checkpoint in progress")
+    kill_taskmanager_running(cluster, job_id)
+    status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=240)
+    assert status["state"] == "FINISHED", status
+    assert_exactly_once(tmp_path, expected)
+
+
+def test_corrupted_metadata_fails_recovery_loudly(cluster_factory, tmp_path):
+    cluster = cluster_factory()
+    # Checkpoints every 5 s: the metadata is corrupted and the TaskManager killed between two of them.
+    job_id = cluster.run(os.path.join(JOBS, "endless_counts.py"), str(tmp_path / "out"), "5000", parallelism=2)
+    status = wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"], "a completed checkpoint", timeout=90)
+    cid = status["last_completed_checkpoint"]
+    metadata = os.path.join(cluster.dir, "checkpoints", job_id, f"chk-{cid}", "_metadata")
+    with open(metadata, "w") as f:
+        f.write("{not json")
+    kill_taskmanager_running(cluster, job_id)
+    status = wait_for(cluster, job_id, lambda s: s["state"] in ("FAILED", "FINISHED", "CANCELED"), "the job to fail",
+                      timeout=120)
+    assert status["state"] == "FAILED"
+    assert metadata in status["failure"] and "unreadable" in status["failure"], status["failure"]
+    human = sluice("status", job_id, "--cluster-dir", cluster.dir).stdout
+    assert "_metadata" in human
