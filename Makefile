@@ -39,6 +39,10 @@ test-unit: install
 test-integration: install
 	$(BIN)/python -m pytest -q -ra tests/integration
 
+# Offline validation of docker-compose.yml and k8s/ (also part of `make test`).
+validate: $(STAMP)
+	$(BIN)/python -m pytest -q tests/integration/test_deployment_manifests.py tests/unit/test_config.py
+
 demo: install
 	$(BIN)/python examples/demo.py
 

@@ -38,7 +38,8 @@ class JobNotFound(KeyError):
 class Dispatcher:
     def __init__(self, address: str, heartbeat_timeout: float = 6.0, heartbeat_interval: float = 1.0,
                  cancel_timeout: float = 10.0, checkpoint_dir: str | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, ha=None,
+                 guard_factory: Callable[[str], object] | None = None):
         self.address = address
         self.heartbeat_timeout = heartbeat_timeout
         self.heartbeat_interval = heartbeat_interval
@@ -51,13 +52,45 @@ class Dispatcher:
         self._session: str | None = None
         self._rpc = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="jm-rpc")
         self._channels: dict[str, grpc.Channel] = {}
+        self.ha = ha                          # ZooKeeperHaServices, or None without HA stores
+        self._guard_factory = guard_factory   # session id -> guarded ZooKeeper transaction
+        self._results: dict[str, common_pb2.JobInfo] = {}  # ended jobs known from the job result store
 
     # -- leadership ---------------------------------------------------------------------------
     def grant_leadership(self, session_id: str) -> None:
         with self._lock:
             self._session = session_id
             self._pool = sp.SlotPool(self.heartbeat_timeout)  # TaskManagers register anew with each leader
-        log.info("leadership granted, session %s", session_id)
+            self._jobs = {}  # whatever this process knew as an earlier leader is stale
+            self._results = {}
+            log.info("leadership granted, session %s", session_id)
+            if self.ha is not None:
+                self._recover_jobs(session_id)
+
+    def _recover_jobs(self, session_id: str) -> None:
+        """Take over the jobs of the previous leader: every job graph without a result
+        restarts from its latest completed checkpoint once slots are offered."""
+        try:
+            self._results = self.ha.job_results()
+            job_ids = self.ha.job_graph_ids()
+        except Exception as exc:  # noqa: BLE001 — ZooKeeper trouble: the election will revoke us
+            log.error("cannot read the HA stores: %s", exc)
+            return
+        for job_id in job_ids:
+            if job_id in self._results:
+                continue
+            try:
+                job = self.ha.get_job_graph(job_id)
+                latest = self.ha.latest_checkpoint(job_id)
+                master = JobMaster(job_id, job, self, self.checkpoint_dir, self.clock(), self.cancel_timeout,
+                                   counter=self.ha.checkpoint_id_counter(job_id))
+            except Exception as exc:  # noqa: BLE001
+                log.error("[job %s] cannot recover: %s", job_id, exc)
+                continue
+            self._jobs[job_id] = master
+            log.info("[job %s] recovered %r from the job graph store; restoring %s", job_id, job.name,
+                     f"checkpoint {latest}" if latest else "from the beginning (no checkpoint yet)")
+            master.start(self.clock(), recover_from=latest)
 
     def revoke_leadership(self) -> None:
         with self._lock:
@@ -67,6 +100,14 @@ class Dispatcher:
     @property
     def session_id(self) -> str:
         return self._session or ""
+
+    def guard(self):
+        """A ZooKeeper transaction that commits only while our leader session holds."""
+        session = self._session
+        if session is None or self._guard_factory is None:
+            from jobmanager.leader.election import LeadershipLostError
+            raise LeadershipLostError("not the leader")
+        return self._guard_factory(session)
 
     def _require_leader(self) -> str:
         if self._session is None:
@@ -80,11 +121,21 @@ class Dispatcher:
         if not job.max_parallelism:
             job.max_parallelism = graph.DEFAULT_MAX_PARALLELISM
         job_id = uuid.uuid4().hex
+        counter = self.ha.checkpoint_id_counter(job_id) if self.ha is not None else None
         with self._lock:
             try:
-                master = JobMaster(job_id, job, self, self.checkpoint_dir, self.clock(), self.cancel_timeout)
+                master = JobMaster(job_id, job, self, self.checkpoint_dir, self.clock(), self.cancel_timeout,
+                                   counter=counter)
             except ValueError as exc:
                 raise graph.JobValidationError("config", str(exc)) from None
+        if self.ha is not None:  # persist before announcing the job id
+            from jobmanager.leader.election import LeadershipLostError
+            try:
+                self.ha.put_job_graph(self.guard, job_id, job)
+            except LeadershipLostError:
+                raise NotLeader() from None
+        with self._lock:
+            self._require_leader()
             self._jobs[job_id] = master
             log.info("[job %s] submitted %r: %d tasks in %d slots", job_id, job.name,
                      sum(c.parallelism for c in master.chains), master.slots_required)
@@ -94,17 +145,23 @@ class Dispatcher:
     def cancel(self, job_id: str) -> str:
         self._require_leader()
         with self._lock:
+            if job_id not in self._jobs and job_id in self._results:
+                raise ValueError(f"job {job_id} already ended {self._results[job_id].state}")
             return self._job(job_id).cancel(self.clock())
 
     def job_info(self, job_id: str) -> common_pb2.JobInfo:
         self._require_leader()
         with self._lock:
+            if job_id not in self._jobs and job_id in self._results:
+                return self._results[job_id]
             return self._job(job_id).info(self._pool.free_slots())
 
     def list_jobs(self) -> list[common_pb2.JobInfo]:
         self._require_leader()
         with self._lock:
-            return [j.info(self._pool.free_slots()) for j in sorted(self._jobs.values(), key=lambda j: j.submitted_ms)]
+            infos = [j.info(self._pool.free_slots()) for j in self._jobs.values()]
+            infos += [r for job_id, r in self._results.items() if job_id not in self._jobs]
+            return sorted(infos, key=lambda i: i.submitted_ms)
 
     def cluster_overview(self) -> jobmanager_pb2.ClusterOverview:
         self._require_leader()

@@ -40,6 +40,9 @@ class Gateway(Protocol):
     def address_of(self, resource_id: str) -> str | None: ...
     def call_task(self, job: "JobMaster", execution_id: str, method: str, request) -> None: ...
     def run_io(self, job: "JobMaster", fn, done) -> None: ...
+    def guard(self): ...
+    @property
+    def ha(self): ...
     @property
     def session_id(self) -> str: ...
     @property
@@ -64,7 +67,7 @@ def _now_ms() -> int:
 
 class JobMaster:
     def __init__(self, job_id: str, job: common_pb2.JobGraph, gateway: Gateway, checkpoint_dir: str | None,
-                 now: float, cancel_timeout: float = 10.0, counter: CheckpointIDCounter | None = None):
+                 now: float, cancel_timeout: float = 10.0, counter: CheckpointIDCounter | None = None):  # noqa: ARG002
         self.job_id, self.job, self.gateway = job_id, job, gateway
         self.chains = graph.build_chains(job)
         self.chain_by_id = {c.id: c for c in self.chains}
@@ -95,8 +98,15 @@ class JobMaster:
         self.graph = eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout)  # replaced by start()
         self.coordinator: cc.CheckpointCoordinator | None = None
 
-    def start(self, now: float) -> None:
-        self._start_attempt(0, now)
+    def start(self, now: float, recover_from: int | None = None) -> None:
+        """First attempt; a JobManager that took over a running job restores it from
+        `recover_from`, its latest completed checkpoint in the HA store."""
+        if recover_from is None:
+            self._start_attempt(0, now)
+            return
+        self.restarts = 1  # the job's tasks restart under the new leader
+        self.latest = cc.CompletedCheckpoint(recover_from, {}, now, now, 0)
+        self._restart(now, first_attempt=0)
 
     # -- attempts -------------------------------------------------------------------------------
     def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002
@@ -157,6 +167,11 @@ class JobMaster:
             raise ValueError(f"job {self.job_id} already ended {self.final_state}")
         self._cancel_requested = True
         log.info("%s cancel requested", self.tag)
+        if self.gateway.ha is not None:  # the cancel is final, even across a failover
+            ha, info = self.gateway.ha, self.info(0)
+            info.state = eg.CANCELED
+            self.gateway.run_io(self, lambda: ha.put_job_result(self.gateway.guard, self.job_id, info),
+                                lambda error: None)
         if self._restart_at is not None or self.graph.state == eg.CREATED:
             self._restart_at = None
             self.gateway.release_slots(self.job_id)
@@ -232,7 +247,7 @@ class JobMaster:
         self._restart_at = now + decision.delay
         log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason, failure.strip().splitlines()[-1] if failure else "")
 
-    def _restart(self, now: float) -> None:
+    def _restart(self, now: float, first_attempt: int | None = None) -> None:
         """A new attempt that restores every task from the latest completed checkpoint."""
         self._restore_states = {}
         self.restored_checkpoint = None
@@ -247,7 +262,7 @@ class JobMaster:
             self.restored_checkpoint = self.latest.checkpoint_id
         log.info("%s restarting (restart %d) from %s", self.tag, self.restarts,
                  f"checkpoint {self.restored_checkpoint}" if self.restored_checkpoint else "the beginning")
-        self._start_attempt(self.attempt + 1, now)
+        self._start_attempt(self.attempt + 1 if first_attempt is None else first_attempt, now)
 
     def _restore_states_from(self, metadata: dict) -> dict[tuple[str, int], bytes]:
         out = {}
@@ -272,16 +287,29 @@ class JobMaster:
         self.ended_ms = _now_ms()
         self.message = ""
         log.info("%s ended %s", self.tag, state)
+        self._record_result()
+
+    def _record_result(self) -> None:
+        """Into the job result store: a new leader must not resurrect this job."""
+        ha = self.gateway.ha
+        if ha is not None:
+            info = self.info(0)
+            self.gateway.run_io(self, lambda: ha.put_job_result(self.gateway.guard, self.job_id, info),
+                                lambda error: None)
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def _start_coordinator(self, now: float) -> None:
         executions = list(self.graph.executions)
         sources = [eid for eid, ex in self.graph.executions.items()
                    if not self.chain_by_id[ex.chain_id].inputs]
-        if self.latest is not None and self.coordinator is not None:
-            for old in self.coordinator.completed():  # keep only the one we restored from
-                if old.checkpoint_id != self.latest.checkpoint_id:
-                    self._discard(old.checkpoint_id)
+        if self.latest is not None:  # an earlier attempt or leader may have left other checkpoints
+            storage, keep, upper = self.storage, self.latest.checkpoint_id, self.counter.get()
+
+            def clean() -> None:  # only ids handed out before this attempt's coordinator
+                for cid in storage.list_checkpoints():
+                    if cid != keep and cid < upper:
+                        storage.discard(cid)
+            self.gateway.run_io(self, clean, lambda error: None)
         self.coordinator = cc.CheckpointCoordinator(self.job_id, self.ckpt_config, self.counter, sources, executions,
                                                     now, restored=self.latest)
 
@@ -339,7 +367,12 @@ class JobMaster:
             tasks.setdefault(ex.chain_id, {})[str(ex.subtask)] = handle
         metadata = {"job_id": self.job_id, "checkpoint_id": action.checkpoint_id, "final": action.final,
                     "timestamp_ms": _now_ms(), "attempt": self.attempt, "tasks": tasks}
-        storage, cid = self.storage, action.checkpoint_id
+        storage, cid, retained, ha = self.storage, action.checkpoint_id, self.ckpt_config.retained, self.gateway.ha
+
+        def persist() -> None:
+            path = storage.write_metadata(cid, metadata)
+            if ha is not None:  # the pointer in ZooKeeper, guarded by our leadership
+                ha.add_checkpoint(self.gateway.guard, self.job_id, cid, path, retained)
 
         def done(error: Exception | None) -> None:
             if self.coordinator is not coordinator:
@@ -347,7 +380,7 @@ class JobMaster:
             now = time.monotonic()
             event = cc.CheckpointPersisted(cid, now) if error is None else cc.PersistFailed(cid, str(error), now)
             self._apply_checkpoint(coordinator.handle(event), now)
-        self.gateway.run_io(self, lambda: storage.write_metadata(cid, metadata), done)
+        self.gateway.run_io(self, persist, done)
 
     def _discard(self, checkpoint_id: int) -> None:
         storage = self.storage
@@ -370,14 +403,19 @@ class JobMaster:
             gate = tdd.inputs.add(upstream_chain=upstream.id)
             for j in range(upstream.parallelism):
                 slot = g.slot_of(upstream.id, j)
-                gate.channels.add(partition_id=partition_id(self.job_id, g.attempt, upstream.id, edge.target, j),
+                gate.channels.add(partition_id=partition_id(self.job_id, self._attempt_tag, upstream.id, edge.target, j),
                                   address=self.gateway.address_of(slot.resource_id) or "")
         for edge in chain.outputs:
             target = self.chain_of[edge.target]
-            tdd.outputs.add(partition_id=partition_id(self.job_id, g.attempt, chain.id, edge.target, ex.subtask),
+            tdd.outputs.add(partition_id=partition_id(self.job_id, self._attempt_tag, chain.id, edge.target, ex.subtask),
                             target_chain=target.id, partitioning=edge.partitioning, key=edge.key,
                             num_subpartitions=target.parallelism)
         return tdd
+
+    @property
+    def _attempt_tag(self) -> str:
+        """Unique across attempts and leaders (a new leader counts attempts from 0 again)."""
+        return f"{self.gateway.session_id[:8]}.{self.attempt}"
 
     # -- status ---------------------------------------------------------------------------------------
     def info(self, free_slots: int) -> common_pb2.JobInfo:
@@ -414,5 +452,5 @@ class JobMaster:
         return info
 
 
-def partition_id(job_id: str, attempt: int, chain_id: str, target_op: str, subtask: int) -> str:
+def partition_id(job_id: str, attempt: str, chain_id: str, target_op: str, subtask: int) -> str:
     return f"{job_id}/{attempt}/{chain_id}->{target_op}/{subtask}"

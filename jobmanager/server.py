@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from jobmanager.dispatcher import Dispatcher
+from jobmanager.ha.zookeeper import ZooKeeperHaServices
 from jobmanager.leader.election import ZooKeeperLeaderElectionDriver
 from jobmanager.servicers import JobManagerServicer, ResourceManagerServicer
 from sluice import logs, rpc
@@ -28,9 +29,12 @@ log = logging.getLogger("sluice.jobmanager")
 
 class JobManagerProcess:
     def __init__(self, zookeeper: str, cluster_id: str, host: str = "127.0.0.1", port: int = 0,
-                 heartbeat_timeout: float = 6.0, zk_session_timeout: float = 6.0, checkpoint_dir: str | None = None):
+                 heartbeat_timeout: float = 6.0, zk_session_timeout: float = 6.0, checkpoint_dir: str | None = None,
+                 advertised_host: str | None = None):
         self.server = rpc.Server(host, port, ["sluice.v1.JobManager", "sluice.v1.ResourceManager"])
-        self.address = self.server.address
+        # the address published to ZooKeeper: the bind host may be a wildcard (0.0.0.0 in containers)
+        self.address = f"{advertised_host}:{self.server.port}" if advertised_host else self.server.address
+        self.checkpoint_dir = checkpoint_dir
         self.dispatcher = Dispatcher(self.address, heartbeat_timeout=heartbeat_timeout, checkpoint_dir=checkpoint_dir)
         self._leader_address: str | None = None
         hint = lambda: self._leader_address  # noqa: E731
@@ -63,6 +67,8 @@ class JobManagerProcess:
         self.server.start()
         log.info("JobManager listening at %s; connecting to ZooKeeper", self.address)
         self.zk.start(timeout=60)
+        self.dispatcher.ha = ZooKeeperHaServices(self.zk, self.paths, self.checkpoint_dir)
+        self.dispatcher._guard_factory = self.election.guarded_transaction
         self.retriever = LeaderRetriever(self.zk, self.paths, self._on_leader)
         self.election.start(self)
         threading.Thread(target=self._tick_loop, name="jm-tick", daemon=True).start()
@@ -98,6 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cluster-id", default="default")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    ap.add_argument("--advertised-host", help="host published in ZooKeeper for others to reach this JobManager "
+                                               "(default: --host)")
     ap.add_argument("--heartbeat-timeout", type=float, default=6.0, help="seconds without heartbeat before a TaskManager is lost")
     ap.add_argument("--zk-session-timeout", type=float, default=6.0)
     ap.add_argument("--checkpoint-dir", help="default state.checkpoints.dir (local path or pyarrow.fs URI)")
@@ -106,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logs.setup("jobmanager", log_file=args.log_file)
     proc = JobManagerProcess(args.zookeeper, args.cluster_id, args.host, args.port, args.heartbeat_timeout,
-                             args.zk_session_timeout, args.checkpoint_dir)
+                             args.zk_session_timeout, args.checkpoint_dir, advertised_host=args.advertised_host)
     done = rpc.on_sigterm(proc.stop)
     proc.start()
     if args.address_file:

@@ -22,6 +22,10 @@ CHANNEL_OPTIONS = [
 
 log = logging.getLogger("sluice.rpc")
 
+# Health service SERVING for as long as the server runs, whatever the role's own
+# services report (a standby JobManager is alive but NOT_SERVING): liveness probes.
+LIVENESS_SERVICE = "sluice.v1.Liveness"
+
 
 class Server:
     """A grpc.Server with health and reflection, bound to host:port (0 = free port)."""
@@ -31,6 +35,7 @@ class Server:
                                   options=CHANNEL_OPTIONS)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         self._names = list(service_names)
         reflection.enable_server_reflection(self._names + [health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
         self.port = self.server.add_insecure_port(f"{host}:{port}")
@@ -52,6 +57,7 @@ class Server:
 
     def stop(self, grace: float = 5.0) -> None:
         self.set_serving(False)
+        self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         self.server.stop(grace).wait(grace + 1)
 
 

@@ -40,7 +40,9 @@ log = logging.getLogger("sluice.taskmanager")
 class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
     def __init__(self, zookeeper: str, cluster_id: str, slots: int, host: str = "127.0.0.1", port: int = 0,
                  resource_id: str | None = None, spark_master: str | None = None, spark_remote: str | None = None,
-                 heartbeat_interval: float = 1.0, zk_session_timeout: float = 6.0):
+                 heartbeat_interval: float = 1.0, zk_session_timeout: float = 6.0,
+                 advertised_host: str | None = None):
+        self._advertised_host = advertised_host
         self.resource_id = resource_id or f"tm-{uuid.uuid4().hex[:8]}"
         self.slots = slots
         self.heartbeat_interval = heartbeat_interval
@@ -68,7 +70,8 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
         log.info("TaskManager %s with %d slots: starting Spark", self.resource_id, self.slots)
         self.engine.start()
         self.server = rpc.Server(self._host, self._port, ["sluice.v1.TaskExecutor", "sluice.v1.DataExchange"])
-        self.address = self.server.address
+        # registered with the leader and dialled by other TaskManagers: the bind host may be 0.0.0.0
+        self.address = f"{self._advertised_host}:{self.server.port}" if self._advertised_host else self.server.address
         taskmanager_pb2_grpc.add_TaskExecutorServicer_to_server(self, self.server.server)
         dataexchange_pb2_grpc.add_DataExchangeServicer_to_server(DataExchangeServicer(self.partitions), self.server.server)
         self.server.start()
@@ -217,6 +220,8 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
     # -- TaskExecutor service ---------------------------------------------------------------
     def _check_fencing(self, session_id: str, context) -> None:
         if not session_id or session_id != self._registered_session:
+            log.warning("rejected a call from leader session %r: this TaskManager follows %r", session_id,
+                        self._registered_session)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                           f"leader session {session_id!r} is not the one this TaskManager follows "
                           f"({self._registered_session!r})")
@@ -278,6 +283,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--advertised-host", help="host registered with the leader and used by other TaskManagers "
+                                               "to reach this one (default: --host)")
     ap.add_argument("--resource-id")
     ap.add_argument("--spark-master", help="e.g. spark://host:7077 (default local[slots])")
     ap.add_argument("--spark-remote", help="a Spark Connect URL, e.g. sc://host:15002")
@@ -290,7 +297,8 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--slots must be at least 1, got {args.slots}")
     logs.setup("taskmanager", log_file=args.log_file)
     proc = TaskManagerProcess(args.zookeeper, args.cluster_id, args.slots, args.host, args.port, args.resource_id,
-                              args.spark_master, args.spark_remote, args.heartbeat_interval, args.zk_session_timeout)
+                              args.spark_master, args.spark_remote, args.heartbeat_interval, args.zk_session_timeout,
+                              advertised_host=args.advertised_host)
     done = rpc.on_sigterm(proc.stop)
     proc.start()
     if args.address_file:

@@ -22,6 +22,7 @@ import json
 import logging
 import queue
 import threading
+import time
 import traceback
 from typing import Callable
 
@@ -167,7 +168,8 @@ class Task:
             elif op.kind == "aggregate":
                 impl = KeyedAggregate(payload, name)
             elif op.kind == "sink_file":
-                impl = FileSinkWriter(payload, tdd.subtask_index, tdd.job_id, tdd.attempt, self.checkpointing)
+                impl = FileSinkWriter(payload, tdd.subtask_index, tdd.job_id, tdd.restore_checkpoint_id,
+                                      self.checkpointing)
             elif op.kind == "sink_print":
                 impl = PrintSink(tdd.subtask_index, tdd.parallelism)
             else:
@@ -235,13 +237,17 @@ class Task:
             raise TaskCancelled()
 
     def _run_source(self) -> None:
+        feedback = getattr(self._source, "batch_done", None)
         while True:
             self._drain_control()
             self._check_cancelled()
+            started = time.monotonic()
             batch = self._source.next_batch()
             if batch is None:
                 return
             self._process(batch)
+            if feedback is not None:
+                feedback(time.monotonic() - started)
 
     def _run_inputs(self) -> None:
         gate, aligner = self._gate, self._aligner

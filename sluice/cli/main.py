@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from rich.console import Console
 from rich.table import Table
 
+from sluice.cli.processes import add_process_commands
 from sluice.client import JobManagerClient, SluiceError
 
 # Wide when piped, so ids are never cut short.
@@ -45,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--slots", type=int, default=2, help="slots per TaskManager")
     s.add_argument("--zookeeper", default=None, help="use this ensemble instead of an embedded ZooKeeper")
     s.add_argument("--cluster-id", default=None)
-    s.add_argument("--heartbeat-timeout", type=float, default=6.0)
+    s.add_argument("--heartbeat-timeout", type=float, default=6.0,
+                   help="seconds without heartbeat before a TaskManager is declared lost")
+    s.add_argument("--zk-session-timeout", type=float, default=6.0,
+                   help="ZooKeeper session timeout of every process: sets JobManager failover time")
     s.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster to be ready")
     for name in ("stop", "status"):
         c = csub.add_parser(name, help=f"{name} the cluster in --dir")
@@ -72,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cancel", help="cancel a job")
     ca.add_argument("job_id")
     _client_options(ca)
+    add_process_commands(sub)  # jobmanager, taskmanager, health
     return ap
 
 
@@ -85,8 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "run":
         args.job_args = args.job_args + job_args
     try:
-        code = {"cluster": cmd_cluster, "run": cmd_run, "list": cmd_list, "status": cmd_status,
-                "cancel": cmd_cancel}[args.command](args)
+        handler = getattr(args, "handler", None) or {"cluster": cmd_cluster, "run": cmd_run, "list": cmd_list,
+                                                      "status": cmd_status, "cancel": cmd_cancel}[args.command]
+        code = handler(args)
     except SluiceError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         code = 1
@@ -102,7 +108,7 @@ def cmd_cluster(args) -> int:
         if args.action == "start":
             with err.status("starting the cluster (ZooKeeper, JobManagers, TaskManagers with Spark)..."):
                 info = cluster.start(args.dir, args.jobmanagers, args.taskmanagers, args.slots, args.zookeeper,
-                                     args.cluster_id, args.timeout, args.heartbeat_timeout)
+                                     args.cluster_id, args.timeout, args.heartbeat_timeout, args.zk_session_timeout)
             _print_processes(info["processes"])
             console.print(f"cluster {info['cluster_id']} ready; wrote {os.path.join(info['dir'], 'cluster.json')}")
         elif args.action == "stop":

@@ -43,13 +43,17 @@ class FileSinkWriter:
     committed at the end of the input.
     """
 
-    def __init__(self, payload: dict, subtask: int, job_id: str, attempt: int, exactly_once: bool):
+    def __init__(self, payload: dict, subtask: int, job_id: str, restored: int, exactly_once: bool):
         self.fs, self.dir = resolve(payload["path"])
         self.columns = payload.get("columns")
         self.subtask = subtask
         self.exactly_once = exactly_once
         self.owner = f"part-{subtask}-{job_id[:8]}"  # every attempt of this subtask
-        self.prefix = f"{self.owner}-{attempt:04d}"  # names sort by attempt, then part number
+        # Names sort by the checkpoint an attempt restored from, then part number: only the
+        # last attempt restored from a checkpoint commits anything. The token keeps names
+        # of different deployments apart.
+        self.prefix = f"{self.owner}-{restored:06d}"
+        self.token = uuid.uuid4().hex[:6]
         self.fs.create_dir(self.dir, recursive=True)
         self.counter = 0
         self._stream = None
@@ -59,7 +63,7 @@ class FileSinkWriter:
         self._quoted = pacsv.WriteOptions(include_header=False, quoting_style="needed")
 
     def _open(self) -> None:
-        self._staging = f"{self.dir}/.{self.prefix}-{self.counter:06d}.{uuid.uuid4().hex[:6]}.inprogress"
+        self._staging = f"{self.dir}/.{self.prefix}-{self.counter:06d}-{self.token}.inprogress"
         self._stream = self.fs.open_output_stream(self._staging)
 
     def process(self, batch: Batch) -> None:
@@ -79,7 +83,7 @@ class FileSinkWriter:
         if self._stream is None:
             return None
         self._stream.close()
-        final = f"{self.dir}/{self.prefix}-{self.counter:06d}.csv"
+        final = f"{self.dir}/{self.prefix}-{self.counter:06d}-{self.token}.csv"
         staged = self._staging
         self._stream = self._staging = None
         self.counter += 1

@@ -26,16 +26,30 @@ class _OffsetState:
 
 
 class FileSource(_OffsetState):
-    """Subtask i of p reads files i, i+p, ... (sorted) through Spark, up to
-    `files_per_batch` files per Spark call."""
+    """Subtask i of p reads files i, i+p, ... (sorted) through Spark.
 
-    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine, files_per_batch: int = 1):
+    Adaptive batching: a Spark call has a large fixed cost, so the number of
+    files per call doubles while a batch takes less than `target` seconds of
+    processing and halves when it takes more than twice that; a checkpoint
+    barrier waits for at most one batch."""
+
+    MAX_FILES_PER_BATCH = 64
+
+    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine, target: float = 0.5):
         self.engine = engine
         self.format = payload["format"]
         self.schema = payload.get("schema")
         self.files = list_files(payload["path"], payload.get("suffix", ""))[subtask::parallelism]
-        self.files_per_batch = files_per_batch
+        self.files_per_batch = 1
+        self.target = target
         self.offset = 0  # number of my files fully emitted
+
+    def batch_done(self, seconds: float) -> None:
+        """How long the last batch took through the chain (fed back by the task)."""
+        if seconds < self.target:
+            self.files_per_batch = min(self.files_per_batch * 2, self.MAX_FILES_PER_BATCH)
+        elif seconds > 2 * self.target:
+            self.files_per_batch = max(1, self.files_per_batch // 2)
 
     def next_batch(self) -> Batch | None:
         if self.offset >= len(self.files):

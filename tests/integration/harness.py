@@ -33,8 +33,9 @@ def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.C
 
 class LocalCluster:
     def __init__(self, directory: str, taskmanagers: int = 2, slots: int = 2, zookeeper: str | None = None,
-                 cluster_id: str | None = None):
+                 cluster_id: str | None = None, jobmanagers: int = 1, zk_session_timeout: float | None = None):
         self.dir = str(directory)
+        self.jobmanagers, self.zk_session_timeout = jobmanagers, zk_session_timeout
         self.taskmanagers, self.slots = taskmanagers, slots
         self.zookeeper, self.cluster_id = zookeeper, cluster_id
         self.info: dict = {}
@@ -42,7 +43,9 @@ class LocalCluster:
 
     def start(self) -> "LocalCluster":
         args = ["cluster", "start", "--dir", self.dir, "--taskmanagers", str(self.taskmanagers),
-                "--slots", str(self.slots)]
+                "--slots", str(self.slots), "--jobmanagers", str(self.jobmanagers)]
+        if self.zk_session_timeout:
+            args += ["--zk-session-timeout", str(self.zk_session_timeout)]
         if self.zookeeper:
             args += ["--zookeeper", self.zookeeper]
         if self.cluster_id:

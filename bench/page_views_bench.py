@@ -1,0 +1,747 @@
+"""page_views benchmark: checkpoint overhead, checkpoint durations, and
+recovery time after kill -9 of a TaskManager, in one invocation.
+
+    python bench/page_views_bench.py [--events 1000000] [--files 8] [--runs 3]
+                                     [--recovery-runs 3] [--recovery-events 2000000] [--recovery-files 400]
+                                     [--skip-recovery] [--out bench/RESULTS.md] [--workdir DIR]
+
+1. Throughput: on one local cluster (`sluice cluster start --taskmanagers 2
+   --slots 2`), examples/page_views.py at parallelism 2 runs with checkpoints
+   every 1000 ms ("on") and with `--checkpoint-interval 0` ("off"), `--runs`
+   times each, interleaved on, off, on, off, ... after one uncounted warm-up
+   run. Per run: events / (JobManager's submitted -> ended time), the client's
+   wall time (CLI launch -> FINISHED seen) and RUNNING -> FINISHED (RUNNING as
+   first seen by polling the job every 0.1 s, ended from the JobManager).
+   Overhead = median_off / median_on - 1 (throughput; goal <= 5 %).
+2. Checkpoint durations: every COMPLETED checkpoint of the "on" runs
+   (duration_ms, size_bytes as in `sluice status JOB --json`): p50, p99, median size.
+3. Recovery: per run a fresh cluster of 3 TaskManagers x 2 slots (one spare);
+   page_views with checkpoints every 500 ms; once a checkpoint completed, the
+   TaskManager hosting subtask 0 of the first task is killed with SIGKILL.
+   Measured from the kill: (a) the job RUNNING again with restarts >= 1 and
+   all tasks RUNNING, (b) the first committed (visible) output file that was
+   not there before the kill, (b') the first committed file of the new
+   attempt (restored pending parts of the old attempt are committed on
+   restore and may come first). The job is canceled and the cluster stopped.
+
+Job status is polled in-process through sluice.client (the same fields as
+`sluice status JOB --json`, built by the CLI's own _job_dict) so that polling
+every 0.1 s does not start a Python process each time; jobs are submitted,
+canceled and clusters started/stopped through the `sluice` CLI.
+
+Results are printed and appended to --out as a dated Markdown section.
+Every cluster started is stopped (and every process of it gone) on exit,
+error, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+import psutil
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+EXAMPLES = os.path.join(REPO, "examples")
+PAGE_VIEWS = os.path.join(EXAMPLES, "page_views.py")
+SLUICE = [sys.executable, "-m", "sluice.cli"]
+TERMINAL = ("FINISHED", "FAILED", "CANCELED")
+POLL = 0.1  # seconds between status polls
+DIR_POLL = 0.02  # seconds between output directory listings (recovery)
+
+sys.path.insert(0, EXAMPLES)
+sys.path.insert(0, REPO)
+from generate_page_views import generate  # noqa: E402
+
+from sluice.cli.main import _job_dict  # noqa: E402  (the exact `status --json` fields)
+from sluice.client import JobManagerClient, SluiceError  # noqa: E402
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*SLUICE, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, cwd=REPO)
+    if check and proc.returncode != 0:
+        raise BenchError(f"sluice {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+# -- clusters -------------------------------------------------------------------------------------
+class Cluster:
+    """A local cluster started and stopped through the CLI; `stop` makes sure nothing survives."""
+
+    def __init__(self, directory: str, taskmanagers: int, slots: int):
+        self.dir, self.taskmanagers, self.slots = directory, taskmanagers, slots
+        self.info: dict = {}
+        self.pids: set[int] = set()
+        self.descendants: dict[int, psutil.Process] = {}
+        self._client: JobManagerClient | None = None
+
+    def start(self) -> "Cluster":
+        log(f"starting a cluster: {self.taskmanagers} TaskManagers x {self.slots} slots in {self.dir}")
+        t0 = time.monotonic()
+        try:
+            sluice("cluster", "start", "--dir", self.dir, "--taskmanagers", str(self.taskmanagers),
+                   "--slots", str(self.slots), timeout=400)
+        finally:
+            path = os.path.join(self.dir, "cluster.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    self.info = json.load(f)
+                self.pids = {p["pid"] for p in self.info["processes"]}
+                self._remember_descendants()
+        log(f"cluster ready in {time.monotonic() - t0:.1f}s")
+        return self
+
+    def _remember_descendants(self) -> None:
+        for pid in self.pids:
+            try:
+                for child in psutil.Process(pid).children(recursive=True):
+                    self.descendants[child.pid] = child
+            except psutil.NoSuchProcess:
+                pass
+
+    @property
+    def client(self) -> JobManagerClient:
+        if self._client is None:
+            self._client = JobManagerClient(zookeeper=self.info["zookeeper"], cluster_id=self.info["cluster_id"],
+                                            timeout=30)
+        return self._client
+
+    def status(self, job_id: str) -> dict:
+        return _job_dict(self.client.get(job_id))
+
+    def raw(self, job_id: str):
+        return self.client.get(job_id)
+
+    def submit(self, *job_args: str, parallelism: int = 2) -> str:
+        out = sluice("run", PAGE_VIEWS, "--detach", "--parallelism", str(parallelism), "--cluster-dir", self.dir,
+                     "--", *job_args, timeout=300).stdout.strip().splitlines()
+        return out[-1].strip()
+
+    def cancel(self, job_id: str) -> None:
+        sluice("cancel", job_id, "--cluster-dir", self.dir, timeout=120, check=False)
+
+    def taskmanager_pid(self, address: str) -> int:
+        for p in self.info["processes"]:
+            if p["role"] == "taskmanager" and p["address"] == address:
+                return p["pid"]
+        raise BenchError(f"no TaskManager with address {address} in {self.dir}/cluster.json: {self.info['processes']}")
+
+    def stop(self) -> list[int]:
+        """`sluice cluster stop`, then SIGKILL whatever of ours survived; returns the pids that had to be killed."""
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._client = None
+        if not self.info and not os.path.exists(os.path.join(self.dir, "cluster.json")):
+            return []
+        self._remember_descendants()
+        try:
+            if os.path.exists(os.path.join(self.dir, "cluster.json")):
+                proc = sluice("cluster", "stop", "--dir", self.dir, timeout=180, check=False)
+                if proc.returncode != 0:
+                    log(f"warning: cluster stop exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        finally:
+            leftovers = []
+            procs = []
+            for pid in self.pids:
+                try:
+                    procs.append(psutil.Process(pid))
+                except psutil.NoSuchProcess:
+                    pass
+            procs += list(self.descendants.values())
+            for p in procs:
+                try:
+                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                        leftovers.append(p.pid)
+                        p.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            psutil.wait_procs(procs, timeout=10)
+            if leftovers:
+                log(f"warning: killed processes left behind after `cluster stop`: {leftovers}")
+            self.info = {}
+        return leftovers
+
+
+# -- one job run -------------------------------------------------------------------------------
+def follow(cluster: Cluster, job_id: str, timeout: float, t_launch: float) -> dict:
+    """Poll the job every POLL s until it ends; state changes (wall time), all checkpoints seen."""
+    deadline = time.monotonic() + timeout
+    transitions: list[tuple[float, str]] = []
+    checkpoints: dict[int, dict] = {}
+    last = None
+    while True:
+        info = cluster.raw(job_id)
+        now = time.time()
+        d = _job_dict(info)
+        if d["state"] != last:
+            transitions.append((now, d["state"]))
+            last = d["state"]
+        for c in d["checkpoints"]:
+            checkpoints[c["id"]] = c
+        if d["state"] in TERMINAL:
+            return {"job_id": job_id, "state": d["state"], "status": d, "transitions": transitions,
+                    "checkpoints": checkpoints, "submitted_ms": info.submitted_ms, "ended_ms": info.ended_ms,
+                    "t_launch": t_launch, "t_end_seen": now}
+        if time.monotonic() > deadline:
+            cluster.cancel(job_id)
+            raise BenchError(f"job {job_id} still {d['state']} after {timeout:.0f}s: {d['message']}")
+        time.sleep(POLL)
+
+
+def read_final_counts(output_dir: str) -> dict[str, int]:
+    final: dict[str, int] = {}
+    for path in glob.glob(os.path.join(output_dir, "*")):
+        name = os.path.basename(path)
+        if name.startswith((".", "_")) or os.path.isdir(path):
+            continue
+        with open(path, newline="") as f:
+            for row in csv.reader(f):
+                url, count = row[0], int(row[1])
+                if count > final.get(url, 0):
+                    final[url] = count
+    return final
+
+
+def throughput_run(cluster: Cluster, data: str, out: str, interval: int, events: int, expected: dict,
+                   timeout: float) -> dict:
+    t_launch = time.time()
+    job_id = cluster.submit("--input", data, "--output", out, "--checkpoint-interval", str(interval))
+    r = follow(cluster, job_id, timeout, t_launch)
+    if r["state"] != "FINISHED":
+        raise BenchError(f"job {job_id} ended {r['state']}: {r['status']['failure'] or r['status']['message']}")
+    submit_to_end = (r["ended_ms"] - r["submitted_ms"]) / 1000
+    running_seen = next((t for t, s in r["transitions"] if s == "RUNNING"), None)
+    running_to_end = (r["ended_ms"] / 1000 - running_seen) if running_seen is not None else None
+    final = read_final_counts(out)
+    counts_ok = final == expected
+    completed = [c for c in r["checkpoints"].values() if c["status"] == "COMPLETED"]
+    shutil.rmtree(out, ignore_errors=True)
+    return {"mode": "on" if interval > 0 else "off", "job_id": job_id, "submit_to_end": submit_to_end,
+            "wall": r["t_end_seen"] - t_launch, "running_to_end": running_to_end,
+            "throughput": events / submit_to_end, "counts_ok": counts_ok, "restarts": r["status"]["restarts"],
+            "checkpoints": completed, "checkpoints_all": list(r["checkpoints"].values()),
+            "transitions": [(round(t - t_launch, 2), s) for t, s in r["transitions"]]}
+
+
+# -- recovery --------------------------------------------------------------------------------
+class DirWatch(threading.Thread):
+    """Lists the output directory every DIR_POLL s; remembers when each visible file was first seen."""
+
+    def __init__(self, path: str):
+        super().__init__(daemon=True)
+        self.path = path
+        self.first_seen: dict[str, float] = {}  # name -> monotonic time first seen
+        self.mtime: dict[str, float] = {}  # name -> mtime (wall clock) when first seen
+        self.stop_event = threading.Event()
+
+    def visible(self) -> list[str]:
+        try:
+            return [n for n in os.listdir(self.path) if not n.startswith((".", "_"))]
+        except FileNotFoundError:
+            return []
+
+    def scan(self) -> None:
+        now = time.monotonic()
+        for n in self.visible():
+            if n not in self.first_seen:
+                self.first_seen[n] = now
+                try:
+                    self.mtime[n] = os.stat(os.path.join(self.path, n)).st_mtime
+                except FileNotFoundError:
+                    self.mtime[n] = float("inf")
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            self.scan()
+            time.sleep(DIR_POLL)
+
+
+def warm_all_taskmanagers(cluster: Cluster, data: str, out: str, timeout: float) -> str:
+    """A short page_views run at parallelism = number of TaskManagers, so every TaskManager's Spark
+    (the spare's too) has run the job's code once; returns which TaskManagers it used."""
+    n = cluster.taskmanagers
+    t_launch = time.time()
+    job_id = cluster.submit("--input", data, "--output", out, "--checkpoint-interval", "500", parallelism=n)
+    used: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        s = cluster.status(job_id)
+        used |= {t["taskmanager"] for t in s["tasks"] if t["taskmanager"]}
+        if s["state"] in TERMINAL:
+            break
+        if time.monotonic() > deadline:
+            cluster.cancel(job_id)
+            raise BenchError(f"warm-up job {job_id} still {s['state']} after {timeout:.0f}s")
+        time.sleep(POLL)
+    shutil.rmtree(out, ignore_errors=True)
+    if s["state"] != "FINISHED":
+        raise BenchError(f"warm-up job {job_id} ended {s['state']}: {s['failure'] or s['message']}")
+    log(f"  warm-up at parallelism {n} took {time.time() - t_launch:.1f}s on {len(used)}/{n} TaskManagers")
+    return f"{len(used)}/{n}"
+
+
+def _new_files(watch: DirWatch, before: set[str], t_kill_wall: float) -> tuple[dict, dict]:
+    """Visible files that appeared after the kill, and those of them written after it (mtime; a
+    pending part of the restored checkpoint, committed on restore, was written before)."""
+    new = {n: t for n, t in list(watch.first_seen.items()) if n not in before}
+    written = {n: t for n, t in new.items() if watch.mtime.get(n, 0) >= t_kill_wall}
+    return new, written
+
+
+def recovery_run(cluster: Cluster, data: str, out: str, timeout: float) -> dict:
+    t_launch = time.monotonic()
+    job_id = cluster.submit("--input", data, "--output", out, "--checkpoint-interval", "500")
+    t_first_checkpoint = None
+    watch = DirWatch(out)
+    watch.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            s = cluster.status(job_id)
+            if t_first_checkpoint is None and s["last_completed_checkpoint"] is not None:
+                t_first_checkpoint = time.monotonic() - t_launch
+            if s["state"] in TERMINAL:
+                raise BenchError(f"job {job_id} ended {s['state']} before the kill (make --recovery-events larger): "
+                                 f"{s['failure'] or s['message']}")
+            if (s["state"] == "RUNNING" and s["last_completed_checkpoint"] is not None and watch.visible()
+                    and s["tasks"] and all(t["state"] == "RUNNING" for t in s["tasks"])):
+                break
+            if time.monotonic() > deadline:
+                raise BenchError(f"job {job_id}: no completed checkpoint and committed file within {timeout:.0f}s "
+                                 f"(state {s['state']}, {s['message']})")
+            time.sleep(POLL)
+        first_op = s["tasks"][0]["operator"]
+        target = next(t for t in s["tasks"] if t["operator"] == first_op and t["subtask"] == 0)
+        address = target["taskmanager"]
+        pid = cluster.taskmanager_pid(address)
+        proc = psutil.Process(pid)
+        children = proc.children(recursive=True)
+        watch.scan()
+        before = set(watch.first_seen)
+        restarts_before = s["restarts"]
+        checkpoint_before = s["last_completed_checkpoint"]
+        t_kill, t_kill_wall = time.monotonic(), time.time()
+        os.kill(pid, signal.SIGKILL)
+        log(f"  killed TaskManager {address} (pid {pid}, hosting {first_op} #0) after checkpoint "
+            f"{checkpoint_before}; {len(before)} files committed")
+
+        t_detected = t_running = t_checkpoint = None
+        restored = None
+        end_state = None
+        states: list[tuple[float, str]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = cluster.status(job_id)
+            now = time.monotonic()
+            if not states or states[-1][1] != s["state"]:
+                states.append((round(now - t_kill, 2), s["state"]))
+            if t_detected is None and (s["restarts"] > restarts_before or s["state"] != "RUNNING"):
+                t_detected = now
+            if (t_running is None and s["state"] == "RUNNING" and s["restarts"] >= restarts_before + 1
+                    and s["tasks"] and all(t["state"] == "RUNNING" for t in s["tasks"])):
+                t_running = now
+                restored = s["restored_checkpoint"]
+            if t_checkpoint is None and any(c["status"] == "COMPLETED" and c["id"] > checkpoint_before
+                                            for c in s["checkpoints"]):
+                t_checkpoint = now
+            if s["state"] in TERMINAL:
+                end_state = s["state"]
+                break
+            if t_running is not None and t_checkpoint is not None and _new_files(watch, before, t_kill_wall)[1]:
+                break
+            time.sleep(POLL)
+        watch.scan()
+        new, new_written = _new_files(watch, before, t_kill_wall)
+        first_new = min(new.values()) if new else None
+        first_written = min(new_written.values()) if new_written else None
+        result = {
+            "job_id": job_id, "killed": address, "first_checkpoint": t_first_checkpoint,
+            "checkpoint_after": None if t_checkpoint is None else t_checkpoint - t_kill, "pid": pid, "checkpoint_before": checkpoint_before,
+            "restored": restored, "end_state": end_state, "states": states,
+            "detected": None if t_detected is None else t_detected - t_kill,
+            "running": None if t_running is None else t_running - t_kill,
+            "first_file": None if first_new is None else first_new - t_kill,
+            "first_file_name": min(new, key=new.get) if new else None,
+            "first_written_file": None if first_written is None else first_written - t_kill,
+            "first_written_file_name": min(new_written, key=new_written.get) if new_written else None,
+        }
+    finally:
+        watch.stop_event.set()
+        watch.join(5)
+    s = cluster.status(job_id)
+    if s["state"] not in TERMINAL:
+        cluster.cancel(job_id)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60 and cluster.status(job_id)["state"] not in TERMINAL:
+            time.sleep(0.2)
+    result["final_state"] = cluster.status(job_id)["state"]
+    for child in children:  # the killed TaskManager's Spark JVM follows it; make sure
+        try:
+            child.wait(30)
+        except psutil.TimeoutExpired:
+            log(f"  warning: child {child.pid} of the killed TaskManager still alive after 30s; killing it")
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    return result
+
+
+# -- reporting -----------------------------------------------------------------------------------
+def machine_facts() -> dict:
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        java = "not found"
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
+    return {"date": date, "cores": os.cpu_count(), "cpu": cpu,
+            "ram": f"{psutil.virtual_memory().total / 2**30:.1f} GiB",
+            "python": platform.python_version(), "java": java, "os": platform.platform(),
+            "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+
+
+def fmt(x, spec: str = ".2f", none: str = "—") -> str:
+    return none if x is None else format(x, spec)
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def pct(xs, q):
+    xs = [x for x in xs if x is not None]
+    return float(np.percentile(xs, q)) if xs else None
+
+
+def size(n) -> str:
+    if n is None:
+        return "—"
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def report(args, facts: dict, command: str, tput: list[dict], warmup: dict | None, recovery: list[dict],
+           notes: list[str]) -> str:
+    L = []
+    L.append(f"## {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} — page_views: checkpoint overhead "
+             "and recovery")
+    L.append("")
+    L.append(f"Command: `{command}`")
+    L.append("")
+    L.append("| machine | |")
+    L.append("|---|---|")
+    for k in ("date", "cores", "cpu", "ram", "python", "java", "os", "load"):
+        label = {"date": "date -u", "load": "load average at start"}.get(k, k)
+        L.append(f"| {label} | {facts[k]} |")
+    L.append("")
+    if tput:
+        L.append(f"### Throughput: {args.events:,} events in {args.files} files, parallelism 2, "
+                 "2 TaskManagers x 2 slots")
+        L.append("")
+        L.append("Per run: events / (JobManager submitted → FINISHED); wall = CLI launch → FINISHED seen; "
+                 f"RUNNING → FINISHED with RUNNING as first seen polling every {POLL} s. "
+                 f"Warm-up run (not counted): {fmt(warmup and warmup['submit_to_end'], '.1f')} s.")
+        L.append("")
+        L.append("| run | checkpoints | events/s | submit→FINISHED s | wall s | RUNNING→FINISHED s | "
+                 "completed checkpoints | counts correct |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for i, r in enumerate(tput, 1):
+            L.append(f"| {i} | {'1000 ms' if r['mode'] == 'on' else 'off'} | {r['throughput']:,.0f} | "
+                     f"{r['submit_to_end']:.2f} | {r['wall']:.2f} | {fmt(r['running_to_end'])} | "
+                     f"{len(r['checkpoints']) if r['mode'] == 'on' else '—'} | {'yes' if r['counts_ok'] else 'NO'} |")
+        L.append("")
+        on = [r for r in tput if r["mode"] == "on"]
+        off = [r for r in tput if r["mode"] == "off"]
+        m = {}
+        L.append("| median | checkpoints 1000 ms | checkpoints off | overhead (off/on − 1) |")
+        L.append("|---|---|---|---|")
+        for key, label, better_high in (("throughput", "events/s", True), ("submit_to_end", "submit→FINISHED s", False),
+                                        ("running_to_end", "RUNNING→FINISHED s", False), ("wall", "wall s", False)):
+            a, b = median(r[key] for r in on), median(r[key] for r in off)
+            if a and b:
+                ov = (b / a - 1) if better_high else (a / b - 1)
+            else:
+                ov = None
+            m[key] = ov
+            spec = ",.0f" if key == "throughput" else ".2f"
+            L.append(f"| {label} | {fmt(a, spec)} | {fmt(b, spec)} | {fmt(None if ov is None else ov * 100, '+.1f')} % |")
+        L.append("")
+        ov = m.get("throughput")
+        verdict = "—" if ov is None else ("meets" if ov <= 0.05 else "misses")
+        L.append(f"**Checkpoint overhead (throughput): {fmt(None if ov is None else ov * 100, '+.1f')} %** "
+                 f"({verdict} the goal of ≤ 5 %). For times the overhead is on/off − 1.")
+        L.append("")
+        ck = [c for r in on for c in r["checkpoints"]]
+        L.append("### Checkpoint durations (COMPLETED checkpoints of the 1000 ms runs)")
+        L.append("")
+        L.append("| checkpoints | p50 duration ms | p99 duration ms | max duration ms | median size |")
+        L.append("|---|---|---|---|---|")
+        durs = [c["duration_ms"] for c in ck]
+        L.append(f"| {len(ck)} | {fmt(pct(durs, 50), '.0f')} | {fmt(pct(durs, 99), '.0f')} | "
+                 f"{fmt(max(durs) if durs else None, '.0f')} | {size(median(c['size_bytes'] for c in ck))} |")
+        failed = [c for r in on for c in r["checkpoints_all"] if c["status"] not in ("COMPLETED", "IN_PROGRESS")
+                  and "superseded by the final checkpoint" not in c.get("failure", "")]
+        if failed:
+            L.append("")
+            L.append(f"{len(failed)} checkpoints did not complete: " + "; ".join(
+                f"{c['id']} {c['status']} {c.get('failure', '')}".strip() for c in failed[:5]))
+        L.append("")
+    if recovery:
+        L.append(f"### Recovery after kill -9 of a TaskManager: {args.recovery_events:,} events in "
+                 f"{args.recovery_files} files, checkpoints every 500 ms, 3 TaskManagers x 2 slots")
+        L.append("")
+        L.append("Seconds from the kill of the TaskManager hosting subtask 0 of the first task (its Spark JVM "
+                 "dies with it). Spare: *cold* = a fresh cluster whose spare TaskManager has never run a job; "
+                 "*warm* = every TaskManager ran a short page_views job (parallelism 3) first. "
+                 "1st checkpoint = submission → first completed checkpoint (before the kill). "
+                 f"Detected = first poll (every {POLL} s) showing the job not RUNNING or restarted; "
+                 "(a) = state RUNNING, restarts ≥ 1 and every task RUNNING; checkpoint = first checkpoint after "
+                 "the restored one completed; (b) = first visible output file that was not there before the kill; "
+                 "(b') = first such file written after the kill (mtime; (b) may be a pending part of the restored "
+                 "checkpoint, committed on restore).")
+        L.append("")
+        L.append("| run | spare | 1st checkpoint s | detected s | (a) RUNNING again s | checkpoint s | "
+                 "(b) first new file s | (b') first file written after kill s | restored / last before kill | "
+                 "states after the kill |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        for i, r in enumerate(recovery, 1):
+            states = " → ".join(f"{s}@{t}" for t, s in r["states"])
+            L.append(f"| {i} | {r['spare']} | {fmt(r['first_checkpoint'], '.1f')} | {fmt(r['detected'])} | "
+                     f"{fmt(r['running'])} | {fmt(r['checkpoint_after'])} | {fmt(r['first_file'])} | "
+                     f"{fmt(r['first_written_file'])} | {r['restored']} / {r['checkpoint_before']} | {states} |")
+        spares = [sp for sp in ("cold", "warm") if any(r["spare"] == sp for r in recovery)]
+        for sp in spares:
+            rs = [r for r in recovery if r["spare"] == sp]
+            L.append(f"| **median** | {sp} | {fmt(median(r['first_checkpoint'] for r in rs), '.1f')} | "
+                     f"{fmt(median(r['detected'] for r in rs))} | **{fmt(median(r['running'] for r in rs))}** | "
+                     f"{fmt(median(r['checkpoint_after'] for r in rs))} | "
+                     f"**{fmt(median(r['first_file'] for r in rs))}** | "
+                     f"**{fmt(median(r['first_written_file'] for r in rs))}** | | |")
+        L.append("")
+        for sp in spares:
+            rs = [r for r in recovery if r["spare"] == sp]
+            ma, mb = median(r["running"] for r in rs), median(r["first_file"] for r in rs)
+            mb2 = median(r["first_written_file"] for r in rs)
+            verdict = "—" if mb is None else ("meets" if mb < 3 else "misses")
+            L.append(f"**Recovery, {sp} spare: RUNNING again after {fmt(ma)} s, first new committed file after "
+                     f"{fmt(mb)} s** ({verdict} the goal of < 3 s; first file written after the kill: {fmt(mb2)} s).")
+            L.append("")
+    if notes:
+        L.append("Notes:")
+        L.append("")
+        L += [f"- {n}" for n in notes]
+        L.append("")
+    return "\n".join(L) + "\n"
+
+
+RESULTS_HEADER = """# Sluice benchmark results
+
+Each benchmark run appends one section below, headed `## <date> — <benchmark>`,
+newest last. `bench/page_views_bench.py` writes the page_views sections
+(checkpoint overhead, checkpoint durations, recovery after kill -9); other
+benchmarks (e.g. a comparison with Spark Structured Streaming) append their
+own sections the same way.
+
+"""
+
+
+def append_results(path: str, section: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a") as f:
+        if new:
+            f.write(RESULTS_HEADER)
+        else:
+            f.write("\n")
+        f.write(section)
+
+
+# -- main ----------------------------------------------------------------------------------------
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000, help="events for the throughput runs")
+    ap.add_argument("--files", type=int, default=8, help="input files (splits) for the throughput runs")
+    ap.add_argument("--runs", type=int, default=3, help="runs per mode (checkpoints on / off), interleaved")
+    ap.add_argument("--recovery-runs", type=int, default=3)
+    ap.add_argument("--recovery-events", type=int, default=2_000_000, help="enough for the job to run >= 15 s")
+    ap.add_argument("--recovery-files", type=int, default=400)
+    ap.add_argument("--spare", choices=("cold", "warm", "both"), default="both",
+                    help="recovery onto a spare TaskManager whose Spark never ran a job (cold), after a short job "
+                         "on every TaskManager (warm), or both, interleaved (default)")
+    ap.add_argument("--skip-recovery", action="store_true")
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to")
+    ap.add_argument("--workdir", default=None, help="data, clusters and outputs (default: a temp dir, removed)")
+    ap.add_argument("--keep-workdir", action="store_true", help="keep the working directory (logs) at the end")
+    ap.add_argument("--job-timeout", type=float, default=900, help="seconds a job may take")
+    args = ap.parse_args()
+    if args.runs < 1 and not args.skip_throughput:
+        ap.error("--runs must be at least 1")
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+    command = shlex.join([os.path.relpath(sys.executable, REPO) if sys.executable.startswith(REPO) else sys.executable,
+                          os.path.relpath(os.path.abspath(sys.argv[0]), REPO), *sys.argv[1:]])
+    facts = machine_facts()
+    temp = args.workdir is None
+    work = tempfile.mkdtemp(prefix="sluice-bench-") if temp else os.path.abspath(args.workdir)
+    os.makedirs(work, exist_ok=True)
+    log(f"working directory {work}; {facts['cores']} cores, load {facts['load']}")
+    clusters: list[Cluster] = []
+    tput: list[dict] = []
+    warmup = None
+    recovery: list[dict] = []
+    notes: list[str] = []
+    failed = interrupted = False
+    try:
+        if not args.skip_throughput:
+            data = os.path.join(work, "events")
+            t0 = time.monotonic()
+            expected = generate(data, events=args.events, files=args.files, urls=10_000, seed=7)
+            log(f"generated {args.events} events in {args.files} files ({len(expected)} urls) "
+                f"in {time.monotonic() - t0:.1f}s")
+            c = Cluster(os.path.join(work, "cluster-throughput"), taskmanagers=2, slots=2)
+            clusters.append(c)
+            c.start()
+            warmup = throughput_run(c, data, os.path.join(work, "out-warmup"), 1000, args.events, expected,
+                                    args.job_timeout)
+            log(f"warm-up: {warmup['submit_to_end']:.2f}s submit→FINISHED, counts "
+                f"{'correct' if warmup['counts_ok'] else 'WRONG'}")
+            for i in range(args.runs):
+                for interval in (1000, 0):
+                    r = throughput_run(c, data, os.path.join(work, f"out-{i}-{interval}"), interval, args.events,
+                                       expected, args.job_timeout)
+                    tput.append(r)
+                    log(f"run {i + 1}/{args.runs} checkpoints {r['mode']:>3}: {r['throughput']:,.0f} events/s, "
+                        f"{r['submit_to_end']:.2f}s submit→FINISHED, RUNNING→FINISHED {fmt(r['running_to_end'])}s, "
+                        f"{len(r['checkpoints'])} checkpoints, counts {'correct' if r['counts_ok'] else 'WRONG'}")
+                    if not r["counts_ok"]:
+                        notes.append(f"job {r['job_id']} ({r['mode']}): committed counts differ from the "
+                                     "independent computation")
+                    if r["restarts"]:
+                        notes.append(f"job {r['job_id']} ({r['mode']}) restarted {r['restarts']} times")
+            leftovers = c.stop()
+            if leftovers:
+                notes.append(f"`cluster stop` left processes behind (killed): {leftovers}")
+            shutil.rmtree(data, ignore_errors=True)
+        if not args.skip_recovery and args.recovery_runs > 0:
+            data = os.path.join(work, "events-recovery")
+            t0 = time.monotonic()
+            generate(data, events=args.recovery_events, files=args.recovery_files, urls=10_000, seed=11)
+            log(f"generated {args.recovery_events} events in {args.recovery_files} files for recovery "
+                f"in {time.monotonic() - t0:.1f}s")
+            warm_data = os.path.join(work, "events-warmup")
+            if args.spare in ("warm", "both"):
+                generate(warm_data, events=30_000, files=6, urls=10_000, seed=13)
+            spares = ["cold", "warm"] if args.spare == "both" else [args.spare]
+            n = 0
+            for i in range(args.recovery_runs):
+                for spare in spares:
+                    n += 1
+                    label = f"recovery {i + 1}/{args.recovery_runs} ({spare} spare)"
+                    c = Cluster(os.path.join(work, f"cluster-recovery-{n}"), taskmanagers=3, slots=2)
+                    clusters.append(c)
+                    r = None
+                    out = os.path.join(work, f"out-recovery-{n}")
+                    try:
+                        c.start()
+                        used = None
+                        if spare == "warm":
+                            used = warm_all_taskmanagers(c, warm_data, out + "-warmup", args.job_timeout)
+                            if used != "3/3":
+                                notes.append(f"{label}: the warm-up job ran on {used} TaskManagers only")
+                        r = recovery_run(c, data, out, args.job_timeout)
+                        r["spare"] = spare
+                    except BenchError as exc:
+                        notes.append(f"{label} failed: {exc}")
+                        log(f"{label} failed: {exc}")
+                        failed = True
+                    finally:
+                        leftovers = c.stop()
+                        if leftovers:
+                            notes.append(f"{label}: `cluster stop` left processes behind (killed): {leftovers}")
+                    if r:
+                        recovery.append(r)
+                        log(f"{label}: first checkpoint {fmt(r['first_checkpoint'], '.1f')}s after submission; "
+                            f"after the kill: detected {fmt(r['detected'])}s, RUNNING again {fmt(r['running'])}s, "
+                            f"checkpoint {fmt(r['checkpoint_after'])}s, first new file {fmt(r['first_file'])}s "
+                            f"({r['first_file_name']}), first file written after the kill "
+                            f"{fmt(r['first_written_file'])}s ({r['first_written_file_name']}); states {r['states']}")
+                        if r["end_state"]:
+                            notes.append(f"{label}: job {r['job_id']} ended {r['end_state']} before recovery was "
+                                         "measured (make --recovery-events larger)")
+                    shutil.rmtree(out, ignore_errors=True)
+    except KeyboardInterrupt as exc:
+        interrupted = True
+        log(f"interrupted ({exc or 'Ctrl-C'}): stopping the clusters")
+        raise
+    except BaseException as exc:
+        failed = True
+        log(f"aborting: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        for c in clusters:
+            try:
+                c.stop()
+            except BaseException as exc:  # noqa: BLE001 — keep stopping the others
+                log(f"warning: stopping {c.dir}: {exc}")
+        if tput or recovery:
+            section = report(args, facts, command, tput, warmup, recovery, notes)
+            print()
+            print(section, flush=True)
+            append_results(args.out, section)
+            log(f"appended to {args.out}")
+        if temp and (interrupted or not failed) and not args.keep_workdir:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log(f"kept the working directory {work} (cluster logs under */log/)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,153 @@
+"""High-availability stores in ZooKeeper (pointers) + storage (data).
+
+Layout under /sluice/<cluster-id> (DESIGN §5):
+    jobgraphs/<job-id>                          -> path of the serialized JobGraph in storage
+    jobs/<job-id>/checkpoint_id_counter         -> next checkpoint id (compare-and-set)
+    jobs/<job-id>/checkpoints/<%019d>           -> path of chk-<n>/_metadata
+    jobresults/<job-id>                         -> final JobInfo of a FINISHED/CANCELED/FAILED job
+
+Every write of the leader runs in a ZooKeeper transaction that first checks
+the leader's own latch node at the version of its grant, so a JobManager
+that lost leadership (or whose leadership was re-granted under a newer
+session) cannot overwrite a newer leader's pointers: its write fails with
+LeadershipLostError.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from jobmanager.checkpoint.id_counter import CheckpointIDCounter
+from jobmanager.leader.election import GuardedTransaction
+from sluice.storage import resolve
+from sluice.v1 import common_pb2
+from sluice.zk.paths import ZkPaths
+
+log = logging.getLogger("sluice.jobmanager.ha")
+
+Guard = Callable[[], GuardedTransaction]  # a transaction guarded by the current leader session
+
+
+class ZooKeeperCheckpointIDCounter(CheckpointIDCounter):
+    """Shared counter: read the value and its version, write value+1 at that version."""
+
+    def __init__(self, client: KazooClient, path: str):
+        self.client, self.path = client, path
+        client.ensure_path(path)
+
+    def _read(self) -> tuple[int, int]:
+        data, stat = self.client.get(self.path)
+        return (int(data) if data else 1), stat.version
+
+    def get(self) -> int:
+        return self._read()[0]
+
+    def get_and_increment(self) -> int:
+        while True:
+            value, version = self._read()
+            try:
+                self.client.set(self.path, str(value + 1).encode(), version=version)
+                return value
+            except BadVersionError:
+                continue  # another writer won; read again
+
+
+class ZooKeeperHaServices:
+    def __init__(self, client: KazooClient, paths: ZkPaths, storage_dir: str | None):
+        self.client, self.paths = client, paths
+        self.storage_dir = storage_dir.rstrip("/") if storage_dir else None
+        for p in (paths.jobgraphs, paths.jobs, self.results_root):
+            client.ensure_path(p)
+
+    @property
+    def results_root(self) -> str:
+        return f"{self.paths.root}/jobresults"
+
+    # -- job graphs -------------------------------------------------------------------------
+    def put_job_graph(self, guard: Guard, job_id: str, job: common_pb2.JobGraph) -> None:
+        """Data to storage first, then the pointer (persist before announce)."""
+        data = job.SerializeToString()
+        if self.storage_dir:
+            fs, base = resolve(self.storage_dir)
+            directory = f"{base}/jobgraphs"
+            fs.create_dir(directory, recursive=True)
+            path = f"{directory}/{job_id}.pb"
+            with fs.open_output_stream(path) as out:
+                out.write(data)
+            pointer = b"file:" + path.encode()
+        else:
+            pointer = b"inline:" + data
+        guard().create(self.paths.jobgraph(job_id), pointer).commit()
+
+    def job_graph_ids(self) -> list[str]:
+        return sorted(self.client.get_children(self.paths.jobgraphs))
+
+    def get_job_graph(self, job_id: str) -> common_pb2.JobGraph:
+        pointer, _ = self.client.get(self.paths.jobgraph(job_id))
+        kind, _, rest = pointer.partition(b":")
+        if kind == b"inline":
+            data = rest
+        else:
+            fs, path = resolve(self.storage_dir or "/")
+            with fs.open_input_stream(rest.decode()) as f:
+                data = f.read()
+        job = common_pb2.JobGraph()
+        job.ParseFromString(data)
+        return job
+
+    # -- job results ------------------------------------------------------------------------
+    def put_job_result(self, guard: Guard, job_id: str, info: common_pb2.JobInfo) -> None:
+        """Record the final state and drop the job graph pointer in one transaction, so a
+        new leader never resurrects a FINISHED, CANCELED or FAILED job."""
+        txn = guard()
+        path = f"{self.results_root}/{job_id}"
+        if self.client.exists(path):
+            txn.set_data(path, info.SerializeToString())
+        else:
+            txn.create(path, info.SerializeToString())
+        if self.client.exists(self.paths.jobgraph(job_id)):
+            txn.delete(self.paths.jobgraph(job_id))
+        txn.commit()
+
+    def job_results(self) -> dict[str, common_pb2.JobInfo]:
+        out = {}
+        for job_id in self.client.get_children(self.results_root):
+            try:
+                data, _ = self.client.get(f"{self.results_root}/{job_id}")
+            except NoNodeError:
+                continue
+            info = common_pb2.JobInfo()
+            info.ParseFromString(data)
+            out[job_id] = info
+        return out
+
+    # -- completed checkpoints ----------------------------------------------------------------
+    def add_checkpoint(self, guard: Guard, job_id: str, checkpoint_id: int, metadata_path: str, retained: int) -> list[int]:
+        """Publish the pointer of a completed checkpoint; drop pointers beyond `retained`.
+        Returns the ids whose pointers were dropped (their files may be discarded)."""
+        root = self.paths.checkpoints(job_id)
+        self.client.ensure_path(root)
+        ids = sorted(set(int(c) for c in self.client.get_children(root)) | {checkpoint_id})
+        subsumed = [i for i in ids[:-retained] if i != checkpoint_id] if len(ids) > retained else []
+        txn = guard().create(self.paths.checkpoint(job_id, checkpoint_id), metadata_path.encode())
+        for i in subsumed:
+            txn.delete(self.paths.checkpoint(job_id, i))
+        try:
+            txn.commit()
+        except NodeExistsError:
+            pass  # already published (a retried write)
+        return subsumed
+
+    def latest_checkpoint(self, job_id: str) -> int | None:
+        try:
+            ids = [int(c) for c in self.client.get_children(self.paths.checkpoints(job_id))]
+        except NoNodeError:
+            return None
+        return max(ids) if ids else None
+
+    def checkpoint_id_counter(self, job_id: str) -> ZooKeeperCheckpointIDCounter:
+        return ZooKeeperCheckpointIDCounter(self.client, self.paths.checkpoint_id_counter(job_id))

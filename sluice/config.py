@@ -1,0 +1,455 @@
+"""Process configuration for JobManagers and TaskManagers.
+
+Every setting has a flat key (``rpc.port``) and is read from, lowest to
+highest precedence:
+
+1. built-in defaults (the same as ``python -m jobmanager`` / ``taskmanager``);
+2. the configuration file, a YAML mapping of keys to values (``sluice.yaml``),
+   named by ``--config PATH`` or, failing that, ``SLUICE_CONFIG``. Nested
+   mappings are flattened (``rpc: {port: 6123}`` is ``rpc.port: 6123``);
+3. environment variables ``SLUICE_<KEY>``: the key upper-cased with ``.`` and
+   ``-`` turned into ``_`` (``rpc.advertised-host`` -> ``SLUICE_RPC_ADVERTISED_HOST``).
+   An empty variable counts as unset;
+4. command-line flags (``--port``), and ``-D key=value`` for any key.
+
+One file may serve both roles: a key that does not apply to a role (say
+``taskmanager.slots`` for a JobManager) is accepted and ignored. A key that no
+role knows, a ``SLUICE_*`` variable that names no key, and a value of the wrong
+type are errors (:class:`ConfigError`) that name the key and where the value
+came from.
+
+    settings = load("jobmanager", config_path="sluice.yaml", environ=os.environ, flags={"rpc.port": "6123"})
+    settings.argv()   # ["--zookeeper", ..., "--port", "6123", ...] for jobmanager.server.main
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+ROLES = ("jobmanager", "taskmanager")
+BOTH = ROLES
+JM = ("jobmanager",)
+TM = ("taskmanager",)
+
+CONFIG_ENV = "SLUICE_CONFIG"
+ENV_PREFIX = "SLUICE_"
+# SLUICE_* variables that are not configuration keys (read elsewhere).
+NON_CONFIG_ENV = frozenset({
+    CONFIG_ENV,
+    "SLUICE_CLUSTER_DIR",           # client commands: default --cluster-dir
+    "SLUICE_ZOOKEEPER_CLASSPATH",   # embedded ZooKeeper of `sluice cluster start`
+})
+# Value of rpc.advertised-host meaning "the IP address this host name resolves to"
+# (a container's own address in docker-compose, where replicas have no stable name).
+AUTO_HOST = "auto"
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "[::]", ""})
+
+
+class ConfigError(ValueError):
+    """Bad configuration; the message names the key (or variable, or file) at fault."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+# -- value types ----------------------------------------------------------------------------
+def _text(value: Any) -> str:
+    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+        raise ValueError(f"expected a string, got {value!r}")
+    text = str(value).strip()
+    if not text:
+        raise ValueError("expected a non-empty string")
+    return text
+
+
+def _string(value: Any) -> str:
+    return _text(value)
+
+
+def _host(value: Any) -> str:
+    host = _text(value)
+    if any(c.isspace() for c in host) or "/" in host:
+        raise ValueError(f"expected a host name or IP address, got {host!r}")
+    if host.startswith("["):
+        if not host.endswith("]") or "]" in host[:-1]:
+            raise ValueError(f"expected a bracketed IPv6 address such as [::], got {host!r}")
+    elif host.count(":") == 1:
+        raise ValueError(f"expected a host without a port, got {host!r} (the port is rpc.port)")
+    elif ":" in host:
+        try:
+            return f"[{ipaddress.IPv6Address(host)}]"   # e.g. a pod IP from the downward API
+        except ValueError:
+            raise ValueError(f"expected a host name or IP address, got {host!r}") from None
+    return host
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = str(value).strip()
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    raise ValueError(f"expected an integer, got {value!r}")
+
+
+def _port(value: Any) -> int:
+    try:
+        port = _integer(value)
+    except ValueError:
+        raise ValueError(f"expected an integer port 0-65535, got {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"expected an integer port 0-65535, got {port}")
+    return port
+
+
+def _positive_int(value: Any) -> int:
+    n = _integer(value)
+    if n < 1:
+        raise ValueError(f"must be at least 1, got {n}")
+    return n
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number of seconds, got {value!r}")
+    try:
+        seconds = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds, got {value!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
+def _quorum(value: Any) -> str:
+    """host[:port][,host[:port]...][/chroot], as kazoo takes it."""
+    text = _text(value)
+    hosts, _, chroot = text.partition("/")
+    if chroot and not re.fullmatch(r"[^\s/]+(/[^\s/]+)*", chroot):
+        raise ValueError(f"bad chroot /{chroot} in {text!r}")
+    for entry in hosts.split(","):
+        entry = entry.strip()
+        host, sep, port = entry.rpartition(":") if ":" in entry and not entry.endswith("]") else (entry, "", "")
+        if not host or any(c.isspace() for c in host):
+            raise ValueError(f"expected host:port[,host:port...], got {text!r}")
+        if sep and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"bad port {port!r} in {text!r}")
+    return text
+
+
+def _advertised_host(value: Any) -> str:
+    text = _text(value)
+    return AUTO_HOST if text.lower() == AUTO_HOST else _host(text)
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    parse: Callable[[Any], Any]
+    default: Any
+    roles: tuple[str, ...]
+    flag: str           # flag of jobmanager.server.main / taskmanager.server.main (and of `sluice <role>`)
+    help: str
+    metavar: str = "VALUE"
+
+    @property
+    def env(self) -> str:
+        return env_name(self.key)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("zookeeper.quorum", _quorum, None, BOTH, "--zookeeper",
+           "ZooKeeper connect string host:port[,host:port...][/chroot] (required)", "HOSTS"),
+    Option("cluster.id", _string, "default", BOTH, "--cluster-id",
+           "cluster id: the ZooKeeper root /sluice/<id> shared by the cluster's processes", "ID"),
+    Option("rpc.host", _host, "127.0.0.1", BOTH, "--host",
+           "address the gRPC server binds (0.0.0.0 in containers)", "HOST"),
+    Option("rpc.port", _port, 0, BOTH, "--port", "gRPC port (0 picks a free one)", "PORT"),
+    Option("rpc.advertised-host", _advertised_host, None, BOTH, "--advertised-host",
+           "host others use to reach this process (published to ZooKeeper / registered with the leader); "
+           "required when rpc.host is a wildcard; 'auto' = the address this machine's host name resolves to",
+           "HOST"),
+    Option("taskmanager.slots", _positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N"),
+    Option("taskmanager.resource-id", _string, None, TM, "--resource-id",
+           "resource id (default: random per start; must be unique per TaskManager incarnation)", "ID"),
+    Option("heartbeat.timeout", _seconds, 6.0, JM, "--heartbeat-timeout",
+           "seconds without heartbeats before a TaskManager is declared lost", "SECONDS"),
+    Option("heartbeat.interval", _seconds, 1.0, TM, "--heartbeat-interval",
+           "seconds between a TaskManager's heartbeats", "SECONDS"),
+    Option("zookeeper.session-timeout", _seconds, 6.0, BOTH, "--zk-session-timeout",
+           "ZooKeeper session timeout in seconds (sets JobManager failover time)", "SECONDS"),
+    Option("state.checkpoints.dir", _string, None, JM, "--checkpoint-dir",
+           "checkpoint and HA storage: a path every process sees, or a pyarrow.fs URI (s3://bucket/path)", "DIR"),
+    Option("spark.master", _string, None, TM, "--spark-master",
+           "Spark master URL, e.g. spark://host:7077 (default local[<slots>])", "URL"),
+    Option("spark.remote", _string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL"),
+    Option("log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"),
+)
+BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + re.sub(r"[.-]", "_", key).upper()
+
+
+BY_ENV: dict[str, Option] = {o.env: o for o in OPTIONS}
+assert len(BY_ENV) == len(OPTIONS), "two keys map to the same environment variable"
+
+
+def options_for(role: str) -> list[Option]:
+    _check_role(role)
+    return [o for o in OPTIONS if role in o.roles]
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+
+
+def _unknown(what: str, name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {what} {name!r}{hint}"
+
+
+# -- the three sources ------------------------------------------------------------------------
+def read_file(path: str) -> dict[str, Any]:
+    """The flat key -> value mapping of a YAML configuration file."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} not found") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"configuration file {path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"configuration file {path} must be a mapping of keys to values, "
+                          f"not a {type(data).__name__}")
+    flat: dict[str, Any] = {}
+    _flatten(data, "", flat, path)
+    for key in flat:
+        if key not in BY_KEY:
+            raise ConfigError(f"{path}: {_unknown('configuration key', key, BY_KEY)}", key)
+    return flat
+
+
+def _flatten(data: dict, prefix: str, out: dict[str, Any], path: str) -> None:
+    for k, v in data.items():
+        if not isinstance(k, str) or not k:
+            raise ConfigError(f"{path}: configuration keys must be strings, got {k!r}")
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            _flatten(v, key + ".", out, path)
+        elif key in out:
+            raise ConfigError(f"{path}: key {key!r} is given twice", key)
+        else:
+            out[key] = v
+
+
+def read_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """Configuration keys set by SLUICE_* variables (empty ones count as unset)."""
+    out: dict[str, str] = {}
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name in NON_CONFIG_ENV:
+            continue
+        opt = BY_ENV.get(name)
+        if opt is None:
+            known = list(BY_ENV) + sorted(NON_CONFIG_ENV)
+            raise ConfigError(f"{_unknown('environment variable', name, known)} "
+                              f"(SLUICE_* variables name configuration keys: SLUICE_<KEY>, "
+                              f"e.g. SLUICE_ZOOKEEPER_QUORUM)", name)
+        if environ[name].strip() != "":
+            out[opt.key] = environ[name]
+    return out
+
+
+# -- merging --------------------------------------------------------------------------------
+@dataclass
+class Settings:
+    """The merged configuration of one process."""
+
+    role: str
+    values: dict[str, Any]                 # every key of the role; None = unset
+    sources: dict[str, str]                # key -> "default" | "file PATH" | "env VAR" | "flag --x"
+    config_file: str | None = None
+    notes: list[str] = field(default_factory=list)
+    resolve_host: Callable[[], str] | None = field(default=None, repr=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def advertised_host(self) -> str | None:
+        """rpc.advertised-host, with 'auto' resolved on this machine (ConfigError if it cannot be)."""
+        host = self.values.get("rpc.advertised-host")
+        if host != AUTO_HOST:
+            return host
+        try:
+            return _host((self.resolve_host or _own_address)())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"rpc.advertised-host: cannot resolve 'auto' to this machine's address ({exc}) "
+                              f"(from {self.sources['rpc.advertised-host']}); set a host name or IP instead",
+                              "rpc.advertised-host") from None
+
+    def argv(self, resolve_auto: bool = True) -> list[str]:
+        """Arguments for jobmanager.server.main / taskmanager.server.main.
+
+        Unset optional keys are left out, so the process's own defaults apply
+        (and a flag the process lacks is only passed when it is used).
+        rpc.advertised-host 'auto' is resolved here, on the machine that runs
+        the process, unless `resolve_auto` is false."""
+        args: list[str] = []
+        for opt in options_for(self.role):
+            value = self.values.get(opt.key)
+            if value is None:
+                continue
+            if opt.key == "rpc.advertised-host" and resolve_auto:
+                value = self.advertised_host()
+            args += [opt.flag, _format(value)]
+        return args
+
+    def as_dict(self) -> dict[str, Any]:
+        try:
+            argv = self.argv()
+        except ConfigError:          # 'auto' does not resolve here; the notes say so
+            argv = self.argv(resolve_auto=False)
+        return {"role": self.role, "config_file": self.config_file, "settings": dict(self.values),
+                "sources": dict(self.sources), "argv": argv, **({"notes": self.notes} if self.notes else {})}
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def resolve(role: str, file_values: Mapping[str, Any] | None = None, env_values: Mapping[str, Any] | None = None,
+            flag_values: Mapping[str, Any] | None = None, *, config_file: str | None = None,
+            env_names: Mapping[str, str] | None = None, flag_names: Mapping[str, str] | None = None,
+            resolve_host: Callable[[], str] | None = None) -> Settings:
+    """Merge defaults < file < environment < flags into the settings of `role`.
+
+    Every given value is checked, including ones a higher layer overrides; keys
+    of other roles are accepted (and dropped) from the file and the environment
+    but not from flags. ``env_names``/``flag_names`` say how a key was spelled
+    there, for error messages."""
+    _check_role(role)
+    layers = [
+        ("file", file_values or {}, lambda k: f"file {config_file}" if config_file else "file"),
+        ("env", env_values or {}, lambda k: f"env {(env_names or {}).get(k, env_name(k))}"),
+        ("flag", flag_values or {}, lambda k: f"flag {(flag_names or {}).get(k, BY_KEY[k].flag if k in BY_KEY else k)}"),
+    ]
+    merged: dict[str, Any] = {o.key: o.default for o in OPTIONS}
+    sources: dict[str, str] = {o.key: "default" for o in OPTIONS}
+    for layer, values, where in layers:
+        for key, raw in values.items():
+            opt = BY_KEY.get(key)
+            if opt is None:
+                raise ConfigError(f"{_unknown('configuration key', key, BY_KEY)} (from {where(key)})", key)
+            if layer == "flag" and role not in opt.roles:
+                raise ConfigError(f"{key} does not apply to a {role} (from {where(key)})", key)
+            if raw is None:            # `key:` with no value in YAML = unset
+                continue
+            try:
+                merged[key] = opt.parse(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{key}: {exc} (from {where(key)})", key) from None
+            sources[key] = where(key)
+    notes: list[str] = []
+    _cross_check(role, merged, sources)
+    keys = [o.key for o in options_for(role)]
+    settings = Settings(role, {k: merged[k] for k in keys}, {k: sources[k] for k in keys}, config_file, notes,
+                        resolve_host)
+    if settings["rpc.advertised-host"] == AUTO_HOST:
+        # Resolved when the process starts (argv()); --check may run on another machine than the process.
+        try:
+            resolved = settings.advertised_host()
+            loopback = resolved.startswith("127.") or resolved == "[::1]"
+            notes.append(f"rpc.advertised-host 'auto' resolves to {resolved} here"
+                         + (" (a loopback address: only processes on this machine could reach it)" if loopback
+                            else ""))
+        except ConfigError as exc:
+            notes.append(f"{exc}: a process started here would fail")
+    return settings
+
+
+def _cross_check(role: str, v: dict[str, Any], sources: dict[str, str]) -> None:
+    def src(key: str) -> str:
+        return f" (from {sources[key]})" if sources[key] != "default" else ""
+
+    if v["zookeeper.quorum"] is None:
+        raise ConfigError("zookeeper.quorum is required: set it in the configuration file, with "
+                          "SLUICE_ZOOKEEPER_QUORUM, or with --zookeeper", "zookeeper.quorum")
+    advertised = v["rpc.advertised-host"]
+    if advertised is None and v["rpc.host"] in WILDCARD_HOSTS:
+        raise ConfigError(f"rpc.advertised-host is required when rpc.host is the wildcard address "
+                          f"{v['rpc.host']}{src('rpc.host')}: other processes need an address that reaches this "
+                          f"one (a DNS name, an IP, or 'auto')", "rpc.advertised-host")
+    if advertised is not None and advertised in WILDCARD_HOSTS:
+        raise ConfigError(f"rpc.advertised-host must be an address others can connect to, not {advertised}"
+                          f"{src('rpc.advertised-host')}", "rpc.advertised-host")
+    if role == "taskmanager" and v["spark.master"] and v["spark.remote"]:
+        raise ConfigError(f"spark.master{src('spark.master')} and spark.remote{src('spark.remote')} "
+                          "exclude each other: set one", "spark.remote")
+    if role == "taskmanager" and v["spark.remote"] and not str(v["spark.remote"]).startswith("sc://"):
+        raise ConfigError(f"spark.remote: expected a Spark Connect URL sc://host:port, got "
+                          f"{v['spark.remote']!r}{src('spark.remote')}", "spark.remote")
+    if v["heartbeat.interval"] >= v["heartbeat.timeout"]:
+        raise ConfigError(f"heartbeat.interval ({v['heartbeat.interval']} s{src('heartbeat.interval')}) must be "
+                          f"shorter than heartbeat.timeout ({v['heartbeat.timeout']} s{src('heartbeat.timeout')})",
+                          "heartbeat.interval")
+
+
+def _own_address() -> str:
+    return socket.gethostbyname(socket.gethostname())
+
+
+def load(role: str, *, config_path: str | None = None, environ: Mapping[str, str] | None = None,
+         flags: Mapping[str, Any] | None = None, flag_names: Mapping[str, str] | None = None) -> Settings:
+    """Settings of `role` from the file (`config_path`, else $SLUICE_CONFIG), the
+    environment (`environ`, default os.environ) and already-parsed flags (key -> raw value)."""
+    environ = os.environ if environ is None else environ
+    if config_path is None:
+        config_path = environ.get(CONFIG_ENV) or None
+    elif not config_path.strip():
+        raise ConfigError("--config needs a file name")
+    file_values = read_file(config_path) if config_path else {}
+    env_values = read_env(environ)
+    return resolve(role, file_values, env_values, flags or {}, config_file=config_path, flag_names=flag_names)
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    """`key=value` of a -D flag."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"-D expects KEY=VALUE, got {text!r}")
+    if key not in BY_KEY:
+        raise ConfigError(f"{_unknown('configuration key', key, BY_KEY)} (from flag -D {text})", key)
+    return key, value
+
+
+def reference() -> str:
+    """A table of every key, its variable, flag, roles and default (for docs and --help)."""
+    rows = ["| key | environment variable | flag | roles | default | meaning |", "|---|---|---|---|---|---|"]
+    for o in OPTIONS:
+        default = "(required)" if o.key == "zookeeper.quorum" else ("-" if o.default is None else _format(o.default))
+        meaning = o.help.replace(" (required)", "").replace("|", "\\|")
+        rows.append(f"| `{o.key}` | `{o.env}` | `{o.flag}` | {', '.join(o.roles)} | {default} | {meaning} |")
+    return "\n".join(rows)
