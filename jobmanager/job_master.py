@@ -129,7 +129,8 @@ class JobMaster:
             return self.final_state
         if self._restart_at is not None or (self.attempt > 0 and self.graph.state == eg.CREATED):
             return RESTARTING
-        return {eg.FAILING: "RUNNING", eg.CANCELLING: "RUNNING"}.get(self.graph.state, self.graph.state)
+        # Winding down after a failure shows as RESTARTING (or FAILED once no restart is left).
+        return {eg.FAILING: RESTARTING, eg.CANCELLING: "RUNNING"}.get(self.graph.state, self.graph.state)
 
     @property
     def terminal(self) -> bool:

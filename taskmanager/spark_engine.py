@@ -40,8 +40,46 @@ class SparkEngine:
         for k, v in {**defaults, **self.conf}.items():
             builder = builder.config(k, v)
         self.spark = builder.getOrCreate()
-        self.spark.sparkContext.setLogLevel("WARN") if not self.remote else None
+        if not self.remote:
+            self.spark.sparkContext.setLogLevel("WARN")
         log.info("SparkSession ready (%s) in %.1fs", self.remote or self.master, time.monotonic() - t0)
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Run each kind of Spark call a task makes once, before offering slots: the first
+        file read, projection and Arrow transfer of a fresh JVM take 10-20 s (class loading,
+        code generation); a restored task on a fresh TaskManager must not pay that."""
+        import tempfile
+
+        from pyspark.sql import functions as F
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="sluice-warmup-") as d:
+            path = os.path.join(d, "warmup.jsonl")
+            with open(path, "w") as f:
+                f.writelines(f'{{"k": "k{i % 7}", "v": {i}}}\n' for i in range(200))
+            df = self.spark.read.schema("k string, v long").json([path])
+            df.select("k", F.pmod(F.xxhash64("k"), F.lit(128)).cast("int").alias("kg"), "v").toArrow()
+            df.groupBy("k").agg(F.count(F.lit(1)), F.sum("v")).toArrow()
+            self.spark.createDataFrame(pa.table({"k": ["a"], "v": [1]})).selectExpr("k", "v + 1 AS w").toArrow()
+            self.spark.range(0, 1000, 2).selectExpr("CAST(id % 5 AS STRING) AS k").toArrow()
+        log.info("Spark warmed up in %.1fs", time.monotonic() - t0)
+
+    # -- cancelling a task's Spark jobs ------------------------------------------------------
+    def tag_current_thread(self, tag: str) -> None:
+        """Spark jobs started by this thread carry `tag`, so that cancel_tag can stop them."""
+        if self.remote:
+            self.spark.addTag(tag)
+        else:
+            self.spark.sparkContext.addJobTag(tag)
+
+    def cancel_tag(self, tag: str) -> None:
+        try:
+            if self.remote:
+                self.spark.interruptTag(tag)
+            else:
+                self.spark.sparkContext.cancelJobsWithTag(tag)
+        except Exception as exc:  # noqa: BLE001 — cancellation is best effort
+            log.debug("cancelling Spark jobs tagged %s failed: %s", tag, exc)
 
     def stop(self) -> None:
         if self.spark is not None:

@@ -99,10 +99,16 @@ class Task:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def spark_tag(self) -> str:
+        return "sluice-" + self.execution_id.replace("/", "-").replace(",", "-")
+
     def cancel(self) -> None:
         self._cancel.set()
         if self._gate is not None:
             self._gate.close()
+        if self.engine.spark is not None:  # stop a Spark call in flight instead of waiting for it
+            self.engine.cancel_tag(self.spark_tag)
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -194,6 +200,8 @@ class Task:
     # -- run ------------------------------------------------------------------------------------
     def _run(self) -> None:
         try:
+            if self.engine.spark is not None:
+                self.engine.tag_current_thread(self.spark_tag)
             self._setup()
             self.state = "RUNNING"
             self.report(self, "RUNNING", "")

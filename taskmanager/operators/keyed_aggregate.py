@@ -30,16 +30,22 @@ def _fold(fn: str, old, new):
     return min(old, new) if fn == "min" else max(old, new)
 
 
-def combiner_exprs(aggs: dict[str, tuple[str, str]]):
-    """Spark expressions for the producer-side partial aggregation."""
-    from pyspark.sql import functions as F
-    exprs = []
+def combiner_columns(aggs: dict[str, tuple[str, str]]) -> list[str]:
+    """The value columns the producer-side partial aggregation reads."""
+    return sorted({col for fn, col in aggs.values() if fn != "count"})
+
+
+def combine(table: pa.Table, key: str, aggs: dict[str, tuple[str, str]]) -> pa.Table:
+    """Producer-side partial aggregation (a combiner) of one batch: one row per
+    (key, key group) with the partial count/sum/min/max, named as the outputs."""
+    specs, names = [], []
     for out, (fn, col) in aggs.items():
-        if fn == "count":
-            exprs.append(F.count(F.lit(1)).alias(out))
-        else:
-            exprs.append(getattr(F, fn)(F.col(col)).alias(out))
-    return exprs
+        specs.append(([], "count_all") if fn == "count" else (col, fn))
+        names.append(out)
+    merged = table.group_by([key, KEY_GROUP], use_threads=False).aggregate(specs)
+    produced = [("count_all" if fn == "count" else f"{col}_{fn}") for fn, col in aggs.values()]
+    return pa.table({key: merged.column(key), KEY_GROUP: merged.column(KEY_GROUP),
+                     **{n: merged.column(p) for n, p in zip(names, produced)}})
 
 
 class KeyedAggregate:

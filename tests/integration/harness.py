@@ -69,6 +69,16 @@ class LocalCluster:
     def pid_of(self, role: str, index: int = 0) -> int:
         return [p["pid"] for p in self.info["processes"] if p["role"] == role][index]
 
+    def replace_process(self, role: str, pid: int, address: str) -> None:
+        """A process of `role` was restarted by the test: record it in cluster.json too, so
+        that `cluster stop` ends the new one."""
+        for p in self.info["processes"]:
+            if p["role"] == role:
+                p["pid"], p["address"] = pid, address
+        path = os.path.join(self.dir, "cluster.json")
+        with open(path, "w") as f:
+            json.dump(self.info, f, indent=2)
+
     def client(self) -> JobManagerClient:
         return JobManagerClient.from_context({"cluster_dir": self.dir})
 

@@ -144,9 +144,7 @@ def test_zookeeper_restart_mid_job(ha_cluster, tmp_path):
     zk = EmbeddedZooKeeper(os.path.join(cluster.dir, "zookeeper"), port=port)
     zk.start(timeout=60)
     zk.detach()
-    for p in cluster.info["processes"]:
-        if p["role"] == "zookeeper":
-            p["pid"] = zk.pid  # so that teardown stops the new server
+    cluster.replace_process("zookeeper", zk.pid, zk_proc["address"])  # so that teardown stops the new server
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=300)
     assert status["state"] == "FINISHED", status
     assert_exactly_once(tmp_path, expected)
