@@ -153,15 +153,22 @@ class Dispatcher:
         self._require_leader()
         with self._lock:
             if job_id not in self._jobs and job_id in self._results:
-                return self._results[job_id]
+                return self._ended_info(job_id)
             return self._job(job_id).info(self._pool.free_slots())
 
     def list_jobs(self) -> list[common_pb2.JobInfo]:
         self._require_leader()
         with self._lock:
             infos = [j.info(self._pool.free_slots()) for j in self._jobs.values()]
-            infos += [r for job_id, r in self._results.items() if job_id not in self._jobs]
+            infos += [self._ended_info(job_id) for job_id in self._results if job_id not in self._jobs]
             return sorted(infos, key=lambda i: i.submitted_ms)
+
+    def _ended_info(self, job_id: str) -> common_pb2.JobInfo:
+        """A job that ended under an earlier leader, as this leader reports it."""
+        info = common_pb2.JobInfo()
+        info.CopyFrom(self._results[job_id])
+        info.leader = self.address
+        return info
 
     def cluster_overview(self) -> jobmanager_pb2.ClusterOverview:
         self._require_leader()

@@ -111,7 +111,8 @@ class JobMaster:
     # -- attempts -------------------------------------------------------------------------------
     def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002
         infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in self.chains]
-        self.graph = eg.ExecutionGraph(self.job_id, infos, attempt=attempt, cancel_timeout=self.cancel_timeout)
+        self.graph = eg.ExecutionGraph(self.job_id, infos, attempt=attempt, cancel_timeout=self.cancel_timeout,
+                                       attempt_tag=f"{self.gateway.session_id[:8]}.{attempt}")
         self.end_of_input: set[str] = set()
         self.gateway.request_slots(self.job_id, self.slots_required)
 
@@ -416,7 +417,7 @@ class JobMaster:
     @property
     def _attempt_tag(self) -> str:
         """Unique across attempts and leaders (a new leader counts attempts from 0 again)."""
-        return f"{self.gateway.session_id[:8]}.{self.attempt}"
+        return self.graph.attempt_tag
 
     # -- status ---------------------------------------------------------------------------------------
     def info(self, free_slots: int) -> common_pb2.JobInfo:

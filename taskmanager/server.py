@@ -120,7 +120,7 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
             self._leader_changed.set()
 
     def _registration_loop(self) -> None:
-        stub, registered_with, delay = None, None, 0.2
+        stub, channel, registered_with, delay = None, None, None, 0.2
         while not self._stopped.is_set():
             address, session = self._leader
             if address is None:
@@ -129,7 +129,14 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
                 continue
             try:
                 if registered_with != (address, session):
-                    stub = jobmanager_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(address))
+                    # Follow the session published in ZooKeeper before registering: the leader
+                    # may deploy to us before its answer to RegisterTaskManager arrives.
+                    if session:
+                        self._switch_leader(session)
+                    if channel is not None:
+                        channel.close()
+                    channel = grpc.insecure_channel(address)
+                    stub = jobmanager_pb2_grpc.ResourceManagerStub(channel)
                     resp = stub.RegisterTaskManager(jobmanager_pb2.RegisterTaskManagerRequest(
                         resource_id=self.resource_id, address=self.address, slots=self.slots), timeout=5)
                     self._switch_leader(resp.leader_session_id)
@@ -154,6 +161,11 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
                 self._leader_changed.clear()
                 delay = min(delay * 2, 2.0)
                 continue
+            except Exception:  # noqa: BLE001 — this thread must outlive any failure
+                log.exception("registration with leader %s failed; retrying", address)
+                registered_with = None
+                time.sleep(delay)
+                continue
             self._leader_changed.wait(self.heartbeat_interval)
             self._leader_changed.clear()
 
@@ -177,8 +189,9 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
     def _report(self, task: Task, state: str, error: str, end_of_input: bool = False) -> None:
         if state in ("FINISHED", "CANCELED", "FAILED"):
             with self._lock:
-                self.table.handle(st.TaskEnded(task.execution_id))
-                self.tasks.pop(task.execution_id, None)
+                if self.tasks.get(task.execution_id) is task:  # not a newer deployment of the same id
+                    self.table.handle(st.TaskEnded(task.execution_id))
+                    del self.tasks[task.execution_id]
         self._reports.put(("UpdateTaskExecutionState", jobmanager_pb2.TaskExecutionState(
             resource_id=self.resource_id, leader_session_id=task.tdd.leader_session_id, job_id=task.job_id,
             attempt=task.tdd.attempt, execution_id=task.execution_id, state=state, error=error,
@@ -206,6 +219,9 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
                 if msg.leader_session_id != self._registered_session:
                     break  # that leader is gone; the new one redeploys
                 address = self._leader[0]
+                if address is None:  # between two leaders
+                    time.sleep(0.2)
+                    continue
                 try:
                     if address != channel_address:
                         if channel is not None:
@@ -213,8 +229,9 @@ class TaskManagerProcess(taskmanager_pb2_grpc.TaskExecutorServicer):
                         channel, channel_address = grpc.insecure_channel(address), address
                     getattr(jobmanager_pb2_grpc.ResourceManagerStub(channel), method)(msg, timeout=5)
                     break
-                except (grpc.RpcError, TypeError) as err:
-                    log.warning("[job %s] %s for %s failed: %s; retrying", msg.job_id, method, msg.execution_id, err)
+                except Exception as err:  # noqa: BLE001 — this thread must outlive any failure
+                    detail = f"{err.code().name}: {err.details()}" if isinstance(err, grpc.RpcError) else repr(err)
+                    log.warning("[job %s] %s for %s failed: %s; retrying", msg.job_id, method, msg.execution_id, detail)
                     time.sleep(0.5)
 
     # -- TaskExecutor service ---------------------------------------------------------------

@@ -151,13 +151,16 @@ class Execution:
     error: str = ""
 
 
-def execution_id(job_id: str, attempt: int, chain_id: str, subtask: int) -> str:
+def execution_id(job_id: str, attempt: int | str, chain_id: str, subtask: int) -> str:
     return f"{job_id}/{attempt}/{chain_id}/{subtask}"
 
 
 class ExecutionGraph:
     def __init__(self, job_id: str, chains: Iterable[ChainInfo], attempt: int = 0,
-                 cancel_timeout: float = 10.0):
+                 cancel_timeout: float = 10.0, attempt_tag: str | None = None):
+        # attempt_tag names this attempt in execution ids; it must be unique across
+        # JobManager leaders too (a new leader counts attempts from 0 again).
+        self.attempt_tag = attempt_tag if attempt_tag is not None else str(attempt)
         self.job_id = job_id
         self.attempt = attempt
         self.cancel_timeout = cancel_timeout
@@ -167,7 +170,7 @@ class ExecutionGraph:
         self.executions: dict[str, Execution] = {}
         for c in chains:
             for i in range(c.parallelism):
-                eid = execution_id(job_id, attempt, c.id, i)
+                eid = execution_id(job_id, self.attempt_tag, c.id, i)
                 self.executions[eid] = Execution(eid, c.id, c.name, i)
 
     @property
@@ -175,7 +178,7 @@ class ExecutionGraph:
         return 1 + max(e.subtask for e in self.executions.values())
 
     def slot_of(self, chain_id: str, subtask: int) -> SlotId | None:
-        return self.executions[execution_id(self.job_id, self.attempt, chain_id, subtask)].slot
+        return self.executions[execution_id(self.job_id, self.attempt_tag, chain_id, subtask)].slot
 
     # -- dispatch ---------------------------------------------------------------
     def handle(self, event) -> list:
