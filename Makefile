@@ -46,11 +46,12 @@ validate: $(STAMP)
 demo: install
 	$(BIN)/python examples/demo.py
 
+# Benchmarks append a dated section to bench/RESULTS.md.
 bench-quick: install
-	$(BIN)/python bench/page_views_throughput.py --events 200000 --runs 3
+	$(BIN)/python bench/page_views_bench.py --events 200000 --runs 3 --recovery-runs 1 --recovery-events 200000 --spare warm
 
 bench: install
-	$(BIN)/python bench/page_views_throughput.py --events 1000000 --runs 3
+	$(BIN)/python bench/page_views_bench.py
 
 clean:
 	rm -rf .sluice build *.egg-info .pytest_cache
