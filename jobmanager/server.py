@@ -19,7 +19,6 @@ from jobmanager.ha.zookeeper import ZooKeeperHaServices
 from jobmanager.leader.election import ZooKeeperLeaderElectionDriver
 from jobmanager.servicers import JobManagerServicer, ResourceManagerServicer
 from sluice import logs, rpc
-from sluice.storage import write_text_atomic
 from sluice.v1 import jobmanager_pb2_grpc
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
@@ -115,10 +114,5 @@ def main(argv: list[str] | None = None) -> None:
     logs.setup("jobmanager", log_file=args.log_file)
     proc = JobManagerProcess(args.zookeeper, args.cluster_id, args.host, args.port, args.heartbeat_timeout,
                              args.zk_session_timeout, args.checkpoint_dir, advertised_host=args.advertised_host)
-    done = rpc.on_sigterm(proc.stop)
-    proc.start()
-    if args.address_file:
-        write_text_atomic(args.address_file, proc.address)
-    done.wait()
-    log.info("JobManager stopped")
+    rpc.run_until_signalled(proc, "JobManager", args.address_file)
 

@@ -86,3 +86,15 @@ def is_serving(address: str, timeout: float = 1.0, service: str = "") -> bool:
             return reply.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
         return False
+
+
+def run_until_signalled(process, role: str, address_file: str | None) -> None:
+    """Start a server process object (start/stop/address), publish its address in
+    `address_file`, and block until SIGTERM/SIGINT has stopped it gracefully."""
+    from sluice.storage import write_text_atomic
+    done = on_sigterm(process.stop)
+    process.start()
+    if address_file:
+        write_text_atomic(address_file, process.address)
+    done.wait()
+    log.info("%s stopped", role)

@@ -23,7 +23,6 @@ from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from sluice import logs, rpc
-from sluice.storage import write_text_atomic
 from sluice.v1 import jobmanager_pb2, jobmanager_pb2_grpc, taskmanager_pb2, taskmanager_pb2_grpc
 from sluice.v1 import dataexchange_pb2_grpc
 from sluice.zk.leader_retrieval import LeaderRetriever
@@ -316,9 +315,4 @@ def main(argv: list[str] | None = None) -> None:
     proc = TaskManagerProcess(args.zookeeper, args.cluster_id, args.slots, args.host, args.port, args.resource_id,
                               args.spark_master, args.spark_remote, args.heartbeat_interval, args.zk_session_timeout,
                               advertised_host=args.advertised_host)
-    done = rpc.on_sigterm(proc.stop)
-    proc.start()
-    if args.address_file:
-        write_text_atomic(args.address_file, proc.address)
-    done.wait()
-    log.info("TaskManager stopped")
+    rpc.run_until_signalled(proc, "TaskManager", args.address_file)

@@ -81,30 +81,20 @@ def start(cluster_dir: str, jobmanagers: int = 1, taskmanagers: int = 2, slots: 
             zk.detach()  # outlives this command; `cluster stop` ends it
             zookeeper = zk.connect_string
             procs.append({"role": "zookeeper", "pid": zk.pid, "address": zookeeper, "log": str(zk.log_path)})
-        py = sys.executable
+        common = ["--zookeeper", zookeeper, "--cluster-id", cluster_id, "--zk-session-timeout", str(zk_session_timeout)]
+        roles = [("jobmanager", i, ["--heartbeat-timeout", str(heartbeat_timeout),
+                                    "--checkpoint-dir", os.path.join(cluster_dir, "checkpoints")])
+                 for i in range(jobmanagers)]
+        roles += [("taskmanager", i, ["--slots", str(slots), "--resource-id", f"taskmanager-{i}-{cluster_id[-8:]}"])
+                  for i in range(taskmanagers)]
         pending = []
-        for i in range(jobmanagers):
-            name = f"jobmanager-{i}"
-            addr_file = os.path.join(run_dir, f"{name}.addr")
+        for role, i, extra in roles:
+            name = f"{role}-{i}"
+            addr_file, log = os.path.join(run_dir, f"{name}.addr"), os.path.join(log_dir, f"{name}.log")
             _remove(addr_file)
-            log = os.path.join(log_dir, f"{name}.log")
-            p = _spawn([py, "-m", "jobmanager", "--zookeeper", zookeeper, "--cluster-id", cluster_id,
-                        "--heartbeat-timeout", str(heartbeat_timeout), "--zk-session-timeout", str(zk_session_timeout),
-                        "--checkpoint-dir", os.path.join(cluster_dir, "checkpoints"),
-                        "--log-file", log, "--address-file", addr_file], log)
+            p = _spawn([sys.executable, "-m", role, *common, *extra, "--log-file", log, "--address-file", addr_file], log)
             started.append(p)
-            pending.append(("jobmanager", p, addr_file, log))
-        for i in range(taskmanagers):
-            name = f"taskmanager-{i}"
-            addr_file = os.path.join(run_dir, f"{name}.addr")
-            _remove(addr_file)
-            log = os.path.join(log_dir, f"{name}.log")
-            p = _spawn([py, "-m", "taskmanager", "--zookeeper", zookeeper, "--cluster-id", cluster_id,
-                        "--slots", str(slots), "--resource-id", f"{name}-{cluster_id[-8:]}",
-                        "--zk-session-timeout", str(zk_session_timeout), "--log-file", log,
-                        "--address-file", addr_file], log)
-            started.append(p)
-            pending.append(("taskmanager", p, addr_file, log))
+            pending.append((role, p, addr_file, log))
         deadline = time.monotonic() + timeout
         for role, p, addr_file, log in pending:
             while not os.path.exists(addr_file):
