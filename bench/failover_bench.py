@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 
 import psutil
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -77,7 +78,7 @@ def one_run(workdir: str, session_timeout: float) -> dict:
         while time.monotonic() - killed < 120 and len(result) < 3:
             now = time.monotonic() - killed
             if "leader" not in result:
-                data = zk.exists(path) and zk.get(path)[0]
+                data = read_leader_info(zk, path)
                 if data and old.encode() not in data:
                     result["leader"] = now
                 time.sleep(0.01)
@@ -135,6 +136,14 @@ def main() -> None:
     print(text)
     with open(args.out, "a") as f:
         f.write(text + "\n")
+
+
+def read_leader_info(zk, path) -> bytes | None:
+    """The published leader info, or None between two leaders."""
+    try:
+        return zk.get(path)[0]
+    except NoNodeError:
+        return None
 
 
 if __name__ == "__main__":
