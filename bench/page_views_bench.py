@@ -51,11 +51,9 @@ import csv
 import glob
 import json
 import os
-import platform
 import shlex
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,7 +61,6 @@ import threading
 import time
 from datetime import datetime, timezone
 
-import numpy as np
 import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,6 +74,7 @@ DIR_POLL = 0.02  # seconds between output directory listings (recovery)
 
 sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, REPO)
+from bench_common import _raise_interrupt, append_results, fmt, machine_facts, median, pct, size  # noqa: E402
 from generate_page_views import generate  # noqa: E402
 
 from sluice.cli.main import _job_dict  # noqa: E402  (the exact `status --json` fields)
@@ -470,48 +468,6 @@ def recovery_run(cluster: Cluster, data: str, out: str, timeout: float) -> dict:
 
 
 # -- reporting -----------------------------------------------------------------------------------
-def machine_facts() -> dict:
-    try:
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        java = "not found"
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    return {"date": date, "cores": os.cpu_count(), "cpu": cpu,
-            "ram": f"{psutil.virtual_memory().total / 2**30:.1f} GiB",
-            "python": platform.python_version(), "java": java, "os": platform.platform(),
-            "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-
-
-def fmt(x, spec: str = ".2f", none: str = "—") -> str:
-    return none if x is None else format(x, spec)
-
-
-def median(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def pct(xs, q):
-    xs = [x for x in xs if x is not None]
-    return float(np.percentile(xs, q)) if xs else None
-
-
-def size(n) -> str:
-    if n is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
 def report(args, facts: dict, command: str, tput: list[dict], warmup: list[dict], recovery: list[dict],
            notes: list[str]) -> str:
     L = []
@@ -629,33 +585,7 @@ def report(args, facts: dict, command: str, tput: list[dict], warmup: list[dict]
     return "\n".join(L) + "\n"
 
 
-RESULTS_HEADER = """# Sluice benchmark results
-
-Each benchmark run appends one section below, headed `## <date> — <benchmark>`,
-newest last. `bench/page_views_bench.py` writes the page_views sections
-(checkpoint overhead, checkpoint durations, recovery after kill -9); other
-benchmarks (e.g. a comparison with Spark Structured Streaming) append their
-own sections the same way.
-
-"""
-
-
-def append_results(path: str, section: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    new = not os.path.exists(path) or os.path.getsize(path) == 0
-    with open(path, "a") as f:
-        if new:
-            f.write(RESULTS_HEADER)
-        else:
-            f.write("\n")
-        f.write(section)
-
-
 # -- main ----------------------------------------------------------------------------------------
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000, help="events for the throughput runs")

@@ -57,17 +57,17 @@ import argparse
 import glob
 import json
 import os
-import platform
 import shlex
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from datetime import datetime, timezone
+
+from bench_common import _raise_interrupt, append_results, fmt, machine_facts, median, pct  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -500,45 +500,6 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
 
 
 # -- reporting -------------------------------------------------------------------------------------
-def machine_facts() -> dict:
-    import psutil
-    try:
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        java = "not found"
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    try:
-        from importlib.metadata import version
-        pyspark = version("pyspark")
-    except Exception:  # noqa: BLE001
-        pyspark = "?"
-    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    return {"date": date, "cores": os.cpu_count(), "cpu": cpu,
-            "ram": f"{psutil.virtual_memory().total / 2**30:.1f} GiB",
-            "python": platform.python_version(), "java": java, "pyspark": pyspark, "os": platform.platform(),
-            "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-
-
-def fmt(x, spec: str = ".2f", none: str = "—") -> str:
-    return none if x is None else format(x, spec)
-
-
-def median(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def pct(xs, q):
-    import numpy as np
-    xs = [x for x in xs if x is not None]
-    return float(np.percentile(xs, q)) if xs else None
-
-
 def report(args, facts: dict, command: str, tput: list[dict], tput_events: int, recovery: list[dict],
            rec_events: int, notes: list[str]) -> str:
     L = [f"## {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} — Spark Structured Streaming peer", "",
@@ -623,29 +584,6 @@ def report(args, facts: dict, command: str, tput: list[dict], tput_events: int, 
     if notes:
         L += ["Notes:", ""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(L) + "\n"
-
-
-RESULTS_HEADER = """# Sluice benchmark results
-
-Each benchmark run appends one section below, headed `## <date> — <benchmark>`,
-newest last. `bench/page_views_bench.py` writes the page_views sections
-(checkpoint overhead, checkpoint durations, recovery after kill -9); other
-benchmarks (e.g. a comparison with Spark Structured Streaming) append their
-own sections the same way.
-
-"""
-
-
-def append_results(path: str, section: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    new = not os.path.exists(path) or os.path.getsize(path) == 0
-    with open(path, "a") as f:
-        f.write(RESULTS_HEADER if new else "\n")
-        f.write(section)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main() -> int:
