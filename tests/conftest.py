@@ -8,12 +8,21 @@
 from __future__ import annotations
 
 import re
+import signal
 import uuid
 
 import pytest
 from kazoo.client import KazooClient
 
 from sluice.zk.server import EmbeddedZooKeeper
+
+
+def pytest_configure(config):  # noqa: ARG001
+    """A CI timeout or `kill` sends SIGTERM: turn it into KeyboardInterrupt so that pytest
+    still tears down its fixtures (ZooKeeper servers, clusters) instead of leaving them running."""
+    def interrupt(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 @pytest.fixture(scope="session")
