@@ -169,11 +169,7 @@ class JobMaster:
             raise ValueError(f"job {self.job_id} already ended {self.final_state}")
         self._cancel_requested = True
         log.info("%s cancel requested", self.tag)
-        if self.gateway.ha is not None:  # the cancel is final, even across a failover
-            ha, info = self.gateway.ha, self.info(0)
-            info.state = eg.CANCELED
-            self.gateway.run_io(self, lambda: ha.put_job_result(self.gateway.guard, self.job_id, info),
-                                lambda error: None)
+        self._record_result(eg.CANCELED)  # the cancel is final, even across a failover
         if self._restart_at is not None or self.graph.state == eg.CREATED:
             self._restart_at = None
             self.gateway.release_slots(self.job_id)
@@ -291,11 +287,14 @@ class JobMaster:
         log.info("%s ended %s", self.tag, state)
         self._record_result()
 
-    def _record_result(self) -> None:
-        """Into the job result store: a new leader must not resurrect this job."""
+    def _record_result(self, state: str | None = None) -> None:
+        """Into the job result store (as `state`, default the current one): a new leader
+        must not resurrect this job."""
         ha = self.gateway.ha
         if ha is not None:
             info = self.info(0)
+            if state is not None:
+                info.state = state
             self.gateway.run_io(self, lambda: ha.put_job_result(self.gateway.guard, self.job_id, info),
                                 lambda error: None)
 

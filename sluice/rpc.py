@@ -74,10 +74,6 @@ def on_sigterm(callback: Callable[[], None]) -> threading.Event:
     return done
 
 
-def abort_with(context: grpc.ServicerContext, code: grpc.StatusCode, message: str):
-    context.abort(code, message)
-
-
 def is_serving(address: str, timeout: float = 1.0, service: str = "") -> bool:
     """True when `address` answers the health check with SERVING."""
     try:

@@ -30,10 +30,6 @@ def list_files(uri: str, suffix: str = "") -> list[str]:
                   and e.base_name.endswith(suffix))
 
 
-def is_local(uri: str) -> bool:
-    return "://" not in uri or uri.startswith("file://")
-
-
 def write_text_atomic(path: str, text: str) -> None:
     """Write a local file so readers see the old or the new content, never half."""
     tmp = f"{path}.tmp{os.getpid()}"
