@@ -12,7 +12,7 @@ install: system-deps $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,bench]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -46,12 +46,15 @@ validate: $(STAMP)
 demo: install
 	$(BIN)/python examples/demo.py
 
-# Benchmarks append a dated section to bench/RESULTS.md.
+# Benchmarks: Sluice and Spark Structured Streaming on the same data in one
+# invocation; each appends a dated section to bench/RESULTS.md and writes
+# bench/compare-<size>.png. bench-quick takes a few minutes, bench ~15.
 bench-quick: install
-	$(BIN)/python bench/page_views_bench.py --events 200000 --runs 3 --recovery-runs 1 --recovery-events 200000 --spare warm
+	$(BIN)/python bench/compare.py --size quick
 
 bench: install
-	$(BIN)/python bench/page_views_bench.py
+	$(BIN)/python bench/compare.py --size full
+	$(BIN)/python bench/profile_hot_path.py
 
 clean:
 	rm -rf .sluice build *.egg-info .pytest_cache

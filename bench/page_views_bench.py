@@ -368,9 +368,12 @@ def _new_files(watch: DirWatch, before: set[str], t_kill_wall: float) -> tuple[d
     return new, written
 
 
-def recovery_run(cluster: Cluster, data: str, out: str, timeout: float) -> dict:
+def recovery_run(cluster: Cluster, data: str, out: str, timeout: float, interval: int = 500,
+                 run_to_end: bool = False) -> dict:
+    """Kill the TaskManager of subtask 0 once output was committed; measure the recovery. Then the
+    job is canceled, or with run_to_end followed until it ends (its output left in `out`)."""
     t_launch = time.monotonic()
-    job_id = cluster.submit("--input", data, "--output", out, "--checkpoint-interval", "500")
+    job_id = cluster.submit("--input", data, "--output", out, "--checkpoint-interval", str(interval))
     t_first_checkpoint = None
     watch = DirWatch(out)
     watch.start()
@@ -436,7 +439,7 @@ def recovery_run(cluster: Cluster, data: str, out: str, timeout: float) -> dict:
         first_new = min(new.values()) if new else None
         first_written = min(new_written.values()) if new_written else None
         result = {
-            "job_id": job_id, "killed": address, "first_checkpoint": t_first_checkpoint,
+            "job_id": job_id, "killed": address, "first_checkpoint": t_first_checkpoint, "t_kill_wall": t_kill_wall,
             "checkpoint_after": None if t_checkpoint is None else t_checkpoint - t_kill, "pid": pid, "checkpoint_before": checkpoint_before,
             "restored": restored, "end_state": end_state, "states": states,
             "detected": None if t_detected is None else t_detected - t_kill,
@@ -450,6 +453,8 @@ def recovery_run(cluster: Cluster, data: str, out: str, timeout: float) -> dict:
         watch.stop_event.set()
         watch.join(5)
     s = cluster.status(job_id)
+    if run_to_end and s["state"] not in TERMINAL:
+        s = follow(cluster, job_id, timeout, time.time())["status"]
     if s["state"] not in TERMINAL:
         cluster.cancel(job_id)
         t0 = time.monotonic()

@@ -84,10 +84,43 @@ def log(msg: str) -> None:
 # ================================================================================================
 # child: one SparkSession, one or more queries
 # ================================================================================================
+_EMIT_LOCK = threading.Lock()
+
+
 def emit(event: str, **fields) -> None:
     fields.update(event=event, t=time.monotonic())  # CLOCK_MONOTONIC: comparable across processes
-    sys.stdout.write(TAG + json.dumps(fields) + "\n")
-    sys.stdout.flush()
+    with _EMIT_LOCK:
+        sys.stdout.write(TAG + json.dumps(fields) + "\n")
+        sys.stdout.flush()
+
+
+def _brief(p: dict) -> dict:
+    return {"batchId": p.get("batchId"), "numInputRows": p.get("numInputRows", 0),
+            "timestamp": p.get("timestamp"), "durationMs": p.get("durationMs", {})}
+
+
+class ProgressStream(threading.Thread):
+    """Emits each finished micro-batch's progress as a `batch` event while the query runs, so the
+    parent has the batches of a child it kills (a timeline across the kill)."""
+
+    def __init__(self, query, index: int):
+        super().__init__(daemon=True)
+        self.query, self.index = query, index
+        self.seen: set = set()
+        self.stopping = threading.Event()
+
+    def poll(self) -> None:
+        for p in _progress(self.query):
+            if p.get("batchId") not in self.seen:
+                self.seen.add(p.get("batchId"))
+                emit("batch", query=self.index, progress=_brief(p))
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.1):
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 — the query is stopping
+                return
 
 
 def _batch_writer(out: str):
@@ -147,14 +180,17 @@ def child_main(spec_path: str) -> int:
         query = writer.start()
         t_started = time.monotonic()
         emit("started", query=i, seconds=t_started - t_def)
+        stream = ProgressStream(query, i) if q.get("stream_progress") else None
+        if stream is not None:
+            stream.start()
         query.processAllAvailable()
         t_done = time.monotonic()
+        if stream is not None:
+            stream.stopping.set()
+            stream.join()
         progress = _progress(query)
         query.stop()
-        emit("done", query=i, processing=t_done - t_started,
-             progress=[{"batchId": p.get("batchId"), "numInputRows": p.get("numInputRows", 0),
-                        "timestamp": p.get("timestamp"), "durationMs": p.get("durationMs", {})}
-                       for p in progress])
+        emit("done", query=i, processing=t_done - t_started, progress=[_brief(p) for p in progress])
     spark.stop()
     emit("exit")
     return 0
@@ -319,11 +355,20 @@ def query_spec(data: str, ckpt: str, out: str, mfpt: int, trigger_ms: int | None
     return {"input": data, "checkpoint": ckpt, "out": out, "max_files_per_trigger": mfpt, "trigger_ms": trigger_ms}
 
 
+def progress_time(p: dict) -> float:
+    """A micro-batch's trigger start (progress `timestamp`, ISO 8601 UTC) as epoch seconds."""
+    return datetime.strptime(p["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+
+
 def batch_stats(progress: list[dict]) -> dict:
-    with_input = [p for p in progress if p.get("numInputRows", 0) > 0]
+    """Input rows, batches with input, their durations (ms) and per batch (start epoch s, rows, ms):
+    a batch's rows are read after its start and their counts are committed at its end."""
+    with_input = [p for p in progress if p.get("numInputRows", 0) > 0
+                  and p["durationMs"].get("triggerExecution") is not None]
     return {"rows": sum(p.get("numInputRows", 0) for p in progress), "batches": len(with_input),
-            "latencies": [p["durationMs"].get("triggerExecution") for p in with_input
-                          if p["durationMs"].get("triggerExecution") is not None]}
+            "latencies": [p["durationMs"]["triggerExecution"] for p in with_input],
+            "detail": [(progress_time(p), p["numInputRows"], p["durationMs"]["triggerExecution"])
+                       for p in with_input]}
 
 
 # -- throughput --------------------------------------------------------------------------------------
@@ -344,7 +389,7 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
         final = read_final_counts(spec["out"])
         r = {"label": label, "query_start": started["seconds"], "processing": done["processing"],
              "throughput": events / done["processing"], "rows": st["rows"], "batches": st["batches"],
-             "latencies": st["latencies"], "counts_ok": final == expected}
+             "latencies": st["latencies"], "detail": st["detail"], "counts_ok": final == expected}
         if with_session:
             imported, session = child.find("imported"), child.find("session")
             r["process"] = imported["t"] - child.t_spawn
@@ -415,7 +460,8 @@ def _outputs(out: str) -> dict[str, tuple[int, int]]:
 def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int) -> tuple[dict, list[str]]:
     notes: list[str] = []
     ckpt, out = os.path.join(work, f"ckpt-recovery-{n}"), os.path.join(work, f"out-recovery-{n}")
-    spec = {"queries": [query_spec(data, ckpt, out, args.recovery_max_files_per_trigger, args.trigger_ms)]}
+    spec = {"queries": [{**query_spec(data, ckpt, out, args.recovery_max_files_per_trigger, args.trigger_ms),
+                         "stream_progress": True}]}
     first = Child(spec, work, f"recovery-{n}-first")
     second = None
     try:
@@ -431,14 +477,17 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
             time.sleep(DIR_POLL)
         before_commits = _commits(ckpt)
         before_out = _outputs(out)
-        t_kill = time.monotonic()
+        t_kill, t_kill_wall = time.monotonic(), time.time()
         first.kill()  # SIGKILL to the driver's process group: Python + JVM
         t_killed = time.monotonic()
         if first.find("done") is not None:
             notes.append(f"recovery {n}: the first child had processed all input before the kill "
                          "(make --recovery-events larger or --recovery-max-files-per-trigger smaller)")
         r = {"run": n, "commits_before": len(before_commits), "last_commit_before": max(map(int, before_commits)),
-             "before_kill": t_kill - first.t_spawn, "kill_reaped": t_killed - t_kill}
+             "before_kill": t_kill - first.t_spawn, "kill_reaped": t_killed - t_kill, "t_kill_wall": t_kill_wall,
+             "before": [(progress_time(e["progress"]), e["progress"]["numInputRows"],
+                         e["progress"]["durationMs"].get("triggerExecution", 0))
+                        for e in first.events if e["event"] == "batch" and e["progress"]["numInputRows"]]}
         log(f"recovery {n}: killed the first child {r['before_kill']:.1f}s after its start, commits "
             f"{sorted(map(int, before_commits))}, {len(before_out)} output files")
         second = Child(spec, work, f"recovery-{n}-restart")
@@ -478,6 +527,7 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
             "first_commit_id": None if t_commit is None else first_commit,
             "first_batch": None if t_commit is None else t_commit - started["t"],  # query started -> commit
             "rest": done["processing"], "rows_after": st["rows"], "batches_after": st["batches"],
+            "after": st["detail"],
             "total_runtime": r["before_kill"] + (done["t"] - second.t_spawn),
             "counts_ok": final == expected,
         })

@@ -249,13 +249,15 @@ class Task:
         while True:
             self._drain_control()
             self._check_cancelled()
-            started = time.monotonic()
+            started, first = time.monotonic(), self._source.offset
             batch = self._source.next_batch()
             if batch is None:
                 return
             self._process(batch)
+            took = time.monotonic() - started
             if feedback is not None:
-                feedback(time.monotonic() - started)
+                feedback(took)
+            log.info("%s source batch: offset %d -> %d in %.3fs", self.tag, first, self._source.offset, took)
 
     def _run_inputs(self) -> None:
         gate, aligner = self._gate, self._aligner
@@ -341,6 +343,8 @@ class Task:
         try:
             if self._source is not None:
                 inline[self._source_id] = self._source.snapshot()
+                log.info("%s checkpoint %d: source snapshot at %s", self.tag, checkpoint_id,
+                         self._source.describe_offset())
             for op_id, op in self._operators:
                 if isinstance(op, KeyedAggregate):
                     keyed[op_id] = op.snapshot_table()

@@ -1,0 +1,530 @@
+"""Sluice and Spark Structured Streaming side by side: one invocation, the
+same data, the same machine, the same Spark (pyspark, local[2] per process).
+
+    python bench/compare.py [--size quick|full] [--runs N] [--recovery-runs N] [--failover-runs N]
+        [--out bench/RESULTS.md] [--plot bench/compare.png] [--workdir DIR] [--keep-workdir]
+
+quick (`make bench-quick`, a few minutes): 200,000 events in 16 files, 3 runs;
+full (`make bench`): 2,000,000 events in 40 files, 5 runs. Events come from
+examples/generate_page_views.py (10,000 urls, Zipf s = 1, fixed seed); the
+expected count per url is computed there, apart from both systems, and every
+run's committed counts are checked against it.
+
+Sluice: `examples/page_views.py` (key_by(url).count() into the
+exactly-once FileSink) on a local cluster of 2 TaskManagers x 2 slots,
+parallelism 2, checkpoints every 1 s (and off, for the overhead), runs
+interleaved on/off/off/on... after one warm-up job of each. The peer:
+`bench/structured_streaming_bench.py`'s query (file source with
+maxFilesPerTrigger, groupBy(url).count(), update mode, checkpointLocation,
+an idempotent file sink per micro-batch) in one warm child process (one
+SparkSession, like a TaskManager's): a warm-up query, then the runs.
+
+Figures
+- throughput: events / (job submitted -> FINISHED) for Sluice, events /
+  (query started -> all input processed) for the peer; medians.
+- startup, apart: Sluice cluster start (ZooKeeper, JobManager, TaskManagers
+  with Spark warmed up) and job submit -> RUNNING; the peer's Python process +
+  SparkSession and query start.
+- end-to-end latency per event: from the start of the read of the batch that
+  holds it to the commit of its count, p50/p99 weighted by events. Sluice: a
+  source batch (TaskManager log line `source batch: offset a -> b in s`) is
+  covered by the next checkpoint its subtask snapshots; its counts are
+  visible when the sinks commit that checkpoint (the latest `committed ...
+  (checkpoint n)` line: an upper bound). The peer: a micro-batch reads after
+  its trigger starts and commits at its end (triggerExecution).
+  Both run on a backlog (all files present), so this is latency at full load.
+- checkpoint overhead (Sluice): median throughput off / on - 1. The peer
+  cannot run a stateful query without its checkpoint (offset/commit logs and
+  state store per micro-batch), so it has no "off".
+- recovery: Sluice runs the job over a bigger input with checkpoints every
+  1 s; after the first committed output, `kill -9` of the TaskManager of
+  source subtask 0 (its Spark JVM dies with it); the peer's driver process
+  group (Python + JVM) gets `kill -9` after its first committed micro-batch and
+  is started again at once on its checkpointLocation. Time from the kill to
+  the first output file written after it; the jobs run to the end and their
+  counts are checked (exactly once).
+- JobManager failover (Sluice only: the peer's driver is its single point of
+  failure): bench/failover_bench.py's measurement, session timeout 6 s.
+
+Output: a dated section in --out with ratios Sluice / peer, and a PNG plot
+(--plot) of events read per second over time: the throughput runs, and the
+recovery runs with the kill marked. Every process started is stopped on exit,
+error, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import failover_bench  # noqa: E402
+import page_views_bench as pvb  # noqa: E402  (also puts the repo and examples/ on sys.path)
+import structured_streaming_bench as ssb  # noqa: E402
+from bench_common import _raise_interrupt, append_results, fmt, machine_facts, median  # noqa: E402
+from generate_page_views import generate  # noqa: E402
+
+from sluice.client import SluiceError  # noqa: E402
+from sluice.storage import list_files  # noqa: E402
+
+REPO = os.path.dirname(HERE)
+SIZES = {
+    "quick": dict(events=200_000, files=16, runs=3, recovery_events=600_000, recovery_files=120, recovery_runs=1,
+                  failover_runs=1, mfpt=4, recovery_mfpt=4),
+    "full": dict(events=2_000_000, files=40, runs=5, recovery_events=2_000_000, recovery_files=400, recovery_runs=3,
+                 failover_runs=3, mfpt=8, recovery_mfpt=4),
+}
+INTERVAL = 1000  # ms between Sluice checkpoints
+PARALLELISM = 2
+BIN = 0.25  # seconds per bin of the throughput timelines
+log = pvb.log
+
+_LOG_TIME = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
+_TAG = r"\[job (\w+) attempt (\d+) task (\S+)#(\d+)\]"
+SOURCE_BATCH = re.compile(_LOG_TIME + r" .*?" + _TAG + r" source batch: offset (\d+) -> (\d+) in ([\d.]+)s")
+SOURCE_SNAPSHOT = re.compile(_LOG_TIME + r" .*?" + _TAG + r" checkpoint (\d+): source snapshot at offset (\d+)")
+COMMITTED = re.compile(_LOG_TIME + r" .*? committed part-\d+-(\w+)-\S+ \(checkpoint (\d+)\)")
+
+
+# -- statistics --------------------------------------------------------------------------------------
+def weighted_pct(pairs: list[tuple[float, int]], q: float) -> float | None:
+    """The q-th percentile of values each repeated `weight` times."""
+    pairs = sorted((v, w) for v, w in pairs if w > 0)
+    total = sum(w for _, w in pairs)
+    if not total:
+        return None
+    rank, seen = q / 100 * total, 0
+    for v, w in pairs:
+        seen += w
+        if seen >= rank:
+            return v
+    return pairs[-1][0]
+
+
+def timeline(batches: list[tuple[float, float, int]], origin: float, end: float | None = None) -> list[tuple[float, float]]:
+    """(bin start s since origin, events/s) from batches (start, end, events), each batch's events
+    spread evenly over its duration."""
+    if not batches:
+        return []
+    last = end if end is not None else max(b[1] for b in batches)
+    n = int((last - origin) / BIN) + 1
+    bins = [0.0] * max(n, 1)
+    for start, stop, events in batches:
+        stop = max(stop, start + 1e-3)
+        rate = events / (stop - start)
+        i = max(0, int((start - origin) / BIN))
+        while i < n and origin + i * BIN < stop:
+            lo, hi = max(start, origin + i * BIN), min(stop, origin + (i + 1) * BIN)
+            if hi > lo:
+                bins[i] += rate * (hi - lo)
+            i += 1
+    return [(i * BIN, v / BIN) for i, v in enumerate(bins)]
+
+
+# -- Sluice: what the TaskManager logs say about a job -------------------------------------------------
+def _log_time(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # logging writes local time
+
+
+class SluiceJobLog:
+    """The source batches, source snapshots and sink commits of one job, from every TaskManager log."""
+
+    def __init__(self, log_paths: list[str], job_id: str, data: str):
+        self.batches: list[dict] = []
+        self.snapshots: list[dict] = []
+        self.commits: dict[int, float] = {}
+        files = list_files(data)
+        self.events_per_file = {path: _count_lines(path) for path in files}
+        self.files = files
+        for path in log_paths:
+            with open(path, errors="replace") as f:
+                for line in f:
+                    if job_id[:8] not in line:
+                        continue
+                    m = SOURCE_BATCH.match(line)
+                    if m and m.group(2) == job_id:
+                        end, took = _log_time(m.group(1)), float(m.group(8))
+                        sub, lo, hi = int(m.group(5)), int(m.group(6)), int(m.group(7))
+                        self.batches.append({"attempt": int(m.group(3)), "subtask": sub, "lo": lo, "hi": hi,
+                                             "start": end - took, "end": end, "events": self._events(sub, lo, hi)})
+                        continue
+                    m = SOURCE_SNAPSHOT.match(line)
+                    if m and m.group(2) == job_id:
+                        self.snapshots.append({"attempt": int(m.group(3)), "subtask": int(m.group(5)),
+                                               "checkpoint": int(m.group(6)), "offset": int(m.group(7)),
+                                               "time": _log_time(m.group(1))})
+                        continue
+                    m = COMMITTED.match(line)
+                    if m and job_id.startswith(m.group(2)):
+                        cid, t = int(m.group(3)), _log_time(m.group(1))
+                        self.commits[cid] = max(t, self.commits.get(cid, t))
+
+    def _events(self, subtask: int, lo: int, hi: int) -> int:
+        mine = self.files[subtask::PARALLELISM]
+        return sum(self.events_per_file[p] for p in mine[lo:hi])
+
+    def latencies(self) -> tuple[list[tuple[float, int]], int]:
+        """(seconds from batch read start to its counts committed, events) per batch; events of
+        batches whose commit is not in the logs."""
+        pairs, missing = [], 0
+        for b in self.batches:
+            covering = [s["checkpoint"] for s in self.snapshots
+                        if s["attempt"] == b["attempt"] and s["subtask"] == b["subtask"] and s["offset"] >= b["hi"]
+                        and s["time"] >= b["end"] - 0.002]
+            cid = min(covering) if covering else None
+            if cid is None or cid not in self.commits:
+                missing += b["events"]
+                continue
+            pairs.append((self.commits[cid] - b["start"], b["events"]))
+        return pairs, missing
+
+    def spans(self) -> list[tuple[float, float, int]]:
+        return [(b["start"], b["end"], b["events"]) for b in self.batches]
+
+
+def _count_lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
+def taskmanager_logs(cluster: pvb.Cluster) -> list[str]:
+    return sorted(glob.glob(os.path.join(cluster.dir, "log", "taskmanager-*.log")))
+
+
+# -- Sluice phase ----------------------------------------------------------------------------------------
+def sluice_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_expected: dict, warm_data: str,
+                 clusters: list, notes: list[str]) -> dict:
+    res: dict = {"runs": [], "warmup": [], "recovery": [], "startup": None}
+    c = pvb.Cluster(os.path.join(work, "sluice-cluster"), taskmanagers=2, slots=2)
+    clusters.append(c)
+    t0 = time.monotonic()
+    c.start()
+    res["startup"] = time.monotonic() - t0
+
+    def run(interval: int, label: str) -> dict:
+        r = pvb.throughput_run(c, data, os.path.join(work, f"sluice-out-{label}"), interval, cfg.events, expected,
+                               cfg.timeout)
+        r["label"] = label
+        r["to_running"] = next((t for t, s in r["transitions"] if s == "RUNNING"), None)
+        jl = SluiceJobLog(taskmanager_logs(c), r["job_id"], data)
+        r["spans"] = jl.spans()
+        if interval:
+            r["latency"], missing = jl.latencies()
+            if missing:
+                notes.append(f"Sluice {label}: {missing:,} events without a commit line in the logs")
+        if not r["counts_ok"]:
+            notes.append(f"Sluice {label} (job {r['job_id']}): committed counts differ from the expected ones")
+        if r["restarts"]:
+            notes.append(f"Sluice {label} (job {r['job_id']}) restarted {r['restarts']} times")
+        log(f"Sluice {label} checkpoints {r['mode']:>3}: {r['throughput']:,.0f} events/s "
+            f"({r['submit_to_end']:.2f}s), submit→RUNNING {fmt(r['to_running'])}s, "
+            f"counts {'correct' if r['counts_ok'] else 'WRONG'}")
+        return r
+
+    res["warmup"] = [run(INTERVAL, "warm-up 1"), run(0, "warm-up 2")]
+    for i in range(cfg.runs):
+        for interval in ((INTERVAL, 0) if i % 2 == 0 else (0, INTERVAL)):
+            res["runs"].append(run(interval, f"run {i + 1}"))
+    for n in range(1, cfg.recovery_runs + 1):
+        if n > 1:  # the kill took a TaskManager from the last cluster: a fresh one, warmed up by one job
+            c.stop()
+            c = pvb.Cluster(os.path.join(work, f"sluice-cluster-{n}"), taskmanagers=2, slots=2)
+            clusters.append(c)
+            c.start()
+            pvb.warm_all_taskmanagers(c, warm_data, os.path.join(work, f"sluice-out-warm-{n}"), cfg.timeout)
+        out = os.path.join(work, f"sluice-out-recovery-{n}")
+        label = f"recovery {n}"
+        try:
+            r = pvb.recovery_run(c, rec_data, out, cfg.timeout, interval=INTERVAL, run_to_end=True)
+        except (pvb.BenchError, SluiceError) as exc:
+            notes.append(f"Sluice {label} failed: {exc}")
+            log(f"Sluice {label} failed: {exc}")
+            continue
+        r["counts_ok"] = pvb.read_final_counts(out) == rec_expected
+        r["spans"] = SluiceJobLog(taskmanager_logs(c), r["job_id"], rec_data).spans()
+        shutil.rmtree(out, ignore_errors=True)
+        if r["final_state"] != "FINISHED" or not r["counts_ok"]:
+            notes.append(f"Sluice {label} (job {r['job_id']}): ended {r['final_state']}, counts "
+                         f"{'correct' if r['counts_ok'] else 'WRONG'}")
+        log(f"Sluice {label}: after the kill: RUNNING again {fmt(r['running'])}s, first output written "
+            f"{fmt(r['first_written_file'])}s; ended {r['final_state']}, counts "
+            f"{'correct' if r['counts_ok'] else 'WRONG'}")
+        res["recovery"].append(r)
+    leftovers = c.stop()
+    if leftovers:
+        notes.append(f"`sluice cluster stop` left processes behind (killed): {leftovers}")
+    return res
+
+
+# -- Structured Streaming phase --------------------------------------------------------------------------
+def peer_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_expected: dict,
+               notes: list[str]) -> dict:
+    ns = SimpleNamespace(runs=cfg.runs, max_files_per_trigger=cfg.mfpt, trigger_ms=None, session="shared",
+                         timeout=cfg.timeout, recovery_max_files_per_trigger=cfg.recovery_mfpt)
+    runs, run_notes = ssb.throughput(ns, work, data, expected, cfg.events)
+    notes += [f"Structured Streaming {n}" for n in run_notes]
+    recovery = []
+    for n in range(1, cfg.recovery_runs + 1):
+        try:
+            r, rec_notes = ssb.recovery_run(ns, work, rec_data, rec_expected, cfg.recovery_events, n)
+        except ssb.BenchError as exc:
+            notes.append(f"Structured Streaming recovery {n} failed: {exc}")
+            log(f"Structured Streaming recovery {n} failed: {exc}")
+            continue
+        notes += [f"Structured Streaming {m}" for m in rec_notes if "ran < 15 s" not in m]
+        recovery.append(r)
+    return {"warmup": runs[0], "runs": runs[1:], "recovery": recovery}
+
+
+def peer_spans(detail: list[tuple[float, int, float]]) -> list[tuple[float, float, int]]:
+    return [(start, start + ms / 1000, rows) for start, rows, ms in detail]
+
+
+# -- figures -------------------------------------------------------------------------------------------
+def summarize(sl: dict, peer: dict, failover: list[dict]) -> dict:
+    on = [r for r in sl["runs"] if r["mode"] == "on"]
+    off = [r for r in sl["runs"] if r["mode"] == "off"]
+    s_lat = [p for r in on for p in r.get("latency", [])]
+    p_lat = [(ms / 1000, rows) for r in peer["runs"] for _s, rows, ms in r["detail"]]
+    f = {
+        "s_tput": median(r["throughput"] for r in on), "s_tput_off": median(r["throughput"] for r in off),
+        "p_tput": median(r["throughput"] for r in peer["runs"]),
+        "s_p50": weighted_pct(s_lat, 50), "s_p99": weighted_pct(s_lat, 99),
+        "p_p50": weighted_pct(p_lat, 50), "p_p99": weighted_pct(p_lat, 99),
+        "s_rec": median(r["first_written_file"] for r in sl["recovery"] if r["first_written_file"] is not None),
+        "s_rec_running": median(r["running"] for r in sl["recovery"] if r["running"] is not None),
+        "p_rec": median(r["first_output"] for r in peer["recovery"] if r["first_output"] is not None),
+        "p_rec_ready": median(r["ready"] for r in peer["recovery"]),
+        "s_startup": sl["startup"], "s_job_start": median(r["to_running"] for r in sl["runs"]),
+        "p_startup": peer["warmup"]["process"] + peer["warmup"]["session"] if peer.get("warmup") else None,
+        "p_query_start": median(r["query_start"] for r in peer["runs"]),
+        "s_counts": all(r["counts_ok"] for r in sl["runs"] + sl["recovery"]),
+        "p_counts": all(r["counts_ok"] for r in peer["runs"] + peer["recovery"]),
+        "failover": median(r["running"] for r in failover if "running" in r),
+        "failover_ckpt": median(r["ckpt"] for r in failover if "ckpt" in r),
+    }
+    f["overhead"] = None if not (f["s_tput"] and f["s_tput_off"]) else f["s_tput_off"] / f["s_tput"] - 1
+    return f
+
+
+def ratio(a, b, invert: bool = False) -> str:
+    if a is None or b is None or not b:
+        return "—"
+    return f"{(b / a if invert else a / b):.2f}"
+
+
+def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 8))
+    on = [r for r in sl["runs"] if r["mode"] == "on"]
+    s_run = min(on, key=lambda r: abs(r["throughput"] - f["s_tput"])) if on else None
+    p_run = min(peer["runs"], key=lambda r: abs(r["throughput"] - f["p_tput"])) if peer["runs"] else None
+    if s_run and s_run["spans"]:
+        tl = timeline(s_run["spans"], min(s[0] for s in s_run["spans"]))
+        top.step([t for t, _ in tl], [v / 1e6 for _, v in tl], where="post", label=f"Sluice ({s_run['label']})")
+    if p_run and p_run["detail"]:
+        spans = peer_spans(p_run["detail"])
+        tl = timeline(spans, min(s[0] for s in spans))
+        top.step([t for t, _ in tl], [v / 1e6 for _, v in tl], where="post",
+                 label=f"Structured Streaming ({p_run['label']})")
+    top.set_title("Throughput run (median run of each; time from the first read)")
+    top.set_xlabel("seconds")
+    top.set_ylabel("M events read / s")
+    top.legend()
+    s_rec = sl["recovery"][0] if sl["recovery"] else None
+    p_rec = peer["recovery"][0] if peer["recovery"] else None
+    if s_rec and s_rec["spans"]:
+        tk = s_rec["t_kill_wall"]
+        tl = timeline(s_rec["spans"], min(s[0] for s in s_rec["spans"]))
+        o = min(s[0] for s in s_rec["spans"]) - tk
+        bottom.step([t + o for t, _ in tl], [v / 1e6 for _, v in tl], where="post", label="Sluice", color="C0")
+        if s_rec["first_written_file"] is not None:
+            bottom.axvline(s_rec["first_written_file"], color="C0", linestyle=":",
+                           label=f"Sluice: output again ({s_rec['first_written_file']:.2f} s)")
+    if p_rec and (p_rec["before"] or p_rec["after"]):
+        tk = p_rec["t_kill_wall"]
+        spans = peer_spans(p_rec["before"] + p_rec["after"])
+        tl = timeline(spans, min(s[0] for s in spans))
+        o = min(s[0] for s in spans) - tk
+        bottom.step([t + o for t, _ in tl], [v / 1e6 for _, v in tl], where="post", label="Structured Streaming",
+                    color="C1")
+        if p_rec["first_output"] is not None:
+            bottom.axvline(p_rec["first_output"], color="C1", linestyle=":",
+                           label=f"Structured Streaming: output again ({p_rec['first_output']:.2f} s)")
+    bottom.axvline(0, color="red", linewidth=2, label="kill -9 (Sluice: a TaskManager; peer: the driver)")
+    bottom.set_title("Recovery run (first of each; time from the kill)")
+    bottom.set_xlabel("seconds since kill -9")
+    bottom.set_ylabel("M events read / s")
+    bottom.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[dict], f: dict, plot_path: str | None,
+           notes: list[str]) -> str:
+    L = [f"## {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} — Sluice vs. Spark Structured Streaming "
+         f"({cfg.size}, one invocation)", "", f"Command: `{command}`", "",
+         f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
+         f"{facts['java']}, load average at start {facts['load']}.", "",
+         f"Data: {cfg.events:,} events in {cfg.files} files (throughput; seed 7) and {cfg.recovery_events:,} events "
+         f"in {cfg.recovery_files} files (recovery; seed 11); 10,000 urls, Zipf s = 1. Sluice: 2 TaskManagers x 2 "
+         f"slots, parallelism {PARALLELISM}, checkpoints every {INTERVAL} ms. Structured Streaming: local[2], "
+         f"maxFilesPerTrigger {cfg.mfpt} (recovery {cfg.recovery_mfpt}), update mode, one warm SparkSession. "
+         f"Medians of {cfg.runs} runs after warm-up; ratio = Sluice / peer for rates, peer / Sluice for times "
+         "(above 1 = Sluice better).", "",
+         "| figure | Sluice | Structured Streaming | ratio |", "|---|---|---|---|",
+         f"| throughput, events/s | {fmt(f['s_tput'], ',.0f')} | {fmt(f['p_tput'], ',.0f')} | "
+         f"**{ratio(f['s_tput'], f['p_tput'])}** |",
+         f"| end-to-end latency p50, s (read → count committed) | {fmt(f['s_p50'])} | {fmt(f['p_p50'])} | "
+         f"{ratio(f['s_p50'], f['p_p50'], invert=True)} |",
+         f"| end-to-end latency p99, s | {fmt(f['s_p99'])} | {fmt(f['p_p99'])} | "
+         f"{ratio(f['s_p99'], f['p_p99'], invert=True)} |",
+         f"| checkpoint overhead (throughput off / on − 1) | {fmt(f['overhead'] and 100 * f['overhead'], '+.1f')} % "
+         f"({fmt(f['s_tput_off'], ',.0f')} events/s off) | n/a: always checkpoints | |",
+         f"| recovery: kill -9 → first output written after it, s | {fmt(f['s_rec'])} (TaskManager) | "
+         f"{fmt(f['p_rec'])} (driver, restarted at once) | **{ratio(f['s_rec'], f['p_rec'], invert=True)}** |",
+         f"| recovery: kill -9 → processing again, s | {fmt(f['s_rec_running'])} (job RUNNING) | "
+         f"{fmt(f['p_rec_ready'])} (query started) | {ratio(f['s_rec_running'], f['p_rec_ready'], invert=True)} |",
+         f"| JobManager failover: kill -9 of the leader → job RUNNING, s | {fmt(f['failover'])} (first checkpoint "
+         f"{fmt(f['failover_ckpt'])}) | — (no standby driver) | |",
+         f"| startup (not in throughput), s | cluster {fmt(f['s_startup'], '.1f')}; job submit → RUNNING "
+         f"{fmt(f['s_job_start'])} | process + SparkSession {fmt(f['p_startup'], '.1f')}; query start "
+         f"{fmt(f['p_query_start'])} | |",
+         f"| committed counts exact (every run, recovery included) | {'yes' if f['s_counts'] else 'NO'} | "
+         f"{'yes' if f['p_counts'] else 'NO'} | |", ""]
+    if plot_path:
+        L += [f"Plot: `{os.path.relpath(plot_path, HERE)}` (events read per second; the recovery panel marks the "
+              "kill and when output came again).", ""]
+    L += ["Runs (events/s; Sluice by submit → FINISHED, the peer by query start → all input processed):", "",
+          "| run | Sluice, checkpoints 1 s | Sluice, checkpoints off | Structured Streaming | peer micro-batches |",
+          "|---|---|---|---|---|"]
+    for i in range(cfg.runs):
+        on = next((r for r in sl["runs"] if r["label"] == f"run {i + 1}" and r["mode"] == "on"), None)
+        off = next((r for r in sl["runs"] if r["label"] == f"run {i + 1}" and r["mode"] == "off"), None)
+        p = peer["runs"][i] if i < len(peer["runs"]) else None
+        L.append(f"| {i + 1} | {fmt(on and on['throughput'], ',.0f')} | {fmt(off and off['throughput'], ',.0f')} | "
+                 f"{fmt(p and p['throughput'], ',.0f')} | {p['batches'] if p else '—'} |")
+    L += ["", "Recovery runs (seconds from the kill):", "",
+          "| run | Sluice detected | Sluice RUNNING again | Sluice first output | peer query started | "
+          "peer first output | peer first commit |", "|---|---|---|---|---|---|---|"]
+    for i in range(max(len(sl["recovery"]), len(peer["recovery"]))):
+        s = sl["recovery"][i] if i < len(sl["recovery"]) else {}
+        p = peer["recovery"][i] if i < len(peer["recovery"]) else {}
+        L.append(f"| {i + 1} | {fmt(s.get('detected'))} | {fmt(s.get('running'))} | "
+                 f"{fmt(s.get('first_written_file'))} | {fmt(p.get('ready'))} | {fmt(p.get('first_output'))} | "
+                 f"{fmt(p.get('first_commit'))} |")
+    if failover:
+        L += ["", "JobManager failover runs (s from kill -9 of the leader; 2 JobManagers, ZooKeeper session "
+              f"timeout {cfg.session_timeout:g} s): " + "; ".join(
+                  f"new leader {fmt(r.get('leader'))}, RUNNING {fmt(r.get('running'))}, checkpoint "
+                  f"{fmt(r.get('ckpt'))}" for r in failover)]
+    goals = [f"throughput ratio ≥ 1.0: {'met' if f['s_tput'] and f['p_tput'] and f['s_tput'] >= f['p_tput'] else 'missed'}",
+             f"checkpoint overhead ≤ 5 %: {'met' if f['overhead'] is not None and f['overhead'] <= 0.05 else 'missed'}",
+             f"recovery < 3 s: {'met' if f['s_rec'] is not None and f['s_rec'] < 3 else 'missed'}"]
+    L += ["", "Goals: " + "; ".join(goals) + "."]
+    if notes:
+        L += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    return "\n".join(L) + "\n"
+
+
+# -- main ----------------------------------------------------------------------------------------------
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", choices=sorted(SIZES), default="quick")
+    ap.add_argument("--runs", type=int, help="measured runs per system (and per checkpoint mode)")
+    ap.add_argument("--recovery-runs", type=int)
+    ap.add_argument("--failover-runs", type=int, help="0 skips the JobManager failover measurement")
+    ap.add_argument("--session-timeout", type=float, default=6.0, help="ZooKeeper session timeout for failover")
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to")
+    ap.add_argument("--plot", default=None, help="PNG to write (default bench/compare-<size>.png)")
+    ap.add_argument("--workdir", default=None, help="data, clusters, logs (default: a temp dir, removed)")
+    ap.add_argument("--keep-workdir", action="store_true")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds any one job or query may take")
+    args = ap.parse_args()
+    cfg = SimpleNamespace(size=args.size, timeout=args.timeout, session_timeout=args.session_timeout,
+                          **SIZES[args.size])
+    for name in ("runs", "recovery_runs", "failover_runs"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    if cfg.runs < 1:
+        ap.error("--runs must be at least 1")
+    plot_path = os.path.abspath(args.plot or os.path.join(HERE, f"compare-{args.size}.png"))
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+    command = shlex.join(["python", os.path.relpath(os.path.abspath(sys.argv[0]), REPO), *sys.argv[1:]])
+    facts = machine_facts()
+    temp = args.workdir is None
+    work = tempfile.mkdtemp(prefix="sluice-compare-") if temp else os.path.abspath(args.workdir)
+    os.makedirs(work, exist_ok=True)
+    log(f"working directory {work}; {facts['cores']} cores, load {facts['load']}")
+    clusters: list = []
+    notes: list[str] = []
+    failed = False
+    t_start = time.monotonic()
+    try:
+        data = os.path.join(work, "events")
+        expected = generate(data, events=cfg.events, files=cfg.files, urls=10_000, seed=7)
+        rec_data = os.path.join(work, "events-recovery")
+        rec_expected = generate(rec_data, events=cfg.recovery_events, files=cfg.recovery_files, urls=10_000, seed=11)
+        warm_data = os.path.join(work, "events-warmup")
+        generate(warm_data, events=30_000, files=6, urls=10_000, seed=13)
+        log(f"generated the inputs in {time.monotonic() - t_start:.1f}s")
+        sl = sluice_phase(cfg, work, data, expected, rec_data, rec_expected, warm_data, clusters, notes)
+        os.makedirs(os.path.join(work, "peer"), exist_ok=True)
+        peer = peer_phase(cfg, os.path.join(work, "peer"), data, expected, rec_data, rec_expected, notes)
+        failover = []
+        for i in range(cfg.failover_runs):
+            d = tempfile.mkdtemp(prefix="failover-", dir=work)
+            try:
+                r = failover_bench.one_run(d, cfg.session_timeout)
+                failover.append(r)
+                log(f"JobManager failover {i + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in r.items()))
+            except Exception as exc:  # noqa: BLE001 — reported, the other figures stand
+                notes.append(f"JobManager failover run {i + 1} failed: {type(exc).__name__}: {exc}")
+        f = summarize(sl, peer, failover)
+        plot(plot_path, sl, peer, f)
+        log(f"wrote {plot_path}")
+        notes.append(f"whole invocation {time.monotonic() - t_start:.0f} s")
+        section = report(cfg, facts, command, sl, peer, failover, f, plot_path, notes)
+        print("\n" + section, flush=True)
+        append_results(args.out, section)
+        log(f"appended to {args.out}")
+    except BaseException as exc:
+        failed = True
+        log(f"aborting: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        ssb.Child.kill_all()
+        for c in clusters:
+            try:
+                c.stop()
+            except BaseException as exc:  # noqa: BLE001 — keep stopping the others
+                log(f"warning: stopping {c.dir}: {exc}")
+        if temp and not failed and not args.keep_workdir:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log(f"kept the working directory {work}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
