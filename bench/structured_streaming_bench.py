@@ -475,6 +475,10 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
             if time.monotonic() > deadline:
                 raise BenchError(f"recovery {n}: no commit within {args.timeout:.0f}s")
             time.sleep(DIR_POLL)
+        try:  # the committed batch's progress reaches the parent ~0.1 s later: wait for it, for the timeline
+            first.wait_for("batch", 2.0)
+        except BenchError:
+            pass
         before_commits = _commits(ckpt)
         before_out = _outputs(out)
         t_kill, t_kill_wall = time.monotonic(), time.time()

@@ -45,6 +45,14 @@ log = logging.getLogger("sluice.taskmanager.task")
 
 SUBPARTITION_CAPACITY = 2   # batches a producer may queue per consumer
 CHANNEL_CREDIT = 2          # batches a consumer buffers per channel
+# Log lines tools read (bench/compare.py derives latency and throughput timelines from them)
+SOURCE_BATCH_LOG = "%s source batch: offset %d -> %d in %.3fs"        # tag, offset before, after, seconds
+SOURCE_SNAPSHOT_LOG = "%s checkpoint %d: source snapshot at %s"         # tag, checkpoint, "offset N"
+
+
+def task_tag(job_id: str, attempt: int, chain_id: str, subtask: int) -> str:
+    """The correlation ids that start each of a task's log lines."""
+    return f"[job {job_id} attempt {attempt} task {chain_id}#{subtask}]"
 
 
 def key_group_range(subtask: int, parallelism: int, max_parallelism: int) -> tuple[int, int]:
@@ -84,7 +92,7 @@ class Task:
         self.storage = CheckpointStorage(tdd.checkpoint_dir, tdd.job_id) if tdd.checkpoint_dir else None
         self._uploader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
         self._thread = threading.Thread(target=self._run, name=f"task-{tdd.chain_id}-{tdd.subtask_index}", daemon=True)
-        self.tag = f"[job {tdd.job_id} attempt {tdd.attempt} task {tdd.chain_id}#{tdd.subtask_index}]"
+        self.tag = task_tag(tdd.job_id, tdd.attempt, tdd.chain_id, tdd.subtask_index)
 
     @property
     def records_out(self) -> int:
@@ -175,7 +183,7 @@ class Task:
                 impl = KeyedAggregate(payload, name)
             elif op.kind == "sink_file":
                 impl = FileSinkWriter(payload, tdd.subtask_index, tdd.job_id, tdd.restore_checkpoint_id,
-                                      self.checkpointing)
+                                      self.checkpointing, tag=self.tag)
             elif op.kind == "sink_print":
                 impl = PrintSink(tdd.subtask_index, tdd.parallelism)
             else:
@@ -257,7 +265,7 @@ class Task:
             took = time.monotonic() - started
             if feedback is not None:
                 feedback(took)
-            log.info("%s source batch: offset %d -> %d in %.3fs", self.tag, first, self._source.offset, took)
+            log.info(SOURCE_BATCH_LOG, self.tag, first, self._source.offset, took)
 
     def _run_inputs(self) -> None:
         gate, aligner = self._gate, self._aligner
@@ -343,7 +351,7 @@ class Task:
         try:
             if self._source is not None:
                 inline[self._source_id] = self._source.snapshot()
-                log.info("%s checkpoint %d: source snapshot at %s", self.tag, checkpoint_id,
+                log.info(SOURCE_SNAPSHOT_LOG, self.tag, checkpoint_id,
                          self._source.describe_offset())
             for op_id, op in self._operators:
                 if isinstance(op, KeyedAggregate):

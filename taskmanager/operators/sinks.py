@@ -43,7 +43,9 @@ class FileSinkWriter:
     committed at the end of the input.
     """
 
-    def __init__(self, payload: dict, subtask: int, job_id: str, restored: int, exactly_once: bool):
+    def __init__(self, payload: dict, subtask: int, job_id: str, restored: int, exactly_once: bool,
+                 tag: str = ""):
+        self.tag = tag  # the task's correlation ids, on each log line
         self.fs, self.dir = resolve(payload["path"])
         self.columns = payload.get("columns")
         self.subtask = subtask
@@ -108,7 +110,7 @@ class FileSinkWriter:
         for staged, final, cid in self.pending:
             if cid <= checkpoint_id:
                 self._commit(staged, final)
-                log.info("committed %s (checkpoint %d)", os.path.basename(final), cid)
+                log.info("%s committed %s (checkpoint %d)", self.tag, os.path.basename(final), cid)
             else:
                 keep.append((staged, final, cid))
         self.pending = keep
@@ -127,7 +129,7 @@ class FileSinkWriter:
             part = self._close_part()
             if part:
                 self._commit(*part)
-                log.info("committed %s", os.path.basename(part[1]))
+                log.info("%s committed %s", self.tag, os.path.basename(part[1]))
         return None
 
     def abort(self) -> None:
