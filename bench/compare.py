@@ -13,11 +13,12 @@ run's committed counts are checked against it.
 Sluice: `examples/page_views.py` (key_by(url).count() into the
 exactly-once FileSink) on a local cluster of 2 TaskManagers x 2 slots,
 parallelism 2, checkpoints every 1 s (and off, for the overhead), runs
-interleaved on/off/off/on... after one warm-up job of each. The peer:
+interleaved on/off/off/on... after warm-up jobs (4 quick, 6 full; the JVMs'
+JIT keeps speeding jobs up over the first few). The peer:
 `bench/structured_streaming_bench.py`'s query (file source with
 maxFilesPerTrigger, groupBy(url).count(), update mode, checkpointLocation,
 an idempotent file sink per micro-batch) in one warm child process (one
-SparkSession, like a TaskManager's): a warm-up query, then the runs.
+SparkSession, like a TaskManager's): as many warm-up queries, then the runs.
 
 Figures
 - throughput: events / (job submitted -> FINISHED) for Sluice, events /
@@ -36,7 +37,10 @@ Figures
   Sluice's latency follows its checkpoint interval (the sink commits on
   checkpoint completion), so a few runs with checkpoints every 250 ms show
   what a shorter interval buys and costs.
-- checkpoint overhead (Sluice): median throughput off / on - 1. The peer
+- checkpoint overhead (Sluice): median throughput off / on - 1, in full on
+  jobs of 6,000,000 events (several checkpoints each, interleaved on/off
+  runs; the ~1.5 s jobs of 2,000,000 events see one checkpoint, and their
+  off/on ratio, also reported, is mostly job-to-job noise). The peer
   cannot run a stateful query without its checkpoint (offset/commit logs and
   state store per micro-batch), so it has no "off".
 - recovery: Sluice runs the job over a bigger input with checkpoints every
@@ -84,9 +88,11 @@ from sluice.storage import list_files  # noqa: E402
 REPO = os.path.dirname(HERE)
 SIZES = {
     "quick": dict(events=200_000, files=16, runs=3, recovery_events=1_600_000, recovery_files=160, recovery_runs=1,
-                  failover_runs=1, mfpt=4, recovery_mfpt=4, short_runs=1),
+                  failover_runs=1, mfpt=4, recovery_mfpt=4, short_runs=1, warmups=4,
+                  overhead_events=None, overhead_files=None),
     "full": dict(events=2_000_000, files=40, runs=5, recovery_events=2_000_000, recovery_files=400, recovery_runs=3,
-                 failover_runs=3, mfpt=8, recovery_mfpt=4, short_runs=3),
+                 failover_runs=3, mfpt=8, recovery_mfpt=4, short_runs=3, warmups=6,
+                 overhead_events=6_000_000, overhead_files=120),
 }
 INTERVAL = 1000  # ms between Sluice checkpoints
 SHORT_INTERVAL = 250  # ms: the same job with shorter checkpoints, for what latency costs in throughput
@@ -207,18 +213,22 @@ def taskmanager_logs(cluster: pvb.Cluster) -> list[str]:
 
 
 # -- Sluice phase ----------------------------------------------------------------------------------------
-def sluice_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_expected: dict, warm_data: str,
-                 clusters: list, notes: list[str]) -> dict:
-    res: dict = {"runs": [], "warmup": [], "recovery": [], "short": [], "startup": None}
+def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str]) -> dict:
+    data, expected = inputs["throughput"]
+    rec_data, rec_expected = inputs["recovery"]
+    warm_data, _ = inputs["warm-up"]
+    res: dict = {"runs": [], "warmup": [], "recovery": [], "short": [], "overhead": [], "startup": None}
     c = pvb.Cluster(os.path.join(work, "sluice-cluster"), taskmanagers=2, slots=2)
     clusters.append(c)
     t0 = time.monotonic()
     c.start()
     res["startup"] = time.monotonic() - t0
 
-    def run(interval: int, label: str) -> dict:
-        r = pvb.throughput_run(c, data, os.path.join(work, f"sluice-out-{label}"), interval, cfg.events, expected,
-                               cfg.timeout)
+    def run(interval: int, label: str, which: str = "throughput") -> dict:
+        data, expected = inputs[which]
+        out = os.path.join(work, f"sluice-out-{label}")
+        r = pvb.throughput_run(c, data, out, interval, sum(expected.values()), expected, cfg.timeout)
+        shutil.rmtree(out, ignore_errors=True)
         r["label"] = label
         r["to_running"] = next((t for t, s in r["transitions"] if s == "RUNNING"), None)
         jl = SluiceJobLog(taskmanager_logs(c), r["job_id"], data)
@@ -236,11 +246,16 @@ def sluice_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_e
             f"counts {'correct' if r['counts_ok'] else 'WRONG'}")
         return r
 
-    res["warmup"] = [run(INTERVAL, "warm-up 1"), run(0, "warm-up 2")]
+    # the JVMs' JIT keeps speeding jobs up over the first few: warm up with on and off alike
+    res["warmup"] = [run(INTERVAL if i % 2 == 0 else 0, f"warm-up {i + 1}") for i in range(cfg.warmups)]
     for i in range(cfg.runs):
         for interval in ((INTERVAL, 0) if i % 2 == 0 else (0, INTERVAL)):
             res["runs"].append(run(interval, f"run {i + 1}"))
     res["short"] = [run(SHORT_INTERVAL, f"short {i + 1}") for i in range(cfg.short_runs)]
+    if "overhead" in inputs:  # longer jobs, several checkpoints each: the steady-state cost of checkpointing
+        for i in range(cfg.runs):
+            for interval in ((INTERVAL, 0) if i % 2 == 0 else (0, INTERVAL)):
+                res["overhead"].append(run(interval, f"overhead {i + 1}", "overhead"))
     for n in range(1, cfg.recovery_runs + 1):
         if n > 1:  # the kill took a TaskManager from the last cluster: a fresh one, warmed up by one job
             c.stop()
@@ -275,7 +290,8 @@ def sluice_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_e
 # -- Structured Streaming phase --------------------------------------------------------------------------
 def peer_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_expected: dict,
                notes: list[str]) -> dict:
-    ns = SimpleNamespace(runs=cfg.runs, max_files_per_trigger=cfg.mfpt, trigger_ms=None, session="shared",
+    ns = SimpleNamespace(runs=cfg.runs, warmups=cfg.warmups, max_files_per_trigger=cfg.mfpt, trigger_ms=None,
+                         session="shared",
                          timeout=cfg.timeout, recovery_max_files_per_trigger=cfg.recovery_mfpt)
     runs, run_notes = ssb.throughput(ns, work, data, expected, cfg.events)
     notes += [f"Structured Streaming {n}" for n in run_notes]
@@ -289,7 +305,7 @@ def peer_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_exp
             continue
         notes += [f"Structured Streaming {m}" for m in rec_notes if "ran < 15 s" not in m]
         recovery.append(r)
-    return {"warmup": runs[0], "runs": runs[1:], "recovery": recovery}
+    return {"warmup": runs[0], "runs": runs[cfg.warmups:], "recovery": recovery}
 
 
 def peer_spans(detail: list[tuple[float, int, float]]) -> list[tuple[float, float, int]]:
@@ -322,7 +338,13 @@ def summarize(sl: dict, peer: dict, failover: list[dict]) -> dict:
         "failover": median(r["running"] for r in failover if "running" in r),
         "failover_ckpt": median(r["ckpt"] for r in failover if "ckpt" in r),
     }
-    f["overhead"] = None if not (f["s_tput"] and f["s_tput_off"]) else f["s_tput_off"] / f["s_tput"] - 1
+    if sl["overhead"]:
+        f["o_on"] = median(r["throughput"] for r in sl["overhead"] if r["mode"] == "on")
+        f["o_off"] = median(r["throughput"] for r in sl["overhead"] if r["mode"] == "off")
+    else:
+        f["o_on"], f["o_off"] = f["s_tput"], f["s_tput_off"]
+    f["overhead"] = None if not (f["o_on"] and f["o_off"]) else f["o_off"] / f["o_on"] - 1
+    f["job_overhead"] = None if not (f["s_tput"] and f["s_tput_off"]) else f["s_tput_off"] / f["s_tput"] - 1
     return f
 
 
@@ -384,6 +406,8 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
 
 def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[dict], f: dict, plot_link: str | None,
            notes: list[str]) -> str:
+    o_input = (f"{cfg.overhead_events:,} events in {cfg.overhead_files} files" if sl["overhead"]
+               else "the throughput runs")
     L = [f"## {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} — Sluice vs. Spark Structured Streaming "
          f"({cfg.size}, one invocation)", "", f"Command: `{command}`", "",
          f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
@@ -392,7 +416,8 @@ def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[
          f"in {cfg.recovery_files} files (recovery; seed 11); 10,000 urls, Zipf s = 1. Sluice: 2 TaskManagers x 2 "
          f"slots, parallelism {PARALLELISM}, checkpoints every {INTERVAL} ms. Structured Streaming: local[2], "
          f"maxFilesPerTrigger {cfg.mfpt} (recovery {cfg.recovery_mfpt}), update mode, one warm SparkSession. "
-         f"Medians of {cfg.runs} runs after warm-up; ratio = Sluice / peer for rates, peer / Sluice for times "
+         f"Medians of {cfg.runs} runs after {cfg.warmups} warm-up jobs/queries each; ratio = Sluice / peer for "
+         "rates, peer / Sluice for times "
          "(above 1 = Sluice better).", "",
          "| figure | Sluice | Structured Streaming | ratio |", "|---|---|---|---|",
          f"| throughput, events/s | {fmt(f['s_tput'], ',.0f')} | {fmt(f['p_tput'], ',.0f')} | "
@@ -405,8 +430,9 @@ def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[
          f"{fmt(f['short_tput'], ',.0f')}; {fmt(f['short_p50'])} / {fmt(f['short_p99'])} | (as above) | "
          f"{ratio(f['short_tput'], f['p_tput'])}; {ratio(f['short_p50'], f['p_p50'], invert=True)} / "
          f"{ratio(f['short_p99'], f['p_p99'], invert=True)} |",
-         f"| checkpoint overhead (throughput off / on − 1) | {fmt(f['overhead'] and 100 * f['overhead'], '+.1f')} % "
-         f"({fmt(f['s_tput_off'], ',.0f')} events/s off) | n/a: always checkpoints | |",
+         f"| checkpoint overhead (throughput off / on − 1), {o_input} | "
+         f"{fmt(f['overhead'] and 100 * f['overhead'], '+.1f')} % ({fmt(f['o_on'], ',.0f')} events/s on, "
+         f"{fmt(f['o_off'], ',.0f')} off) | n/a: always checkpoints | |",
          f"| recovery: kill -9 → first output written after it, s | {fmt(f['s_rec'])} (TaskManager) | "
          f"{fmt(f['p_rec'])} (driver, restarted at once) | **{ratio(f['s_rec'], f['p_rec'], invert=True)}** |",
          f"| recovery: kill -9 → processing again, s | {fmt(f['s_rec_running'])} (job RUNNING) | "
@@ -430,6 +456,10 @@ def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[
         p = peer["runs"][i] if i < len(peer["runs"]) else None
         L.append(f"| {i + 1} | {fmt(on and on['throughput'], ',.0f')} | {fmt(off and off['throughput'], ',.0f')} | "
                  f"{fmt(p and p['throughput'], ',.0f')} | {p['batches'] if p else '—'} |")
+    L += ["", f"Off / on − 1 over these runs: {fmt(f['job_overhead'] and 100 * f['job_overhead'], '+.1f')} %."]
+    if sl["overhead"]:
+        L += ["", f"Checkpoint overhead runs ({o_input}), events/s: "
+              + "; ".join(f"{r['mode']} {fmt(r['throughput'], ',.0f')}" for r in sl["overhead"]) + "."]
     if sl["short"]:
         L += ["", f"Sluice with checkpoints every {SHORT_INTERVAL} ms (after the runs above), events/s: "
               + ", ".join(fmt(r["throughput"], ",.0f") for r in sl["short"]) + "."]
@@ -506,7 +536,14 @@ def main() -> int:
         warm_data = os.path.join(work, "events-warmup")
         generate(warm_data, events=30_000, files=6, urls=10_000, seed=13)
         log(f"generated the inputs in {time.monotonic() - t_start:.1f}s")
-        sl = sluice_phase(cfg, work, data, expected, rec_data, rec_expected, warm_data, clusters, notes)
+        inputs = {"throughput": (data, expected), "recovery": (rec_data, rec_expected),
+                  "warm-up": (warm_data, None)}
+        if cfg.overhead_events:
+            o_data = os.path.join(work, "events-overhead")
+            inputs["overhead"] = (o_data, generate(o_data, events=cfg.overhead_events, files=cfg.overhead_files,
+                                                   urls=10_000, seed=17))
+            log(f"generated {cfg.overhead_events:,} events for the checkpoint overhead")
+        sl = sluice_phase(cfg, work, inputs, clusters, notes)
         os.makedirs(os.path.join(work, "peer"), exist_ok=True)
         peer = peer_phase(cfg, os.path.join(work, "peer"), data, expected, rec_data, rec_expected, notes)
         failover = []

@@ -373,11 +373,16 @@ def batch_stats(progress: list[dict]) -> dict:
 
 # -- throughput --------------------------------------------------------------------------------------
 def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple[list[dict], list[str]]:
-    n_queries = args.runs + 1  # the first one is the warm-up
+    warmups = getattr(args, "warmups", 1)  # uncounted queries first (the JVM's JIT warms up over several)
+    n_queries = args.runs + warmups
     notes: list[str] = []
     specs = []
+
+    def label_of(i: int) -> str:
+        return "warm-up" if i < warmups else f"run {i - warmups + 1}"
+
     for i in range(n_queries):
-        label = "warmup" if i == 0 else f"run{i}"
+        label = f"warmup{i + 1}" if i < warmups else f"run{i - warmups + 1}"  # its own checkpoint and output
         specs.append(query_spec(data, os.path.join(work, f"ckpt-{label}"), os.path.join(work, f"out-{label}"),
                                 args.max_files_per_trigger, args.trigger_ms))
     results = []
@@ -417,13 +422,13 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
         child = Child({"queries": specs}, work, "throughput-shared")
         try:
             for i, spec in enumerate(specs):
-                results.append(collect(child, i, spec, "warm-up" if i == 0 else f"run {i}", i == 0))
+                results.append(collect(child, i, spec, label_of(i), i == 0))
             child.finish(120)
         finally:
             child.kill()
     else:
         for i, spec in enumerate(specs):
-            label = "warm-up" if i == 0 else f"run {i}"
+            label = label_of(i)
             child = Child({"queries": [spec]}, work, f"throughput-{i}")
             try:
                 results.append(collect(child, 0, spec, label, True))
