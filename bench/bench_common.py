@@ -1,12 +1,18 @@
 """Helpers shared by the benchmark scripts: machine facts, statistics,
-formatting, and appending a section to bench/RESULTS.md."""
+formatting, appending a section to bench/RESULTS.md, and the process
+plumbing every script's main() needs (signals, command line, working
+directory, exit code)."""
 
 from __future__ import annotations
 
 import os
 import platform
+import shlex
+import shutil
+import signal
 import statistics
 import subprocess
+import sys
 
 import numpy as np
 import psutil
@@ -80,3 +86,33 @@ def append_results(path: str, section: str) -> None:
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def interrupt_on_signals() -> None:
+    """Ctrl-C, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread,
+    so a script's `finally` stops its clusters and children whichever way it is
+    stopped (SIGINT too when the script was started with it ignored)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+
+
+def command_line(repo: str) -> str:
+    """How this script was run, for a RESULTS.md section: `python bench/x.py ...`."""
+    return shlex.join(["python", os.path.relpath(os.path.abspath(sys.argv[0]), repo), *sys.argv[1:]])
+
+
+def finish_workdir(work: str, remove: bool, log, what: str = "") -> None:
+    """Remove a run's scratch directory, or say where it was kept (for its logs)."""
+    if remove:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        log(f"kept the working directory {work}" + (f" ({what})" if what else ""))
+
+
+def run_main(main) -> None:
+    """Exit with main()'s code; 130 after an interrupt, as a shell would."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

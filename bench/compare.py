@@ -65,9 +65,7 @@ import argparse
 import glob
 import os
 import re
-import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -79,7 +77,9 @@ sys.path.insert(0, HERE)
 import failover_bench  # noqa: E402
 import page_views_bench as pvb  # noqa: E402  (also puts the repo and examples/ on sys.path)
 import structured_streaming_bench as ssb  # noqa: E402
-from bench_common import _raise_interrupt, append_results, fmt, machine_facts, median  # noqa: E402
+from bench_common import (  # noqa: E402
+    append_results, command_line, finish_workdir, fmt, interrupt_on_signals, machine_facts, median, run_main,
+)
 from generate_page_views import generate  # noqa: E402
 
 from sluice.client import SluiceError  # noqa: E402
@@ -517,10 +517,8 @@ def main() -> int:
         ap.error("--runs must be at least 1")
     plot_path = os.path.abspath(args.plot or os.path.join(HERE, f"compare-{args.size}.png"))
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
-    command = shlex.join(["python", os.path.relpath(os.path.abspath(sys.argv[0]), REPO), *sys.argv[1:]])
+    interrupt_on_signals()
+    command = command_line(REPO)
     facts = machine_facts()
     temp = args.workdir is None
     work = tempfile.mkdtemp(prefix="sluice-compare-") if temp else os.path.abspath(args.workdir)
@@ -577,15 +575,9 @@ def main() -> int:
                 c.stop()
             except BaseException as exc:  # noqa: BLE001 — keep stopping the others
                 log(f"warning: stopping {c.dir}: {exc}")
-        if temp and not failed and not args.keep_workdir:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"kept the working directory {work}")
+        finish_workdir(work, temp and not failed and not args.keep_workdir, log)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_main(main)

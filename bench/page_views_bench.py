@@ -51,7 +51,6 @@ import csv
 import glob
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -74,7 +73,9 @@ DIR_POLL = 0.02  # seconds between output directory listings (recovery)
 
 sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, REPO)
-from bench_common import _raise_interrupt, append_results, fmt, machine_facts, median, pct, size  # noqa: E402
+from bench_common import (  # noqa: E402
+    append_results, command_line, finish_workdir, fmt, interrupt_on_signals, machine_facts, median, pct, run_main, size,
+)
 from generate_page_views import generate  # noqa: E402
 
 from sluice.cli.main import _job_dict  # noqa: E402  (the exact `status --json` fields)
@@ -613,11 +614,8 @@ def main() -> int:
     if args.runs < 1 and not args.skip_throughput:
         ap.error("--runs must be at least 1")
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
-    command = shlex.join([os.path.relpath(sys.executable, REPO) if sys.executable.startswith(REPO) else sys.executable,
-                          os.path.relpath(os.path.abspath(sys.argv[0]), REPO), *sys.argv[1:]])
+    interrupt_on_signals()
+    command = command_line(REPO)
     facts = machine_facts()
     temp = args.workdir is None
     work = tempfile.mkdtemp(prefix="sluice-bench-") if temp else os.path.abspath(args.workdir)
@@ -731,15 +729,9 @@ def main() -> int:
             print(section, flush=True)
             append_results(args.out, section)
             log(f"appended to {args.out}")
-        if temp and (interrupted or not failed) and not args.keep_workdir:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"kept the working directory {work} (cluster logs under */log/)")
+        finish_workdir(work, temp and (interrupted or not failed) and not args.keep_workdir, log, "cluster logs under */log/")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_main(main)

@@ -37,8 +37,6 @@ import argparse
 import collections
 import os
 import re
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -50,7 +48,9 @@ from datetime import datetime, timezone
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import page_views_bench as pvb  # noqa: E402  (puts the repo and examples on sys.path)
-from bench_common import _raise_interrupt, append_results, fmt, machine_facts, median  # noqa: E402
+from bench_common import (  # noqa: E402
+    append_results, command_line, finish_workdir, fmt, interrupt_on_signals, machine_facts, median, run_main,
+)
 from generate_page_views import generate  # noqa: E402
 
 PY_SPY = os.path.join(os.path.dirname(sys.executable), "py-spy")
@@ -280,11 +280,8 @@ def main() -> int:
     ap.add_argument("--no-append", action="store_true", help="print only")
     ap.add_argument("--job-timeout", type=float, default=600)
     args = ap.parse_args()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
-    command = shlex.join([os.path.relpath(sys.executable, pvb.REPO) if sys.executable.startswith(pvb.REPO)
-                          else sys.executable, os.path.relpath(os.path.abspath(sys.argv[0]), pvb.REPO), *sys.argv[1:]])
+    interrupt_on_signals()
+    command = command_line(pvb.REPO)
     facts = machine_facts()
     temp = args.workdir is None
     work = tempfile.mkdtemp(prefix="sluice-profile-") if temp else os.path.abspath(args.workdir)
@@ -332,15 +329,9 @@ def main() -> int:
         for s in spies:
             s.stop()
         cluster.stop()
-        if temp and not failed and not args.keep_workdir:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"kept the working directory {work} (py-spy-*.txt, cluster/log/)")
+        finish_workdir(work, temp and not failed and not args.keep_workdir, log, "py-spy-*.txt, cluster/log/")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_main(main)

@@ -57,7 +57,6 @@ import argparse
 import glob
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -67,7 +66,9 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from bench_common import _raise_interrupt, append_results, fmt, machine_facts, median, pct  # noqa: E402
+from bench_common import (  # noqa: E402
+    append_results, command_line, finish_workdir, fmt, interrupt_on_signals, machine_facts, median, pct, run_main,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -676,11 +677,8 @@ def main() -> int:
     if args.runs < 1 and not args.skip_throughput:
         ap.error("--runs must be at least 1")
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
-    command = shlex.join([os.path.relpath(sys.executable, REPO) if sys.executable.startswith(REPO) else sys.executable,
-                          os.path.relpath(os.path.abspath(sys.argv[0]), REPO), *sys.argv[1:]])
+    interrupt_on_signals()
+    command = command_line(REPO)
     facts = machine_facts()
     temp = args.workdir is None
     work = tempfile.mkdtemp(prefix="sss-bench-") if temp else os.path.abspath(args.workdir)
@@ -729,15 +727,9 @@ def main() -> int:
             if args.append not in ("", "-"):
                 append_results(args.append, section)
                 log(f"appended to {args.append}")
-        if temp and (interrupted or not failed) and not args.keep_workdir:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"kept the working directory {work} (child logs: *.log)")
+        finish_workdir(work, temp and (interrupted or not failed) and not args.keep_workdir, log, "child logs: *.log")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_main(main)
