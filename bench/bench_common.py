@@ -17,6 +17,8 @@ import sys
 import numpy as np
 import psutil
 
+from sluice.cli.main import format_size
+
 
 def machine_facts() -> dict:
     try:
@@ -56,13 +58,7 @@ def pct(xs, q):
 
 
 def size(n) -> str:
-    if n is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+    return "—" if n is None else format_size(n)
 
 
 RESULTS_HEADER = """# Sluice benchmark results

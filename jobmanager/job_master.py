@@ -22,7 +22,7 @@ from typing import Protocol
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
 from jobmanager.scheduler import execution_graph as eg
-from jobmanager.scheduler.restart_strategy import RestartStrategy, from_config
+from jobmanager.scheduler.restart_strategy import RestartDecision, RestartStrategy, from_config
 from sluice import graph
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
 from sluice.v1 import common_pb2, taskmanager_pb2
@@ -92,6 +92,10 @@ class JobMaster:
         self.failure = ""
         self._cancel_requested = False
         self._restart_at: float | None = None
+        # Made when an attempt starts failing, as in Flink: the status can say at once
+        # whether the job will restart, and the restart delay runs while tasks cancel.
+        self._decision: RestartDecision | None = None
+        self._failed_at = 0.0
         self._old_history: list[cc.CheckpointStats] = []
         self.metrics: dict[str, tuple[int, int]] = {}
         self._restore_states: dict[tuple[str, int], bytes] = {}
@@ -130,8 +134,10 @@ class JobMaster:
             return self.final_state
         if self._restart_at is not None or (self.attempt > 0 and self.graph.state == eg.CREATED):
             return RESTARTING
-        # Winding down after a failure shows as RESTARTING (or FAILED once no restart is left).
-        return {eg.FAILING: RESTARTING, eg.CANCELLING: "RUNNING"}.get(self.graph.state, self.graph.state)
+        if self.graph.state == eg.FAILING:  # winding down after a failure
+            will_restart = not self._cancel_requested and (self._decision is None or self._decision.restart)
+            return RESTARTING if will_restart else eg.RUNNING  # FAILED once the remaining tasks stopped
+        return eg.RUNNING if self.graph.state == eg.CANCELLING else self.graph.state
 
     @property
     def terminal(self) -> bool:
@@ -223,8 +229,11 @@ class JobMaster:
                 log.info("%s %s -> %s", self.tag, action.old, action.new)
                 if action.new == eg.RUNNING and self.ckpt_config is not None:
                     self._start_coordinator(now)
-                elif action.new in (eg.FAILING, eg.CANCELLING) and self.coordinator is not None:
-                    self._apply_checkpoint(self.coordinator.handle(cc.TasksLost(f"job {action.new}", now)), now)
+                elif action.new in (eg.FAILING, eg.CANCELLING):
+                    if action.new == eg.FAILING and not self._cancel_requested:
+                        self._decision, self._failed_at = self.restart.on_failure(now), now
+                    if self.coordinator is not None:
+                        self._apply_checkpoint(self.coordinator.handle(cc.TasksLost(f"job {action.new}", now)), now)
             elif isinstance(action, eg.JobTerminated):
                 self._attempt_ended(action.state, action.failure, now)
 
@@ -232,17 +241,19 @@ class JobMaster:
         self.gateway.release_slots(self.job_id)
         if self.coordinator is not None:
             self._old_history += self.coordinator.history()
+        decided, self._decision = self._decision, None
         if state != eg.FAILED or self._cancel_requested:
             self._finish(state if not self._cancel_requested else eg.CANCELED, failure, now)
             return
-        decision = self.restart.on_failure(now)
+        # An attempt that failed before it ran (CREATED -> FAILED) is decided here.
+        decision, failed_at = (decided, self._failed_at) if decided else (self.restart.on_failure(now), now)
         if not decision.restart:
             log.error("%s failed and will not restart (%s):\n%s", self.tag, decision.reason, failure)
             self._finish(eg.FAILED, f"{failure}\n(not restarted: {decision.reason})", now)
             return
         self.restarts += 1
         self.failure = failure
-        self._restart_at = now + decision.delay
+        self._restart_at = max(now, failed_at + decision.delay)  # the delay counts from the failure
         log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason, failure.strip().splitlines()[-1] if failure else "")
 
     def _restart(self, now: float, first_attempt: int | None = None) -> None:
@@ -434,7 +445,9 @@ class JobMaster:
             if self._restart_at is not None:
                 info.message = f"restarting after: {self.failure.strip().splitlines()[-1] if self.failure else 'failure'}"
             elif g.state == eg.FAILING:
-                info.message = "failing: cancelling the remaining tasks"
+                info.message = "failing: cancelling the remaining tasks" + (
+                    "" if self._decision is None else f"; {'then ' if self._decision.restart else 'will not restart: '}"
+                                                      f"{self._decision.reason}")
             elif g.state == eg.CANCELLING:
                 info.message = "cancelling"
         for ex in g.executions.values():

@@ -212,7 +212,7 @@ def cmd_status(args) -> int:
     if d["checkpoints"]:
         c = Table("checkpoint", "status", "duration", "size", "acks", title="checkpoints (most recent last)")
         for ck in d["checkpoints"][-10:]:
-            c.add_row(str(ck["id"]), _styled(ck["status"]), f"{ck['duration_ms']} ms", _size(ck["size_bytes"]),
+            c.add_row(str(ck["id"]), _styled(ck["status"]), f"{ck['duration_ms']} ms", format_size(ck["size_bytes"]),
                       f"{ck['acks']}/{ck['expected']}")
         console.print(c)
     if d["failure"]:
@@ -228,7 +228,8 @@ def cmd_cancel(args) -> int:
     return 0
 
 
-def _size(n: int) -> str:
+def format_size(n: float) -> str:
+    """Bytes as `512 B`, `3 KiB`, `12 MiB`, `1.5 GiB` (checkpoint tables, benchmark reports)."""
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:.0f} {unit}"
