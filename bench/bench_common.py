@@ -13,6 +13,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import psutil
@@ -96,6 +97,20 @@ def interrupt_on_signals() -> None:
 def command_line(repo: str) -> str:
     """How this script was run, for a RESULTS.md section: `python bench/x.py ...`."""
     return shlex.join(["python", os.path.relpath(os.path.abspath(sys.argv[0]), repo), *sys.argv[1:]])
+
+
+def begin_run(repo: str, workdir: str | None, prefix: str, log=None) -> tuple[str, dict, bool, str]:
+    """What every script's main() does first: signals, the command line, machine facts, and
+    its working directory (a fresh temp dir unless `workdir` is given). Returns
+    (command, facts, temp, work)."""
+    interrupt_on_signals()
+    command, facts = command_line(repo), machine_facts()
+    temp = workdir is None
+    work = tempfile.mkdtemp(prefix=prefix) if temp else os.path.abspath(workdir)
+    os.makedirs(work, exist_ok=True)
+    if log is not None:
+        log(f"working directory {work}; {facts['cores']} cores, load {facts['load']}")
+    return command, facts, temp, work
 
 
 def finish_workdir(work: str, remove: bool, log, what: str = "") -> None:

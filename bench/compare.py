@@ -78,7 +78,7 @@ import failover_bench  # noqa: E402
 import page_views_bench as pvb  # noqa: E402  (also puts the repo and examples/ on sys.path)
 import structured_streaming_bench as ssb  # noqa: E402
 from bench_common import (  # noqa: E402
-    append_results, command_line, finish_workdir, fmt, interrupt_on_signals, machine_facts, median, run_main,
+    append_results, begin_run, finish_workdir, fmt, median, run_main,
 )
 from generate_page_views import generate  # noqa: E402
 
@@ -517,13 +517,7 @@ def main() -> int:
         ap.error("--runs must be at least 1")
     plot_path = os.path.abspath(args.plot or os.path.join(HERE, f"compare-{args.size}.png"))
 
-    interrupt_on_signals()
-    command = command_line(REPO)
-    facts = machine_facts()
-    temp = args.workdir is None
-    work = tempfile.mkdtemp(prefix="sluice-compare-") if temp else os.path.abspath(args.workdir)
-    os.makedirs(work, exist_ok=True)
-    log(f"working directory {work}; {facts['cores']} cores, load {facts['load']}")
+    command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-compare-", log)
     clusters: list = []
     notes: list[str] = []
     failed = False

@@ -55,7 +55,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime, timezone
@@ -74,7 +73,7 @@ DIR_POLL = 0.02  # seconds between output directory listings (recovery)
 sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, REPO)
 from bench_common import (  # noqa: E402
-    append_results, command_line, finish_workdir, fmt, interrupt_on_signals, machine_facts, median, pct, run_main, size,
+    append_results, begin_run, finish_workdir, fmt, median, pct, run_main, size,
 )
 from generate_page_views import generate  # noqa: E402
 
@@ -614,13 +613,7 @@ def main() -> int:
     if args.runs < 1 and not args.skip_throughput:
         ap.error("--runs must be at least 1")
 
-    interrupt_on_signals()
-    command = command_line(REPO)
-    facts = machine_facts()
-    temp = args.workdir is None
-    work = tempfile.mkdtemp(prefix="sluice-bench-") if temp else os.path.abspath(args.workdir)
-    os.makedirs(work, exist_ok=True)
-    log(f"working directory {work}; {facts['cores']} cores, load {facts['load']}")
+    command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-bench-", log)
     clusters: list[Cluster] = []
     tput: list[dict] = []
     warmup: list[dict] = []

@@ -40,7 +40,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime, timezone
@@ -49,7 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import page_views_bench as pvb  # noqa: E402  (puts the repo and examples on sys.path)
 from bench_common import (  # noqa: E402
-    append_results, command_line, finish_workdir, fmt, interrupt_on_signals, machine_facts, median, run_main,
+    append_results, begin_run, finish_workdir, fmt, median, run_main,
 )
 from generate_page_views import generate  # noqa: E402
 
@@ -280,12 +279,7 @@ def main() -> int:
     ap.add_argument("--no-append", action="store_true", help="print only")
     ap.add_argument("--job-timeout", type=float, default=600)
     args = ap.parse_args()
-    interrupt_on_signals()
-    command = command_line(pvb.REPO)
-    facts = machine_facts()
-    temp = args.workdir is None
-    work = tempfile.mkdtemp(prefix="sluice-profile-") if temp else os.path.abspath(args.workdir)
-    os.makedirs(work, exist_ok=True)
+    command, facts, temp, work = begin_run(pvb.REPO, args.workdir, "sluice-profile-")
     cluster = pvb.Cluster(os.path.join(work, "cluster"), taskmanagers=2, slots=2)
     spies: list[Spy] = []
     failed = True

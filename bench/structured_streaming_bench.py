@@ -61,13 +61,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime, timezone
 
 from bench_common import (  # noqa: E402
-    append_results, command_line, finish_workdir, fmt, interrupt_on_signals, machine_facts, median, pct, run_main,
+    append_results, begin_run, finish_workdir, fmt, median, pct, run_main,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -677,13 +676,7 @@ def main() -> int:
     if args.runs < 1 and not args.skip_throughput:
         ap.error("--runs must be at least 1")
 
-    interrupt_on_signals()
-    command = command_line(REPO)
-    facts = machine_facts()
-    temp = args.workdir is None
-    work = tempfile.mkdtemp(prefix="sss-bench-") if temp else os.path.abspath(args.workdir)
-    os.makedirs(work, exist_ok=True)
-    log(f"working directory {work}; {facts['cores']} cores, load {facts['load']}")
+    command, facts, temp, work = begin_run(REPO, args.workdir, "sss-bench-", log)
     tput: list[dict] = []
     recovery: list[dict] = []
     notes: list[str] = []
