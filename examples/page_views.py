@@ -1,11 +1,14 @@
 """Reference job: a running count of page views per url.
 
     sluice run examples/page_views.py -- --input data/ --output out/ [--checkpoint-interval 1000]
+                                         [--monitor-interval MS]
 
 Reads newline-delimited JSON events {"url": str, "user": int, "ts": int}
 from INPUT/*.jsonl and writes the running counts as lines `url,count`
 through the file sink under OUTPUT (an update stream: a url's line is
 written when its count changed; its final count is its largest one).
+With --monitor-interval the job keeps watching INPUT for new files (an
+unbounded stream: it runs until cancelled).
 """
 
 import argparse
@@ -13,8 +16,10 @@ import argparse
 from sluice.api import FileSink, StreamExecutionEnvironment
 
 
-def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str) -> None:
-    events = env.from_files(input_dir, format="json", schema="url string, user long, ts long", name="page views")
+def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str,
+          monitor_interval_ms: int | None = None) -> None:
+    events = env.from_files(input_dir, format="json", schema="url string, user long, ts long", name="page views",
+                            monitor_interval_ms=monitor_interval_ms)
     counts = events.key_by("url").count()
     counts.sink_to(FileSink(output_dir, columns=("url", "count")), name="counts sink")
 
@@ -24,11 +29,15 @@ def main() -> None:
     ap.add_argument("--input", required=True, help="directory of *.jsonl event files")
     ap.add_argument("--output", required=True, help="directory for committed url,count files")
     ap.add_argument("--checkpoint-interval", type=int, default=1000, help="milliseconds; 0 disables checkpoints")
+    ap.add_argument("--monitor-interval", type=int, default=0,
+                    help="milliseconds; > 0 keeps reading files that appear in --input later (runs until cancelled)")
     args = ap.parse_args()
+    if args.monitor_interval < 0:
+        ap.error("--monitor-interval must be 0 (read the files there now, then finish) or a positive number of ms")
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.checkpoint_interval > 0:
         env.enable_checkpointing(args.checkpoint_interval)
-    build(env, args.input, args.output)
+    build(env, args.input, args.output, args.monitor_interval or None)
     env.execute("page_views")
 
 

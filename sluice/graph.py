@@ -202,13 +202,20 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, p: dict, check_pa
         count = p.get("count")
         if count is not None and (not isinstance(count, int) or count < 0):
             raise JobValidationError(f"{where}.count", f"must be a non-negative int or None, got {count!r}")
-    elif op.kind == "source_files" and check_paths:
+    elif op.kind == "source_files":
+        interval = p.get("monitor_interval")
+        if interval is not None and (isinstance(interval, bool) or not isinstance(interval, (int, float))
+                                     or interval <= 0):
+            raise JobValidationError(f"{where}.monitor_interval",
+                                     f"must be a positive number of seconds or absent, got {interval!r}")
+        if not check_paths:
+            return
         from sluice.storage import list_files  # local import: pyarrow is heavy
         try:
             files = list_files(p["path"], p.get("suffix", ""))
         except FileNotFoundError as exc:
             raise JobValidationError(f"{where}.path", str(exc)) from None
-        if not files:
+        if not files and interval is None:  # a monitored directory may start empty
             raise JobValidationError(f"{where}.path", f"no input files ending in {p.get('suffix')!r} under {p['path']!r}")
     elif op.kind == "aggregate":
         aggs = p.get("aggs") or {}

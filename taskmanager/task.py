@@ -37,7 +37,7 @@ from taskmanager.network.partition import BARRIER, BATCH, END, PartitionManager,
 from taskmanager.network.record_writer import RecordWriter
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.sinks import FileSinkWriter, PrintSink
-from taskmanager.operators.sources import make_source
+from taskmanager.operators.sources import IDLE, make_source
 from taskmanager.operators.transforms import SparkBody
 from taskmanager.spark_engine import Batch, SparkEngine
 
@@ -261,6 +261,9 @@ class Task:
             batch = self._source.next_batch()
             if batch is None:
                 return
+            if batch is IDLE:  # an unbounded source with nothing new: checkpoints go on meanwhile
+                self._drain_control(wait=self._source.idle_wait)
+                continue
             self._process(batch)
             took = time.monotonic() - started
             if feedback is not None:

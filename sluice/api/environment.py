@@ -63,15 +63,26 @@ class StreamExecutionEnvironment:
 
     # -- sources --------------------------------------------------------------
     def from_files(self, path: str, format: str = "json", schema: str | None = None,
-                   suffix: str | None = None, name: str | None = None) -> DataStream:
+                   suffix: str | None = None, name: str | None = None,
+                   monitor_interval_ms: int | None = None) -> DataStream:
         """Read every file under `path` (a directory, local or any pyarrow.fs URI)
         through Spark. Each file is a split; a split's offset is state.
-        `format`: json (newline-delimited) or csv; `schema`: a Spark DDL string."""
+        `format`: json (newline-delimited) or csv; `schema`: a Spark DDL string.
+        `monitor_interval_ms`: keep watching `path` and read files that appear
+        later, listing it at most this often (the stream is then unbounded;
+        make each new file visible atomically: write `.name`, then rename)."""
         if format not in ("json", "csv", "text"):
             raise ValueError(f"from_files: unknown format {format!r}; use json, csv or text")
+        if monitor_interval_ms is not None and (isinstance(monitor_interval_ms, bool) or
+                                                not isinstance(monitor_interval_ms, (int, float)) or
+                                                monitor_interval_ms <= 0):
+            raise ValueError(f"from_files: monitor_interval_ms must be a positive number of milliseconds "
+                             f"(or None for a bounded read), got {monitor_interval_ms!r}")
         suffix = {"json": ".jsonl", "csv": ".csv", "text": ""}[format] if suffix is None else suffix
-        return self._source("source_files", {"path": path, "format": format, "schema": schema,
-                                             "suffix": suffix}, name or f"files {os.path.basename(path.rstrip('/'))}")
+        payload = {"path": path, "format": format, "schema": schema, "suffix": suffix}
+        if monitor_interval_ms is not None:
+            payload["monitor_interval"] = monitor_interval_ms / 1000
+        return self._source("source_files", payload, name or f"files {os.path.basename(path.rstrip('/'))}")
 
     def from_generator(self, body: Callable, count: int | None = None, batch_size: int = 100_000,
                        name: str | None = None) -> DataStream:

@@ -4,6 +4,10 @@ sequence number of a generator."""
 
 from __future__ import annotations
 
+import os
+import time
+import zlib
+
 import pyarrow as pa
 
 from sluice.storage import list_files
@@ -25,24 +29,66 @@ class _OffsetState:
         return f"offset {self.offset}"
 
 
+IDLE = object()  # next_batch(): nothing to read now, ask again (an unbounded source)
+
+
 class FileSource(_OffsetState):
     """Subtask i of p reads files i, i+p, ... (sorted) through Spark.
 
     Adaptive batching: a Spark call has a large fixed cost, so the number of
     files per call doubles while a batch takes less than `target` seconds of
     processing and halves when it takes more than twice that; a checkpoint
-    barrier waits for at most one batch."""
+    barrier waits for at most one batch.
+
+    Monitoring (`monitor_interval` seconds in the payload): the source is
+    unbounded. It lists the directory again at most every interval once it
+    has read what it knew of, and a file belongs to subtask
+    crc32(name) % p, so that files arriving later never move an earlier one
+    to another subtask. Its state is then the names of the files it has read
+    (which grows with the input, as a continuous file enumerator's does);
+    writers must make a file visible atomically (write `.name`, rename)."""
 
     MAX_FILES_PER_BATCH = 64
 
-    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine, target: float = 0.5):
-        self.engine = engine
+    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine, target: float = 0.5,
+                 clock=time.monotonic):
+        self.engine, self.clock = engine, clock
         self.format = payload["format"]
         self.schema = payload.get("schema")
-        self.files = list_files(payload["path"], payload.get("suffix", ""))[subtask::parallelism]
+        self.path, self.suffix = payload["path"], payload.get("suffix", "")
+        self.subtask, self.parallelism = subtask, parallelism
+        self.monitor_interval = payload.get("monitor_interval")
+        self.idle_wait = min(self.monitor_interval or 0.1, 0.1)
+        self.done: set[str] = set()  # monitoring: names of the files read
+        self._listed_at = float("-inf")
+        listed = list_files(self.path, self.suffix)  # a missing input directory fails the task in both modes
+        self.files = [] if self.monitor_interval else listed[subtask::parallelism]
         self.files_per_batch = 1
         self.target = target
         self.offset = 0  # number of my files fully emitted
+
+    def snapshot(self) -> dict:
+        if not self.monitor_interval:
+            return super().snapshot()
+        return {"offset": self.offset, "done": sorted(self.done)}
+
+    def restore(self, handle: dict) -> None:
+        super().restore(handle)
+        if self.monitor_interval:
+            self.done = set(handle.get("done", []))
+            self.files = []
+
+    def _mine(self, path: str) -> bool:
+        name = os.path.basename(path)
+        return name not in self.done and zlib.crc32(name.encode()) % self.parallelism == self.subtask
+
+    def _discover(self) -> None:
+        """Monitoring: queue my files not read yet, once per interval."""
+        now = self.clock()
+        if now - self._listed_at < self.monitor_interval:
+            return
+        self._listed_at = now
+        self.files = sorted(set(self.files) | {p for p in list_files(self.path, self.suffix) if self._mine(p)})
 
     def batch_done(self, seconds: float) -> None:
         """How long the last batch took through the chain (fed back by the task)."""
@@ -51,10 +97,18 @@ class FileSource(_OffsetState):
         elif seconds > 2 * self.target:
             self.files_per_batch = max(1, self.files_per_batch // 2)
 
-    def next_batch(self) -> Batch | None:
-        if self.offset >= len(self.files):
-            return None
-        paths = self.files[self.offset:self.offset + self.files_per_batch]
+    def next_batch(self) -> Batch | object | None:
+        if self.monitor_interval:  # self.files: my files found and not read yet
+            if not self.files:
+                self._discover()
+                if not self.files:
+                    return IDLE
+            paths, self.files = self.files[:self.files_per_batch], self.files[self.files_per_batch:]
+            self.done.update(os.path.basename(p) for p in paths)
+        else:  # self.files: all my files; the offset is how many were read
+            if self.offset >= len(self.files):
+                return None
+            paths = self.files[self.offset:self.offset + self.files_per_batch]
         self.offset += len(paths)
         reader = self.engine.spark.read
         if self.schema:

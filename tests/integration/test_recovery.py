@@ -145,3 +145,36 @@ def test_corrupted_metadata_fails_recovery_loudly(cluster_factory, tmp_path):
     assert metadata in status["failure"] and "unreadable" in status["failure"], status["failure"]
     human = sluice("status", job_id, "--cluster-dir", cluster.dir).stdout
     assert "_metadata" in human
+
+
+def test_monitored_directory_files_arriving_across_a_kill(cluster_factory, tmp_path):
+    """An unbounded job: files keep arriving in the input directory (renamed in,
+    as writers must) before and after a TaskManager is killed; once all are in,
+    the committed counts are exact, with no line twice, and a cancel ends it."""
+    cluster = cluster_factory()
+    staged, monitored = tmp_path / "staged", tmp_path / "in"
+    expected = generate(str(staged), events=200_000, files=90, urls=3_000, seed=9)
+    monitored.mkdir()
+    names = sorted(os.listdir(staged))
+
+    def arrive(batch):
+        for name in batch:
+            os.replace(staged / name, monitored / name)
+
+    arrive(names[:10])
+    job_id = cluster.run(os.path.join(EXAMPLES, "page_views.py"), "--input", str(monitored),
+                         "--output", str(tmp_path / "out"), "--checkpoint-interval", "300",
+                         "--monitor-interval", "100", parallelism=2)
+    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
+             "a completed checkpoint")
+    arrive(names[10:50])
+    kill_taskmanager_running(cluster, job_id)
+    arrive(names[50:])
+    wait_until(lambda: read_counts(str(tmp_path / "out"))[0] == expected, timeout=240,
+               message="the counts of every file that arrived to be committed")
+    status = cluster.status(job_id)
+    assert status["state"] == "RUNNING" and status["restarts"] >= 1, status
+    assert cluster.client().cancel(job_id)
+    status = wait_for(cluster, job_id, lambda s: s["state"] in ("CANCELED", "FAILED"), "the cancel")
+    assert status["state"] == "CANCELED", status
+    assert_exactly_once(tmp_path, expected)

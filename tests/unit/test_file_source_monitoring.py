@@ -1,0 +1,132 @@
+"""FileSource with monitor_interval: files that appear later are read once,
+by exactly one subtask, and a restored source reads only what its checkpoint
+had not. Spark is replaced by a reader that records the paths it is asked
+for; the clock is an input."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sluice import graph
+from sluice.api import FileSink, StreamExecutionEnvironment
+from taskmanager.operators.sources import IDLE, FileSource
+
+
+class Reader:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def schema(self, _ddl):
+        return self
+
+    def json(self, paths):
+        self.calls.append([os.path.basename(p) for p in paths])
+        return paths
+
+
+class Engine:
+    def __init__(self) -> None:
+        self.spark = type("Spark", (), {})()
+        self.spark.read = Reader()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def put(directory, name: str) -> None:
+    """Make a file visible atomically, as writers of a monitored directory must."""
+    hidden = directory / f".{name}"
+    hidden.write_text('{"url": "/a", "user": 1, "ts": 0}\n')
+    os.replace(hidden, directory / name)
+
+
+def source(directory, subtask=0, parallelism=1, clock=None) -> FileSource:
+    payload = {"path": str(directory), "format": "json", "schema": "url string, user long, ts long",
+               "suffix": ".jsonl", "monitor_interval": 1.0}
+    return FileSource(payload, subtask, parallelism, Engine(), clock=clock or Clock())
+
+
+def read_all(src: FileSource) -> list[str]:
+    out = []
+    while (batch := src.next_batch()) is not IDLE:
+        assert batch is not None, "a monitoring source never ends"
+        out += [os.path.basename(p) for p in batch._df]
+        src.batch_done(0.0)
+    return out
+
+
+def test_files_that_appear_later_are_read_after_the_next_listing(tmp_path):
+    clock = Clock()
+    src = source(tmp_path, clock=clock)
+    assert src.next_batch() is IDLE  # an empty directory is fine: files come later
+    put(tmp_path, "a.jsonl")
+    assert src.next_batch() is IDLE  # listed at t=0 already; the next listing is due at t=1
+    clock.t = 1.0
+    assert read_all(src) == ["a.jsonl"]
+    put(tmp_path, "b.jsonl")
+    put(tmp_path, "c.jsonl")
+    (tmp_path / ".d.jsonl").write_text("half written")  # hidden: not read
+    clock.t = 2.0
+    assert read_all(src) == ["b.jsonl", "c.jsonl"]
+    clock.t = 3.0
+    assert src.next_batch() is IDLE
+    assert src.offset == 3
+
+
+def test_subtasks_split_the_files_and_keep_their_files_as_more_arrive(tmp_path):
+    clock = Clock()
+    subtasks = [source(tmp_path, i, 3, clock) for i in range(3)]
+    names = [f"f{i:03d}.jsonl" for i in range(40)]
+    for n in names[:20]:
+        put(tmp_path, n)
+    first = [read_all(s) for s in subtasks]
+    for n in names[20:]:
+        put(tmp_path, n)
+    clock.t = 1.0
+    second = [read_all(s) for s in subtasks]
+    everything = sorted(sum(first, []) + sum(second, []))
+    assert everything == names  # each file once, by one subtask
+    assert all(first) and all(second)
+    for i in range(3):  # a file's owner does not depend on which files arrived with it
+        again = source(tmp_path, i, 3, clock)
+        assert sorted(read_all(again)) == sorted(first[i] + second[i])
+
+
+def test_restore_reads_only_what_the_checkpoint_had_not(tmp_path):
+    clock = Clock()
+    for n in ("a.jsonl", "b.jsonl"):
+        put(tmp_path, n)
+    src = source(tmp_path, clock=clock)
+    assert read_all(src) == ["a.jsonl", "b.jsonl"]
+    handle = src.snapshot()
+    put(tmp_path, "c.jsonl")
+    clock.t = 1.0
+    assert read_all(src) == ["c.jsonl"]  # read after the checkpoint: lost with a failure
+    restored = source(tmp_path, clock=Clock())
+    restored.restore(handle)
+    assert restored.offset == 2
+    assert read_all(restored) == ["c.jsonl"]
+
+
+@pytest.mark.parametrize("bad", [0, -5, "1s", True])
+def test_bad_monitor_interval_is_rejected_with_what_to_fix(tmp_path, bad):
+    env = StreamExecutionEnvironment()
+    with pytest.raises(ValueError, match="monitor_interval_ms must be a positive number"):
+        env.from_files(str(tmp_path), monitor_interval_ms=bad)
+
+
+def test_a_monitored_directory_may_start_empty_but_a_bounded_one_may_not(tmp_path):
+    def job(monitor):
+        env = StreamExecutionEnvironment()
+        env.from_files(str(tmp_path), monitor_interval_ms=monitor).sink_to(FileSink(str(tmp_path / "out")))
+        return env.get_job_graph("j")
+
+    graph.validate(job(500), check_paths=True)
+    with pytest.raises(graph.JobValidationError, match="no input files"):
+        graph.validate(job(None), check_paths=True)
