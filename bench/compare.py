@@ -2,7 +2,7 @@
 same data, the same machine, the same Spark (pyspark, local[2] per process).
 
     python bench/compare.py [--size quick|full] [--runs N] [--recovery-runs N] [--failover-runs N]
-        [--out bench/RESULTS.md] [--plot bench/compare.png] [--workdir DIR] [--keep-workdir]
+        [--paced-files N] [--out bench/RESULTS.md] [--plot bench/compare.png] [--workdir DIR] [--keep-workdir]
 
 quick (`make bench-quick`, ~2.5 minutes): 200,000 events in 16 files, 3 runs;
 full (`make bench`, ~8 minutes): 2,000,000 events in 40 files, 5 runs. Events come from
@@ -37,6 +37,14 @@ Figures
   Sluice's latency follows its checkpoint interval (the sink commits on
   checkpoint completion), so a few runs with checkpoints every 250 ms show
   what a shorter interval buys and costs.
+- latency at a fixed rate (full; --paced-files N elsewhere): files of
+  25,000 events arrive in a watched directory 4 per second (100,000 events/s,
+  below both systems' capacity) and each system reads them as they come
+  (Sluice: page_views --monitor-interval; the peer: its streaming file
+  source, a fresh child after one warm-up query); per file, arrival → the
+  first committed output holding its marker event (bench/paced_latency.py),
+  p50/p99 over the files after the first 20 %. Sluice with checkpoints every
+  1 s and every 250 ms.
 - checkpoint overhead (Sluice): median throughput off / on - 1, in full on
   jobs of 6,000,000 events (several checkpoints each, interleaved on/off
   runs; the ~1.5 s jobs of 2,000,000 events see one checkpoint, and their
@@ -75,6 +83,7 @@ from types import SimpleNamespace
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import failover_bench  # noqa: E402
+import paced_latency  # noqa: E402
 import page_views_bench as pvb  # noqa: E402  (also puts the repo and examples/ on sys.path)
 import structured_streaming_bench as ssb  # noqa: E402
 from bench_common import (  # noqa: E402
@@ -89,15 +98,17 @@ REPO = os.path.dirname(HERE)
 SIZES = {
     "quick": dict(events=200_000, files=16, runs=3, recovery_events=1_600_000, recovery_files=160, recovery_runs=1,
                   failover_runs=1, mfpt=4, recovery_mfpt=4, short_runs=1, warmups=4,
-                  overhead_events=None, overhead_files=None),
+                  overhead_events=None, overhead_files=None, paced_files=0),
     "full": dict(events=2_000_000, files=40, runs=5, recovery_events=2_000_000, recovery_files=400, recovery_runs=3,
                  failover_runs=3, mfpt=8, recovery_mfpt=4, short_runs=3, warmups=6,
-                 overhead_events=6_000_000, overhead_files=120),
+                 overhead_events=6_000_000, overhead_files=120, paced_files=60),
 }
 INTERVAL = 1000  # ms between Sluice checkpoints
 SHORT_INTERVAL = 250  # ms: the same job with shorter checkpoints, for what latency costs in throughput
 PARALLELISM = 2
 BIN = 0.25  # seconds per bin of the throughput timelines
+PACED_RATE = 4.0  # files per second into the watched directory (fixed-rate latency)
+PACED_EVENTS_PER_FILE = 25_000  # so 100,000 events/s: well below both systems' capacity
 log = pvb.log
 
 _LOG_TIME = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
@@ -217,7 +228,8 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
     data, expected = inputs["throughput"]
     rec_data, rec_expected = inputs["recovery"]
     warm_data, _ = inputs["warm-up"]
-    res: dict = {"runs": [], "warmup": [], "recovery": [], "short": [], "overhead": [], "startup": None}
+    res: dict = {"runs": [], "warmup": [], "recovery": [], "short": [], "overhead": [], "paced": {},
+                 "startup": None}
     c = pvb.Cluster(os.path.join(work, "sluice-cluster"), taskmanagers=2, slots=2)
     clusters.append(c)
     t0 = time.monotonic()
@@ -256,6 +268,9 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
         for i in range(cfg.runs):
             for interval in ((INTERVAL, 0) if i % 2 == 0 else (0, INTERVAL)):
                 res["overhead"].append(run(interval, f"overhead {i + 1}", "overhead"))
+    if "paced" in inputs:  # latency at a fixed input rate, on the warm cluster
+        res["paced"] = {interval: sluice_paced(c, cfg, work, inputs["paced"], interval, notes)
+                        for interval in (INTERVAL, SHORT_INTERVAL)}
     for n in range(1, cfg.recovery_runs + 1):
         if n > 1:  # the kill took a TaskManager from the last cluster: a fresh one, warmed up by one job
             c.stop()
@@ -287,9 +302,40 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
     return res
 
 
+def staged_copy(paced: tuple, work: str, label: str) -> str:
+    """A fresh copy of the paced input for one run (the feeder moves the files away)."""
+    pristine = paced[0]
+    staged = os.path.join(work, f"paced-staged-{label}")
+    shutil.copytree(pristine, staged)
+    return staged
+
+
+def describe_paced(who: str, r: dict) -> str:
+    lat = r["latencies"]
+    return (f"{who} at a fixed rate: {r['counted']} of {r['files']} files counted, latency p50 "
+            f"{fmt(weighted_pct([(x, 1) for x in lat], 50))}s p99 {fmt(weighted_pct([(x, 1) for x in lat], 99))}s, "
+            f"counts {'correct' if r['counts_ok'] else 'WRONG'}")
+
+
+def sluice_paced(c, cfg, work: str, paced: tuple, interval: int, notes: list[str]) -> dict | None:
+    _pristine, names, expected = paced
+    label = f"paced-{interval}"
+    try:
+        r = paced_latency.run_sluice(c, staged_copy(paced, work, label), names, expected, os.path.join(work, label),
+                                     PACED_RATE, interval, cfg.timeout)
+    except (pvb.BenchError, SluiceError) as exc:
+        notes.append(f"Sluice fixed-rate run ({interval} ms checkpoints) failed: {exc}")
+        return None
+    if not r["counts_ok"] or r["missing"]:
+        notes.append(f"Sluice fixed-rate run ({interval} ms checkpoints, job {r['job_id']}): {r['missing']} files "
+                     f"never seen counted; counts {'correct' if r['counts_ok'] else 'WRONG'}")
+    log(describe_paced(f"Sluice, checkpoints {interval} ms,", r))
+    return r
+
+
 # -- Structured Streaming phase --------------------------------------------------------------------------
 def peer_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_expected: dict,
-               notes: list[str]) -> dict:
+               notes: list[str], paced: tuple | None = None, warm_data: str | None = None) -> dict:
     ns = SimpleNamespace(runs=cfg.runs, warmups=cfg.warmups, max_files_per_trigger=cfg.mfpt, trigger_ms=None,
                          session="shared",
                          timeout=cfg.timeout, recovery_max_files_per_trigger=cfg.recovery_mfpt)
@@ -305,7 +351,19 @@ def peer_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_exp
             continue
         notes += [f"Structured Streaming {m}" for m in rec_notes if "ran < 15 s" not in m]
         recovery.append(r)
-    return {"warmup": runs[0], "runs": runs[cfg.warmups:], "recovery": recovery}
+    paced_run = None
+    if paced is not None:
+        try:
+            os.makedirs(os.path.join(work, "paced"))
+            paced_run = paced_latency.run_peer(staged_copy(paced, work, "peer"), paced[1], paced[2],
+                                               os.path.join(work, "paced"), PACED_RATE, warm_data, cfg.timeout)
+            log(describe_paced("Structured Streaming", paced_run))
+            if not paced_run["counts_ok"] or paced_run["missing"]:
+                notes.append(f"Structured Streaming fixed-rate run: {paced_run['missing']} files never seen counted; "
+                             f"counts {'correct' if paced_run['counts_ok'] else 'WRONG'}")
+        except ssb.BenchError as exc:
+            notes.append(f"Structured Streaming fixed-rate run failed: {exc}")
+    return {"warmup": runs[0], "runs": runs[cfg.warmups:], "recovery": recovery, "paced": paced_run}
 
 
 def peer_spans(detail: list[tuple[float, int, float]]) -> list[tuple[float, float, int]]:
@@ -338,6 +396,10 @@ def summarize(sl: dict, peer: dict, failover: list[dict]) -> dict:
         "failover": median(r["running"] for r in failover if "running" in r),
         "failover_ckpt": median(r["ckpt"] for r in failover if "ckpt" in r),
     }
+    for key, r in (("pc_s", sl["paced"].get(INTERVAL)), ("pc_short", sl["paced"].get(SHORT_INTERVAL)),
+                   ("pc_p", peer.get("paced"))):
+        lat = [(x, 1) for x in r["latencies"]] if r else []
+        f[f"{key}_p50"], f[f"{key}_p99"] = weighted_pct(lat, 50), weighted_pct(lat, 99)
     if sl["overhead"]:
         f["o_on"] = median(r["throughput"] for r in sl["overhead"] if r["mode"] == "on")
         f["o_off"] = median(r["throughput"] for r in sl["overhead"] if r["mode"] == "off")
@@ -358,7 +420,10 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 8))
+    paced = [(f"Sluice, checkpoints {i} ms", r, "C0" if i == INTERVAL else "C2") for i, r in sl["paced"].items() if r]
+    paced += [("Structured Streaming", peer["paced"], "C1")] if peer.get("paced") else []
+    fig, axes = plt.subplots(3 if paced else 2, 1, figsize=(11, 12 if paced else 8))
+    top, bottom = axes[0], axes[1]
     on = [r for r in sl["runs"] if r["mode"] == "on"]
     s_run = min(on, key=lambda r: abs(r["throughput"] - f["s_tput"])) if on else None
     p_run = min(peer["runs"], key=lambda r: abs(r["throughput"] - f["p_tput"])) if peer["runs"] else None
@@ -399,6 +464,17 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     bottom.set_xlabel("seconds since kill -9")
     bottom.set_ylabel("M events read / s")
     bottom.legend(fontsize=8)
+    if paced:
+        ax = axes[2]
+        for who, r, color in paced:
+            ax.plot([t for t, _ in r["series"]], [x for _, x in r["series"]], marker=".", linewidth=0.8, label=who,
+                    color=color)
+        ax.set_title(f"Fixed rate: {PACED_RATE * PACED_EVENTS_PER_FILE:,.0f} events/s in files arriving "
+                     f"{PACED_RATE:g}/s; latency of each file (arrival → its counts committed)")
+        ax.set_xlabel("seconds since the first file arrived")
+        ax.set_ylabel("latency, s")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -431,6 +507,14 @@ def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[
          f"{fmt(f['short_tput'], ',.0f')}; {fmt(f['short_p50'])} / {fmt(f['short_p99'])} | (as above) | "
          f"{ratio(f['short_tput'], f['p_tput'])}; {ratio(f['short_p50'], f['p_p50'], invert=True)} / "
          f"{ratio(f['short_p99'], f['p_p99'], invert=True)} |",
+         *([f"| end-to-end latency at a fixed rate, p50 / p99, s ({PACED_RATE * PACED_EVENTS_PER_FILE:,.0f} events/s: "
+            f"a file of {PACED_EVENTS_PER_FILE:,} events arrives every {1 / PACED_RATE:g} s; arrival → its counts "
+            f"committed) | checkpoints {INTERVAL} ms: {fmt(f['pc_s_p50'])} / {fmt(f['pc_s_p99'])}; "
+            f"{SHORT_INTERVAL} ms: {fmt(f['pc_short_p50'])} / {fmt(f['pc_short_p99'])} | "
+            f"{fmt(f['pc_p_p50'])} / {fmt(f['pc_p_p99'])} | {ratio(f['pc_s_p50'], f['pc_p_p50'], invert=True)} / "
+            f"{ratio(f['pc_s_p99'], f['pc_p_p99'], invert=True)}; {SHORT_INTERVAL} ms: "
+            f"{ratio(f['pc_short_p50'], f['pc_p_p50'], invert=True)} / "
+            f"{ratio(f['pc_short_p99'], f['pc_p_p99'], invert=True)} |"] if sl["paced"] or peer.get("paced") else []),
          f"| checkpoint overhead (throughput off / on − 1), {o_input} | "
          f"{fmt(f['overhead'] and 100 * f['overhead'], '+.1f')} % ({fmt(f['o_on'], ',.0f')} events/s on, "
          f"{fmt(f['o_off'], ',.0f')} off) | n/a: always checkpoints | |",
@@ -478,10 +562,22 @@ def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[
               f"timeout {cfg.session_timeout:g} s): " + "; ".join(
                   f"new leader {fmt(r.get('leader'))}, RUNNING {fmt(r.get('running'))}, checkpoint "
                   f"{fmt(r.get('ckpt'))}" for r in failover)]
+    paced = [("Sluice, checkpoints " + f"{i} ms", r) for i, r in sl["paced"].items() if r]
+    paced += [("Structured Streaming", peer["paced"])] if peer.get("paced") else []
+    if paced:
+        L += ["", f"Fixed-rate runs ({cfg.paced_files} files, the first {paced_latency.WARM_FRACTION:.0%} left out of "
+              "the percentiles; each system watches the directory itself — Sluice lists it every "
+              f"{paced_latency.MONITOR_MS} ms — and a marker event per file tells when its counts are committed): "
+              + "; ".join(f"{who}: {r['counted']} files counted, min {fmt(min(r['latencies'], default=None))} s, "
+                          f"max {fmt(max(r['latencies'], default=None))} s, counts "
+                          f"{'exact' if r['counts_ok'] else 'WRONG'}" for who, r in paced) + "."]
     L += ["", "Reading the figures: Sluice's file sink is exactly-once by two-phase commit, so a count becomes "
           "visible when the checkpoint after its batch completes — latency is batch time + the wait for the next "
           "checkpoint (up to one interval) + its completion, and the interval is the knob (the row for "
-          f"{SHORT_INTERVAL} ms). The peer commits each micro-batch when it ends. Its recovery runs use "
+          f"{SHORT_INTERVAL} ms). The peer commits each micro-batch when it ends. The latency rows of the throughput "
+          "runs are taken under a backlog (all input there at the start); the fixed-rate row is latency below "
+          "capacity, from a file's arrival, where Sluice's follows a saw-tooth of the checkpoint interval (see the "
+          "plot). Its recovery runs use "
           f"maxFilesPerTrigger {cfg.recovery_mfpt} on small files so that its query is still running at the kill; "
           "that also keeps its first micro-batch after the restart small, which favours it in the recovery figure."]
     goals = [f"throughput ratio ≥ 1.0: {'met' if f['s_tput'] and f['p_tput'] and f['s_tput'] >= f['p_tput'] else 'missed'}",
@@ -501,6 +597,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, help="measured runs per system (and per checkpoint mode)")
     ap.add_argument("--recovery-runs", type=int)
     ap.add_argument("--failover-runs", type=int, help="0 skips the JobManager failover measurement")
+    ap.add_argument("--paced-files", type=int,
+                    help=f"files for the fixed-rate latency runs ({PACED_RATE:g} files/s of "
+                         f"{PACED_EVENTS_PER_FILE:,} events; full 60, quick 0 = skipped)")
     ap.add_argument("--session-timeout", type=float, default=6.0, help="ZooKeeper session timeout for failover")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to")
     ap.add_argument("--plot", default=None, help="PNG to write (default bench/compare-<size>.png)")
@@ -510,11 +609,13 @@ def main() -> int:
     args = ap.parse_args()
     cfg = SimpleNamespace(size=args.size, timeout=args.timeout, session_timeout=args.session_timeout,
                           **SIZES[args.size])
-    for name in ("runs", "recovery_runs", "failover_runs"):
+    for name in ("runs", "recovery_runs", "failover_runs", "paced_files"):
         if getattr(args, name) is not None:
             setattr(cfg, name, getattr(args, name))
     if cfg.runs < 1:
         ap.error("--runs must be at least 1")
+    if cfg.paced_files and cfg.paced_files < 5:
+        ap.error("--paced-files must be 0 (skip) or at least 5")
     plot_path = os.path.abspath(args.plot or os.path.join(HERE, f"compare-{args.size}.png"))
 
     command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-compare-", log)
@@ -537,9 +638,15 @@ def main() -> int:
             inputs["overhead"] = (o_data, generate(o_data, events=cfg.overhead_events, files=cfg.overhead_files,
                                                    urls=10_000, seed=17))
             log(f"generated {cfg.overhead_events:,} events for the checkpoint overhead")
+        if cfg.paced_files:
+            p_data = os.path.join(work, "events-paced")
+            names, p_expected = paced_latency.prepare(p_data, cfg.paced_files, PACED_EVENTS_PER_FILE, seed=19)
+            inputs["paced"] = (p_data, names, p_expected)
+            log(f"generated {cfg.paced_files} files of {PACED_EVENTS_PER_FILE:,} events for the fixed-rate runs")
         sl = sluice_phase(cfg, work, inputs, clusters, notes)
         os.makedirs(os.path.join(work, "peer"), exist_ok=True)
-        peer = peer_phase(cfg, os.path.join(work, "peer"), data, expected, rec_data, rec_expected, notes)
+        peer = peer_phase(cfg, os.path.join(work, "peer"), data, expected, rec_data, rec_expected, notes,
+                          paced=inputs.get("paced"), warm_data=warm_data)
         failover = []
         for i in range(cfg.failover_runs):
             d = tempfile.mkdtemp(prefix="failover-", dir=work)

@@ -183,6 +183,8 @@ def child_main(spec_path: str) -> int:
         stream = ProgressStream(query, i) if q.get("stream_progress") else None
         if stream is not None:
             stream.start()
+        while q.get("until_file") and not os.path.exists(q["until_file"]) and query.isActive:
+            time.sleep(0.05)  # a watched directory: run until told (a failed query raises below)
         query.processAllAvailable()
         t_done = time.monotonic()
         if stream is not None:
