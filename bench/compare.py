@@ -5,7 +5,7 @@ same data, the same machine, the same Spark (pyspark, local[2] per process).
         [--paced-files N] [--out bench/RESULTS.md] [--plot bench/compare.png] [--workdir DIR] [--keep-workdir]
 
 quick (`make bench-quick`, ~2.5 minutes): 200,000 events in 16 files, 3 runs;
-full (`make bench`, ~8 minutes): 2,000,000 events in 40 files, 5 runs. Events come from
+full (`make bench`, ~10 minutes): 2,000,000 events in 40 files, 5 runs. Events come from
 examples/generate_page_views.py (10,000 urls, Zipf s = 1, fixed seed); the
 expected count per url is computed there, apart from both systems, and every
 run's committed counts are checked against it.
@@ -41,10 +41,10 @@ Figures
   25,000 events arrive in a watched directory 4 per second (100,000 events/s,
   below both systems' capacity) and each system reads them as they come
   (Sluice: page_views --monitor-interval; the peer: its streaming file
-  source, a fresh child after one warm-up query); per file, arrival → the
-  first committed output holding its marker event (bench/paced_latency.py),
-  p50/p99 over the files after the first 20 %. Sluice with checkpoints every
-  1 s and every 250 ms.
+  source, a fresh child after one warm-up query over the throughput input);
+  per file, arrival → the first committed output holding its marker event
+  (bench/paced_latency.py), p50/p99 over the files after the first 20 %.
+  Sluice with checkpoints every 1 s and every 250 ms.
 - checkpoint overhead (Sluice): median throughput off / on - 1, in full on
   jobs of 6,000,000 events (several checkpoints each, interleaved on/off
   runs; the ~1.5 s jobs of 2,000,000 events see one checkpoint, and their
@@ -531,7 +531,7 @@ def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[
          f"{'yes' if f['p_counts'] else 'NO'} | |", ""]
     if plot_link:
         L += [f"Plot: [{plot_link}]({plot_link}) (events read per second; the recovery panel marks the "
-              "kill and when output came again).", ""]
+              "kill and when output came again; with fixed-rate runs, a panel of each file's latency).", ""]
     L += ["Runs (events/s; Sluice by submit → FINISHED, the peer by query start → all input processed):", "",
           "| run | Sluice, checkpoints 1 s | Sluice, checkpoints off | Structured Streaming | peer micro-batches |",
           "|---|---|---|---|---|"]
@@ -577,7 +577,7 @@ def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[
           f"{SHORT_INTERVAL} ms). The peer commits each micro-batch when it ends. The latency rows of the throughput "
           "runs are taken under a backlog (all input there at the start); the fixed-rate row is latency below "
           "capacity, from a file's arrival, where Sluice's follows a saw-tooth of the checkpoint interval (see the "
-          "plot). Its recovery runs use "
+          "plot). The peer's recovery runs use "
           f"maxFilesPerTrigger {cfg.recovery_mfpt} on small files so that its query is still running at the kill; "
           "that also keeps its first micro-batch after the restart small, which favours it in the recovery figure."]
     goals = [f"throughput ratio ≥ 1.0: {'met' if f['s_tput'] and f['p_tput'] and f['s_tput'] >= f['p_tput'] else 'missed'}",
@@ -646,7 +646,7 @@ def main() -> int:
         sl = sluice_phase(cfg, work, inputs, clusters, notes)
         os.makedirs(os.path.join(work, "peer"), exist_ok=True)
         peer = peer_phase(cfg, os.path.join(work, "peer"), data, expected, rec_data, rec_expected, notes,
-                          paced=inputs.get("paced"), warm_data=warm_data)
+                          paced=inputs.get("paced"), warm_data=data)  # warm-up: the throughput input
         failover = []
         for i in range(cfg.failover_runs):
             d = tempfile.mkdtemp(prefix="failover-", dir=work)

@@ -15,7 +15,7 @@ arrival(i). Both systems watch the directory themselves: Sluice's
 `from_files(..., monitor_interval_ms=...)` (examples/page_views.py
 --monitor-interval) and the peer's file source (a streaming file source
 always watches). The first WARM_FRACTION of the files are left out of the
-percentiles (the peer starts in a fresh JVM). When the last marker is seen,
+percentiles (the peer runs in a fresh JVM, warmed by one bounded query first). When the last marker is seen,
 the job is cancelled (Sluice) or the query stopped (the peer), and the
 committed counts are checked against the generator's.
 """
