@@ -48,7 +48,7 @@ demo: install
 
 # Benchmarks: Sluice and Spark Structured Streaming on the same data in one
 # invocation; each appends a dated section to bench/RESULTS.md and writes
-# bench/compare-<size>.png. bench-quick takes ~2.5 minutes, bench ~10 with the profile.
+# bench/compare-<size>.png. bench-quick takes ~2.5 minutes, bench ~11 with the profile.
 bench-quick: install
 	$(BIN)/python bench/compare.py --size quick
 
