@@ -416,12 +416,17 @@ def ratio(a, b, invert: bool = False) -> str:
     return f"{(b / a if invert else a / b):.2f}"
 
 
+def paced_runs(sl: dict, peer: dict) -> list[tuple[str, dict, str]]:
+    """(who, fixed-rate result, plot colour) of every fixed-rate run that produced a result."""
+    runs = [(f"Sluice, checkpoints {i} ms", r, "C0" if i == INTERVAL else "C2") for i, r in sl["paced"].items() if r]
+    return runs + ([("Structured Streaming", peer["paced"], "C1")] if peer.get("paced") else [])
+
+
 def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    paced = [(f"Sluice, checkpoints {i} ms", r, "C0" if i == INTERVAL else "C2") for i, r in sl["paced"].items() if r]
-    paced += [("Structured Streaming", peer["paced"], "C1")] if peer.get("paced") else []
+    paced = paced_runs(sl, peer)
     fig, axes = plt.subplots(3 if paced else 2, 1, figsize=(11, 12 if paced else 8))
     top, bottom = axes[0], axes[1]
     on = [r for r in sl["runs"] if r["mode"] == "on"]
@@ -562,15 +567,14 @@ def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[
               f"timeout {cfg.session_timeout:g} s): " + "; ".join(
                   f"new leader {fmt(r.get('leader'))}, RUNNING {fmt(r.get('running'))}, checkpoint "
                   f"{fmt(r.get('ckpt'))}" for r in failover)]
-    paced = [("Sluice, checkpoints " + f"{i} ms", r) for i, r in sl["paced"].items() if r]
-    paced += [("Structured Streaming", peer["paced"])] if peer.get("paced") else []
+    paced = paced_runs(sl, peer)
     if paced:
         L += ["", f"Fixed-rate runs ({cfg.paced_files} files, the first {paced_latency.WARM_FRACTION:.0%} left out of "
               "the percentiles; each system watches the directory itself — Sluice lists it every "
               f"{paced_latency.MONITOR_MS} ms — and a marker event per file tells when its counts are committed): "
               + "; ".join(f"{who}: {r['counted']} files counted, min {fmt(min(r['latencies'], default=None))} s, "
                           f"max {fmt(max(r['latencies'], default=None))} s, counts "
-                          f"{'exact' if r['counts_ok'] else 'WRONG'}" for who, r in paced) + "."]
+                          f"{'exact' if r['counts_ok'] else 'WRONG'}" for who, r, _color in paced) + "."]
     L += ["", "Reading the figures: Sluice's file sink is exactly-once by two-phase commit, so a count becomes "
           "visible when the checkpoint after its batch completes — latency is batch time + the wait for the next "
           "checkpoint (up to one interval) + its completion, and the interval is the knob (the row for "

@@ -8,7 +8,7 @@ and one marker event `{"url": "/marker/<i>"}` is appended to file i, so its
 url's count (1) appears in the committed output exactly when file i has been
 counted and committed. A feeder renames file i into the watched directory at
 start + i / rate (rename: a reader never sees half a file) and records the
-time; a watcher lists the output directory every WATCH_POLL s and reads each
+time; a watcher lists the output directory every DIR_POLL s and reads each
 new visible file once (a peer batch file rewritten on replay is read again),
 recording when each marker is first seen. Latency(i) = seen(marker i) -
 arrival(i). Both systems watch the directory themselves: Sluice's
@@ -29,12 +29,11 @@ import shutil
 import threading
 import time
 
-import page_views_bench as pvb  # noqa: F401  (puts the repo and examples/ on sys.path)
+import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
 import structured_streaming_bench as ssb
 from generate_page_views import generate
 
 MARKER = "/marker/"
-WATCH_POLL = 0.02  # s between listings of the output directory
 WARM_FRACTION = 0.2  # of the files, left out of the percentiles
 MONITOR_MS = 100  # Sluice's listing interval of the watched directory
 
@@ -68,24 +67,19 @@ class Feeder(threading.Thread):
             self.arrival.append(time.monotonic())
 
 
-class Watcher(threading.Thread):
-    """Reads each new (or rewritten) visible output file once; seen[marker index] = monotonic time."""
+class Watcher(pvb.DirWatch):
+    """The recovery benchmark's output-directory watch (a listing every DIR_POLL s), which also reads
+    each new (or rewritten) visible file once; seen[marker index] = monotonic time."""
 
     def __init__(self, out: str):
-        super().__init__(daemon=True)
-        self.out = out
+        super().__init__(out)
         self.seen: dict[int, float] = {}
         self._read: dict[str, float] = {}  # name -> mtime when read
-        self.stop_event = threading.Event()
 
     def scan(self) -> None:
         now = time.monotonic()
-        try:
-            names = [n for n in os.listdir(self.out) if not n.startswith((".", "_"))]
-        except FileNotFoundError:
-            return
-        for name in names:
-            path = os.path.join(self.out, name)
+        for name in self.visible():
+            path = os.path.join(self.path, name)
             try:
                 mtime = os.stat(path).st_mtime
                 if self._read.get(name) == mtime:
@@ -98,10 +92,6 @@ class Watcher(threading.Thread):
             for row in rows:
                 if row and row[0].startswith(MARKER):
                     self.seen.setdefault(int(row[0][len(MARKER):]), now)
-
-    def run(self) -> None:
-        while not self.stop_event.wait(WATCH_POLL):
-            self.scan()
 
 
 def _wait_for_markers(watcher: Watcher, n: int, timeout: float, alive) -> bool:

@@ -187,6 +187,11 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
     return payloads
 
 
+def positive_number(x) -> bool:
+    """An int or float above 0 (not a bool): intervals such as a file source's monitor interval."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+
+
 def _validate_payload(where: str, op: common_pb2.OperatorSpec, p: dict, check_paths: bool) -> None:
     if op.kind in BODY_KINDS:
         body = p.get("body")
@@ -204,8 +209,7 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, p: dict, check_pa
             raise JobValidationError(f"{where}.count", f"must be a non-negative int or None, got {count!r}")
     elif op.kind == "source_files":
         interval = p.get("monitor_interval")
-        if interval is not None and (isinstance(interval, bool) or not isinstance(interval, (int, float))
-                                     or interval <= 0):
+        if interval is not None and not positive_number(interval):
             raise JobValidationError(f"{where}.monitor_interval",
                                      f"must be a positive number of seconds or absent, got {interval!r}")
         if not check_paths:

@@ -73,9 +73,7 @@ class StreamExecutionEnvironment:
         make each new file visible atomically: write `.name`, then rename)."""
         if format not in ("json", "csv", "text"):
             raise ValueError(f"from_files: unknown format {format!r}; use json, csv or text")
-        if monitor_interval_ms is not None and (isinstance(monitor_interval_ms, bool) or
-                                                not isinstance(monitor_interval_ms, (int, float)) or
-                                                monitor_interval_ms <= 0):
+        if monitor_interval_ms is not None and not graph.positive_number(monitor_interval_ms):
             raise ValueError(f"from_files: monitor_interval_ms must be a positive number of milliseconds "
                              f"(or None for a bounded read), got {monitor_interval_ms!r}")
         suffix = {"json": ".jsonl", "csv": ".csv", "text": ""}[format] if suffix is None else suffix

@@ -74,9 +74,8 @@ class FileSource(_OffsetState):
 
     def restore(self, handle: dict) -> None:
         super().restore(handle)
-        if self.monitor_interval:
+        if self.monitor_interval:  # the queue (self.files) is still empty: the next listing fills it
             self.done = set(handle.get("done", []))
-            self.files = []
 
     def _mine(self, path: str) -> bool:
         name = os.path.basename(path)
