@@ -14,9 +14,8 @@ from typing import Any, Callable
 
 import grpc
 
+from sluice.states import JobStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
-
-TERMINAL_STATES = ("FINISHED", "FAILED", "CANCELED")
 
 
 class SluiceError(Exception):
@@ -136,8 +135,10 @@ class JobManagerClient:
     def list(self) -> list[common_pb2.JobInfo]:
         return list(self._call(lambda s: s.ListJobs(jobmanager_pb2.ListJobsRequest(), timeout=10)).jobs)
 
-    def cancel(self, job_id: str) -> str:
-        return self._call(lambda s: s.CancelJob(jobmanager_pb2.CancelJobRequest(job_id=job_id), timeout=10)).state
+    def cancel(self, job_id: str) -> JobStatus:
+        """Request a cancel; the job's state right after it (CANCELED, or RUNNING while tasks stop)."""
+        resp = self._call(lambda s: s.CancelJob(jobmanager_pb2.CancelJobRequest(job_id=job_id), timeout=10))
+        return from_proto(JobStatus, resp.state)
 
     def cluster(self) -> jobmanager_pb2.ClusterOverview:
         return self._call(lambda s: s.GetCluster(jobmanager_pb2.GetClusterRequest(), timeout=10))
@@ -149,15 +150,16 @@ class JobManagerClient:
         last_line = None
         while True:
             info = self.get(job_id)
+            state = from_proto(JobStatus, info.state)
             if progress:
-                line = f"{info.state}" + (f" — {info.message}" if info.message else "")
+                line = f"{state}" + (f" — {info.message}" if info.message else "")
                 if line != last_line:
                     print(f"  {job_id}: {line}", flush=True, file=__import__("sys").stderr)
                     last_line = line
-            if info.state in TERMINAL_STATES:
+            if state.terminal:
                 return info
             if deadline is not None and time.monotonic() > deadline:
-                raise SluiceError(f"job {job_id} still {info.state} after {timeout}s")
+                raise SluiceError(f"job {job_id} still {state} after {timeout}s")
             time.sleep(poll)
 
     def close(self) -> None:

@@ -12,23 +12,61 @@ so a chain of PySpark bodies costs one Spark call per batch.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import pickle
 from typing import Any
 
 import cloudpickle
 
+from sluice import states
 from sluice.v1 import common_pb2
 
 DEFAULT_MAX_PARALLELISM = 128
 MAX_MAX_PARALLELISM = 32768
 
-SOURCE_KINDS = ("source_files", "source_generator", "source_collection")
-BODY_KINDS = ("map", "filter", "flat_map")
-TRANSFORM_KINDS = BODY_KINDS + ("select", "aggregate")
-SINK_KINDS = ("sink_file", "sink_print")
-KNOWN_KINDS = SOURCE_KINDS + TRANSFORM_KINDS + SINK_KINDS
-PARTITIONINGS = ("forward", "hash", "rebalance", "broadcast")
+
+class OperatorKind(enum.StrEnum):
+    """What an operator does; the value also names it in operator ids and chain names."""
+
+    SOURCE_FILES = "source_files"
+    SOURCE_GENERATOR = "source_generator"
+    SOURCE_COLLECTION = "source_collection"
+    MAP = "map"
+    FILTER = "filter"
+    FLAT_MAP = "flat_map"
+    SELECT = "select"
+    AGGREGATE = "aggregate"
+    SINK_FILE = "sink_file"
+    SINK_PRINT = "sink_print"
+
+
+class Partitioning(enum.StrEnum):
+    """How an edge distributes records over the target's subtasks."""
+
+    FORWARD = "forward"
+    HASH = "hash"            # by key group of the key column
+    REBALANCE = "rebalance"
+    BROADCAST = "broadcast"
+
+
+states.register_proto(OperatorKind, common_pb2.OperatorKind, "OPERATOR_KIND_")
+states.register_proto(Partitioning, common_pb2.Partitioning, "PARTITIONING_")
+
+SOURCE_KINDS = (OperatorKind.SOURCE_FILES, OperatorKind.SOURCE_GENERATOR, OperatorKind.SOURCE_COLLECTION)
+BODY_KINDS = (OperatorKind.MAP, OperatorKind.FILTER, OperatorKind.FLAT_MAP)
+TRANSFORM_KINDS = (*BODY_KINDS, OperatorKind.SELECT, OperatorKind.AGGREGATE)
+SINK_KINDS = (OperatorKind.SINK_FILE, OperatorKind.SINK_PRINT)
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max")
+
+
+def kind_of(op: common_pb2.OperatorSpec) -> OperatorKind:
+    """The operator's kind (ValueError when unset or unknown: validate() reports it as a field error)."""
+    return states.from_proto(OperatorKind, op.kind)
+
+
+def partitioning_of(edge: common_pb2.EdgeSpec | Any) -> Partitioning:
+    """The partitioning of an EdgeSpec or a ResultPartitionDescriptor."""
+    return states.from_proto(Partitioning, edge.partitioning)
 
 
 class JobValidationError(ValueError):
@@ -70,7 +108,7 @@ def build_chains(job: common_pb2.JobGraph) -> list[Chain]:
         ins[e.target].append(e)
 
     def chainable(e: common_pb2.EdgeSpec) -> bool:
-        return (e.partitioning == "forward" and len(outs[e.source]) == 1
+        return (partitioning_of(e) == Partitioning.FORWARD and len(outs[e.source]) == 1
                 and len(ins[e.target]) == 1
                 and ops[e.source].parallelism == ops[e.target].parallelism)
 
@@ -83,7 +121,7 @@ def build_chains(job: common_pb2.JobGraph) -> list[Chain]:
             members.append(outs[members[-1]][0].target)
         chains.append(Chain(
             id=op_id, operator_ids=tuple(members),
-            name=" -> ".join(ops[m].name or ops[m].kind for m in members),
+            name=" -> ".join(ops[m].name or kind_of(ops[m]) for m in members),
             parallelism=ops[op_id].parallelism,
             inputs=tuple(ins[op_id]), outputs=tuple(outs[members[-1]])))
     return chains
@@ -134,8 +172,10 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             raise JobValidationError(f"{where}.id", "must not be empty")
         if op.id in payloads:
             raise JobValidationError(f"{where}.id", f"duplicate operator id {op.id!r}")
-        if op.kind not in KNOWN_KINDS:
-            raise JobValidationError(f"{where}.kind", f"unknown operator {op.kind!r}; known: {', '.join(KNOWN_KINDS)}")
+        try:
+            kind = kind_of(op)
+        except ValueError as exc:
+            raise JobValidationError(f"{where}.kind", f"{exc}; known: {', '.join(k.name for k in OperatorKind)}") from None
         if not 1 <= op.parallelism <= maxp:
             raise JobValidationError(
                 f"{where}.parallelism",
@@ -146,23 +186,26 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             raise JobValidationError(f"{where}.payload", f"cannot unpickle operator {op.name or op.id!r}: {type(exc).__name__}: {exc}") from None
         if not isinstance(payload, dict):
             raise JobValidationError(f"{where}.payload", "must be a pickled dict")
-        _validate_payload(where, op, payload, check_paths)
+        _validate_payload(where, op, kind, payload, check_paths)
         payloads[op.id] = payload
 
     ins: dict[str, list] = {op.id: [] for op in job.operators}
     outs: dict[str, list] = {op.id: [] for op in job.operators}
-    kinds = {op.id: op.kind for op in job.operators}
+    kinds = {op.id: kind_of(op) for op in job.operators}
     par = {op.id: op.parallelism for op in job.operators}
     for j, e in enumerate(job.edges):
         where = f"edges[{j}]"
         for end in ("source", "target"):
             if getattr(e, end) not in kinds:
                 raise JobValidationError(f"{where}.{end}", f"unknown operator id {getattr(e, end)!r}")
-        if e.partitioning not in PARTITIONINGS:
-            raise JobValidationError(f"{where}.partitioning", f"unknown partitioning {e.partitioning!r}; known: {', '.join(PARTITIONINGS)}")
-        if e.partitioning == "hash" and not e.key:
+        try:
+            partitioning = partitioning_of(e)
+        except ValueError as exc:
+            raise JobValidationError(f"{where}.partitioning",
+                                     f"{exc}; known: {', '.join(p.name for p in Partitioning)}") from None
+        if partitioning == Partitioning.HASH and not e.key:
             raise JobValidationError(f"{where}.key", "a hash edge needs a key column (key_by)")
-        if e.partitioning == "forward" and par[e.source] != par[e.target]:
+        if partitioning == Partitioning.FORWARD and par[e.source] != par[e.target]:
             raise JobValidationError(
                 f"{where}.partitioning",
                 f"forward edge {e.source} -> {e.target} joins parallelism {par[e.source]} to {par[e.target]}; "
@@ -172,15 +215,17 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
     topological_order(job)
     for i, op in enumerate(job.operators):
         where = f"operators[{i}]"
-        if op.kind in SOURCE_KINDS and ins[op.id]:
+        kind = kinds[op.id]
+        if kind in SOURCE_KINDS and ins[op.id]:
             raise JobValidationError(where, f"source {op.id!r} cannot have inputs")
-        if op.kind not in SOURCE_KINDS and not ins[op.id]:
-            raise JobValidationError(where, f"operator {op.id!r} ({op.kind}) has no input")
-        if op.kind in SINK_KINDS and outs[op.id]:
+        if kind not in SOURCE_KINDS and not ins[op.id]:
+            raise JobValidationError(where, f"operator {op.id!r} ({kind}) has no input")
+        if kind in SINK_KINDS and outs[op.id]:
             raise JobValidationError(where, f"sink {op.id!r} cannot have outputs")
-        if op.kind == "aggregate":
+        if kind == OperatorKind.AGGREGATE:
             key = payloads[op.id]["key"]
-            if len(ins[op.id]) != 1 or ins[op.id][0].partitioning != "hash" or ins[op.id][0].key != key:
+            if (len(ins[op.id]) != 1 or partitioning_of(ins[op.id][0]) != Partitioning.HASH
+                    or ins[op.id][0].key != key):
                 raise JobValidationError(where, f"aggregate {op.id!r} must follow key_by({key!r})")
     if not any(kinds[o] in SINK_KINDS for o in kinds):
         raise JobValidationError("operators", "the job has no sink; add sink_to(...) or print()")
@@ -192,22 +237,23 @@ def positive_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
 
 
-def _validate_payload(where: str, op: common_pb2.OperatorSpec, p: dict, check_paths: bool) -> None:
-    if op.kind in BODY_KINDS:
+def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind, p: dict,
+                      check_paths: bool) -> None:
+    if kind in BODY_KINDS:
         body = p.get("body")
-        if not (callable(body) or (op.kind == "filter" and isinstance(body, str))):
-            raise JobValidationError(f"{where}.body", f"{op.kind} body of {op.name or op.id!r} is not callable: {body!r}")
-    elif op.kind == "select":
+        if not (callable(body) or (kind == OperatorKind.FILTER and isinstance(body, str))):
+            raise JobValidationError(f"{where}.body", f"{kind} body of {op.name or op.id!r} is not callable: {body!r}")
+    elif kind == OperatorKind.SELECT:
         cols = p.get("columns")
         if not cols or not all(isinstance(c, str) for c in cols):
             raise JobValidationError(f"{where}.columns", "select needs one or more SQL expressions as strings")
-    elif op.kind == "source_generator":
+    elif kind == OperatorKind.SOURCE_GENERATOR:
         if not callable(p.get("body")):
             raise JobValidationError(f"{where}.body", f"generator body is not callable: {p.get('body')!r}")
         count = p.get("count")
         if count is not None and (not isinstance(count, int) or count < 0):
             raise JobValidationError(f"{where}.count", f"must be a non-negative int or None, got {count!r}")
-    elif op.kind == "source_files":
+    elif kind == OperatorKind.SOURCE_FILES:
         interval = p.get("monitor_interval")
         if interval is not None and not positive_number(interval):
             raise JobValidationError(f"{where}.monitor_interval",
@@ -221,13 +267,13 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, p: dict, check_pa
             raise JobValidationError(f"{where}.path", str(exc)) from None
         if not files and interval is None:  # a monitored directory may start empty
             raise JobValidationError(f"{where}.path", f"no input files ending in {p.get('suffix')!r} under {p['path']!r}")
-    elif op.kind == "aggregate":
+    elif kind == OperatorKind.AGGREGATE:
         aggs = p.get("aggs") or {}
         if not aggs:
             raise JobValidationError(f"{where}.aggs", "an aggregate needs at least one aggregation")
         for out, (fn, _col) in aggs.items():
             if fn not in AGGREGATE_FUNCTIONS:
                 raise JobValidationError(f"{where}.aggs.{out}", f"unknown aggregation {fn!r}; known: {', '.join(AGGREGATE_FUNCTIONS)}")
-    elif op.kind == "sink_file":
+    elif kind == OperatorKind.SINK_FILE:
         if not p.get("path"):
             raise JobValidationError(f"{where}.path", "a file sink needs an output path")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from sluice.api.connectors import FileSink
+from sluice.graph import OperatorKind, Partitioning
 
 if TYPE_CHECKING:
     from sluice.api.environment import StreamExecutionEnvironment
@@ -14,28 +15,28 @@ class DataStream:
     """A stream produced by one operator. Bodies are PySpark functions
     `DataFrame -> DataFrame` applied to each batch of the stream."""
 
-    def __init__(self, env: "StreamExecutionEnvironment", op_id: str, partitioning: str = ""):
+    def __init__(self, env: "StreamExecutionEnvironment", op_id: str, partitioning: Partitioning | None = None):
         self._env = env
         self._op_id = op_id
-        self._partitioning = partitioning  # of the edges out of this view ("" = forward when possible)
+        self._partitioning = partitioning  # of the edges out of this view (None = forward when possible)
 
     # -- stateless transformations ------------------------------------------
     def map(self, body: Callable, name: str | None = None) -> "DataStream":
         """`body(df) -> df`, one output row per input row by convention."""
-        return self._then("map", {"body": body}, name)
+        return self._then(OperatorKind.MAP, {"body": body}, name)
 
     def flat_map(self, body: Callable, name: str | None = None) -> "DataStream":
         """`body(df) -> df` producing any number of rows per input row (e.g. with explode)."""
-        return self._then("flat_map", {"body": body}, name)
+        return self._then(OperatorKind.FLAT_MAP, {"body": body}, name)
 
     def filter(self, predicate: Callable | str, name: str | None = None) -> "DataStream":
         """Keep rows matching `predicate`: a SQL condition string, or
         `fn(df)` returning a boolean Column or the filtered DataFrame."""
-        return self._then("filter", {"body": predicate}, name)
+        return self._then(OperatorKind.FILTER, {"body": predicate}, name)
 
     def select(self, *exprs: str, name: str | None = None) -> "DataStream":
         """Project with SQL expressions, e.g. `select("url", "user * 2 AS u2")`."""
-        return self._then("select", {"columns": list(exprs)}, name)
+        return self._then(OperatorKind.SELECT, {"columns": list(exprs)}, name)
 
     # -- partitioning ---------------------------------------------------------
     def key_by(self, column: str) -> "KeyedStream":
@@ -44,15 +45,15 @@ class DataStream:
 
     def rebalance(self) -> "DataStream":
         """Round-robin whole batches to the next operator's subtasks."""
-        return DataStream(self._env, self._op_id, "rebalance")
+        return DataStream(self._env, self._op_id, Partitioning.REBALANCE)
 
     def broadcast(self) -> "DataStream":
         """Every batch to every subtask of the next operator."""
-        return DataStream(self._env, self._op_id, "broadcast")
+        return DataStream(self._env, self._op_id, Partitioning.BROADCAST)
 
     def union(self, *others: "DataStream", name: str | None = None) -> "DataStream":
         """Merge streams of the same schema."""
-        op = self._then("map", {"body": _identity}, name or "union")
+        op = self._then(OperatorKind.MAP, {"body": _identity}, name or "union")
         for other in others:
             self._env._connect(other._op_id, op._op_id, partitioning=other._partitioning)
         return op
@@ -61,11 +62,11 @@ class DataStream:
     def sink_to(self, sink: FileSink, name: str | None = None) -> "DataStream":
         if not isinstance(sink, FileSink):
             raise TypeError(f"sink_to expects a FileSink, got {type(sink).__name__}")
-        return self._then("sink_file", sink.payload(), name or "file sink")
+        return self._then(OperatorKind.SINK_FILE, sink.payload(), name or "file sink")
 
     def print(self, name: str | None = None) -> "DataStream":
         """Print rows to the TaskManager's log (its .out), as Flink's print() does."""
-        return self._then("sink_print", {}, name or "print")
+        return self._then(OperatorKind.SINK_PRINT, {}, name or "print")
 
     # -- settings -------------------------------------------------------------
     def set_parallelism(self, parallelism: int) -> "DataStream":
@@ -76,7 +77,7 @@ class DataStream:
         self._env._operators[self._op_id]["name"] = name
         return self
 
-    def _then(self, kind: str, payload: dict, name: str | None, key: str = "") -> "DataStream":
+    def _then(self, kind: OperatorKind, payload: dict, name: str | None, key: str = "") -> "DataStream":
         op_id = self._env._add(kind, payload, name)
         self._env._connect(self._op_id, op_id, key=key, partitioning=self._partitioning)
         return DataStream(self._env, op_id)
@@ -108,7 +109,7 @@ class KeyedStream:
         Functions: count, sum, min, max (mergeable, so batches are pre-aggregated
         in Spark before the shuffle)."""
         payload = {"key": self.key, "aggs": {k: tuple(v) for k, v in aggs.items()}}
-        return self._stream._then("aggregate", payload, f"aggregate by {self.key}", key=self.key)
+        return self._stream._then(OperatorKind.AGGREGATE, payload, f"aggregate by {self.key}", key=self.key)
 
 
 def _identity(df):

@@ -7,8 +7,9 @@ import os
 import sys
 from typing import Any, Callable, Iterable
 
-from sluice import graph
+from sluice import graph, states
 from sluice.api.datastream import DataStream
+from sluice.graph import OperatorKind, Partitioning
 from sluice.v1 import common_pb2
 
 # `sluice run` fills these in before it runs the job file.
@@ -80,14 +81,14 @@ class StreamExecutionEnvironment:
         payload = {"path": path, "format": format, "schema": schema, "suffix": suffix}
         if monitor_interval_ms is not None:
             payload["monitor_interval"] = monitor_interval_ms / 1000
-        return self._source("source_files", payload, name or f"files {os.path.basename(path.rstrip('/'))}")
+        return self._source(OperatorKind.SOURCE_FILES, payload, name or f"files {os.path.basename(path.rstrip('/'))}")
 
     def from_generator(self, body: Callable, count: int | None = None, batch_size: int = 100_000,
                        name: str | None = None) -> DataStream:
         """A deterministic, replayable source: `body(df)` turns a DataFrame of
         sequence numbers (column `id`) into records, inside Spark. `count`
         bounds the stream (None: unbounded); the offset is the next id."""
-        return self._source("source_generator", {"body": body, "count": count, "batch_size": batch_size},
+        return self._source(OperatorKind.SOURCE_GENERATOR, {"body": body, "count": count, "batch_size": batch_size},
                             name or "generator")
 
     def from_collection(self, rows: Iterable[dict], name: str | None = None) -> DataStream:
@@ -95,20 +96,21 @@ class StreamExecutionEnvironment:
         rows = list(rows)
         if rows and not all(isinstance(r, dict) for r in rows):
             raise TypeError("from_collection expects dicts, e.g. [{'url': '/a', 'n': 1}]")
-        return self._source("source_collection", {"rows": rows}, name or "collection")
+        return self._source(OperatorKind.SOURCE_COLLECTION, {"rows": rows}, name or "collection")
 
     # -- graph ----------------------------------------------------------------
-    def _source(self, kind: str, payload: dict, name: str) -> DataStream:
+    def _source(self, kind: OperatorKind, payload: dict, name: str) -> DataStream:
         return DataStream(self, self._add(kind, payload, name))
 
-    def _add(self, kind: str, payload: dict, name: str | None) -> str:
+    def _add(self, kind: OperatorKind, payload: dict, name: str | None) -> str:
         op_id = f"{len(self._operators) + 1}-{kind}"
         self._operators[op_id] = {"kind": kind, "payload": payload, "name": name or kind, "parallelism": None}
         return op_id
 
-    def _connect(self, source: str, target: str, key: str = "", partitioning: str = "") -> None:
+    def _connect(self, source: str, target: str, key: str = "",
+                 partitioning: Partitioning | None = None) -> None:
         self._edges.append({"source": source, "target": target,
-                            "partitioning": "hash" if key else partitioning, "key": key})
+                            "partitioning": Partitioning.HASH if key else partitioning, "key": key})
 
     def _set_parallelism(self, op_id: str, parallelism: int) -> None:
         self._operators[op_id]["parallelism"] = parallelism
@@ -120,14 +122,15 @@ class StreamExecutionEnvironment:
         for op_id, op in self._operators.items():
             p = op["parallelism"]
             if p is None:
-                p = 1 if op["kind"] == "source_collection" else self._parallelism
+                p = 1 if op["kind"] == OperatorKind.SOURCE_COLLECTION else self._parallelism
             par[op_id] = p
-            job.operators.add(id=op_id, name=op["name"], kind=op["kind"], parallelism=p,
+            job.operators.add(id=op_id, name=op["name"], kind=states.to_proto(op["kind"]), parallelism=p,
                               payload=graph.dumps_payload(op["payload"]))
         for e in self._edges:
             partitioning = e["partitioning"] or (
-                "forward" if par[e["source"]] == par[e["target"]] else "rebalance")
-            job.edges.add(source=e["source"], target=e["target"], partitioning=partitioning, key=e["key"])
+                Partitioning.FORWARD if par[e["source"]] == par[e["target"]] else Partitioning.REBALANCE)
+            job.edges.add(source=e["source"], target=e["target"], partitioning=states.to_proto(partitioning),
+                          key=e["key"])
         return job
 
     # -- submission -----------------------------------------------------------
@@ -147,8 +150,9 @@ class StreamExecutionEnvironment:
                 return JobExecutionResult(job_id, "SUBMITTED")
             print(f"Submitted job {job_name} ({job_id})", file=sys.stderr, flush=True)
             info = client.wait(job_id, progress=_context.get("progress", True))
-            if info.state != "FINISHED":
-                raise JobFailed(f"job {job_id} ended {info.state}" + (f":\n{info.failure}" if info.failure else ""))
-            return JobExecutionResult(job_id, info.state, info)
+            state = states.from_proto(states.JobStatus, info.state)
+            if state != states.JobStatus.FINISHED:
+                raise JobFailed(f"job {job_id} ended {state}" + (f":\n{info.failure}" if info.failure else ""))
+            return JobExecutionResult(job_id, state, info)
         finally:
             client.close()

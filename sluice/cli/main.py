@@ -14,6 +14,7 @@ from rich.table import Table
 
 from sluice.cli.processes import add_process_commands
 from sluice.client import JobManagerClient, SluiceError
+from sluice.states import CheckpointStatus, ExecutionState, JobStatus, from_proto
 
 # Wide when piped, so ids are never cut short.
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 200)
@@ -158,17 +159,18 @@ def cmd_run(args) -> int:
 
 def _job_dict(info) -> dict:
     return {
-        "job_id": info.job_id, "name": info.name, "state": info.state, "restarts": info.restarts,
+        "job_id": info.job_id, "name": info.name, "state": from_proto(JobStatus, info.state),
+        "restarts": info.restarts,
         "last_completed_checkpoint": info.last_completed_checkpoint if info.HasField("last_completed_checkpoint") else None,
         "restored_checkpoint": info.restored_checkpoint if info.HasField("restored_checkpoint") else None,
         "leader": info.leader, "message": info.message, "failure": info.failure or None,
         "submitted": _iso(info.submitted_ms), "ended": _iso(info.ended_ms) if info.ended_ms else None,
         "slots_required": info.slots_required,
-        "checkpoints": [{"id": c.checkpoint_id, "status": c.status, "trigger": _iso(c.trigger_ms),
+        "checkpoints": [{"id": c.checkpoint_id, "status": from_proto(CheckpointStatus, c.status), "trigger": _iso(c.trigger_ms),
                          "duration_ms": c.duration_ms, "size_bytes": c.size_bytes, "acks": c.acks,
                          "expected": c.expected, **({"failure": c.failure} if c.failure else {})}
                         for c in info.checkpoints],
-        "tasks": [{"operator": t.operator, "subtask": t.subtask, "state": t.state, "taskmanager": t.taskmanager,
+        "tasks": [{"operator": t.operator, "subtask": t.subtask, "state": from_proto(ExecutionState, t.state), "taskmanager": t.taskmanager,
                    "records_in": t.records_in, "records_out": t.records_out, **({"error": t.error} if t.error else {})}
                   for t in info.tasks],
     }
@@ -188,7 +190,7 @@ def cmd_list(args) -> int:
     t.columns[0].no_wrap = True
     t.columns[0].min_width = 32
     for j in jobs:
-        t.add_row(j.job_id, j.name, _styled(j.state), _iso(j.submitted_ms), str(j.restarts))
+        t.add_row(j.job_id, j.name, _styled(from_proto(JobStatus, j.state)), _iso(j.submitted_ms), str(j.restarts))
     console.print(t)
     return 0
 
@@ -237,7 +239,11 @@ def format_size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
+_COLORS = {JobStatus.RUNNING: "green", JobStatus.FINISHED: "blue", JobStatus.FAILED: "red",
+           JobStatus.CANCELED: "yellow", JobStatus.RESTARTING: "yellow",
+           CheckpointStatus.COMPLETED: "blue", CheckpointStatus.IN_PROGRESS: "green"}
+
+
 def _styled(state: str) -> str:
-    color = {"RUNNING": "green", "FINISHED": "blue", "FAILED": "red", "CANCELED": "yellow", "COMPLETED": "blue",
-             "RESTARTING": "yellow", "IN_PROGRESS": "green"}.get(state)
+    color = _COLORS.get(state)  # members are str: a task's or checkpoint's FAILED finds JobStatus.FAILED
     return f"[{color}]{state}[/{color}]" if color else state

@@ -1,10 +1,98 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    JOB_STATE_CREATED: _ClassVar[JobState]
+    JOB_STATE_RUNNING: _ClassVar[JobState]
+    JOB_STATE_RESTARTING: _ClassVar[JobState]
+    JOB_STATE_FINISHED: _ClassVar[JobState]
+    JOB_STATE_FAILED: _ClassVar[JobState]
+    JOB_STATE_CANCELED: _ClassVar[JobState]
+
+class ExecutionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXECUTION_STATE_UNSPECIFIED: _ClassVar[ExecutionState]
+    EXECUTION_STATE_CREATED: _ClassVar[ExecutionState]
+    EXECUTION_STATE_DEPLOYING: _ClassVar[ExecutionState]
+    EXECUTION_STATE_RUNNING: _ClassVar[ExecutionState]
+    EXECUTION_STATE_FINISHED: _ClassVar[ExecutionState]
+    EXECUTION_STATE_CANCELING: _ClassVar[ExecutionState]
+    EXECUTION_STATE_CANCELED: _ClassVar[ExecutionState]
+    EXECUTION_STATE_FAILED: _ClassVar[ExecutionState]
+
+class CheckpointStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHECKPOINT_STATUS_UNSPECIFIED: _ClassVar[CheckpointStatus]
+    CHECKPOINT_STATUS_IN_PROGRESS: _ClassVar[CheckpointStatus]
+    CHECKPOINT_STATUS_PERSISTING: _ClassVar[CheckpointStatus]
+    CHECKPOINT_STATUS_COMPLETED: _ClassVar[CheckpointStatus]
+    CHECKPOINT_STATUS_FAILED: _ClassVar[CheckpointStatus]
+
+class OperatorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OPERATOR_KIND_UNSPECIFIED: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SOURCE_FILES: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SOURCE_GENERATOR: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SOURCE_COLLECTION: _ClassVar[OperatorKind]
+    OPERATOR_KIND_MAP: _ClassVar[OperatorKind]
+    OPERATOR_KIND_FILTER: _ClassVar[OperatorKind]
+    OPERATOR_KIND_FLAT_MAP: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SELECT: _ClassVar[OperatorKind]
+    OPERATOR_KIND_AGGREGATE: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SINK_FILE: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SINK_PRINT: _ClassVar[OperatorKind]
+
+class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PARTITIONING_UNSPECIFIED: _ClassVar[Partitioning]
+    PARTITIONING_FORWARD: _ClassVar[Partitioning]
+    PARTITIONING_HASH: _ClassVar[Partitioning]
+    PARTITIONING_REBALANCE: _ClassVar[Partitioning]
+    PARTITIONING_BROADCAST: _ClassVar[Partitioning]
+JOB_STATE_UNSPECIFIED: JobState
+JOB_STATE_CREATED: JobState
+JOB_STATE_RUNNING: JobState
+JOB_STATE_RESTARTING: JobState
+JOB_STATE_FINISHED: JobState
+JOB_STATE_FAILED: JobState
+JOB_STATE_CANCELED: JobState
+EXECUTION_STATE_UNSPECIFIED: ExecutionState
+EXECUTION_STATE_CREATED: ExecutionState
+EXECUTION_STATE_DEPLOYING: ExecutionState
+EXECUTION_STATE_RUNNING: ExecutionState
+EXECUTION_STATE_FINISHED: ExecutionState
+EXECUTION_STATE_CANCELING: ExecutionState
+EXECUTION_STATE_CANCELED: ExecutionState
+EXECUTION_STATE_FAILED: ExecutionState
+CHECKPOINT_STATUS_UNSPECIFIED: CheckpointStatus
+CHECKPOINT_STATUS_IN_PROGRESS: CheckpointStatus
+CHECKPOINT_STATUS_PERSISTING: CheckpointStatus
+CHECKPOINT_STATUS_COMPLETED: CheckpointStatus
+CHECKPOINT_STATUS_FAILED: CheckpointStatus
+OPERATOR_KIND_UNSPECIFIED: OperatorKind
+OPERATOR_KIND_SOURCE_FILES: OperatorKind
+OPERATOR_KIND_SOURCE_GENERATOR: OperatorKind
+OPERATOR_KIND_SOURCE_COLLECTION: OperatorKind
+OPERATOR_KIND_MAP: OperatorKind
+OPERATOR_KIND_FILTER: OperatorKind
+OPERATOR_KIND_FLAT_MAP: OperatorKind
+OPERATOR_KIND_SELECT: OperatorKind
+OPERATOR_KIND_AGGREGATE: OperatorKind
+OPERATOR_KIND_SINK_FILE: OperatorKind
+OPERATOR_KIND_SINK_PRINT: OperatorKind
+PARTITIONING_UNSPECIFIED: Partitioning
+PARTITIONING_FORWARD: Partitioning
+PARTITIONING_HASH: Partitioning
+PARTITIONING_REBALANCE: Partitioning
+PARTITIONING_BROADCAST: Partitioning
 
 class OperatorSpec(_message.Message):
     __slots__ = ("id", "name", "kind", "parallelism", "payload")
@@ -15,10 +103,10 @@ class OperatorSpec(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
-    kind: str
+    kind: OperatorKind
     parallelism: int
     payload: bytes
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., parallelism: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[OperatorKind, str]] = ..., parallelism: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class EdgeSpec(_message.Message):
     __slots__ = ("source", "target", "partitioning", "key")
@@ -28,9 +116,9 @@ class EdgeSpec(_message.Message):
     KEY_FIELD_NUMBER: _ClassVar[int]
     source: str
     target: str
-    partitioning: str
+    partitioning: Partitioning
     key: str
-    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., partitioning: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., partitioning: _Optional[_Union[Partitioning, str]] = ..., key: _Optional[str] = ...) -> None: ...
 
 class JobGraph(_message.Message):
     __slots__ = ("name", "operators", "edges", "max_parallelism", "config")
@@ -64,12 +152,12 @@ class TaskStatus(_message.Message):
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     operator: str
     subtask: int
-    state: str
+    state: ExecutionState
     taskmanager: str
     error: str
     records_in: int
     records_out: int
-    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[str] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
     __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints")
@@ -90,7 +178,7 @@ class JobInfo(_message.Message):
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
-    state: str
+    state: JobState
     restarts: int
     last_completed_checkpoint: int
     restored_checkpoint: int
@@ -103,7 +191,7 @@ class JobInfo(_message.Message):
     slots_required: int
     slots_available: int
     checkpoints: _containers.RepeatedCompositeFieldContainer[CheckpointStats]
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ...) -> None: ...
 
 class CheckpointStats(_message.Message):
     __slots__ = ("checkpoint_id", "status", "trigger_ms", "duration_ms", "size_bytes", "failure", "acks", "expected")
@@ -116,11 +204,11 @@ class CheckpointStats(_message.Message):
     ACKS_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
-    status: str
+    status: CheckpointStatus
     trigger_ms: int
     duration_ms: int
     size_bytes: int
     failure: str
     acks: int
     expected: int
-    def __init__(self, checkpoint_id: _Optional[int] = ..., status: _Optional[str] = ..., trigger_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure: _Optional[str] = ..., acks: _Optional[int] = ..., expected: _Optional[int] = ...) -> None: ...
+    def __init__(self, checkpoint_id: _Optional[int] = ..., status: _Optional[_Union[CheckpointStatus, str]] = ..., trigger_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure: _Optional[str] = ..., acks: _Optional[int] = ..., expected: _Optional[int] = ...) -> None: ...

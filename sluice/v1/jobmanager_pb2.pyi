@@ -1,11 +1,34 @@
 from sluice.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AckOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACK_OUTCOME_UNSPECIFIED: _ClassVar[AckOutcome]
+    ACK_OUTCOME_SUCCESS: _ClassVar[AckOutcome]
+    ACK_OUTCOME_DUPLICATE: _ClassVar[AckOutcome]
+    ACK_OUTCOME_UNKNOWN: _ClassVar[AckOutcome]
+    ACK_OUTCOME_DISCARDED: _ClassVar[AckOutcome]
+
+class FailureCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAILURE_CAUSE_UNSPECIFIED: _ClassVar[FailureCause]
+    FAILURE_CAUSE_TASK_ERROR: _ClassVar[FailureCause]
+    FAILURE_CAUSE_PEER_UNREACHABLE: _ClassVar[FailureCause]
+ACK_OUTCOME_UNSPECIFIED: AckOutcome
+ACK_OUTCOME_SUCCESS: AckOutcome
+ACK_OUTCOME_DUPLICATE: AckOutcome
+ACK_OUTCOME_UNKNOWN: AckOutcome
+ACK_OUTCOME_DISCARDED: AckOutcome
+FAILURE_CAUSE_UNSPECIFIED: FailureCause
+FAILURE_CAUSE_TASK_ERROR: FailureCause
+FAILURE_CAUSE_PEER_UNREACHABLE: FailureCause
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("job",)
@@ -44,8 +67,8 @@ class CancelJobRequest(_message.Message):
 class CancelJobResponse(_message.Message):
     __slots__ = ("state",)
     STATE_FIELD_NUMBER: _ClassVar[int]
-    state: str
-    def __init__(self, state: _Optional[str] = ...) -> None: ...
+    state: _common_pb2.JobState
+    def __init__(self, state: _Optional[_Union[_common_pb2.JobState, str]] = ...) -> None: ...
 
 class GetClusterRequest(_message.Message):
     __slots__ = ()
@@ -96,8 +119,8 @@ class AcknowledgeCheckpointRequest(_message.Message):
 class AcknowledgeCheckpointResponse(_message.Message):
     __slots__ = ("outcome",)
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
-    outcome: str
-    def __init__(self, outcome: _Optional[str] = ...) -> None: ...
+    outcome: AckOutcome
+    def __init__(self, outcome: _Optional[_Union[AckOutcome, str]] = ...) -> None: ...
 
 class DeclineCheckpointRequest(_message.Message):
     __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "reason")
@@ -146,14 +169,16 @@ class SlotStatus(_message.Message):
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("execution_id", "records_in", "records_out")
+    __slots__ = ("job_id", "execution_id", "records_in", "records_out")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
     execution_id: str
     records_in: int
     records_out: int
-    def __init__(self, execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("resource_id", "leader_session_id", "slots", "tasks")
@@ -174,7 +199,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input")
+    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input", "failure_cause", "unreachable_peer")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -185,17 +210,21 @@ class TaskExecutionState(_message.Message):
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     END_OF_INPUT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_CAUSE_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_PEER_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     leader_session_id: str
     job_id: str
     attempt: int
     execution_id: str
-    state: str
+    state: _common_pb2.ExecutionState
     error: str
     records_in: int
     records_out: int
     end_of_input: bool
-    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ...) -> None: ...
+    failure_cause: FailureCause
+    unreachable_peer: str
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ...) -> None: ...
 
 class UpdateTaskExecutionStateResponse(_message.Message):
     __slots__ = ("accepted",)

@@ -108,10 +108,10 @@ class ResultPartitionDescriptor(_message.Message):
     NUM_SUBPARTITIONS_FIELD_NUMBER: _ClassVar[int]
     partition_id: str
     target_chain: str
-    partitioning: str
+    partitioning: _common_pb2.Partitioning
     key: str
     num_subpartitions: int
-    def __init__(self, partition_id: _Optional[str] = ..., target_chain: _Optional[str] = ..., partitioning: _Optional[str] = ..., key: _Optional[str] = ..., num_subpartitions: _Optional[int] = ...) -> None: ...
+    def __init__(self, partition_id: _Optional[str] = ..., target_chain: _Optional[str] = ..., partitioning: _Optional[_Union[_common_pb2.Partitioning, str]] = ..., key: _Optional[str] = ..., num_subpartitions: _Optional[int] = ...) -> None: ...
 
 class SubmitTaskResponse(_message.Message):
     __slots__ = ()
