@@ -6,13 +6,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps proto test test-unit test-integration demo bench bench-quick validate clean
+.PHONY: install system-deps proto lint test test-unit test-integration demo bench bench-quick validate clean
 
 install: system-deps $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,bench,lint]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -30,7 +30,13 @@ system-deps:
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/sluice/v1/*.proto
 
-test: install
+# ruff (lint + format check) and mypy; configured in pyproject.toml. `make test` runs it first.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: install lint
 	$(BIN)/python -m pytest -q -ra tests
 
 test-unit: install

@@ -62,10 +62,10 @@ def one_run(workdir: str, session_timeout: float) -> dict:
         deadline = time.monotonic() + 120
         while True:
             job = client.get(job_id)
-            if job.state == "RUNNING" and job.HasField("last_completed_checkpoint"):
+            if from_proto(JobStatus, job.state) == JobStatus.RUNNING and job.HasField("last_completed_checkpoint"):
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"no checkpoint: {job.state} {job.message}")
+                raise RuntimeError(f"no checkpoint: {from_proto(JobStatus, job.state)} {job.message}")
             time.sleep(0.1)
         old = job.leader
         pid = next(p["pid"] for p in info["processes"] if p["address"] == old)
@@ -84,8 +84,8 @@ def one_run(workdir: str, session_timeout: float) -> dict:
                 time.sleep(0.01)
                 continue
             job = client.get(job_id)
-            if "running" not in result and job.leader != old and job.state == "RUNNING" \
-                    and all(t.state == "RUNNING" for t in job.tasks):
+            if "running" not in result and job.leader != old and from_proto(JobStatus, job.state) == JobStatus.RUNNING \
+                    and all(from_proto(ExecutionState, t.state) == ExecutionState.RUNNING for t in job.tasks):
                 result["running"] = time.monotonic() - killed
                 restored = job.restored_checkpoint
             if "running" in result and job.HasField("last_completed_checkpoint") \

@@ -109,7 +109,7 @@ def to_proto(member: enum.StrEnum) -> int:
     """The proto enum value of `member` (ValueError for a member the wire does not carry)."""
     wrapper, prefix = _PROTO[type(member)]
     try:
-        return int(wrapper.Value(prefix + member.name))  # type: ignore[attr-defined]  # EnumTypeWrapper
+        return int(wrapper.Value(prefix + member.name))  # type: ignore[attr-defined]  # typed as object in _PROTO
     except ValueError:
         raise ValueError(f"{type(member).__name__}.{member.name} is not sent between processes") from None
 
@@ -118,7 +118,7 @@ def from_proto(cls: type[S], value: int) -> S:
     """The member of `cls` for a proto enum value; ValueError for UNSPECIFIED or an unknown value."""
     wrapper, prefix = _PROTO[cls]
     try:
-        name = wrapper.Name(value)  # type: ignore[attr-defined]  # EnumTypeWrapper
+        name = wrapper.Name(value)  # type: ignore[attr-defined]  # typed as object in _PROTO
     except ValueError:
         raise ValueError(f"unknown {cls.__name__} value {value}") from None
     member = cls.__members__.get(name.removeprefix(prefix))

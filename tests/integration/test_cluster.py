@@ -12,7 +12,7 @@ import pytest
 
 from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, read_counts, sluice
 from helpers import wait_until
-from sluice import graph
+from sluice import graph, states
 from sluice.client import SluiceError
 from sluice.v1 import common_pb2, dataexchange_pb2, dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_grpc
 
@@ -123,7 +123,7 @@ def test_slow_sink_holds_the_source_back(cluster, tmp_path):
 
 # -- bad input ----------------------------------------------------------------------------------
 def _op(job, id, kind, parallelism=1, payload=None, name=""):
-    job.operators.add(id=id, name=name or id, kind=kind, parallelism=parallelism,
+    job.operators.add(id=id, name=name or id, kind=states.to_proto(graph.OperatorKind(kind)), parallelism=parallelism,
                       payload=graph.dumps_payload(payload if payload is not None else {}))
 
 
@@ -134,14 +134,14 @@ def _valid_job(tmp_path) -> common_pb2.JobGraph:
     _op(job, "src", "source_files", payload={"path": str(tmp_path / "in"), "format": "json", "suffix": ".jsonl"})
     _op(job, "map", "map", payload={"body": lambda df: df})
     _op(job, "sink", "sink_print")
-    job.edges.add(source="src", target="map", partitioning="forward")
-    job.edges.add(source="map", target="sink", partitioning="forward")
+    job.edges.add(source="src", target="map", partitioning=states.to_proto(graph.Partitioning.FORWARD))
+    job.edges.add(source="map", target="sink", partitioning=states.to_proto(graph.Partitioning.FORWARD))
     return job
 
 
 BAD_JOBS = {
-    "cycle": (lambda j: j.edges.add(source="map", target="map", partitioning="forward"), "edges"),
-    "unknown operator": (lambda j: setattr(j.operators[1], "kind", "teleport"), "operators[1].kind"),
+    "cycle": (lambda j: j.edges.add(source="map", target="map", partitioning=states.to_proto(graph.Partitioning.FORWARD)), "edges"),
+    "unknown operator": (lambda j: setattr(j.operators[1], "kind", 999), "operators[1].kind"),
     "zero parallelism": (lambda j: setattr(j.operators[1], "parallelism", 0), "operators[1].parallelism"),
     "parallelism above max": (lambda j: setattr(j.operators[1], "parallelism", 129), "operators[1].parallelism"),
     "body not callable": (lambda j: setattr(j.operators[1], "payload", graph.dumps_payload({"body": 42})),

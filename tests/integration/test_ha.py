@@ -166,7 +166,7 @@ def test_cancelled_job_stays_cancelled_after_failover(ha_cluster, tmp_path):
         overview = wait_until(lambda: (o := client.cluster()).total_slots == 4 and o, timeout=30,
                               message="TaskManagers registered with the new leader")
         assert overview.free_slots == 4, "a cancelled job was resurrected"
-        assert {j.job_id: j.state for j in client.list()}[job_id] == "CANCELED"
+        assert {j.job_id: from_proto(JobStatus, j.state) for j in client.list()}[job_id] == JobStatus.CANCELED
 
 
 def test_sigterm_hands_leadership_over_before_the_session_timeout(ha_cluster, tmp_path):

@@ -2,10 +2,10 @@
 and validation errors that name the offending field."""
 import pytest
 
-from sluice import graph
+from sluice import graph, states
 from sluice.api import FileSink, StreamExecutionEnvironment
 from sluice.api import environment as env_module
-from sluice.graph import JobValidationError
+from sluice.graph import JobValidationError, OperatorKind, Partitioning
 from sluice.v1 import common_pb2
 
 
@@ -32,7 +32,7 @@ def chains_of(job):
 
 
 def edges_of(job):
-    return [(e.source, e.target, e.partitioning, e.key) for e in job.edges]
+    return [(e.source, e.target, graph.partitioning_of(e), e.key) for e in job.edges]
 
 
 def field_of(job, **kwargs) -> str:
@@ -76,7 +76,7 @@ def test_key_by_breaks_the_chain_with_a_hash_edge():
     ]
     first, second = graph.build_chains(job)
     [out] = first.outputs
-    assert (out.source, out.target, out.partitioning, out.key) == ("2-map", "3-aggregate", "hash", "url")
+    assert (out.source, out.target, graph.partitioning_of(out), out.key) == ("2-map", "3-aggregate", "hash", "url")
     assert list(second.inputs) == [out]
     owners = graph.chain_of(graph.build_chains(job))
     assert owners["2-map"].id == "1-source_generator" and owners["4-sink_print"].id == "3-aggregate"
@@ -103,7 +103,7 @@ def test_explicit_set_parallelism_also_breaks_the_chain():
     env.from_generator(gen).map(upper).set_parallelism(5).print().set_parallelism(1)
     job = env.get_job_graph()
     graph.validate(job)
-    assert [e.partitioning for e in job.edges] == ["rebalance", "rebalance"]
+    assert [graph.partitioning_of(e) for e in job.edges] == [Partitioning.REBALANCE, Partitioning.REBALANCE]
     assert chains_of(job) == [(("1-source_generator",), 2), (("2-map",), 5), (("3-sink_print",), 1)]
     assert graph.slots_required(job) == 5
 
@@ -173,22 +173,34 @@ def test_a_valid_job_returns_its_payloads():
 def test_cycle_is_rejected_on_edges():
     body = graph.dumps_payload({"body": upper})
     job = common_pb2.JobGraph(name="cycle")
-    job.operators.add(id="s", kind="source_generator", parallelism=1, payload=graph.dumps_payload({"body": gen}))
-    job.operators.add(id="a", kind="map", parallelism=1, payload=body)
-    job.operators.add(id="b", kind="map", parallelism=1, payload=body)
-    job.operators.add(id="out", kind="sink_print", parallelism=1, payload=graph.dumps_payload({}))
+    job.operators.add(id="s", kind=states.to_proto(OperatorKind.SOURCE_GENERATOR), parallelism=1, payload=graph.dumps_payload({"body": gen}))
+    job.operators.add(id="a", kind=states.to_proto(OperatorKind.MAP), parallelism=1, payload=body)
+    job.operators.add(id="b", kind=states.to_proto(OperatorKind.MAP), parallelism=1, payload=body)
+    job.operators.add(id="out", kind=states.to_proto(OperatorKind.SINK_PRINT), parallelism=1, payload=graph.dumps_payload({}))
     for src, dst in (("s", "a"), ("a", "b"), ("b", "a"), ("b", "out")):
-        job.edges.add(source=src, target=dst, partitioning="forward")
+        job.edges.add(source=src, target=dst, partitioning=states.to_proto(Partitioning.FORWARD))
     with pytest.raises(JobValidationError) as info:
         graph.validate(job)
     assert info.value.field == "edges"
     assert "cycle" in info.value.message and "'a'" in info.value.message and "'b'" in info.value.message
 
 
-def test_unknown_operator_kind():
+@pytest.mark.parametrize("kind", [0, 999])  # unset, or a value this version does not know
+def test_unknown_operator_kind(kind):
     job = valid_env().get_job_graph()
-    job.operators[1].kind = "window"
+    job.operators[1].kind = kind
     assert field_of(job) == "operators[1].kind"
+
+
+@pytest.mark.parametrize("partitioning", [0, 999])
+def test_unknown_partitioning(partitioning):
+    env = StreamExecutionEnvironment()
+    env.from_generator(gen).map(upper).print()
+    job = env.get_job_graph()
+    job.edges[0].partitioning = partitioning
+    with pytest.raises(JobValidationError) as info:
+        graph.validate(job)
+    assert info.value.field == "edges[0].partitioning"
 
 
 @pytest.mark.parametrize("parallelism", [0, -1])
@@ -290,8 +302,8 @@ def test_forward_edge_between_different_parallelism():
     env = StreamExecutionEnvironment()
     env.from_generator(gen).map(upper).set_parallelism(2).print().set_parallelism(2)
     job = env.get_job_graph()
-    assert job.edges[0].partitioning == "rebalance"
-    job.edges[0].partitioning = "forward"
+    assert graph.partitioning_of(job.edges[0]) == Partitioning.REBALANCE
+    job.edges[0].partitioning = states.to_proto(Partitioning.FORWARD)
     with pytest.raises(JobValidationError) as info:
         graph.validate(job)
     assert info.value.field == "edges[0].partitioning"
@@ -303,8 +315,8 @@ def test_aggregate_not_after_key_by():
     env.from_generator(gen).key_by("url").count().print()
     job = env.get_job_graph()
     graph.validate(job)
-    assert job.edges[0].partitioning == "hash"
-    job.edges[0].partitioning = "rebalance"
+    assert graph.partitioning_of(job.edges[0]) == Partitioning.HASH
+    job.edges[0].partitioning = states.to_proto(Partitioning.REBALANCE)
     job.edges[0].key = ""
     with pytest.raises(JobValidationError) as info:
         graph.validate(job)
