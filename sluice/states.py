@@ -16,6 +16,8 @@ from __future__ import annotations
 import enum
 from typing import TypeVar
 
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+
 from sluice.v1 import common_pb2, jobmanager_pb2
 
 
@@ -91,7 +93,7 @@ class FailureCause(enum.StrEnum):
 
 # -- proto conversion -----------------------------------------------------------------
 # enum class -> (proto enum wrapper, value prefix)
-_PROTO: dict[type[enum.StrEnum], tuple[object, str]] = {
+_PROTO: dict[type[enum.StrEnum], tuple[EnumTypeWrapper, str]] = {
     JobStatus: (common_pb2.JobState, "JOB_STATE_"),
     ExecutionState: (common_pb2.ExecutionState, "EXECUTION_STATE_"),
     CheckpointStatus: (common_pb2.CheckpointStatus, "CHECKPOINT_STATUS_"),
@@ -100,7 +102,7 @@ _PROTO: dict[type[enum.StrEnum], tuple[object, str]] = {
 }
 
 
-def register_proto(cls: type[enum.StrEnum], wrapper: object, prefix: str) -> None:
+def register_proto(cls: type[enum.StrEnum], wrapper: EnumTypeWrapper, prefix: str) -> None:
     """Declare that `cls` travels as the proto enum `wrapper` (values `prefix + member name`)."""
     _PROTO[cls] = (wrapper, prefix)
 
@@ -109,7 +111,7 @@ def to_proto(member: enum.StrEnum) -> int:
     """The proto enum value of `member` (ValueError for a member the wire does not carry)."""
     wrapper, prefix = _PROTO[type(member)]
     try:
-        return int(wrapper.Value(prefix + member.name))  # type: ignore[attr-defined]  # typed as object in _PROTO
+        return int(wrapper.Value(prefix + member.name))
     except ValueError:
         raise ValueError(f"{type(member).__name__}.{member.name} is not sent between processes") from None
 
@@ -118,7 +120,7 @@ def from_proto(cls: type[S], value: int) -> S:
     """The member of `cls` for a proto enum value; ValueError for UNSPECIFIED or an unknown value."""
     wrapper, prefix = _PROTO[cls]
     try:
-        name = wrapper.Name(value)  # type: ignore[attr-defined]  # typed as object in _PROTO
+        name = wrapper.Name(value)
     except ValueError:
         raise ValueError(f"unknown {cls.__name__} value {value}") from None
     member = cls.__members__.get(name.removeprefix(prefix))
