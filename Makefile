@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps proto lint test test-unit test-integration demo bench bench-quick validate clean
+.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick validate clean
 
 install: system-deps $(STAMP)
 
@@ -29,6 +29,11 @@ system-deps:
 # fails when they are stale).
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/sluice/v1/*.proto
+
+# Regenerate the option tables of README.md and docs/configuration.md from
+# sluice/config.py and sluice/job_options.py (a test fails when they are stale).
+docs-config: $(STAMP)
+	$(BIN)/python -m sluice.reference_docs README.md docs/configuration.md
 
 # ruff (lint + format check) and mypy; configured in pyproject.toml. `make test` runs it first.
 lint: install

@@ -2,7 +2,11 @@
 election, and the dispatcher. Standbys serve health (NOT_SERVING) and
 answer client calls with UNAVAILABLE naming the leader.
 
-    python -m jobmanager --zookeeper 127.0.0.1:2181 --cluster-id default
+    python -m jobmanager --zookeeper 127.0.0.1:2181 --cluster-id default [--address-file F]
+    sluice jobmanager --config sluice.yaml     # file < SLUICE_* environment < flags
+
+Both build a sluice.config.Settings (the OPTIONS table holds every default)
+and call run(settings).
 """
 
 from __future__ import annotations
@@ -10,15 +14,16 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
+from collections.abc import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from jobmanager.dispatcher import Dispatcher
 from jobmanager.ha.zookeeper import ZooKeeperHaServices
-from jobmanager.leader.election import ZooKeeperLeaderElectionDriver
+from jobmanager.leader.zookeeper_driver import ZooKeeperLeaderElectionDriver
 from jobmanager.servicers import JobManagerServicer, ResourceManagerServicer
-from sluice import logs, rpc
+from sluice import config, logs, rpc
 from sluice.v1 import jobmanager_pb2_grpc
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
@@ -27,22 +32,31 @@ log = logging.getLogger("sluice.jobmanager")
 
 
 class JobManagerProcess:
-    def __init__(self, zookeeper: str, cluster_id: str, host: str = "127.0.0.1", port: int = 0,
-                 heartbeat_timeout: float = 6.0, zk_session_timeout: float = 6.0, checkpoint_dir: str | None = None,
-                 advertised_host: str | None = None):
-        self.server = rpc.Server(host, port, ["sluice.v1.JobManager", "sluice.v1.ResourceManager"])
+    def __init__(self, settings: config.Settings):
+        """A JobManager configured by `settings` (role jobmanager; build them with
+        sluice.config.resolve or load). rpc.advertised-host 'auto' is resolved here."""
+        if settings.role != "jobmanager":
+            raise ValueError(f"JobManagerProcess needs jobmanager settings, got {settings.role} settings")
+        advertised_host = settings.advertised_host()
+        self.server = rpc.Server(settings.get(config.RPC_HOST), settings.get(config.RPC_PORT),
+                                 ["sluice.v1.JobManager", "sluice.v1.ResourceManager"])
         # the address published to ZooKeeper: the bind host may be a wildcard (0.0.0.0 in containers)
         self.address = f"{advertised_host}:{self.server.port}" if advertised_host else self.server.address
-        self.checkpoint_dir = checkpoint_dir
-        self.dispatcher = Dispatcher(self.address, heartbeat_timeout=heartbeat_timeout, checkpoint_dir=checkpoint_dir)
+        self.checkpoint_dir = settings.get(config.CHECKPOINTS_DIR)
+        # heartbeat_interval: what RegisterTaskManagerResponse tells TaskManagers (the TaskManager's own default)
+        self.dispatcher = Dispatcher(self.address, heartbeat_timeout=settings.get(config.HEARTBEAT_TIMEOUT),
+                                     heartbeat_interval=config.HEARTBEAT_INTERVAL.default,
+                                     checkpoint_dir=self.checkpoint_dir)
         self._leader_address: str | None = None
-        hint = lambda: self._leader_address  # noqa: E731
-        jobmanager_pb2_grpc.add_JobManagerServicer_to_server(JobManagerServicer(self.dispatcher, hint), self.server.server)
+        hint = lambda: self._leader_address  # noqa: E731 — a one-line closure the servicers call for the leader
+        jobmanager_pb2_grpc.add_JobManagerServicer_to_server(JobManagerServicer(self.dispatcher, hint),
+                                                             self.server.server)
         jobmanager_pb2_grpc.add_ResourceManagerServicer_to_server(ResourceManagerServicer(self.dispatcher, hint),
                                                                   self.server.server)
         self.server.set_serving(False)
-        self.paths = ZkPaths(cluster_id)
-        self.zk = KazooClient(hosts=zookeeper, timeout=zk_session_timeout,
+        self.paths = ZkPaths(settings.get(config.CLUSTER_ID))
+        self.zk = KazooClient(hosts=settings.get(config.ZOOKEEPER_QUORUM),
+                              timeout=settings.get(config.ZOOKEEPER_SESSION_TIMEOUT),
                               connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2),
                               command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1))
         self.election = ZooKeeperLeaderElectionDriver(self.zk, self.paths)
@@ -97,22 +111,25 @@ class JobManagerProcess:
             pass
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m jobmanager`: the named flags of sluice/config.py's OPTIONS (the same as
+    `sluice jobmanager`; flags alone, no configuration file or SLUICE_* environment) and
+    --address-file. A bad value exits 2 naming the key and the flag."""
     ap = argparse.ArgumentParser(prog="jobmanager", description="Run a Sluice JobManager")
-    ap.add_argument("--zookeeper", required=True, help="ZooKeeper connect string host:port[,host:port]")
-    ap.add_argument("--cluster-id", default="default")
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    ap.add_argument("--advertised-host", help="host published in ZooKeeper for others to reach this JobManager "
-                                               "(default: --host)")
-    ap.add_argument("--heartbeat-timeout", type=float, default=6.0, help="seconds without heartbeat before a TaskManager is lost")
-    ap.add_argument("--zk-session-timeout", type=float, default=6.0)
-    ap.add_argument("--checkpoint-dir", help="default state.checkpoints.dir (local path or pyarrow.fs URI)")
-    ap.add_argument("--log-file")
-    ap.add_argument("--address-file", help="write host:port here once listening")
+    config.add_flags(ap, "jobmanager", flags_only=True)
+    ap.add_argument("--address-file", metavar="PATH", help="write host:port here once listening")
     args = ap.parse_args(argv)
-    logs.setup("jobmanager", log_file=args.log_file)
-    proc = JobManagerProcess(args.zookeeper, args.cluster_id, args.host, args.port, args.heartbeat_timeout,
-                             args.zk_session_timeout, args.checkpoint_dir, advertised_host=args.advertised_host)
-    rpc.run_until_signalled(proc, "JobManager", args.address_file)
+    try:
+        settings = config.resolve("jobmanager", flag_values=config.flag_values("jobmanager", args))
+        settings.advertised_host()  # 'auto' that does not resolve is a configuration error too
+    except config.ConfigError as exc:
+        ap.error(str(exc))
+    run(settings, args.address_file)
 
+
+def run(settings: config.Settings, address_file: str | None = None) -> None:
+    """Run a JobManager with `settings` until SIGTERM or SIGINT has stopped it gracefully;
+    write its host:port to `address_file` once it listens."""
+    logs.setup("jobmanager", log_file=settings.get(config.LOG_FILE))
+    proc = JobManagerProcess(settings)
+    rpc.run_until_signalled(proc, "JobManager", address_file)

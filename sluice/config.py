@@ -1,9 +1,11 @@
 """Process configuration for JobManagers and TaskManagers.
 
-Every setting has a flat key (``rpc.port``) and is read from, lowest to
-highest precedence:
+Every setting is an :class:`Option` of the ``OPTIONS`` table below (Flink's
+ConfigOption shape: key, parser, default, roles, flag, meaning), the only
+place a process default is written. It has a flat key (``rpc.port``) and is
+read from, lowest to highest precedence:
 
-1. built-in defaults (the same as ``python -m jobmanager`` / ``taskmanager``);
+1. the default in ``OPTIONS``;
 2. the configuration file, a YAML mapping of keys to values (``sluice.yaml``),
    named by ``--config PATH`` or, failing that, ``SLUICE_CONFIG``. Nested
    mappings are flattened (``rpc: {port: 6123}`` is ``rpc.port: 6123``);
@@ -12,6 +14,9 @@ highest precedence:
    An empty variable counts as unset;
 4. command-line flags (``--port``), and ``-D key=value`` for any key.
 
+Durations take a unit (``500ms``, ``6s``, ``2min``, ``1h``); a bare number is
+seconds (sluice/units.py, the parser job options use too).
+
 One file may serve both roles: a key that does not apply to a role (say
 ``taskmanager.slots`` for a JobManager) is accepted and ignored. A key that no
 role knows, a ``SLUICE_*`` variable that names no key, and a value of the wrong
@@ -19,18 +24,30 @@ type are errors (:class:`ConfigError`) that name the key and where the value
 came from.
 
     settings = load("jobmanager", config_path="sluice.yaml", environ=os.environ, flags={"rpc.port": "6123"})
-    settings.argv()   # ["--zookeeper", ..., "--port", "6123", ...] for jobmanager.server.main
+    settings.get(HEARTBEAT_TIMEOUT)   # 6.0, typed float
+    jobmanager.server.run(settings)   # what `sluice jobmanager` does
+
+``python -m jobmanager`` parses the same named flags (:func:`add_flags`,
+:func:`flag_values`) into the same Settings, from its flags alone.
+:meth:`Settings.argv` gives those flags back, for a process main that still
+has its own argparse and for ``--check``.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import ipaddress
 import os
 import re
 import socket
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+from sluice import units
+
+T = TypeVar("T")
 
 ROLES = ("jobmanager", "taskmanager")
 BOTH = ROLES
@@ -121,15 +138,8 @@ def _positive_int(value: Any) -> int:
 
 
 def _seconds(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number of seconds, got {value!r}")
-    try:
-        seconds = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
-    except ValueError:
-        raise ValueError(f"expected a number of seconds, got {value!r}") from None
-    if not seconds > 0 or seconds == float("inf"):
-        raise ValueError(f"must be a positive number of seconds, got {value!r}")
-    return seconds
+    """A positive duration: 6, 6s, 500ms, 2min (a bare number is seconds)."""
+    return units.parse_duration(value, "s", positive=True)
 
 
 def _quorum(value: Any) -> str:
@@ -154,60 +164,79 @@ def _advertised_host(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class Option:
+class Option(Generic[T]):
+    """One process setting. ``T`` is what :meth:`Settings.get` returns; an option
+    without a default is ``Option[X | None]``."""
+
     key: str
-    parse: Callable[[Any], Any]
-    default: Any
+    parse: Callable[[Any], T]
+    default: T
     roles: tuple[str, ...]
-    flag: str           # flag of jobmanager.server.main / taskmanager.server.main (and of `sluice <role>`)
+    flag: str           # named flag of `sluice <role>` and `python -m <role>`
     help: str
     metavar: str = "VALUE"
+    required: bool = False  # no default: resolve() fails without a value
 
     @property
     def env(self) -> str:
         return env_name(self.key)
 
 
-OPTIONS: tuple[Option, ...] = (
-    Option("zookeeper.quorum", _quorum, None, BOTH, "--zookeeper",
-           "ZooKeeper connect string host:port[,host:port...][/chroot] (required)", "HOSTS"),
-    Option("cluster.id", _string, "default", BOTH, "--cluster-id",
-           "cluster id: the ZooKeeper root /sluice/<id> shared by the cluster's processes", "ID"),
-    Option("rpc.host", _host, "127.0.0.1", BOTH, "--host",
-           "address the gRPC server binds (0.0.0.0 in containers)", "HOST"),
-    Option("rpc.port", _port, 0, BOTH, "--port", "gRPC port (0 picks a free one)", "PORT"),
-    Option("rpc.advertised-host", _advertised_host, None, BOTH, "--advertised-host",
-           "host others use to reach this process (published to ZooKeeper / registered with the leader); "
-           "required when rpc.host is a wildcard; 'auto' = the address this machine's host name resolves to",
-           "HOST"),
-    Option("taskmanager.slots", _positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N"),
-    Option("taskmanager.resource-id", _string, None, TM, "--resource-id",
-           "resource id (default: random per start; must be unique per TaskManager incarnation)", "ID"),
-    Option("heartbeat.timeout", _seconds, 6.0, JM, "--heartbeat-timeout",
-           "seconds without heartbeats before a TaskManager is declared lost", "SECONDS"),
-    Option("heartbeat.interval", _seconds, 1.0, TM, "--heartbeat-interval",
-           "seconds between a TaskManager's heartbeats", "SECONDS"),
-    Option("zookeeper.session-timeout", _seconds, 6.0, BOTH, "--zk-session-timeout",
-           "ZooKeeper session timeout in seconds (sets JobManager failover time)", "SECONDS"),
-    Option("state.checkpoints.dir", _string, None, JM, "--checkpoint-dir",
-           "checkpoint and HA storage: a path every process sees, or a pyarrow.fs URI (s3://bucket/path)", "DIR"),
-    Option("spark.master", _string, None, TM, "--spark-master",
-           "Spark master URL, e.g. spark://host:7077 (default local[<slots>])", "URL"),
-    Option("spark.remote", _string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL"),
-    Option("log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"),
+ZOOKEEPER_QUORUM: Option[str | None] = Option(
+    "zookeeper.quorum", _quorum, None, BOTH, "--zookeeper",
+    "ZooKeeper connect string host:port[,host:port...][/chroot] (required)", "HOSTS", required=True)
+CLUSTER_ID: Option[str] = Option(
+    "cluster.id", _string, "default", BOTH, "--cluster-id",
+    "cluster id: the ZooKeeper root /sluice/<id> shared by the cluster's processes", "ID")
+RPC_HOST: Option[str] = Option(
+    "rpc.host", _host, "127.0.0.1", BOTH, "--host", "address the gRPC server binds (0.0.0.0 in containers)", "HOST")
+RPC_PORT: Option[int] = Option("rpc.port", _port, 0, BOTH, "--port", "gRPC port (0 picks a free one)", "PORT")
+RPC_ADVERTISED_HOST: Option[str | None] = Option(
+    "rpc.advertised-host", _advertised_host, None, BOTH, "--advertised-host",
+    "host others use to reach this process (published to ZooKeeper / registered with the leader); "
+    "required when rpc.host is a wildcard; 'auto' = the address this machine's host name resolves to", "HOST")
+TASKMANAGER_SLOTS: Option[int] = Option(
+    "taskmanager.slots", _positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N")
+TASKMANAGER_RESOURCE_ID: Option[str | None] = Option(
+    "taskmanager.resource-id", _string, None, TM, "--resource-id",
+    "resource id (default: random per start; must be unique per TaskManager incarnation)", "ID")
+HEARTBEAT_TIMEOUT: Option[float] = Option(
+    "heartbeat.timeout", _seconds, 6.0, JM, "--heartbeat-timeout",
+    "time without heartbeats before a TaskManager is declared lost (a bare number is seconds)", "DURATION")
+HEARTBEAT_INTERVAL: Option[float] = Option(
+    "heartbeat.interval", _seconds, 1.0, TM, "--heartbeat-interval",
+    "time between a TaskManager's heartbeats (a bare number is seconds)", "DURATION")
+ZOOKEEPER_SESSION_TIMEOUT: Option[float] = Option(
+    "zookeeper.session-timeout", _seconds, 6.0, BOTH, "--zk-session-timeout",
+    "ZooKeeper session timeout (sets JobManager failover time; a bare number is seconds)", "DURATION")
+CHECKPOINTS_DIR: Option[str | None] = Option(
+    "state.checkpoints.dir", _string, None, JM, "--checkpoint-dir",
+    "checkpoint and HA storage: a path every process sees, or a pyarrow.fs URI (s3://bucket/path)", "DIR")
+SPARK_MASTER: Option[str | None] = Option(
+    "spark.master", _string, None, TM, "--spark-master",
+    "Spark master URL, e.g. spark://host:7077 (default local[<slots>])", "URL")
+SPARK_REMOTE: Option[str | None] = Option(
+    "spark.remote", _string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL")
+LOG_FILE: Option[str | None] = Option(
+    "log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH")
+
+OPTIONS: tuple[Option[Any], ...] = (
+    ZOOKEEPER_QUORUM, CLUSTER_ID, RPC_HOST, RPC_PORT, RPC_ADVERTISED_HOST, TASKMANAGER_SLOTS,
+    TASKMANAGER_RESOURCE_ID, HEARTBEAT_TIMEOUT, HEARTBEAT_INTERVAL, ZOOKEEPER_SESSION_TIMEOUT, CHECKPOINTS_DIR,
+    SPARK_MASTER, SPARK_REMOTE, LOG_FILE,
 )
-BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+BY_KEY: dict[str, Option[Any]] = {o.key: o for o in OPTIONS}
 
 
 def env_name(key: str) -> str:
     return ENV_PREFIX + re.sub(r"[.-]", "_", key).upper()
 
 
-BY_ENV: dict[str, Option] = {o.env: o for o in OPTIONS}
+BY_ENV: dict[str, Option[Any]] = {o.env: o for o in OPTIONS}
 assert len(BY_ENV) == len(OPTIONS), "two keys map to the same environment variable"
 
 
-def options_for(role: str) -> list[Option]:
+def options_for(role: str) -> list[Option[Any]]:
     _check_role(role)
     return [o for o in OPTIONS if role in o.roles]
 
@@ -250,7 +279,7 @@ def read_file(path: str) -> dict[str, Any]:
     return flat
 
 
-def _flatten(data: dict, prefix: str, out: dict[str, Any], path: str) -> None:
+def _flatten(data: dict[Any, Any], prefix: str, out: dict[str, Any], path: str) -> None:
     for k, v in data.items():
         if not isinstance(k, str) or not k:
             raise ConfigError(f"{path}: configuration keys must be strings, got {k!r}")
@@ -295,6 +324,14 @@ class Settings:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
+    def get(self, option: Option[T]) -> T:
+        """The typed value of `option` (Flink's ``Configuration.get(ConfigOption)``)."""
+        try:
+            value: T = self.values[option.key]
+        except KeyError:
+            raise KeyError(f"{option.key} is not a {self.role} setting") from None
+        return value
+
     def advertised_host(self) -> str | None:
         """rpc.advertised-host, with 'auto' resolved on this machine (ConfigError if it cannot be)."""
         host = self.values.get("rpc.advertised-host")
@@ -308,12 +345,11 @@ class Settings:
                               "rpc.advertised-host") from None
 
     def argv(self, resolve_auto: bool = True) -> list[str]:
-        """Arguments for jobmanager.server.main / taskmanager.server.main.
+        """The named flags that give these settings to ``python -m <role>``.
 
-        Unset optional keys are left out, so the process's own defaults apply
-        (and a flag the process lacks is only passed when it is used).
-        rpc.advertised-host 'auto' is resolved here, on the machine that runs
-        the process, unless `resolve_auto` is false."""
+        Unset optional keys are left out (a flag the process lacks is only
+        passed when it is used). rpc.advertised-host 'auto' is resolved here,
+        on the machine that runs the process, unless `resolve_auto` is false."""
         args: list[str] = []
         for opt in options_for(self.role):
             value = self.values.get(opt.key)
@@ -351,9 +387,10 @@ def resolve(role: str, file_values: Mapping[str, Any] | None = None, env_values:
     there, for error messages."""
     _check_role(role)
     layers = [
-        ("file", file_values or {}, lambda k: f"file {config_file}" if config_file else "file"),
+        ("file", file_values or {}, lambda _key: f"file {config_file}" if config_file else "file"),
         ("env", env_values or {}, lambda k: f"env {(env_names or {}).get(k, env_name(k))}"),
-        ("flag", flag_values or {}, lambda k: f"flag {(flag_names or {}).get(k, BY_KEY[k].flag if k in BY_KEY else k)}"),
+        ("flag", flag_values or {},
+         lambda k: f"flag {(flag_names or {}).get(k, BY_KEY[k].flag if k in BY_KEY else k)}"),
     ]
     merged: dict[str, Any] = {o.key: o.default for o in OPTIONS}
     sources: dict[str, str] = {o.key: "default" for o in OPTIONS}
@@ -379,7 +416,7 @@ def resolve(role: str, file_values: Mapping[str, Any] | None = None, env_values:
     if settings["rpc.advertised-host"] == AUTO_HOST:
         # Resolved when the process starts (argv()); --check may run on another machine than the process.
         try:
-            resolved = settings.advertised_host()
+            resolved = settings.advertised_host() or ""
             loopback = resolved.startswith("127.") or resolved == "[::1]"
             notes.append(f"rpc.advertised-host 'auto' resolves to {resolved} here"
                          + (" (a loopback address: only processes on this machine could reach it)" if loopback
@@ -393,9 +430,10 @@ def _cross_check(role: str, v: dict[str, Any], sources: dict[str, str]) -> None:
     def src(key: str) -> str:
         return f" (from {sources[key]})" if sources[key] != "default" else ""
 
-    if v["zookeeper.quorum"] is None:
-        raise ConfigError("zookeeper.quorum is required: set it in the configuration file, with "
-                          "SLUICE_ZOOKEEPER_QUORUM, or with --zookeeper", "zookeeper.quorum")
+    for opt in OPTIONS:
+        if opt.required and v[opt.key] is None:
+            raise ConfigError(f"{opt.key} is required: set it in the configuration file, with {opt.env}, "
+                              f"or with {opt.flag}", opt.key)
     advertised = v["rpc.advertised-host"]
     if advertised is None and v["rpc.host"] in WILDCARD_HOSTS:
         raise ConfigError(f"rpc.advertised-host is required when rpc.host is the wildcard address "
@@ -445,11 +483,58 @@ def parse_assignment(text: str) -> tuple[str, str]:
     return key, value
 
 
+# -- flags ------------------------------------------------------------------------------------
+def flag_dest(key: str) -> str:
+    """The argparse destination of a key's named flag."""
+    return "cfg_" + key.replace(".", "_").replace("-", "_")
+
+
+def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, role: str, *,
+              flags_only: bool = False) -> None:
+    """The named flag of every option of `role`, its help naming the key (and the variable).
+    Values stay raw (None when absent): :func:`resolve` parses them, so a bad one is a
+    ConfigError naming the key and the flag. `flags_only`: the command line is the only
+    source (``python -m <role>``), so a required option is a required flag."""
+    for opt in options_for(role):
+        names = opt.key if flags_only else f"{opt.key}, {opt.env}"
+        parser.add_argument(opt.flag, dest=flag_dest(opt.key), metavar=opt.metavar, default=None,
+                            required=flags_only and opt.required, help=f"{opt.help} [{names}]")
+
+
+def flag_values(role: str, args: argparse.Namespace) -> dict[str, Any]:
+    """key -> raw value of the named flags given on a command line parsed with :func:`add_flags`."""
+    return {opt.key: value for opt in options_for(role)
+            if (value := getattr(args, flag_dest(opt.key), None)) is not None}
+
+
+def arg_type(option: Option[T]) -> Callable[[str], T]:
+    """An argparse ``type=`` parsing a flag the way `option` parses a value (e.g. ``--heartbeat-timeout 6s``)."""
+    def parse(text: str) -> T:
+        try:
+            return option.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = option.key
+    return parse
+
+
+def default_text(option: Option[Any]) -> str:
+    """How documentation shows a default."""
+    if option.required:
+        return "(required)"
+    if option.default is None:
+        return "-"
+    if option.parse is _seconds:
+        return units.format_duration(option.default)
+    return _format(option.default)
+
+
 def reference() -> str:
-    """A table of every key, its variable, flag, roles and default (for docs and --help)."""
+    """The Markdown table of every key, its variable, flag, roles, default and meaning
+    (README.md, docs/configuration.md and docs/deployment.md embed it)."""
     rows = ["| key | environment variable | flag | roles | default | meaning |", "|---|---|---|---|---|---|"]
     for o in OPTIONS:
-        default = "(required)" if o.key == "zookeeper.quorum" else ("-" if o.default is None else _format(o.default))
         meaning = o.help.replace(" (required)", "").replace("|", "\\|")
-        rows.append(f"| `{o.key}` | `{o.env}` | `{o.flag}` | {', '.join(o.roles)} | {default} | {meaning} |")
+        rows.append(f"| `{o.key}` | `{o.env}` | `{o.flag}` | {', '.join(o.roles)} | {default_text(o)} | {meaning} |")
     return "\n".join(rows)

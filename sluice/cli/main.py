@@ -7,14 +7,18 @@ import json
 import os
 import runpy
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Any
 
+from google.protobuf import json_format
 from rich.console import Console
 from rich.table import Table
 
+from sluice import config
 from sluice.cli.processes import add_process_commands
 from sluice.client import JobManagerClient, SluiceError
 from sluice.states import CheckpointStatus, ExecutionState, JobStatus, from_proto
+from sluice.v1 import common_pb2
 
 # Wide when piped, so ids are never cut short.
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 200)
@@ -29,7 +33,7 @@ def _client_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--jobmanager", default=None, help="host:port[,host:port...] of JobManagers")
 
 
-def _context(args) -> dict:
+def _context(args: argparse.Namespace) -> dict[str, Any]:
     return {"cluster_dir": args.cluster_dir or ".sluice", "zookeeper": args.zookeeper,
             "cluster_id": args.cluster_id, "jobmanager": args.jobmanager}
 
@@ -44,12 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dir", default=".sluice")
     s.add_argument("--jobmanagers", type=int, default=1)
     s.add_argument("--taskmanagers", type=int, default=2)
-    s.add_argument("--slots", type=int, default=2, help="slots per TaskManager")
+    s.add_argument("--slots", type=int, default=config.TASKMANAGER_SLOTS.default, help="slots per TaskManager")
     s.add_argument("--zookeeper", default=None, help="use this ensemble instead of an embedded ZooKeeper")
     s.add_argument("--cluster-id", default=None)
-    s.add_argument("--heartbeat-timeout", type=float, default=6.0,
-                   help="seconds without heartbeat before a TaskManager is declared lost")
-    s.add_argument("--zk-session-timeout", type=float, default=6.0,
+    s.add_argument("--heartbeat-timeout", type=config.arg_type(config.HEARTBEAT_TIMEOUT),
+                   default=config.HEARTBEAT_TIMEOUT.default,
+                   help="seconds (or 500ms, 2min) without heartbeat before a TaskManager is declared lost")
+    s.add_argument("--zk-session-timeout", type=config.arg_type(config.ZOOKEEPER_SESSION_TIMEOUT),
+                   default=config.ZOOKEEPER_SESSION_TIMEOUT.default,
                    help="ZooKeeper session timeout of every process: sets JobManager failover time")
     s.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster to be ready")
     for name in ("stop", "status"):
@@ -103,15 +109,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # -- cluster ---------------------------------------------------------------------------
-def cmd_cluster(args) -> int:
+def cmd_cluster(args: argparse.Namespace) -> int:
     from sluice.cli import cluster
     try:
         if args.action == "start":
             with err.status("starting the cluster (ZooKeeper, JobManagers, TaskManagers with Spark)..."):
                 info = cluster.start(args.dir, args.jobmanagers, args.taskmanagers, args.slots, args.zookeeper,
                                      args.cluster_id, args.timeout, args.heartbeat_timeout, args.zk_session_timeout)
-            _print_processes(info["processes"])
-            console.print(f"cluster {info['cluster_id']} ready; wrote {os.path.join(info['dir'], 'cluster.json')}")
+            _print_processes([p.to_json() for p in info.processes])
+            console.print(f"cluster {info.cluster_id} ready; wrote {info.path(info.dir or args.dir)}")
         elif args.action == "stop":
             procs = cluster.stop(args.dir)
             console.print(f"stopped {len(procs)} processes")
@@ -129,7 +135,7 @@ def cmd_cluster(args) -> int:
     return 0
 
 
-def _print_processes(procs: list[dict], show_alive: bool = False) -> None:
+def _print_processes(procs: list[dict[str, Any]], show_alive: bool = False) -> None:
     t = Table("role", "pid", "address", "log", *(["alive"] if show_alive else []))
     for p in procs:
         t.add_row(p["role"], str(p["pid"]), p["address"], p.get("log", ""),
@@ -138,7 +144,7 @@ def _print_processes(procs: list[dict], show_alive: bool = False) -> None:
 
 
 # -- jobs ----------------------------------------------------------------------------------
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from sluice.api.environment import set_execution_context
     if not os.path.isfile(args.jobfile):
         raise SluiceError(f"job file {args.jobfile!r} not found")
@@ -157,30 +163,41 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _job_dict(info) -> dict:
+def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
+    """The `status --json` object (`list --json`: without tasks). The proto becomes a dict
+    through json_format: fields by their proto names, every field present (an unset
+    `optional` one is absent: null here), int64 as numbers, enums as numbers that become
+    StrEnum names without prefix ("RUNNING"). Renamed keys and ISO times are mapped here."""
+    d = json_format.MessageToDict(info, always_print_fields_with_no_presence=True, preserving_proto_field_name=True,
+                                  use_integers_for_enums=True, unquote_int64_if_possible=True)
     return {
-        "job_id": info.job_id, "name": info.name, "state": from_proto(JobStatus, info.state),
-        "restarts": info.restarts,
-        "last_completed_checkpoint": info.last_completed_checkpoint if info.HasField("last_completed_checkpoint") else None,
-        "restored_checkpoint": info.restored_checkpoint if info.HasField("restored_checkpoint") else None,
-        "leader": info.leader, "message": info.message, "failure": info.failure or None,
-        "submitted": _iso(info.submitted_ms), "ended": _iso(info.ended_ms) if info.ended_ms else None,
-        "slots_required": info.slots_required,
-        "checkpoints": [{"id": c.checkpoint_id, "status": from_proto(CheckpointStatus, c.status), "trigger": _iso(c.trigger_ms),
-                         "duration_ms": c.duration_ms, "size_bytes": c.size_bytes, "acks": c.acks,
-                         "expected": c.expected, **({"failure": c.failure} if c.failure else {})}
-                        for c in info.checkpoints],
-        "tasks": [{"operator": t.operator, "subtask": t.subtask, "state": from_proto(ExecutionState, t.state), "taskmanager": t.taskmanager,
-                   "records_in": t.records_in, "records_out": t.records_out, **({"error": t.error} if t.error else {})}
-                  for t in info.tasks],
+        "job_id": d["job_id"], "name": d["name"], "state": from_proto(JobStatus, d["state"]),
+        "restarts": d["restarts"],
+        "last_completed_checkpoint": d.get("last_completed_checkpoint"),
+        "restored_checkpoint": d.get("restored_checkpoint"),
+        "leader": d["leader"], "message": d["message"], "failure": d["failure"] or None,
+        "submitted": _iso(d["submitted_ms"]), "ended": _iso(d["ended_ms"]) if d["ended_ms"] else None,
+        "slots_required": d["slots_required"],
+        "checkpoints": [{"id": c["checkpoint_id"], "status": from_proto(CheckpointStatus, c["status"]),
+                         "trigger": _iso(c["trigger_ms"]), "duration_ms": c["duration_ms"],
+                         "size_bytes": c["size_bytes"], "acks": c["acks"], "expected": c["expected"],
+                         **({"failure": c["failure"]} if c["failure"] else {})}
+                        for c in d["checkpoints"]],
+        "tasks": [{**{k: t[k] for k in _TASK_KEYS}, "state": from_proto(ExecutionState, t["state"]),
+                   **({"error": t["error"]} if t["error"] else {})}
+                  for t in d["tasks"]],
     }
 
 
+# the keys of a task in `status --json`, in order; all but state are TaskStatus fields as they are
+_TASK_KEYS = ("operator", "subtask", "state", "taskmanager", "records_in", "records_out")
+
+
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
-def cmd_list(args) -> int:
+def cmd_list(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
         jobs = c.list()
     if args.json:
@@ -195,7 +212,7 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_status(args) -> int:
+def cmd_status(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
         info = c.get(args.job_id)
     d = _job_dict(info)
@@ -212,18 +229,18 @@ def cmd_status(args) -> int:
                   str(task["records_in"]), str(task["records_out"]))
     console.print(t)
     if d["checkpoints"]:
-        c = Table("checkpoint", "status", "duration", "size", "acks", title="checkpoints (most recent last)")
+        ct = Table("checkpoint", "status", "duration", "size", "acks", title="checkpoints (most recent last)")
         for ck in d["checkpoints"][-10:]:
-            c.add_row(str(ck["id"]), _styled(ck["status"]), f"{ck['duration_ms']} ms", format_size(ck["size_bytes"]),
-                      f"{ck['acks']}/{ck['expected']}")
-        console.print(c)
+            ct.add_row(str(ck["id"]), _styled(ck["status"]), f"{ck['duration_ms']} ms", format_size(ck["size_bytes"]),
+                       f"{ck['acks']}/{ck['expected']}")
+        console.print(ct)
     if d["failure"]:
         console.print("[red]root cause:[/red]", highlight=False)
         console.print(d["failure"], highlight=False, markup=False)
     return 0
 
 
-def cmd_cancel(args) -> int:
+def cmd_cancel(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
         state = c.cancel(args.job_id)
     console.print(f"cancel requested for {args.job_id} (state {state})")
@@ -239,9 +256,9 @@ def format_size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-_COLORS = {JobStatus.RUNNING: "green", JobStatus.FINISHED: "blue", JobStatus.FAILED: "red",
-           JobStatus.CANCELED: "yellow", JobStatus.RESTARTING: "yellow",
-           CheckpointStatus.COMPLETED: "blue", CheckpointStatus.IN_PROGRESS: "green"}
+_COLORS: dict[str, str] = {JobStatus.RUNNING: "green", JobStatus.FINISHED: "blue", JobStatus.FAILED: "red",
+                           JobStatus.CANCELED: "yellow", JobStatus.RESTARTING: "yellow",
+                           CheckpointStatus.COMPLETED: "blue", CheckpointStatus.IN_PROGRESS: "green"}
 
 
 def _styled(state: str) -> str:

@@ -8,9 +8,10 @@ container runs.
 The process commands merge defaults < configuration file < SLUICE_* environment
 < flags (see sluice/config.py). `--check` validates the merged configuration,
 prints it as JSON and exits 0 without starting anything; a bad configuration
-exits 2 with an error naming the key. Without `--check` they run
-jobmanager.server.main / taskmanager.server.main with arguments built from the
-merged settings.
+exits 2 with an error naming the key. Without `--check` they start the
+process with the merged settings: `<role>.server.run(settings)` where the
+server module has it (jobmanager/server.py), else `<role>.server.main` with the
+equivalent flags (`Settings.argv()`; taskmanager/server.py until it is ported).
 
 `health` asks a server's grpc.health.v1 service: exit 0 when SERVING, 1 otherwise
 (NOT_SERVING, SERVICE_UNKNOWN, unreachable), printing the status.
@@ -23,6 +24,8 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from sluice import config
 
@@ -37,7 +40,7 @@ precedence: built-in defaults < configuration file (--config, else $SLUICE_CONFI
 Keys: {keys}"""
 
 
-def add_process_commands(subparsers) -> None:
+def add_process_commands(subparsers: Any) -> None:
     """Add `jobmanager`, `taskmanager` and `health` to a `sluice` argparse subparsers object.
 
     Each sets `handler` (a function of the parsed args returning an exit code)."""
@@ -49,9 +52,7 @@ def add_process_commands(subparsers) -> None:
             formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--config", metavar="FILE", default=None,
                        help=f"YAML configuration file (default: ${config.CONFIG_ENV}, else none)")
-        for opt in config.options_for(role):
-            p.add_argument(opt.flag, dest=_dest(opt.key), metavar=opt.metavar, default=None,
-                           help=f"{opt.help} [{opt.key}, {opt.env}]")
+        config.add_flags(p, role)
         p.add_argument("-D", dest="assignments", metavar="KEY=VALUE", action="append", default=[],
                        help="set any configuration key (after the file and environment; named flags win over -D)")
         p.add_argument("--check", action="store_true",
@@ -69,44 +70,42 @@ def add_process_commands(subparsers) -> None:
     h.set_defaults(handler=run_health)
 
 
-def _dest(key: str) -> str:
-    return "cfg_" + key.replace(".", "_").replace("-", "_")
-
-
-def _flags(role: str, args) -> tuple[dict[str, str], dict[str, str]]:
+def _flags(role: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     """(key -> raw value, key -> how it was spelled) from -D and the named flags."""
-    values: dict[str, str] = {}
+    values: dict[str, Any] = {}
     names: dict[str, str] = {}
     for assignment in args.assignments:
         key, value = config.parse_assignment(assignment)
         values[key], names[key] = value, f"-D {assignment}"
-    for opt in config.options_for(role):
-        value = getattr(args, _dest(opt.key), None)
-        if value is not None:
-            values[opt.key], names[opt.key] = value, opt.flag
+    for key, value in config.flag_values(role, args).items():
+        values[key], names[key] = value, config.BY_KEY[key].flag
     return values, names
 
 
-def settings_for(role: str, args, environ=None) -> config.Settings:
+def settings_for(role: str, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> config.Settings:
     values, names = _flags(role, args)
     return config.load(role, config_path=args.config, environ=os.environ if environ is None else environ,
                        flags=values, flag_names=names)
 
 
-def run_process(role: str, args) -> int:
+def run_process(role: str, args: argparse.Namespace) -> int:
     try:
         settings = settings_for(role, args)
         if args.check:
             print(json.dumps(settings.as_dict(), indent=2))
             return 0
-        argv = settings.argv()          # resolves rpc.advertised-host 'auto' on this machine
+        settings.advertised_host()      # resolves rpc.advertised-host 'auto' on this machine: fails here, not later
     except config.ConfigError as exc:
         print(f"sluice {role}: configuration error: {exc}", file=sys.stderr)
         return 2
     for note in settings.notes:
         print(f"sluice {role}: {note}", file=sys.stderr)
     server = importlib.import_module(f"{role}.server")
-    server.main(argv)
+    run = getattr(server, "run", None)
+    if run is not None:
+        run(settings)                   # the process takes the Settings (jobmanager/server.py run)
+    else:
+        server.main(settings.argv())    # a main with its own argparse (taskmanager/server.py, until ported)
     return 0
 
 
@@ -126,7 +125,7 @@ def health_status(address: str, service: str = "", timeout: float = 3.0) -> str:
         return f"UNREACHABLE ({err.code().name}: {err.details()})"
 
 
-def run_health(args) -> int:
+def run_health(args: argparse.Namespace) -> int:
     host, sep, port = args.address.rpartition(":")
     if not sep or not host or not port.isdigit():
         print(f"sluice health: expected ADDRESS as host:port, got {args.address!r}", file=sys.stderr)

@@ -665,7 +665,11 @@ def test_process_mains_accept_the_generated_argv(which, monkeypatch, tmp_path):
     server.main(settings.argv())          # argparse exits 2 on a flag the main lacks
     assert len(built) == 1
     a, kw = built[0]
-    flat = [str(x) for x in (*a, *kw.values())]
+    if len(a) == 1 and isinstance(a[0], config.Settings):   # a process built from Settings (jobmanager/server.py)
+        assert a[0].values == {**settings.values, "rpc.advertised-host": a[0]["rpc.advertised-host"]}
+        flat = [str(v) for v in a[0].values.values()] + [str(a[0].advertised_host())]
+    else:
+        flat = [str(x) for x in (*a, *kw.values())]
     argv = settings.argv()
     assert str(settings["rpc.port"]) in flat and argv[argv.index("--advertised-host") + 1] in flat
 
@@ -673,7 +677,8 @@ def test_process_mains_accept_the_generated_argv(which, monkeypatch, tmp_path):
 def test_liveness_service_is_serving_on_a_standby_jobmanager():
     from jobmanager.server import JobManagerProcess
     from sluice import rpc
-    jm = JobManagerProcess("127.0.0.1:1", "liveness-test", host="127.0.0.1", port=0)   # never connects
+    jm = JobManagerProcess(config.resolve("jobmanager", flag_values={         # never connects
+        "zookeeper.quorum": "127.0.0.1:1", "cluster.id": "liveness-test", "rpc.host": "127.0.0.1", "rpc.port": "0"}))
     jm.server.start()
     try:
         assert processes.health_status(jm.address, processes.JOBMANAGER_SERVICE) == "NOT_SERVING"

@@ -163,7 +163,8 @@ def test_bad_port(raw):
 
 def test_bad_port_in_file_names_the_file(tmp_path):
     path = write(tmp_path, "zookeeper.quorum: zk:2181\nrpc.port: sixty\n")
-    with pytest.raises(ConfigError, match=rf"rpc\.port: expected an integer port 0-65535, got 'sixty' \(from file {path}\)"):
+    with pytest.raises(ConfigError,
+                       match=rf"rpc\.port: expected an integer port 0-65535, got 'sixty' \(from file {path}\)"):
         load("jobmanager", config_path=path, environ={})
 
 
@@ -176,7 +177,8 @@ def test_bad_value_is_an_error_even_when_overridden():
     ("taskmanager.slots", "0", "at least 1"),
     ("taskmanager.slots", "two", "integer"),
     ("heartbeat.timeout", "-3", "positive"),
-    ("heartbeat.timeout", "6s", "number of seconds"),
+    ("heartbeat.timeout", "6 days", "duration in seconds, or with a unit ms, s, min or h"),
+    ("heartbeat.timeout", "0ms", "positive"),
     ("zookeeper.session-timeout", "nan", "positive"),
     ("zookeeper.quorum", "zk:99999", "bad port"),
     ("zookeeper.quorum", "a b:2181", "host:port"),
@@ -208,6 +210,14 @@ def test_spark_master_and_remote_exclude_each_other():
         resolve("taskmanager", {**ZK, "spark.master": "local[2]", "spark.remote": "sc://x:15002"})
     with pytest.raises(ConfigError, match="sc://"):
         resolve("taskmanager", {**ZK, "spark.remote": "http://x"})
+
+
+@pytest.mark.parametrize("raw,seconds", [(9, 9.0), ("9", 9.0), ("9s", 9.0), ("500ms", 0.5), ("2min", 120.0),
+                                         ("1 h", 3600.0), (2.5, 2.5)])
+def test_durations_take_units_and_bare_numbers_are_seconds(raw, seconds):
+    s = resolve("jobmanager", {**ZK, "heartbeat.timeout": raw, "zookeeper.session-timeout": raw,
+                               "heartbeat.interval": "100ms"})
+    assert s.get(config.HEARTBEAT_TIMEOUT) == seconds and s.get(config.ZOOKEEPER_SESSION_TIMEOUT) == seconds
 
 
 def test_heartbeat_interval_below_timeout():
@@ -249,6 +259,87 @@ def test_reference_table_lists_every_key():
     table = config.reference()
     for o in config.OPTIONS:
         assert f"`{o.key}`" in table and f"`{o.env}`" in table
+    assert "| (required) |" in table and "| 6s |" in table
+
+
+# -- one home for each default: the OPTIONS table -------------------------------------------------
+def test_typed_get_returns_the_parsed_value():
+    s = resolve("jobmanager", ZK, flag_values={"rpc.port": "6123", "heartbeat.timeout": "1500ms"})
+    port: int = s.get(config.RPC_PORT)
+    assert port == 6123 and s.get(config.HEARTBEAT_TIMEOUT) == 1.5
+    assert s.get(config.CHECKPOINTS_DIR) is None and s.get(config.CLUSTER_ID) == config.CLUSTER_ID.default
+    with pytest.raises(KeyError, match="taskmanager.slots is not a jobmanager setting"):
+        s.get(config.TASKMANAGER_SLOTS)
+
+
+def test_every_option_is_a_named_constant_in_the_table():
+    named = {v.key for k, v in vars(config).items() if k.isupper() and isinstance(v, config.Option)}
+    assert named == set(config.BY_KEY) and len(config.OPTIONS) == len(config.BY_KEY)
+
+
+def test_the_mains_and_the_cli_take_their_defaults_from_the_table():
+    """The heartbeat and session timeouts and the slot count are written once, in OPTIONS."""
+    import inspect
+
+    from jobmanager.dispatcher import Dispatcher
+    from sluice.cli import cluster
+    from sluice.cli.main import build_parser
+
+    params = inspect.signature(cluster.start).parameters
+    assert params["heartbeat_timeout"].default is config.HEARTBEAT_TIMEOUT.default
+    assert params["zk_session_timeout"].default is config.ZOOKEEPER_SESSION_TIMEOUT.default
+    assert params["slots"].default is config.TASKMANAGER_SLOTS.default
+    for name in ("heartbeat_timeout", "heartbeat_interval"):      # required: the process passes its settings
+        assert inspect.signature(Dispatcher).parameters[name].default is inspect.Parameter.empty
+    args = build_parser().parse_args(["cluster", "start"])
+    assert (args.heartbeat_timeout, args.zk_session_timeout, args.slots) == (6.0, 6.0, 2)
+    assert build_parser().parse_args(["cluster", "start", "--heartbeat-timeout", "1500ms"]).heartbeat_timeout == 1.5
+
+
+def test_cluster_start_rejects_a_bad_duration_naming_the_flag(capsys):
+    from sluice.cli.main import build_parser
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["cluster", "start", "--zk-session-timeout", "soon"])
+    assert "--zk-session-timeout: expected a positive duration" in capsys.readouterr().err
+
+
+# -- python -m jobmanager: the same flags, the same Settings ------------------------------------
+def test_jobmanager_main_builds_settings_from_the_table_flags(monkeypatch):
+    import jobmanager.server
+    seen = []
+    monkeypatch.setattr(jobmanager.server, "run", lambda settings, address_file=None: seen.append((settings,
+                                                                                                   address_file)))
+    monkeypatch.setenv("SLUICE_CLUSTER_ID", "ignored")     # `python -m jobmanager` reads its flags alone
+    jobmanager.server.main(["--zookeeper", "H:1", "--cluster-id", "C", "--port", "0", "--heartbeat-timeout", "6",
+                            "--checkpoint-dir", "/d", "--log-file", "/l", "--address-file", "/a"])
+    (settings, address_file), = seen
+    assert address_file == "/a" and settings.role == "jobmanager"
+    assert settings.values == {**resolve("jobmanager", {"zookeeper.quorum": "H:1"}).values, "cluster.id": "C",
+                               "state.checkpoints.dir": "/d", "log.file": "/l"}
+    assert settings.sources["heartbeat.timeout"] == "flag --heartbeat-timeout"
+
+
+def test_jobmanager_main_accepts_the_argv_of_settings(monkeypatch):
+    import jobmanager.server
+    seen = []
+    monkeypatch.setattr(jobmanager.server, "run", lambda settings, _address_file=None: seen.append(settings))
+    s = resolve("jobmanager", ZK, {"rpc.host": "0.0.0.0", "rpc.advertised-host": "jm-0", "heartbeat.timeout": "1500ms"},
+                {"rpc.port": "6123", "state.checkpoints.dir": "/ckpt"})
+    jobmanager.server.main(s.argv())
+    assert seen[0].values == s.values
+
+
+@pytest.mark.parametrize("argv,words", [
+    ([], "the following arguments are required: --zookeeper"),
+    (["--zookeeper", "zk:1", "--port", "http"], "rpc.port: expected an integer port"),
+    (["--zookeeper", "zk:1", "--heartbeat-timeout", "soon"], "heartbeat.timeout: expected a positive duration"),
+    (["--zookeeper", "zk:1", "--slots", "2"], "unrecognized arguments: --slots"),
+])
+def test_jobmanager_main_errors_exit_2_naming_the_key(argv, words, capsys):
+    import jobmanager.server
+    with pytest.raises(SystemExit) as e:
+        jobmanager.server.main(argv)
+    assert e.value.code == 2 and words in capsys.readouterr().err
 
 
 # -- the CLI commands (in-process) ------------------------------------------------------------
@@ -296,16 +387,39 @@ def test_check_fails_with_exit_2_naming_the_key(monkeypatch, capsys):
     assert "bogus.key" in capsys.readouterr().err
 
 
-def test_without_check_the_process_main_gets_the_argv(monkeypatch):
+def test_without_check_the_jobmanager_runs_with_the_settings(monkeypatch):
     import jobmanager.server
     seen = []
-    monkeypatch.setattr(jobmanager.server, "main", lambda argv: seen.append(argv))
+    monkeypatch.setattr(jobmanager.server, "run", lambda settings: seen.append(settings))
+    monkeypatch.setattr(jobmanager.server, "main", lambda _argv: pytest.fail("no argv round trip for the JobManager"))
     assert run(["jobmanager", "--zookeeper", "zk:1", "--port", "6123"], monkeypatch) == 0
-    assert seen == [["--zookeeper", "zk:1", "--cluster-id", "default", "--host", "127.0.0.1", "--port", "6123",
-                     "--heartbeat-timeout", "6", "--zk-session-timeout", "6"]]
+    (settings,) = seen
+    assert settings.argv() == ["--zookeeper", "zk:1", "--cluster-id", "default", "--host", "127.0.0.1", "--port",
+                               "6123", "--heartbeat-timeout", "6", "--zk-session-timeout", "6"]
+    assert settings.sources["rpc.port"] == "flag --port"
+
+
+def test_without_check_a_main_without_run_gets_the_argv(monkeypatch):
+    """taskmanager/server.py keeps its argparse until it takes Settings too."""
+    import taskmanager.server
+    seen = []
+    monkeypatch.delattr(taskmanager.server, "run", raising=False)
+    monkeypatch.setattr(taskmanager.server, "main", lambda argv: seen.append(argv))
+    assert run(["taskmanager", "--zookeeper", "zk:1", "--slots", "3"], monkeypatch) == 0
+    assert seen[0][:2] == ["--zookeeper", "zk:1"] and seen[0][seen[0].index("--slots") + 1] == "3"
+
+
+def test_without_check_auto_that_does_not_resolve_exits_2(monkeypatch, capsys):
+    monkeypatch.setattr(config, "_own_address", lambda: (_ for _ in ()).throw(OSError("no name")))
+    assert run(["jobmanager", "--zookeeper", "zk:1", "--host", "0.0.0.0", "--advertised-host", "auto"],
+               monkeypatch) == 2
+    assert "cannot resolve 'auto'" in capsys.readouterr().err
 
 
 def test_docs_show_the_current_reference_table():
     from pathlib import Path
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "deployment.md").read_text()
-    assert config.reference() in doc, "regenerate the table in docs/deployment.md from sluice.config.reference()"
+    root = Path(__file__).resolve().parents[2]
+    for doc in ("README.md", "docs/configuration.md"):
+        assert config.reference() in (root / doc).read_text(), (
+            f"the process options table in {doc} is stale: run `make docs-config` "
+            "(python -m sluice.reference_docs README.md docs/configuration.md)")

@@ -1,0 +1,343 @@
+"""Job options: the keys a job sets with ``env.set_config(key, value)`` (and
+``env.enable_checkpointing(ms)``), in the shape of Flink's ConfigOption: each
+has one home here with its default, its parser and its meaning.
+
+A job's configuration is a string map carried in the job graph. The
+JobManager reads it when the job is submitted (a bad value or an unknown key
+is a ``JobValidationError`` on field ``config`` whose message names the key)
+and again when it recovers the job after a failover:
+
+* checkpointing: jobmanager/job_master.py ``checkpoint_config`` through
+  :func:`checkpointing`;
+* restarts: jobmanager/scheduler/restart_strategy.py ``from_config``, reading
+  each ``restart-strategy*`` option with ``option.read(config)``.
+
+Durations take a unit (``500ms``, ``60s``, ``2min``, ``1h``; sluice/units.py);
+a bare number keeps the unit the key always had: milliseconds for the
+checkpoint keys, seconds for the restart-strategy keys. Keys outside the
+families ``execution.``, ``state.`` and ``restart-strategy`` belong to the job
+and are not checked.
+
+This module imports only the standard library and sluice/units.py: a pure core
+(restart_strategy.py) uses it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from sluice import units
+
+T = TypeVar("T")
+
+
+class JobConfigError(ValueError):
+    """A bad job option; the message starts with ``<key>:``."""
+
+    def __init__(self, message: str, key: str):
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class JobOption(Generic[T]):
+    key: str
+    parse: Callable[[Any], T]  # raises ValueError saying what it accepts
+    default: T
+    accepts: str  # what a value looks like (the reference table's "value" column)
+    help: str
+    default_text: str | None = None  # how the reference shows the default (None: from the value)
+
+    def read(self, config: Mapping[str, Any]) -> T:
+        """This option's value in a job's configuration: parsed, or the default when absent."""
+        raw = config.get(self.key)
+        if raw is None:
+            return self.default
+        try:
+            return self.parse(raw)
+        except ValueError as exc:
+            raise JobConfigError(f"{self.key}: {exc}", self.key) from None
+
+
+# -- value types ----------------------------------------------------------------------------
+def _duration(bare: str, *, positive: bool = False) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        return units.parse_duration(value, bare, positive=positive)
+
+    return parse
+
+
+def _interval(value: Any) -> float:
+    """An empty interval has always meant "no checkpoints", like 0."""
+    if isinstance(value, str) and not value.strip():
+        return 0.0
+    return units.parse_duration(value, "ms")
+
+
+def _integer(minimum: int) -> Callable[[Any], int]:
+    wanted = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+
+    def parse(value: Any) -> int:
+        try:
+            n = int(str(value).strip()) if not isinstance(value, bool) else -1
+        except ValueError:
+            n = minimum - 1
+        if n < minimum:
+            raise ValueError(f"expected {wanted}, got {value!r}")
+        return n
+
+    return parse
+
+
+def _number(accepted: str, ok: Callable[[float], bool]) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        try:
+            x = float(str(value).strip()) if not isinstance(value, bool) else float("nan")
+        except ValueError:
+            x = float("nan")
+        if not (math.isfinite(x) and ok(x)):
+            raise ValueError(f"expected {accepted}, got {value!r}")
+        return x
+
+    return parse
+
+
+def _choice(*names: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        name = str(value).strip().lower()
+        if name not in names:
+            raise ValueError(f"expected one of {', '.join(names)}, got {value!r}")
+        return name
+
+    return parse
+
+
+def _directory(value: Any) -> str | None:
+    """Empty means "the JobManager's state.checkpoints.dir", as it always did."""
+    text = str(value).strip()
+    return text or None
+
+
+def _ms(what: str) -> str:
+    return f"duration ({what}; a bare number is milliseconds)"
+
+
+def _s(what: str) -> str:
+    return f"duration ({what}; a bare number is seconds)"
+
+
+# -- the table ------------------------------------------------------------------------------
+CHECKPOINTING_INTERVAL: JobOption[float] = JobOption(
+    "execution.checkpointing.interval",
+    _interval,
+    0.0,
+    _ms(">= 0"),
+    "time between checkpoints; 0 leaves checkpointing off. `env.enable_checkpointing(ms)` sets it",
+    "0 (off)",
+)
+CHECKPOINTING_TIMEOUT: JobOption[float] = JobOption(
+    "execution.checkpointing.timeout",
+    _duration("ms", positive=True),
+    60.0,
+    _ms("> 0"),
+    "a checkpoint not completed this long after its trigger is aborted",
+)
+CHECKPOINTING_MIN_PAUSE: JobOption[float] = JobOption(
+    "execution.checkpointing.min-pause",
+    _duration("ms"),
+    0.0,
+    _ms(">= 0"),
+    "least time between the end of one checkpoint and the next trigger",
+)
+CHECKPOINTING_TOLERABLE_FAILURES: JobOption[int] = JobOption(
+    "execution.checkpointing.tolerable-failed-checkpoints",
+    _integer(0),
+    0,
+    "integer >= 0",
+    "consecutive failed checkpoints tolerated before the job fails",
+)
+CHECKPOINTS_DIR: JobOption[str | None] = JobOption(
+    "state.checkpoints.dir",
+    _directory,
+    None,
+    "path or pyarrow.fs URI",
+    "where this job's checkpoints go: a path every process sees, or a URI such as s3://bucket/path",
+    "the JobManager's `state.checkpoints.dir`",
+)
+CHECKPOINTS_NUM_RETAINED: JobOption[int] = JobOption(
+    "state.checkpoints.num-retained",
+    _integer(1),
+    2,
+    "integer >= 1",
+    "completed checkpoints kept; older ones are deleted",
+)
+
+RESTART_STRATEGY: JobOption[str] = JobOption(
+    "restart-strategy",
+    _choice("none", "fixed-delay", "exponential-delay"),
+    "fixed-delay",
+    "none | fixed-delay | exponential-delay",
+    "whether and when a failed job restarts",
+)
+FIXED_DELAY_ATTEMPTS: JobOption[int] = JobOption(
+    "restart-strategy.fixed-delay.attempts",
+    _integer(0),
+    3,
+    "integer >= 0",
+    "fixed-delay: restarts in the job's life; success does not give attempts back",
+)
+FIXED_DELAY_DELAY: JobOption[float] = JobOption(
+    "restart-strategy.fixed-delay.delay",
+    _duration("s"),
+    0.5,
+    _s(">= 0"),
+    "fixed-delay: wait between a failure and the restart",
+)
+EXPONENTIAL_INITIAL_BACKOFF: JobOption[float] = JobOption(
+    "restart-strategy.exponential-delay.initial-backoff",
+    _duration("s", positive=True),
+    0.5,
+    _s("> 0"),
+    "exponential-delay: wait before the first restart",
+)
+EXPONENTIAL_MAX_BACKOFF: JobOption[float] = JobOption(
+    "restart-strategy.exponential-delay.max-backoff",
+    _duration("s"),
+    30.0,
+    _s(">= initial-backoff"),
+    "exponential-delay: longest wait",
+)
+EXPONENTIAL_MULTIPLIER: JobOption[float] = JobOption(
+    "restart-strategy.exponential-delay.backoff-multiplier",
+    _number("a number >= 1.0", lambda x: x >= 1.0),
+    2.0,
+    "number >= 1.0",
+    "exponential-delay: each further failure multiplies the wait by this",
+)
+EXPONENTIAL_RESET_THRESHOLD: JobOption[float] = JobOption(
+    "restart-strategy.exponential-delay.reset-backoff-threshold",
+    _duration("s", positive=True),
+    60.0,
+    _s("> 0"),
+    "exponential-delay: running this long after a restart resets the wait and the attempt count",
+)
+EXPONENTIAL_JITTER: JobOption[float] = JobOption(
+    "restart-strategy.exponential-delay.jitter-factor",
+    _number("a number between 0.0 and 1.0", lambda x: 0.0 <= x <= 1.0),
+    0.0,
+    "number 0.0-1.0",
+    "exponential-delay: spreads each wait over wait * (1 ± jitter)",
+)
+EXPONENTIAL_ATTEMPTS: JobOption[int | None] = JobOption(
+    "restart-strategy.exponential-delay.attempts",
+    _integer(0),
+    None,
+    "integer >= 0",
+    "exponential-delay: restarts allowed between two resets",
+    "unlimited",
+)
+
+CHECKPOINT_OPTIONS: tuple[JobOption[Any], ...] = (
+    CHECKPOINTING_INTERVAL,
+    CHECKPOINTING_TIMEOUT,
+    CHECKPOINTING_MIN_PAUSE,
+    CHECKPOINTING_TOLERABLE_FAILURES,
+    CHECKPOINTS_DIR,
+    CHECKPOINTS_NUM_RETAINED,
+)
+RESTART_OPTIONS: tuple[JobOption[Any], ...] = (
+    RESTART_STRATEGY,
+    FIXED_DELAY_ATTEMPTS,
+    FIXED_DELAY_DELAY,
+    EXPONENTIAL_INITIAL_BACKOFF,
+    EXPONENTIAL_MAX_BACKOFF,
+    EXPONENTIAL_MULTIPLIER,
+    EXPONENTIAL_RESET_THRESHOLD,
+    EXPONENTIAL_JITTER,
+    EXPONENTIAL_ATTEMPTS,
+)
+JOB_OPTIONS: tuple[JobOption[Any], ...] = CHECKPOINT_OPTIONS + RESTART_OPTIONS
+BY_KEY: dict[str, JobOption[Any]] = {o.key: o for o in JOB_OPTIONS}
+
+# Families the JobManager owns: a key in one of them that the table lacks is a typo.
+CHECKPOINT_FAMILIES = ("execution.", "state.")
+RESTART_FAMILIES = ("restart-strategy",)
+FAMILIES = CHECKPOINT_FAMILIES + RESTART_FAMILIES
+# Groups of keys listed together when a key is unknown (longest prefix first).
+_GROUPS = (
+    "restart-strategy.fixed-delay.",
+    "restart-strategy.exponential-delay.",
+    "restart-strategy",
+    "execution.checkpointing.",
+    "execution.",
+    "state.checkpoints.",
+    "state.",
+)
+
+
+def check_keys(config: Mapping[str, Any], families: tuple[str, ...] = FAMILIES) -> None:
+    """JobConfigError for the first key of `families` that no option has, with a did-you-mean."""
+    for key in sorted(config):
+        if key in BY_KEY or not key.startswith(families):
+            continue
+        close = difflib.get_close_matches(key, list(BY_KEY), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "."
+        group = next(g for g in _GROUPS if key.startswith(g))
+        accepted = [k for k in BY_KEY if k.startswith(group)]
+        raise JobConfigError(f"{key}: unknown job option{hint} Accepted keys: {', '.join(accepted)}", key)
+
+
+def validate(config: Mapping[str, Any]) -> None:
+    """Every job option of `config` known and well-formed (JobConfigError otherwise)."""
+    check_keys(config)
+    for option in JOB_OPTIONS:
+        option.read(config)
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """The checkpoint options of one job, typed; durations in seconds."""
+
+    interval: float  # 0: checkpointing off
+    timeout: float
+    min_pause: float
+    tolerable_failures: int
+    retained: int
+    directory: str | None  # None: the JobManager's state.checkpoints.dir
+
+
+def checkpointing(config: Mapping[str, Any]) -> Checkpointing:
+    """The checkpoint options of a job's configuration (JobConfigError names a bad key)."""
+    check_keys(config, CHECKPOINT_FAMILIES)
+    return Checkpointing(
+        interval=CHECKPOINTING_INTERVAL.read(config),
+        timeout=CHECKPOINTING_TIMEOUT.read(config),
+        min_pause=CHECKPOINTING_MIN_PAUSE.read(config),
+        tolerable_failures=CHECKPOINTING_TOLERABLE_FAILURES.read(config),
+        retained=CHECKPOINTS_NUM_RETAINED.read(config),
+        directory=CHECKPOINTS_DIR.read(config),
+    )
+
+
+# -- documentation --------------------------------------------------------------------------
+def default_text(option: JobOption[Any]) -> str:
+    if option.default_text is not None:
+        return option.default_text
+    if isinstance(option.default, float) and option.accepts.startswith("duration"):
+        return units.format_duration(option.default)
+    if isinstance(option.default, float):
+        return f"{option.default:g}"
+    return str(option.default)
+
+
+def reference() -> str:
+    """The Markdown table of every job option (README.md and docs/configuration.md embed it)."""
+    rows = ["| key | value | default | meaning |", "|---|---|---|---|"]
+    for o in JOB_OPTIONS:
+        cells = (f"`{o.key}`", o.accepts, default_text(o), o.help)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
