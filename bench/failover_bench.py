@@ -36,6 +36,7 @@ from kazoo.exceptions import NoNodeError
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 from sluice.client import JobManagerClient  # noqa: E402
+from sluice.states import ExecutionState, JobStatus, from_proto  # noqa: E402
 from sluice.zk.paths import ZkPaths  # noqa: E402
 
 JOB = os.path.join(REPO, "tests", "integration", "jobs", "endless_counts.py")

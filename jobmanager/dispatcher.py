@@ -4,8 +4,11 @@ It owns the slot pool (pure core) and one JobMaster per job, feeds them
 events (client calls, TaskManager registrations, heartbeats and reports,
 ticks) under one lock, and carries out their work: gRPC calls to
 TaskManagers and storage I/O run on a small thread pool outside the lock.
-Only the leader acts: without a leader session every call is refused, and
-results of calls made under an older session are dropped.
+Only the leader acts: without a leader session every call is refused
+(NotLeader), reports under another session are refused (StaleLeaderSession),
+and results of calls made under an older session are dropped.
+
+Log lines about a job carry its correlation id, "[job <id>]".
 """
 
 from __future__ import annotations
@@ -15,31 +18,32 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, assert_never
 
 import grpc
 
+from jobmanager.errors import JobNotFound, NotLeader, StaleLeaderSession
 from jobmanager.job_master import JobMaster
+from jobmanager.leader.driver import LeadershipLostError
 from jobmanager.scheduler import slot_pool as sp
 from sluice import graph, rpc
+from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2_grpc
+
+if TYPE_CHECKING:
+    from jobmanager.leader.guarded_transaction import GuardedTransaction
 
 log = logging.getLogger("sluice.jobmanager")
 
-
-class NotLeader(Exception):
-    pass
-
-
-class JobNotFound(KeyError):
-    pass
+HeartbeatMetrics = tuple[str, str, int, int]  # (job id, execution id, records in, records out) of one task
 
 
 class Dispatcher:
-    def __init__(self, address: str, heartbeat_timeout: float = 6.0, heartbeat_interval: float = 1.0,
+    def __init__(self, address: str, heartbeat_timeout: float, heartbeat_interval: float,  # defaults: sluice/config.py
                  cancel_timeout: float = 10.0, checkpoint_dir: str | None = None,
-                 clock: Callable[[], float] = time.monotonic, ha=None,
-                 guard_factory: Callable[[str], object] | None = None):
+                 clock: Callable[[], float] = time.monotonic, ha: Any = None,
+                 guard_factory: Callable[[str], GuardedTransaction] | None = None) -> None:
         self.address = address
         self.heartbeat_timeout = heartbeat_timeout
         self.heartbeat_interval = heartbeat_interval
@@ -65,9 +69,9 @@ class Dispatcher:
             self._results = {}
             log.info("leadership granted, session %s", session_id)
             if self.ha is not None:
-                self._recover_jobs(session_id)
+                self._recover_jobs()
 
-    def _recover_jobs(self, session_id: str) -> None:
+    def _recover_jobs(self) -> None:
         """Take over the jobs of the previous leader: every job graph without a result
         restarts from its latest completed checkpoint once slots are offered."""
         try:
@@ -84,7 +88,7 @@ class Dispatcher:
                 latest = self.ha.latest_checkpoint(job_id)
                 master = JobMaster(job_id, job, self, self.checkpoint_dir, self.clock(), self.cancel_timeout,
                                    counter=self.ha.checkpoint_id_counter(job_id))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 — one unreadable job must not stop recovering the others
                 log.error("[job %s] cannot recover: %s", job_id, exc)
                 continue
             self._jobs[job_id] = master
@@ -101,11 +105,10 @@ class Dispatcher:
     def session_id(self) -> str:
         return self._session or ""
 
-    def guard(self):
+    def guard(self) -> GuardedTransaction:
         """A ZooKeeper transaction that commits only while our leader session holds."""
         session = self._session
         if session is None or self._guard_factory is None:
-            from jobmanager.leader.election import LeadershipLostError
             raise LeadershipLostError("not the leader")
         return self._guard_factory(session)
 
@@ -129,7 +132,6 @@ class Dispatcher:
             except ValueError as exc:
                 raise graph.JobValidationError("config", str(exc)) from None
         if self.ha is not None:  # persist before announcing the job id
-            from jobmanager.leader.election import LeadershipLostError
             try:
                 self.ha.put_job_graph(self.guard, job_id, job)
             except LeadershipLostError:
@@ -142,11 +144,12 @@ class Dispatcher:
             master.start(self.clock())
         return job_id
 
-    def cancel(self, job_id: str) -> str:
+    def cancel(self, job_id: str) -> JobStatus:
         self._require_leader()
         with self._lock:
             if job_id not in self._jobs and job_id in self._results:
-                raise ValueError(f"job {job_id} already ended {self._results[job_id].state}")
+                ended = from_proto(JobStatus, self._results[job_id].state)
+                raise ValueError(f"job {job_id} already ended {ended}")
             return self._job(job_id).cancel(self.clock())
 
     def job_info(self, job_id: str) -> common_pb2.JobInfo:
@@ -197,38 +200,45 @@ class Dispatcher:
             self._pool_event(sp.TaskManagerRegistered(resource_id, address, slots, self.clock()))
         return session
 
-    def heartbeat(self, resource_id: str, session_id: str, metrics: list[tuple[str, int, int]]) -> bool:
+    def heartbeat(self, resource_id: str, session_id: str, metrics: list[HeartbeatMetrics]) -> bool:
         self._check_session(session_id)
         with self._lock:
             actions = self._pool.handle(sp.HeartbeatReceived(resource_id, self.clock()))
             if any(isinstance(a, sp.UnknownTaskManager) for a in actions):
                 return False
-            for eid, rin, rout in metrics:
-                job = self._jobs.get(eid.split("/", 1)[0])
+            for job_id, eid, rin, rout in metrics:
+                job = self._jobs.get(job_id)
                 if job is not None and eid in job.graph.executions:
                     job.metrics[eid] = (rin, rout)
             return True
 
-    def update_task_state(self, session_id: str, job_id: str, execution_id: str, state: str, error: str,
-                          records: tuple[int, int] = (0, 0), end_of_input: bool = False) -> bool:
+    def update_task_state(self, session_id: str, job_id: str, execution_id: str, state: ExecutionState,
+                          error: str, records: tuple[int, int] = (0, 0), end_of_input: bool = False,
+                          failure_cause: FailureCause | None = None, unreachable_peer: str = "") -> bool:
+        """A TaskManager's report. A failure caused by an unreachable peer TaskManager
+        (`failure_cause` PEER_UNREACHABLE, its address in `unreachable_peer`) gets that
+        peer probed at once instead of waiting for its heartbeat timeout."""
         self._check_session(session_id)
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
                 return False
-            log.info("[job %s] task %s -> %s%s%s", job_id, execution_id, state, " (end of input)" if end_of_input else "",
+            log.info("[job %s] task %s -> %s%s%s", job_id, execution_id, state,
+                     " (end of input)" if end_of_input else "",
                      f": {error.strip().splitlines()[-1]}" if error else "")
             accepted = job.on_task_state(execution_id, state, error, records, end_of_input, self.clock())
-            if error and "ChannelError" in error:
-                self._probe_peers(error)
+            if failure_cause == FailureCause.PEER_UNREACHABLE and unreachable_peer:
+                self._probe_peer(job_id, unreachable_peer)
             return accepted
 
     def acknowledge_checkpoint(self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int,
-                               handle: bytes, size: int) -> str:
+                               handle: bytes, size: int) -> AckOutcome:
         self._check_session(session_id)
         with self._lock:
             job = self._jobs.get(job_id)
-            return "UNKNOWN" if job is None else job.on_ack(execution_id, checkpoint_id, handle, size, self.clock())
+            if job is None:
+                return AckOutcome.UNKNOWN
+            return job.on_ack(execution_id, checkpoint_id, handle, size, self.clock())
 
     def decline_checkpoint(self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int,
                            reason: str) -> None:
@@ -241,7 +251,7 @@ class Dispatcher:
     def _check_session(self, session_id: str) -> None:
         current = self._require_leader()
         if session_id != current:
-            raise PermissionError(f"leader session {session_id!r} is not the current one")
+            raise StaleLeaderSession(session_id)
 
     # -- time ------------------------------------------------------------------------------------
     def tick(self) -> None:
@@ -266,7 +276,7 @@ class Dispatcher:
         except KeyError:
             return None
 
-    def call_task(self, job: JobMaster, execution_id: str, method: str, request) -> None:
+    def call_task(self, job: JobMaster, execution_id: str, method: str, request: Any) -> None:
         """An RPC to the TaskManager running `execution_id`. An unreachable TaskManager is
         declared lost at once instead of waiting for its heartbeat timeout."""
         ex = job.graph.executions[execution_id]
@@ -300,7 +310,7 @@ class Dispatcher:
             error = None
             try:
                 fn()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 — any failure is handed to `done`, which decides
                 error = exc
                 log.warning("[job %s] storage operation failed: %s", job.job_id, exc)
             with self._lock:
@@ -308,10 +318,12 @@ class Dispatcher:
                     done(error)
         self._rpc.submit(work)
 
-    def _probe_peers(self, error: str) -> None:
-        """A task lost its input from another TaskManager: check those peers now."""
+    def _probe_peer(self, job_id: str, address: str) -> None:
+        """A task of `job_id` lost its input from the TaskManager at `address`: check it now."""
         for tm in self._pool.taskmanagers():
-            if tm.address in error:
+            if tm.address == address:
+                log.info("[job %s] probing TaskManager %s at %s: a task lost its input from it",
+                         job_id, tm.resource_id, address)
                 self._rpc.submit(self._probe, tm.resource_id, tm.address, self._session)
 
     def _probe(self, resource_id: str, address: str, session: str | None) -> None:
@@ -322,22 +334,27 @@ class Dispatcher:
                 self._pool_event(sp.TaskManagerDisconnected(resource_id, f"unreachable at {address}"))
 
     # -- slot pool actions -------------------------------------------------------------------------
-    def _pool_event(self, event) -> None:
+    def _pool_event(self, event: sp.SlotPoolEvent) -> None:
         for action in self._pool.handle(event):
-            if isinstance(action, sp.SlotsAllocated):
-                job = self._jobs[action.job_id]
-                log.info("[job %s] slots allocated: %s", job.job_id,
-                         ", ".join(f"{s.resource_id}:{s.index}" for s in action.slots))
-                job.on_slots(action.slots, self.clock())
-            elif isinstance(action, sp.JobWaitingForSlots):
-                job = self._jobs[action.job_id]
-                job.on_waiting(f"waiting for slots: needs {action.required}, {action.available} free "
-                               f"of {self._pool.total_slots()} in the cluster")
-                log.info("[job %s] %s", job.job_id, job.message)
-            elif isinstance(action, sp.TaskManagerLost):
-                log.warning("TaskManager %s (%s) lost: %s", action.resource_id, action.address, action.reason)
-                for job_id in action.affected_jobs:
-                    self._jobs[job_id].on_tm_lost(action.resource_id, action.reason, self.clock())
+            match action:
+                case sp.SlotsAllocated():
+                    job = self._jobs[action.job_id]
+                    log.info("[job %s] slots allocated: %s", job.job_id,
+                             ", ".join(f"{s.resource_id}:{s.index}" for s in action.slots))
+                    job.on_slots(action.slots, self.clock())
+                case sp.JobWaitingForSlots():
+                    job = self._jobs[action.job_id]
+                    job.on_waiting(f"waiting for slots: needs {action.required}, {action.available} free "
+                                   f"of {self._pool.total_slots()} in the cluster")
+                    log.info("[job %s] %s", job.job_id, job.message)
+                case sp.TaskManagerLost():
+                    log.warning("TaskManager %s (%s) lost: %s", action.resource_id, action.address, action.reason)
+                    for job_id in action.affected_jobs:
+                        self._jobs[job_id].on_tm_lost(action.resource_id, action.reason, self.clock())
+                case sp.UnknownTaskManager():
+                    pass  # a disconnect of a TaskManager already lost: nothing left to do
+                case _:
+                    assert_never(action)
 
     def _stub(self, address: str) -> taskmanager_pb2_grpc.TaskExecutorStub:
         ch = self._channels.get(address)

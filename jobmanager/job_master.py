@@ -17,19 +17,21 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, assert_never, cast
 
 from jobmanager.checkpoint import coordinator as cc
+from jobmanager.checkpoint import metadata
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler.restart_strategy import RestartDecision, RestartStrategy, from_config
+from jobmanager.scheduler.slot_pool import SlotId
 from sluice import graph
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
+from sluice.states import AckOutcome, ExecutionState, JobStatus, to_proto
 from sluice.v1 import common_pb2, taskmanager_pb2
 
 log = logging.getLogger("sluice.jobmanager.job")
-
-RESTARTING = "RESTARTING"
 
 
 class Gateway(Protocol):
@@ -38,11 +40,12 @@ class Gateway(Protocol):
     def request_slots(self, job_id: str, count: int) -> None: ...
     def release_slots(self, job_id: str) -> None: ...
     def address_of(self, resource_id: str) -> str | None: ...
-    def call_task(self, job: "JobMaster", execution_id: str, method: str, request) -> None: ...
-    def run_io(self, job: "JobMaster", fn, done) -> None: ...
-    def guard(self): ...
+    def call_task(self, job: JobMaster, execution_id: str, method: str, request: Any) -> None: ...
+    def run_io(self, job: JobMaster, fn: Callable[[], object],
+               done: Callable[[Exception | None], None]) -> None: ...
+    def guard(self) -> Any: ...
     @property
-    def ha(self): ...
+    def ha(self) -> Any: ...
     @property
     def session_id(self) -> str: ...
     @property
@@ -50,15 +53,15 @@ class Gateway(Protocol):
 
 
 def checkpoint_config(config: dict[str, str]) -> cc.CheckpointConfig | None:
-    interval = float(config.get("execution.checkpointing.interval", "0") or 0) / 1000
-    if interval <= 0:
+    """The job's checkpoint options read through sluice/job_options.py; None when checkpointing is off.
+    A bad value or an unknown execution.*/state.* key raises JobConfigError (a ValueError naming the key)."""
+    from sluice import job_options
+
+    o = job_options.checkpointing(config)
+    if o.interval <= 0:
         return None
-    return cc.CheckpointConfig(
-        interval=interval,
-        timeout=float(config.get("execution.checkpointing.timeout", "60000")) / 1000,
-        min_pause=float(config.get("execution.checkpointing.min-pause", "0")) / 1000,
-        tolerable_failures=int(config.get("execution.checkpointing.tolerable-failed-checkpoints", "0")),
-        retained=int(config.get("state.checkpoints.num-retained", "2")))
+    return cc.CheckpointConfig(interval=o.interval, timeout=o.timeout, min_pause=o.min_pause,
+                               tolerable_failures=o.tolerable_failures, retained=o.retained)
 
 
 def _now_ms() -> int:
@@ -67,7 +70,7 @@ def _now_ms() -> int:
 
 class JobMaster:
     def __init__(self, job_id: str, job: common_pb2.JobGraph, gateway: Gateway, checkpoint_dir: str | None,
-                 now: float, cancel_timeout: float = 10.0, counter: CheckpointIDCounter | None = None):  # noqa: ARG002
+                 now: float, cancel_timeout: float = 10.0, counter: CheckpointIDCounter | None = None):  # noqa: ARG002 — `now`: time is an input, as for every event
         self.job_id, self.job, self.gateway = job_id, job, gateway
         self.chains = graph.build_chains(job)
         self.chain_by_id = {c.id: c for c in self.chains}
@@ -79,7 +82,7 @@ class JobMaster:
         if self.ckpt_config is not None and not ckpt_dir:
             raise ValueError("config.execution.checkpointing.interval: checkpointing needs state.checkpoints.dir "
                              "(set it in the job or start the JobManager with --checkpoint-dir)")
-        self.storage = CheckpointStorage(ckpt_dir, job_id) if self.ckpt_config is not None else None
+        self.storage = CheckpointStorage(ckpt_dir, job_id) if self.ckpt_config is not None and ckpt_dir else None
         self.counter = counter or InMemoryCheckpointIDCounter()
         self.cancel_timeout = cancel_timeout
         self.slots_required = graph.slots_required(job)
@@ -88,7 +91,7 @@ class JobMaster:
         self.restarts = 0
         self.restored_checkpoint: int | None = None
         self.latest: cc.CompletedCheckpoint | None = None
-        self.final_state: str | None = None
+        self.final_state: JobStatus | None = None
         self.failure = ""
         self._cancel_requested = False
         self._restart_at: float | None = None
@@ -113,7 +116,7 @@ class JobMaster:
         self._restart(now, first_attempt=0)
 
     # -- attempts -------------------------------------------------------------------------------
-    def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002
+    def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002 — time is an input, as for events
         infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in self.chains]
         self.graph = eg.ExecutionGraph(self.job_id, infos, attempt=attempt, cancel_timeout=self.cancel_timeout,
                                        attempt_tag=f"{self.gateway.session_id[:8]}.{attempt}")
@@ -129,34 +132,36 @@ class JobMaster:
         return f"[job {self.job_id} attempt {self.attempt}]"
 
     @property
-    def state(self) -> str:
-        if self.final_state:
+    def state(self) -> JobStatus:
+        """The job's state as clients see it (never the graph's internal FAILING/CANCELLING)."""
+        if self.final_state is not None:
             return self.final_state
-        if self._restart_at is not None or (self.attempt > 0 and self.graph.state == eg.CREATED):
-            return RESTARTING
-        if self.graph.state == eg.FAILING:  # winding down after a failure
+        if self._restart_at is not None or (self.attempt > 0 and self.graph.state == JobStatus.CREATED):
+            return JobStatus.RESTARTING
+        if self.graph.state == JobStatus.FAILING:  # winding down after a failure
             will_restart = not self._cancel_requested and (self._decision is None or self._decision.restart)
-            return RESTARTING if will_restart else eg.RUNNING  # FAILED once the remaining tasks stopped
-        return eg.RUNNING if self.graph.state == eg.CANCELLING else self.graph.state
+            # not restarting: FAILED once the remaining tasks stopped
+            return JobStatus.RESTARTING if will_restart else JobStatus.RUNNING
+        return JobStatus.RUNNING if self.graph.state == JobStatus.CANCELLING else self.graph.state
 
     @property
     def terminal(self) -> bool:
         return self.final_state is not None
 
     # -- events from the dispatcher -----------------------------------------------------------------
-    def on_slots(self, slots, now: float) -> None:
+    def on_slots(self, slots: Sequence[SlotId], now: float) -> None:
         self.message = ""
-        self._apply(self.graph.handle(eg.SlotsAssigned(slots, now)), now)
+        self._apply(self.graph.handle(eg.SlotsAssigned(tuple(slots), now)), now)
 
     def on_waiting(self, message: str) -> None:
         self.message = message
 
-    def on_task_state(self, eid: str, state: str, error: str, records: tuple[int, int], end_of_input: bool,
-                      now: float) -> bool:
+    def on_task_state(self, eid: str, state: ExecutionState, error: str, records: tuple[int, int],
+                      end_of_input: bool, now: float) -> bool:
         if eid not in self.graph.executions:
             return False
         self.metrics[eid] = records
-        if end_of_input and state == "RUNNING":
+        if end_of_input and state == ExecutionState.RUNNING:
             self._on_end_of_input(eid, now)
             return True
         actions = self.graph.handle(eg.TaskStateReported(eid, state, error, now))
@@ -170,18 +175,18 @@ class JobMaster:
     def on_tm_lost(self, resource_id: str, reason: str, now: float) -> None:
         self._apply(self.graph.handle(eg.TaskManagerLost(resource_id, reason, now)), now)
 
-    def cancel(self, now: float) -> str:
+    def cancel(self, now: float) -> JobStatus:
         if self.terminal:
             raise ValueError(f"job {self.job_id} already ended {self.final_state}")
         self._cancel_requested = True
         log.info("%s cancel requested", self.tag)
-        self._record_result(eg.CANCELED)  # the cancel is final, even across a failover
-        if self._restart_at is not None or self.graph.state == eg.CREATED:
+        self._record_result(JobStatus.CANCELED)  # the cancel is final, even across a failover
+        if self._restart_at is not None or self.graph.state == JobStatus.CREATED:
             self._restart_at = None
             self.gateway.release_slots(self.job_id)
             self._apply(self.graph.handle(eg.CancelRequested(now)), now)
             if not self.terminal:
-                self._finish(eg.CANCELED, "", now)
+                self._finish(JobStatus.CANCELED, "", now)
         else:
             self._apply(self.graph.handle(eg.CancelRequested(now)), now)
         return self.state
@@ -195,66 +200,79 @@ class JobMaster:
             return
         self._apply(self.graph.handle(eg.Tick(now)), now)
         if self.coordinator is not None:
-            self._apply_checkpoint(self.coordinator.handle(cc.Tick(now)), now)
+            self._apply_checkpoint(self.coordinator, self.coordinator.handle(cc.Tick(now)), now)
 
-    def on_ack(self, eid: str, checkpoint_id: int, handle: bytes, size: int, now: float) -> str:
-        if self.coordinator is None or eid not in self.graph.executions:
-            return "UNKNOWN"
+    def on_ack(self, eid: str, checkpoint_id: int, handle: bytes, size: int, now: float) -> AckOutcome:
+        coordinator = self.coordinator
+        if coordinator is None or eid not in self.graph.executions:
+            return AckOutcome.UNKNOWN
         try:
             parsed = json.loads(handle)
         except ValueError:
-            self._apply_checkpoint(self.coordinator.handle(cc.Decline(eid, checkpoint_id, "unreadable state handle", now)), now)
-            return "UNKNOWN"
-        actions = self.coordinator.handle(cc.Acknowledge(eid, checkpoint_id, parsed, size, now))
-        outcome = next((a.outcome for a in actions if isinstance(a, cc.AckOutcome)), "UNKNOWN")
-        self._apply_checkpoint(actions, now)
+            decline = cc.Decline(eid, checkpoint_id, "unreadable state handle", now)
+            self._apply_checkpoint(coordinator, coordinator.handle(decline), now)
+            return AckOutcome.UNKNOWN
+        actions = coordinator.handle(cc.Acknowledge(eid, checkpoint_id, parsed, size, now))
+        outcome = next((a.outcome for a in actions if isinstance(a, cc.AckResult)), AckOutcome.UNKNOWN)
+        self._apply_checkpoint(coordinator, actions, now)
         return outcome
 
     def on_decline(self, eid: str, checkpoint_id: int, reason: str, now: float) -> None:
-        if self.coordinator is not None and eid in self.graph.executions:
+        coordinator = self.coordinator
+        if coordinator is not None and eid in self.graph.executions:
             log.warning("%s checkpoint %d declined by %s: %s", self.tag, checkpoint_id, eid, reason)
-            self._apply_checkpoint(self.coordinator.handle(cc.Decline(eid, checkpoint_id, reason, now)), now)
+            self._apply_checkpoint(coordinator, coordinator.handle(cc.Decline(eid, checkpoint_id, reason, now)), now)
 
     # -- execution graph actions ----------------------------------------------------------------------
-    def _apply(self, actions: list, now: float) -> None:
+    def _apply(self, actions: Iterable[eg.ExecutionGraphAction], now: float) -> None:
         for action in actions:
-            if isinstance(action, eg.DeployExecutions):
-                for eid in action.execution_ids:
-                    self.gateway.call_task(self, eid, "SubmitTask", self.deployment_descriptor(eid))
-            elif isinstance(action, eg.CancelExecutions):
-                for eid in action.execution_ids:
-                    self.gateway.call_task(self, eid, "CancelTask", taskmanager_pb2.CancelTaskRequest(
-                        leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid))
-            elif isinstance(action, eg.JobStatusChanged):
-                log.info("%s %s -> %s", self.tag, action.old, action.new)
-                if action.new == eg.RUNNING and self.ckpt_config is not None:
-                    self._start_coordinator(now)
-                elif action.new in (eg.FAILING, eg.CANCELLING):
-                    if action.new == eg.FAILING and not self._cancel_requested:
-                        self._decision, self._failed_at = self.restart.on_failure(now), now
-                    if self.coordinator is not None:
-                        self._apply_checkpoint(self.coordinator.handle(cc.TasksLost(f"job {action.new}", now)), now)
-            elif isinstance(action, eg.JobTerminated):
-                self._attempt_ended(action.state, action.failure, now)
+            match action:
+                case eg.DeployExecutions():
+                    for eid in action.execution_ids:
+                        self.gateway.call_task(self, eid, "SubmitTask", self.deployment_descriptor(eid))
+                case eg.CancelExecutions():
+                    for eid in action.execution_ids:
+                        self.gateway.call_task(self, eid, "CancelTask", taskmanager_pb2.CancelTaskRequest(
+                            leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid))
+                case eg.JobStatusChanged():
+                    self._on_status_changed(action, now)
+                case eg.JobTerminated():
+                    self._attempt_ended(action.state, action.failure, now)
+                case eg.Ignored():
+                    pass  # a report that no longer applies; on_task_state tells the caller
+                case _:
+                    assert_never(action)
 
-    def _attempt_ended(self, state: str, failure: str, now: float) -> None:
+    def _on_status_changed(self, action: eg.JobStatusChanged, now: float) -> None:
+        log.info("%s %s -> %s", self.tag, action.old, action.new)
+        if action.new == JobStatus.RUNNING and self.ckpt_config is not None:
+            self._start_coordinator(now)
+        elif action.new in (JobStatus.FAILING, JobStatus.CANCELLING):
+            if action.new == JobStatus.FAILING and not self._cancel_requested:
+                self._decision, self._failed_at = self.restart.on_failure(now), now
+            coordinator = self.coordinator
+            if coordinator is not None:
+                self._apply_checkpoint(coordinator, coordinator.handle(cc.TasksLost(f"job {action.new}", now)), now)
+
+    def _attempt_ended(self, state: JobStatus, failure: str, now: float) -> None:
         self.gateway.release_slots(self.job_id)
         if self.coordinator is not None:
             self._old_history += self.coordinator.history()
         decided, self._decision = self._decision, None
-        if state != eg.FAILED or self._cancel_requested:
-            self._finish(state if not self._cancel_requested else eg.CANCELED, failure, now)
+        if state != JobStatus.FAILED or self._cancel_requested:
+            self._finish(state if not self._cancel_requested else JobStatus.CANCELED, failure, now)
             return
         # An attempt that failed before it ran (CREATED -> FAILED) is decided here.
         decision, failed_at = (decided, self._failed_at) if decided else (self.restart.on_failure(now), now)
         if not decision.restart:
             log.error("%s failed and will not restart (%s):\n%s", self.tag, decision.reason, failure)
-            self._finish(eg.FAILED, f"{failure}\n(not restarted: {decision.reason})", now)
+            self._finish(JobStatus.FAILED, f"{failure}\n(not restarted: {decision.reason})", now)
             return
         self.restarts += 1
         self.failure = failure
         self._restart_at = max(now, failed_at + decision.delay)  # the delay counts from the failure
-        log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason, failure.strip().splitlines()[-1] if failure else "")
+        log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason,
+                    failure.strip().splitlines()[-1] if failure else "")
 
     def _restart(self, now: float, first_attempt: int | None = None) -> None:
         """A new attempt that restores every task from the latest completed checkpoint."""
@@ -262,127 +280,125 @@ class JobMaster:
         self.restored_checkpoint = None
         if self.latest is not None:
             try:
-                metadata = self.storage.read_metadata(self.latest.checkpoint_id)
-                self._restore_states = self._restore_states_from(metadata)
+                storage, cid = self._storage(), self.latest.checkpoint_id
+                self._restore_states = metadata.restore_states(storage.read_metadata(cid), self.chains,
+                                                               storage.metadata_path(cid))
             except CheckpointCorrupt as exc:
                 log.error("%s cannot restore: %s", self.tag, exc)
-                self._finish(eg.FAILED, f"restore failed: {exc}", now)
+                self._finish(JobStatus.FAILED, f"restore failed: {exc}", now)
                 return
             self.restored_checkpoint = self.latest.checkpoint_id
         log.info("%s restarting (restart %d) from %s", self.tag, self.restarts,
                  f"checkpoint {self.restored_checkpoint}" if self.restored_checkpoint else "the beginning")
         self._start_attempt(self.attempt + 1 if first_attempt is None else first_attempt, now)
 
-    def _restore_states_from(self, metadata: dict) -> dict[tuple[str, int], bytes]:
-        out = {}
-        tasks = metadata["tasks"]
-        for chain in self.chains:
-            by_subtask = tasks.get(chain.id)
-            if by_subtask is None or len(by_subtask) != chain.parallelism:
-                raise CheckpointCorrupt(f"checkpoint {metadata['checkpoint_id']} has no complete state for task "
-                                        f"{chain.name!r} in {self.storage.metadata_path(metadata['checkpoint_id'])}")
-            keyed: dict[str, list] = {}
-            for handle in by_subtask.values():
-                for op_id, h in handle.get("keyed", {}).items():
-                    keyed.setdefault(op_id, []).append(h)
-            for s in range(chain.parallelism):
-                out[(chain.id, s)] = json.dumps({"operators": by_subtask[str(s)].get("operators", {}),
-                                                 "keyed": keyed}).encode()
-        return out
+    def _storage(self) -> CheckpointStorage:
+        """Checkpoint storage; only called with checkpointing on (a checkpoint exists, or a coordinator runs)."""
+        if self.storage is None:
+            raise CheckpointCorrupt(f"job {self.job_id} has checkpoints but no state.checkpoints.dir")
+        return self.storage
 
-    def _finish(self, state: str, failure: str, now: float) -> None:  # noqa: ARG002
+    def _finish(self, state: JobStatus, failure: str, now: float) -> None:  # noqa: ARG002 — time is an input
         self.final_state = state
-        self.failure = failure if state == eg.FAILED else ""
+        self.failure = failure if state == JobStatus.FAILED else ""
         self.ended_ms = _now_ms()
         self.message = ""
         log.info("%s ended %s", self.tag, state)
         self._record_result()
 
-    def _record_result(self, state: str | None = None) -> None:
+    def _record_result(self, state: JobStatus | None = None) -> None:
         """Into the job result store (as `state`, default the current one): a new leader
         must not resurrect this job."""
         ha = self.gateway.ha
         if ha is not None:
             info = self.info(0)
             if state is not None:
-                info.state = state
-            self.gateway.run_io(self, lambda: ha.put_job_result(self.gateway.guard, self.job_id, info),
-                                lambda error: None)
+                info.state = cast(common_pb2.JobState, to_proto(state))
+            self.gateway.run_io(self, lambda: ha.put_job_result(self.gateway.guard, self.job_id, info), _ignore)
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def _start_coordinator(self, now: float) -> None:
         executions = list(self.graph.executions)
         sources = [eid for eid, ex in self.graph.executions.items()
                    if not self.chain_by_id[ex.chain_id].inputs]
+        config = self.ckpt_config
+        if config is None:
+            return  # checkpointing is off
         if self.latest is not None:  # an earlier attempt or leader may have left other checkpoints
-            storage, keep, upper = self.storage, self.latest.checkpoint_id, self.counter.get()
+            storage, keep, upper = self._storage(), self.latest.checkpoint_id, self.counter.get()
 
             def clean() -> None:  # only ids handed out before this attempt's coordinator
                 for cid in storage.list_checkpoints():
                     if cid != keep and cid < upper:
                         storage.discard(cid)
-            self.gateway.run_io(self, clean, lambda error: None)
-        self.coordinator = cc.CheckpointCoordinator(self.job_id, self.ckpt_config, self.counter, sources, executions,
+            self.gateway.run_io(self, clean, _ignore)
+        self.coordinator = cc.CheckpointCoordinator(self.job_id, config, self.counter, sources, executions,
                                                     now, restored=self.latest)
 
     def _on_end_of_input(self, eid: str, now: float) -> None:
         self.end_of_input.add(eid)
-        if self.coordinator is None:
+        coordinator = self.coordinator
+        if coordinator is None:
             return
-        pending = self.coordinator.pending_id
+        pending = coordinator.pending_id
         if pending is not None:  # its barrier can no longer reach this task: trigger it directly
             self._send_trigger(eid, pending, final=False)
         if self.end_of_input == set(self.graph.executions):
             log.info("%s every task reached end of input: final checkpoint", self.tag)
-            self._apply_checkpoint(self.coordinator.handle(cc.FinalCheckpointRequested(now)), now)
+            self._apply_checkpoint(coordinator, coordinator.handle(cc.FinalCheckpointRequested(now)), now)
 
     def _send_trigger(self, eid: str, checkpoint_id: int, final: bool) -> None:
         self.gateway.call_task(self, eid, "TriggerCheckpoint", taskmanager_pb2.TriggerCheckpointRequest(
             leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid,
             checkpoint_id=checkpoint_id, timestamp_ms=_now_ms(), final=final))
 
-    def _notify(self, method: str, targets, checkpoint_id: int, final: bool = False) -> None:
+    def _notify(self, method: str, targets: Iterable[str], checkpoint_id: int, final: bool = False) -> None:
         for eid in targets:
             self.gateway.call_task(self, eid, method, taskmanager_pb2.CheckpointNotification(
                 leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid,
                 checkpoint_id=checkpoint_id, final=final))
 
-    def _apply_checkpoint(self, actions: list, now: float) -> None:
-        coordinator = self.coordinator
+    def _apply_checkpoint(self, coordinator: cc.CheckpointCoordinator, actions: Iterable[cc.CoordinatorAction],
+                          now: float) -> None:
+        """Carry out the actions `coordinator` returned."""
         for action in actions:
-            if isinstance(action, cc.TriggerCheckpoint):
-                log.info("%s triggering checkpoint %d%s", self.tag, action.checkpoint_id, " (final)" if action.final else "")
-                targets = set(action.targets) | (set() if action.final else self.end_of_input)
-                for eid in sorted(targets):
-                    self._send_trigger(eid, action.checkpoint_id, action.final)
-            elif isinstance(action, cc.PersistCheckpoint):
-                self._persist(coordinator, action)
-            elif isinstance(action, cc.NotifyComplete):
-                log.info("%s checkpoint %d completed", self.tag, action.checkpoint_id)
-                self.latest = coordinator.latest_completed()
-                self._notify("NotifyCheckpointComplete", action.targets, action.checkpoint_id, action.final)
-                self.restart.on_success(now)
-            elif isinstance(action, cc.NotifyAborted):
-                log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
-                if self.graph.state == eg.RUNNING:
-                    self._notify("NotifyCheckpointAborted", action.targets, action.checkpoint_id)
-            elif isinstance(action, cc.DiscardCheckpoint):
-                self._discard(action.checkpoint_id)
-            elif isinstance(action, cc.FailJob):
-                self._apply(self.graph.handle(eg.GlobalFailure(f"checkpointing failed: {action.reason}", now)), now)
+            match action:
+                case cc.TriggerCheckpoint():
+                    log.info("%s triggering checkpoint %d%s", self.tag, action.checkpoint_id,
+                             " (final)" if action.final else "")
+                    targets = set(action.targets) | (set() if action.final else self.end_of_input)
+                    for eid in sorted(targets):
+                        self._send_trigger(eid, action.checkpoint_id, action.final)
+                case cc.PersistCheckpoint():
+                    self._persist(coordinator, action)
+                case cc.NotifyComplete():
+                    log.info("%s checkpoint %d completed", self.tag, action.checkpoint_id)
+                    self.latest = coordinator.latest_completed()
+                    self._notify("NotifyCheckpointComplete", action.targets, action.checkpoint_id, action.final)
+                    self.restart.on_success(now)
+                case cc.NotifyAborted():
+                    log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
+                    if self.graph.state == JobStatus.RUNNING:
+                        self._notify("NotifyCheckpointAborted", action.targets, action.checkpoint_id)
+                case cc.DiscardCheckpoint():
+                    self._discard(action.checkpoint_id)
+                case cc.FailJob():
+                    failure = eg.GlobalFailure(f"checkpointing failed: {action.reason}", now)
+                    self._apply(self.graph.handle(failure), now)
+                case cc.AckResult():
+                    pass  # on_ack returns its outcome to the TaskManager
+                case _:
+                    assert_never(action)
 
     def _persist(self, coordinator: cc.CheckpointCoordinator, action: cc.PersistCheckpoint) -> None:
         """Persist before announcing: `_metadata` first, then CheckpointPersisted."""
-        tasks: dict[str, dict[str, object]] = {}
-        for eid, handle in action.handles.items():
-            ex = self.graph.executions[eid]
-            tasks.setdefault(ex.chain_id, {})[str(ex.subtask)] = handle
-        metadata = {"job_id": self.job_id, "checkpoint_id": action.checkpoint_id, "final": action.final,
-                    "timestamp_ms": _now_ms(), "attempt": self.attempt, "tasks": tasks}
-        storage, cid, retained, ha = self.storage, action.checkpoint_id, self.ckpt_config.retained, self.gateway.ha
+        executions = self.graph.executions
+        content = metadata.build(self.job_id, action.checkpoint_id, action.final, _now_ms(), self.attempt,
+                                 action.handles, lambda eid: (executions[eid].chain_id, executions[eid].subtask))
+        storage, cid, retained, ha = self._storage(), action.checkpoint_id, coordinator.config.retained, self.gateway.ha
 
         def persist() -> None:
-            path = storage.write_metadata(cid, metadata)
+            path = storage.write_metadata(cid, content)
             if ha is not None:  # the pointer in ZooKeeper, guarded by our leadership
                 ha.add_checkpoint(self.gateway.guard, self.job_id, cid, path, retained)
 
@@ -391,21 +407,22 @@ class JobMaster:
                 return  # a newer attempt: this result no longer matters
             now = time.monotonic()
             event = cc.CheckpointPersisted(cid, now) if error is None else cc.PersistFailed(cid, str(error), now)
-            self._apply_checkpoint(coordinator.handle(event), now)
+            self._apply_checkpoint(coordinator, coordinator.handle(event), now)
         self.gateway.run_io(self, persist, done)
 
     def _discard(self, checkpoint_id: int) -> None:
-        storage = self.storage
-        self.gateway.run_io(self, lambda: storage.discard(checkpoint_id), lambda error: None)
+        storage = self._storage()
+        self.gateway.run_io(self, lambda: storage.discard(checkpoint_id), _ignore)
 
     # -- deployment ----------------------------------------------------------------------------------
     def deployment_descriptor(self, eid: str) -> taskmanager_pb2.TaskDeploymentDescriptor:
+        """Only for deployed executions: every execution of the attempt holds a slot."""
         g, ex = self.graph, self.graph.executions[eid]
         chain = self.chain_by_id[ex.chain_id]
         tdd = taskmanager_pb2.TaskDeploymentDescriptor(
             leader_session_id=self.gateway.session_id, job_id=self.job_id, attempt=g.attempt, execution_id=eid,
             chain_id=chain.id, operator_ids=list(chain.operator_ids), subtask_index=ex.subtask,
-            parallelism=chain.parallelism, slot_index=ex.slot.index, job=self.job,
+            parallelism=chain.parallelism, slot_index=_deployed(ex.slot, eid).index, job=self.job,
             checkpoint_dir=self.storage.uri if self.storage else "")
         if self.restored_checkpoint is not None:
             tdd.restore_checkpoint_id = self.restored_checkpoint
@@ -414,13 +431,13 @@ class JobMaster:
             upstream = self.chain_of[edge.source]
             gate = tdd.inputs.add(upstream_chain=upstream.id)
             for j in range(upstream.parallelism):
-                slot = g.slot_of(upstream.id, j)
-                gate.channels.add(partition_id=partition_id(self.job_id, self._attempt_tag, upstream.id, edge.target, j),
-                                  address=self.gateway.address_of(slot.resource_id) or "")
+                slot = _deployed(g.slot_of(upstream.id, j), f"{upstream.id}/{j}")
+                pid = partition_id(self.job_id, self._attempt_tag, upstream.id, edge.target, j)
+                gate.channels.add(partition_id=pid, address=self.gateway.address_of(slot.resource_id) or "")
         for edge in chain.outputs:
             target = self.chain_of[edge.target]
-            tdd.outputs.add(partition_id=partition_id(self.job_id, self._attempt_tag, chain.id, edge.target, ex.subtask),
-                            target_chain=target.id, partitioning=edge.partitioning, key=edge.key,
+            pid = partition_id(self.job_id, self._attempt_tag, chain.id, edge.target, ex.subtask)
+            tdd.outputs.add(partition_id=pid, target_chain=target.id, partitioning=edge.partitioning, key=edge.key,
                             num_subpartitions=target.parallelism)
         return tdd
 
@@ -431,10 +448,12 @@ class JobMaster:
 
     # -- status ---------------------------------------------------------------------------------------
     def info(self, free_slots: int) -> common_pb2.JobInfo:
-        g = self.graph
+        """The job's status for clients, states as proto enums."""
+        g, state = self.graph, self.state
         info = common_pb2.JobInfo(
-            job_id=self.job_id, name=self.job.name, state=self.state, restarts=self.restarts,
-            leader=self.gateway.address, message=self.message, failure=self.failure if self.state == eg.FAILED else "",
+            job_id=self.job_id, name=self.job.name, state=cast(common_pb2.JobState, to_proto(state)),
+            restarts=self.restarts, leader=self.gateway.address, message=self.message,
+            failure=self.failure if state == JobStatus.FAILED else "",
             submitted_ms=self.submitted_ms, ended_ms=self.ended_ms, slots_required=self.slots_required,
             slots_available=free_slots)
         if self.latest is not None:
@@ -443,23 +462,24 @@ class JobMaster:
             info.restored_checkpoint = self.restored_checkpoint
         if not self.terminal:
             if self._restart_at is not None:
-                info.message = f"restarting after: {self.failure.strip().splitlines()[-1] if self.failure else 'failure'}"
-            elif g.state == eg.FAILING:
+                cause = self.failure.strip().splitlines()[-1] if self.failure else "failure"
+                info.message = f"restarting after: {cause}"
+            elif g.state == JobStatus.FAILING:
                 info.message = "failing: cancelling the remaining tasks" + (
                     "" if self._decision is None else f"; {'then ' if self._decision.restart else 'will not restart: '}"
                                                       f"{self._decision.reason}")
-            elif g.state == eg.CANCELLING:
+            elif g.state == JobStatus.CANCELLING:
                 info.message = "cancelling"
         for ex in g.executions.values():
             address = self.gateway.address_of(ex.slot.resource_id) if ex.slot is not None else ""
             rin, rout = self.metrics.get(ex.execution_id, (0, 0))
-            info.tasks.add(operator=ex.name, subtask=ex.subtask, state=ex.state,
+            info.tasks.add(operator=ex.name, subtask=ex.subtask, state=to_proto(ex.state),
                            taskmanager=address or (ex.slot.resource_id if ex.slot else ""),
                            error=ex.error, records_in=rin, records_out=rout)
         history = self._old_history + (self.coordinator.history() if self.coordinator is not None else [])
         for st in history[-50:]:
             end = st.end_time if st.end_time is not None else time.monotonic()
-            info.checkpoints.add(checkpoint_id=st.checkpoint_id, status=st.status,
+            info.checkpoints.add(checkpoint_id=st.checkpoint_id, status=to_proto(st.status),
                                  trigger_ms=int(_now_ms() - (time.monotonic() - st.trigger_time) * 1000),
                                  duration_ms=int((end - st.trigger_time) * 1000), size_bytes=st.size,
                                  failure=st.failure, acks=st.acks, expected=st.expected)
@@ -467,4 +487,15 @@ class JobMaster:
 
 
 def partition_id(job_id: str, attempt: str, chain_id: str, target_op: str, subtask: int) -> str:
+    """The one place result partition ids are built; they are opaque everywhere else."""
     return f"{job_id}/{attempt}/{chain_id}->{target_op}/{subtask}"
+
+
+def _deployed(slot: SlotId | None, what: str) -> SlotId:
+    if slot is None:
+        raise ValueError(f"{what} has no slot: the attempt is not deployed")
+    return slot
+
+
+def _ignore(error: Exception | None) -> None:
+    """For background I/O whose failure only needs the log line run_io writes."""

@@ -1,26 +1,54 @@
 """gRPC servicers of the JobManager: proto in, dispatcher call, proto out.
 Expected failures become status codes; nothing a client sends crashes the
-process."""
+process.
+
+This is the wire edge: proto enum values become `sluice.states` members on
+the way in (`from_proto`; UNSPECIFIED or an unknown value is INVALID_ARGUMENT
+naming the field) and members become proto values on the way out
+(`to_proto`). Everything behind it speaks members only.
+"""
 
 from __future__ import annotations
 
 import functools
 import logging
 import traceback
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import grpc
 
-from jobmanager.dispatcher import Dispatcher, JobNotFound, NotLeader
+from jobmanager.dispatcher import Dispatcher
+from jobmanager.errors import JobNotFound, NotLeader, StaleLeaderSession
 from sluice.graph import JobValidationError
-from sluice.v1 import jobmanager_pb2, jobmanager_pb2_grpc
+from sluice.states import ExecutionState, FailureCause, from_proto, to_proto
+from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
 
 log = logging.getLogger("sluice.jobmanager.rpc")
 
+Handler = Callable[[Any, Any, grpc.ServicerContext], Any]
+E = TypeVar("E", ExecutionState, FailureCause)
 
-def translated(method: Callable) -> Callable:
+
+class BadField(ValueError):
+    """A request field holds a value this JobManager does not accept."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def member(cls: type[E], value: int, field: str) -> E:
+    """The `sluice.states` member for a proto enum value of request field `field`."""
+    try:
+        return from_proto(cls, value)
+    except ValueError as exc:
+        raise BadField(field, str(exc)) from None
+
+
+def translated(method: Handler) -> Handler:
     @functools.wraps(method)
-    def wrapper(self, request, context: grpc.ServicerContext):
+    def wrapper(self: _Base, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return method(self, request, context)
         except NotLeader:
@@ -30,13 +58,15 @@ def translated(method: Callable) -> Callable:
                           "this JobManager is a standby and no leader is known yet")
         except JobValidationError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid job: {exc}")
+        except BadField as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid request: {exc}")
         except JobNotFound as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job with id {exc.args[0]!r}")
-        except PermissionError as exc:
+        except StaleLeaderSession as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except ValueError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-        except Exception as exc:  # noqa: BLE001 — never crash on a request
+        except Exception as exc:
             if context.code() is not None:  # context.abort() already ran inside the method
                 raise
             log.error("%s failed: %s", method.__name__, traceback.format_exc())
@@ -45,36 +75,42 @@ def translated(method: Callable) -> Callable:
 
 
 class _Base:
-    def __init__(self, dispatcher: Dispatcher, leader_hint: Callable[[], str | None]):
+    def __init__(self, dispatcher: Dispatcher, leader_hint: Callable[[], str | None]) -> None:
         self.dispatcher = dispatcher
         self.leader_hint = leader_hint
 
 
 class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
     @translated
-    def SubmitJob(self, request, context):
+    def SubmitJob(self, request: jobmanager_pb2.SubmitJobRequest,
+                  _context: grpc.ServicerContext) -> jobmanager_pb2.SubmitJobResponse:
         return jobmanager_pb2.SubmitJobResponse(job_id=self.dispatcher.submit(request.job))
 
     @translated
-    def GetJob(self, request, context):
+    def GetJob(self, request: jobmanager_pb2.GetJobRequest, _context: grpc.ServicerContext) -> common_pb2.JobInfo:
         return self.dispatcher.job_info(request.job_id)
 
     @translated
-    def ListJobs(self, request, context):
+    def ListJobs(self, _request: jobmanager_pb2.ListJobsRequest,
+                 _context: grpc.ServicerContext) -> jobmanager_pb2.ListJobsResponse:
         return jobmanager_pb2.ListJobsResponse(jobs=self.dispatcher.list_jobs())
 
     @translated
-    def CancelJob(self, request, context):
-        return jobmanager_pb2.CancelJobResponse(state=self.dispatcher.cancel(request.job_id))
+    def CancelJob(self, request: jobmanager_pb2.CancelJobRequest,
+                  _context: grpc.ServicerContext) -> jobmanager_pb2.CancelJobResponse:
+        state = self.dispatcher.cancel(request.job_id)
+        return jobmanager_pb2.CancelJobResponse(state=cast(common_pb2.JobState, to_proto(state)))
 
     @translated
-    def GetCluster(self, request, context):
+    def GetCluster(self, _request: jobmanager_pb2.GetClusterRequest,
+                   _context: grpc.ServicerContext) -> jobmanager_pb2.ClusterOverview:
         return self.dispatcher.cluster_overview()
 
 
 class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer):
     @translated
-    def RegisterTaskManager(self, request, context):
+    def RegisterTaskManager(self, request: jobmanager_pb2.RegisterTaskManagerRequest,
+                            context: grpc.ServicerContext) -> jobmanager_pb2.RegisterTaskManagerResponse:
         if not request.resource_id or not request.address:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "resource_id and address are required")
         session = self.dispatcher.register_taskmanager(request.resource_id, request.address, request.slots)
@@ -82,27 +118,34 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
             leader_session_id=session, heartbeat_interval_ms=int(self.dispatcher.heartbeat_interval * 1000))
 
     @translated
-    def Heartbeat(self, request, context):
-        metrics = [(t.execution_id, t.records_in, t.records_out) for t in request.tasks]
+    def Heartbeat(self, request: jobmanager_pb2.HeartbeatRequest,
+                  _context: grpc.ServicerContext) -> jobmanager_pb2.HeartbeatResponse:
+        metrics = [(t.job_id, t.execution_id, t.records_in, t.records_out) for t in request.tasks]
         known = self.dispatcher.heartbeat(request.resource_id, request.leader_session_id, metrics)
         return jobmanager_pb2.HeartbeatResponse(known=known)
 
     @translated
-    def UpdateTaskExecutionState(self, request, context):
-        accepted = self.dispatcher.update_task_state(request.leader_session_id, request.job_id,
-                                                     request.execution_id, request.state, request.error,
-                                                     (request.records_in, request.records_out), request.end_of_input)
+    def UpdateTaskExecutionState(self, request: jobmanager_pb2.TaskExecutionState,
+                                 _context: grpc.ServicerContext) -> jobmanager_pb2.UpdateTaskExecutionStateResponse:
+        state = member(ExecutionState, request.state, "state")
+        cause = member(FailureCause, request.failure_cause, "failure_cause") if request.failure_cause else None
+        accepted = self.dispatcher.update_task_state(
+            request.leader_session_id, request.job_id, request.execution_id, state, request.error,
+            (request.records_in, request.records_out), request.end_of_input,
+            failure_cause=cause, unreachable_peer=request.unreachable_peer)
         return jobmanager_pb2.UpdateTaskExecutionStateResponse(accepted=accepted)
 
     @translated
-    def AcknowledgeCheckpoint(self, request, context):
+    def AcknowledgeCheckpoint(self, request: jobmanager_pb2.AcknowledgeCheckpointRequest,
+                              _context: grpc.ServicerContext) -> jobmanager_pb2.AcknowledgeCheckpointResponse:
         outcome = self.dispatcher.acknowledge_checkpoint(request.leader_session_id, request.job_id,
                                                          request.execution_id, request.checkpoint_id,
                                                          request.state_handle, request.size_bytes)
-        return jobmanager_pb2.AcknowledgeCheckpointResponse(outcome=outcome)
+        return jobmanager_pb2.AcknowledgeCheckpointResponse(outcome=cast(jobmanager_pb2.AckOutcome, to_proto(outcome)))
 
     @translated
-    def DeclineCheckpoint(self, request, context):
+    def DeclineCheckpoint(self, request: jobmanager_pb2.DeclineCheckpointRequest,
+                          _context: grpc.ServicerContext) -> jobmanager_pb2.DeclineCheckpointResponse:
         self.dispatcher.decline_checkpoint(request.leader_session_id, request.job_id, request.execution_id,
                                            request.checkpoint_id, request.reason)
         return jobmanager_pb2.DeclineCheckpointResponse()

@@ -32,23 +32,30 @@ the current alignment, or of an alignment already done (snapshotted or
 aborted), and a second barrier on an already blocked channel are outcomes
 (``Ignored``), not errors. Protocol violations (a channel number out of
 range, a barrier on a channel that already ended) raise ``ValueError`` and
-leave the state unchanged. Transitions are data (``TRANSITIONS``).
+leave the state unchanged. Transitions are data (``TRANSITIONS``, keyed by
+``AlignerState``); an illegal one raises ``IllegalTransition``
+(sluice/states.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+from typing import TypeAlias
+
+from sluice.states import check_transition
+
 
 # -- states -------------------------------------------------------------------
-IDLE, ALIGNING = "IDLE", "ALIGNING"
-TRANSITIONS: dict[str, tuple[str, ...]] = {
-    IDLE: (ALIGNING,),           # first barrier of a newer checkpoint
-    ALIGNING: (IDLE,),           # snapshot taken, or alignment aborted
+class AlignerState(enum.StrEnum):
+    IDLE = "IDLE"
+    ALIGNING = "ALIGNING"
+
+
+TRANSITIONS: dict[AlignerState, tuple[AlignerState, ...]] = {
+    AlignerState.IDLE: (AlignerState.ALIGNING,),  # first barrier of a newer checkpoint
+    AlignerState.ALIGNING: (AlignerState.IDLE,),  # snapshot taken, or alignment aborted
 }
-
-
-class IllegalTransition(RuntimeError):
-    pass
 
 
 # -- events -------------------------------------------------------------------
@@ -66,6 +73,9 @@ class EndOfPartition:
 @dataclasses.dataclass(frozen=True)
 class CheckpointAbortedNotice:
     checkpoint_id: int
+
+
+AlignerEvent: TypeAlias = BarrierReceived | EndOfPartition | CheckpointAbortedNotice
 
 
 # -- actions ------------------------------------------------------------------
@@ -90,12 +100,16 @@ class Ignored:
     reason: str
 
 
+AlignerAction: TypeAlias = Snapshot | Unblock | AlignmentAborted | Ignored
+Actions: TypeAlias = list[AlignerAction]
+
+
 class BarrierAligner:
-    def __init__(self, channels: int):
+    def __init__(self, channels: int) -> None:
         if channels < 1:
             raise ValueError(f"a task needs at least 1 input channel, got {channels}")
         self.channels = channels
-        self.state = IDLE
+        self.state = AlignerState.IDLE
         self.current: int | None = None      # checkpoint being aligned
         self.latest: int | None = None       # newest checkpoint id whose barrier was seen
         self._blocked: set[int] = set()
@@ -118,16 +132,18 @@ class BarrierAligner:
         return tuple(c for c in range(self.channels) if c not in self._ended)
 
     # -- dispatch -----------------------------------------------------------------
-    def handle(self, event) -> list:
-        handler = {
-            BarrierReceived: self._on_barrier, EndOfPartition: self._on_end,
-            CheckpointAbortedNotice: self._on_abort_notice,
-        }.get(type(event))
-        if handler is None:
-            raise TypeError(f"not a BarrierAligner event: {event!r}")
-        return handler(event)
+    def handle(self, event: AlignerEvent) -> list[AlignerAction]:
+        match event:
+            case BarrierReceived():
+                return self._on_barrier(event)
+            case EndOfPartition():
+                return self._on_end(event)
+            case CheckpointAbortedNotice():
+                return self._on_abort_notice(event)
+            case _:
+                raise TypeError(f"not a BarrierAligner event: {event!r}")
 
-    def _on_barrier(self, ev: BarrierReceived) -> list:
+    def _on_barrier(self, ev: BarrierReceived) -> Actions:
         c, n = ev.channel, ev.checkpoint_id
         self._check_channel(c)
         if c in self._ended:
@@ -150,12 +166,12 @@ class BarrierAligner:
         if aborted:
             return actions + [Ignored(f"barrier {n} on channel {c}: checkpoint {n} "
                                       f"was aborted by the JobManager")]
-        self._set(ALIGNING)
+        self._set(AlignerState.ALIGNING)
         self.current = n
         self._blocked.add(c)
         return actions + self._complete_if_aligned()
 
-    def _on_end(self, ev: EndOfPartition) -> list:
+    def _on_end(self, ev: EndOfPartition) -> Actions:
         c = ev.channel
         self._check_channel(c)
         if c in self._ended:
@@ -164,7 +180,7 @@ class BarrierAligner:
         self._blocked.discard(c)   # a blocked channel delivered the barrier: forget it
         return self._complete_if_aligned()
 
-    def _on_abort_notice(self, ev: CheckpointAbortedNotice) -> list:
+    def _on_abort_notice(self, ev: CheckpointAbortedNotice) -> Actions:
         n = ev.checkpoint_id
         if self.current == n:
             return self._abort("aborted by the JobManager")
@@ -175,30 +191,29 @@ class BarrierAligner:
         return [Ignored(f"abort of checkpoint {n} noted before any of its barriers")]
 
     # -- helpers ------------------------------------------------------------------
-    def _complete_if_aligned(self) -> list:
+    def _complete_if_aligned(self) -> Actions:
         if self.current is None:
             return []
         if any(ch not in self._blocked for ch in self.live_channels):
             return []
         n = self.current
-        return [Snapshot(n)] + self._release()
+        return [Snapshot(n), *self._release()]
 
-    def _abort(self, reason: str) -> list:
+    def _abort(self, reason: str) -> Actions:
         if self.current is None:
             return []
         n = self.current
-        return [AlignmentAborted(n, reason)] + self._release()
+        return [AlignmentAborted(n, reason), *self._release()]
 
-    def _release(self) -> list:
+    def _release(self) -> Actions:
         unblock = tuple(sorted(self._blocked))
-        self._set(IDLE)
+        self._set(AlignerState.IDLE)
         self.current = None
         self._blocked.clear()
         return [Unblock(unblock)] if unblock else []
 
-    def _set(self, new: str) -> None:
-        if new not in TRANSITIONS[self.state]:
-            raise IllegalTransition(f"barrier aligner: {self.state} -> {new}")
+    def _set(self, new: AlignerState) -> None:
+        check_transition(TRANSITIONS, self.state, new, "barrier aligner")
         self.state = new
 
     def _check_channel(self, c: int) -> None:

@@ -7,21 +7,24 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import Any
 
 import pyarrow as pa
+
+from sluice import key_groups
 
 log = logging.getLogger("sluice.taskmanager.spark")
 
 
 class SparkEngine:
     def __init__(self, slots: int, master: str | None = None, remote: str | None = None,
-                 conf: dict[str, str] | None = None, app_name: str = "sluice-taskmanager"):
+                 conf: dict[str, str] | None = None, app_name: str = "sluice-taskmanager") -> None:
         self.slots = slots
         self.master = master or f"local[{slots}]"
         self.remote = remote
         self.conf = conf or {}
         self.app_name = app_name
-        self.spark = None
+        self.spark: Any = None  # the pyspark SparkSession once started
 
     def start(self) -> None:
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
@@ -58,7 +61,7 @@ class SparkEngine:
             with open(path, "w") as f:
                 f.writelines(f'{{"k": "k{i % 7}", "v": {i}}}\n' for i in range(200))
             df = self.spark.read.schema("k string, v long").json([path])
-            df.select("k", F.pmod(F.xxhash64("k"), F.lit(128)).cast("int").alias("kg"), "v").toArrow()
+            df.select("k", key_groups.spark_key_group("k", 128), "v").toArrow()
             df.groupBy("k").agg(F.count(F.lit(1)), F.sum("v")).toArrow()
             self.spark.createDataFrame(pa.table({"k": ["a"], "v": [1]})).selectExpr("k", "v + 1 AS w").toArrow()
             self.spark.range(0, 1000, 2).selectExpr("CAST(id % 5 AS STRING) AS k").toArrow()
@@ -85,7 +88,7 @@ class SparkEngine:
         if self.spark is not None:
             try:
                 self.spark.stop()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 — stopping: a failure changes nothing
                 pass
             self.spark = None
 
@@ -93,12 +96,12 @@ class SparkEngine:
 class Batch:
     """Rows of one step of a chain, as a DataFrame (lazy) or Arrow table."""
 
-    def __init__(self, engine: SparkEngine, df=None, table: pa.Table | None = None):
+    def __init__(self, engine: SparkEngine, df: Any = None, table: pa.Table | None = None) -> None:
         self.engine = engine
-        self._df = df
+        self._df = df  # a pyspark DataFrame
         self._table = table
 
-    def dataframe(self):
+    def dataframe(self) -> Any:
         if self._df is None:
             self._df = self.engine.spark.createDataFrame(self._table)
             self._table = None

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-(DESIGN.md §5 "Checkpoints", §6.) Events in, actions out; time arrives in
+(docs/checkpoints.md.) Events in, actions out; time arrives in
 events; the only outside call is the injected id counter, asked before any
 state changes in an event (a failing counter changes nothing). Ids are never
 reused; a restored checkpoint's id must be below `counter.get()`.
@@ -17,7 +17,7 @@ reused; a restored checkpoint's id must be below `counter.get()`.
     counted). While suspended or PERSISTING it is remembered for the next
     Tick that may trigger; a failed final checkpoint is retried (final) on
     the next Tick; after a completed final checkpoint nothing is triggered.
-  * Every execution must ack. Each Acknowledge gets AckOutcome first:
+  * Every execution must ack. Each Acknowledge gets an AckResult first:
     SUCCESS (handle kept); DUPLICATE (this execution's handle is already part
     of the pending, PERSISTING or a retained completed checkpoint: the
     adapter must NOT delete it); UNKNOWN (execution not of this attempt, id
@@ -40,36 +40,35 @@ reused; a restored checkpoint's id must be below `counter.get()`.
 Expected races (late/duplicate/unknown acks, stray declines) get outcomes or
 `[]`. Illegal input raises, state unchanged: ValueError (bad config or
 arguments, a persistence report for a checkpoint not PERSISTING), TypeError
-(unknown event). Status transitions are data (`STATUS_TRANSITIONS`).
+(unknown event). Status transitions are data (`STATUS_TRANSITIONS`, keyed by
+`CheckpointStatus` members); ack outcomes are `AckOutcome` members (both in
+sluice/states.py).
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TypeAlias
 
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter
+from sluice.states import AckOutcome, CheckpointStatus, check_transition
 
 HISTORY_SIZE = 50
 
-IN_PROGRESS, PERSISTING, COMPLETED, FAILED = "IN_PROGRESS", "PERSISTING", "COMPLETED", "FAILED"
-STATUS_TRANSITIONS: dict[str, tuple[str, ...]] = {
-    IN_PROGRESS: (PERSISTING, FAILED),
-    PERSISTING: (COMPLETED, FAILED),
-    COMPLETED: (), FAILED: (),
+_S = CheckpointStatus
+STATUS_TRANSITIONS: dict[CheckpointStatus, tuple[CheckpointStatus, ...]] = {
+    _S.IN_PROGRESS: (_S.PERSISTING, _S.FAILED),
+    _S.PERSISTING: (_S.COMPLETED, _S.FAILED),
+    _S.COMPLETED: (), _S.FAILED: (),
 }
-SUCCESS, DUPLICATE, UNKNOWN, DISCARDED = "SUCCESS", "DUPLICATE", "UNKNOWN", "DISCARDED"
 
 
-class IllegalTransition(RuntimeError):
-    pass
-
-
-def _num(x) -> bool:
+def _num(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _int(x) -> bool:
+def _int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -82,7 +81,7 @@ class CheckpointConfig:
     tolerable_failures: int = 0  # consecutive failed checkpoints tolerated
     retained: int = 2  # completed checkpoints kept
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         i, t, p, m, f, r = (self.interval, self.timeout, self.min_pause, self.max_concurrent,
                             self.tolerable_failures, self.retained)
         for name, ok, want in (("interval", i is None or _num(i), "a number of seconds or None"),
@@ -156,6 +155,10 @@ class Resume:
     now: float
 
 
+CoordinatorEvent: TypeAlias = (Tick | FinalCheckpointRequested | Acknowledge | Decline | TasksLost
+                               | CheckpointPersisted | PersistFailed | Suspend | Resume)
+
+
 # -- actions --------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class TriggerCheckpoint:
@@ -197,10 +200,16 @@ class FailJob:
 
 
 @dataclasses.dataclass(frozen=True)
-class AckOutcome:
+class AckResult:
+    """How one Acknowledge was taken; always the first action of its event."""
     execution_id: str
     checkpoint_id: int
-    outcome: str  # SUCCESS | DUPLICATE | UNKNOWN | DISCARDED
+    outcome: AckOutcome
+
+
+CoordinatorAction: TypeAlias = (TriggerCheckpoint | PersistCheckpoint | NotifyComplete | NotifyAborted
+                                | DiscardCheckpoint | FailJob | AckResult)
+Actions: TypeAlias = list[CoordinatorAction]
 
 
 # -- results --------------------------------------------------------------------
@@ -217,7 +226,7 @@ class CompletedCheckpoint:
 @dataclasses.dataclass(frozen=True)
 class CheckpointStats:
     checkpoint_id: int
-    status: str
+    status: CheckpointStatus
     trigger_time: float
     end_time: float | None
     size: int
@@ -231,23 +240,16 @@ class _Pending:
     checkpoint_id: int
     trigger_time: float
     final: bool
-    status: str = IN_PROGRESS
+    status: CheckpointStatus = CheckpointStatus.IN_PROGRESS
     acks: dict[str, tuple[object, int]] = dataclasses.field(default_factory=dict)
     end_time: float | None = None
     failure: str = ""
 
 
 class CheckpointCoordinator:
-    _HANDLERS = {  # the transition table: event type -> handler name
-        Tick: "_on_tick", FinalCheckpointRequested: "_on_final_requested",
-        Acknowledge: "_on_ack", Decline: "_on_decline", TasksLost: "_on_tasks_lost",
-        CheckpointPersisted: "_on_persisted", PersistFailed: "_on_persist_failed",
-        Suspend: "_on_suspend", Resume: "_on_resume",
-    }
-
     def __init__(self, job_id: str, config: CheckpointConfig, counter: CheckpointIDCounter,
                  sources: Iterable[str], executions: Iterable[str], now: float,
-                 restored: CompletedCheckpoint | None = None):
+                 restored: CompletedCheckpoint | None = None) -> None:
         sources, executions = tuple(sources), tuple(executions)
         if not isinstance(config, CheckpointConfig):
             raise ValueError(f"config must be a CheckpointConfig, got {config!r}")
@@ -279,16 +281,34 @@ class CheckpointCoordinator:
         self._first_id: int | None = None  # first id triggered by this coordinator
 
     # -- dispatch ---------------------------------------------------------------
-    def handle(self, event) -> list:
-        name = self._HANDLERS.get(type(event))
-        if name is None:
-            raise TypeError(f"not a CheckpointCoordinator event: {event!r}")
-        return getattr(self, name)(event)
+    def handle(self, event: CoordinatorEvent) -> list[CoordinatorAction]:
+        match event:
+            case Tick():
+                return self._on_tick(event)
+            case FinalCheckpointRequested():
+                return self._on_final_requested(event)
+            case Acknowledge():
+                return self._on_ack(event)
+            case Decline():
+                return self._on_decline(event)
+            case TasksLost():
+                return self._on_tasks_lost(event)
+            case CheckpointPersisted():
+                return self._on_persisted(event)
+            case PersistFailed():
+                return self._on_persist_failed(event)
+            case Suspend():
+                return self._on_suspend()
+            case Resume():
+                return self._on_resume(event)
+            case _:
+                raise TypeError(f"not a CheckpointCoordinator event: {event!r}")
 
     # -- transitions ------------------------------------------------------------
-    def _on_tick(self, ev: Tick) -> list:
+    def _on_tick(self, ev: Tick) -> Actions:
         p = self._pending
-        if p is not None and p.status == IN_PROGRESS and ev.now - p.trigger_time >= self.config.timeout:
+        if (p is not None and p.status == CheckpointStatus.IN_PROGRESS
+                and ev.now - p.trigger_time >= self.config.timeout):
             return self._abort(f"checkpoint {p.checkpoint_id} expired after {self.config.timeout:g}s "
                                f"({len(p.acks)}/{len(self.executions)} acks)", ev.now, counted=True)
         if not self._may_trigger():
@@ -296,80 +316,80 @@ class CheckpointCoordinator:
         if self._final_wanted:
             return self._trigger(self.counter.get_and_increment(), ev.now, final=True)
         cfg = self.config
-        if not cfg.periodic or ev.now - self._last_trigger < cfg.interval:
-            return []
+        if cfg.interval is None or cfg.interval <= 0 or ev.now - self._last_trigger < cfg.interval:
+            return []  # not periodic, or not due
         if self._last_end is not None and ev.now - self._last_end < cfg.min_pause:
             return []
         return self._trigger(self.counter.get_and_increment(), ev.now, final=False)
 
-    def _on_final_requested(self, ev: FinalCheckpointRequested) -> list:
+    def _on_final_requested(self, ev: FinalCheckpointRequested) -> Actions:
         if self._job_failed or self._final_done:
             return []
         p = self._pending
-        if p is not None and p.final and p.status == IN_PROGRESS:
+        if p is not None and p.final and p.status == CheckpointStatus.IN_PROGRESS:
             return []  # already taking it
-        if self._suspended or (p is not None and p.status == PERSISTING):
+        if self._suspended or (p is not None and p.status == CheckpointStatus.PERSISTING):
             self._final_wanted = True
             return []  # served by the next Tick that may trigger
         cid = self.counter.get_and_increment()  # before any change: a failing counter changes nothing
         self._final_wanted = True
-        actions = []
+        actions: Actions = []
         if p is not None:
             actions = self._abort(f"checkpoint {p.checkpoint_id} superseded by the final checkpoint",
                                   ev.now, counted=False)
         return actions + self._trigger(cid, ev.now, final=True)
 
-    def _on_ack(self, ev: Acknowledge) -> list:
+    def _on_ack(self, ev: Acknowledge) -> Actions:
         if not _int(ev.size) or ev.size < 0:
             raise ValueError(f"ack from {ev.execution_id} for checkpoint {ev.checkpoint_id}: "
                              f"size must be an int >= 0, got {ev.size!r}")
         outcome = self._ack_outcome(ev)
-        result: list = [AckOutcome(ev.execution_id, ev.checkpoint_id, outcome)]
-        if outcome != SUCCESS:
-            return result
+        result: Actions = [AckResult(ev.execution_id, ev.checkpoint_id, outcome)]
         p = self._pending
+        if outcome != AckOutcome.SUCCESS or p is None:  # SUCCESS implies a pending checkpoint
+            return result
         p.acks[ev.execution_id] = (ev.handle, ev.size)
         if len(p.acks) < len(self.executions):
             return result
-        self._set_status(p, PERSISTING)
+        self._set_status(p, CheckpointStatus.PERSISTING)
         handles = {eid: p.acks[eid][0] for eid in self.executions}
-        return result + [PersistCheckpoint(p.checkpoint_id, handles, p.final)]
+        return [*result, PersistCheckpoint(p.checkpoint_id, handles, p.final)]
 
-    def _ack_outcome(self, ev: Acknowledge) -> str:
+    def _ack_outcome(self, ev: Acknowledge) -> AckOutcome:
         if ev.execution_id not in self.executions:
-            return UNKNOWN
+            return AckOutcome.UNKNOWN
         p, cid = self._pending, ev.checkpoint_id
         if p is not None and p.checkpoint_id == cid:
-            if p.status == IN_PROGRESS and ev.execution_id not in p.acks:
-                return SUCCESS
-            return DUPLICATE
+            if p.status == CheckpointStatus.IN_PROGRESS and ev.execution_id not in p.acks:
+                return AckOutcome.SUCCESS
+            return AckOutcome.DUPLICATE
         if any(c.checkpoint_id == cid for c in self._completed):
-            return DUPLICATE  # its handles are live: the adapter must keep them
+            return AckOutcome.DUPLICATE  # its handles are live: the adapter must keep them
         if any(h.checkpoint_id == cid for h in self._history):
-            return DISCARDED
+            return AckOutcome.DISCARDED
         if self._first_id is not None and self._history and self._first_id <= cid < self._history[0].checkpoint_id:
-            return DISCARDED  # older than the history remembers, triggered here
-        return UNKNOWN
+            return AckOutcome.DISCARDED  # older than the history remembers, triggered here
+        return AckOutcome.UNKNOWN
 
-    def _on_decline(self, ev: Decline) -> list:
+    def _on_decline(self, ev: Decline) -> Actions:
         p = self._pending
-        if (p is None or p.checkpoint_id != ev.checkpoint_id or p.status != IN_PROGRESS
+        if (p is None or p.checkpoint_id != ev.checkpoint_id or p.status != CheckpointStatus.IN_PROGRESS
                 or ev.execution_id not in self.executions):
             return []  # late or foreign: nothing pending to abort
         return self._abort(f"checkpoint {p.checkpoint_id} declined by {ev.execution_id}: {ev.reason}",
                            ev.now, counted=True)
 
-    def _on_tasks_lost(self, ev: TasksLost) -> list:
+    def _on_tasks_lost(self, ev: TasksLost) -> Actions:
         self._suspended = True
         self._final_wanted = False
         p = self._pending
-        if p is None or p.status != IN_PROGRESS:
+        if p is None or p.status != CheckpointStatus.IN_PROGRESS:
             return []
         return self._abort(f"checkpoint {p.checkpoint_id} aborted, tasks lost: {ev.reason}", ev.now, counted=False)
 
-    def _on_persisted(self, ev: CheckpointPersisted) -> list:
+    def _on_persisted(self, ev: CheckpointPersisted) -> Actions:
         p = self._persisting(ev.checkpoint_id, "CheckpointPersisted")
-        self._set_status(p, COMPLETED)
+        self._set_status(p, CheckpointStatus.COMPLETED)
         p.end_time = ev.now
         self._pending = None
         self._last_end = ev.now
@@ -379,20 +399,20 @@ class CheckpointCoordinator:
         handles = {eid: p.acks[eid][0] for eid in self.executions}
         size = sum(s for _, s in p.acks.values())
         self._completed.append(CompletedCheckpoint(p.checkpoint_id, handles, p.trigger_time, ev.now, size, p.final))
-        actions: list = [NotifyComplete(p.checkpoint_id, self.executions, p.final)]
+        actions: Actions = [NotifyComplete(p.checkpoint_id, self.executions, p.final)]
         while len(self._completed) > self.config.retained:
             actions.append(DiscardCheckpoint(self._completed.pop(0).checkpoint_id))
         return actions
 
-    def _on_persist_failed(self, ev: PersistFailed) -> list:
+    def _on_persist_failed(self, ev: PersistFailed) -> Actions:
         p = self._persisting(ev.checkpoint_id, "PersistFailed")
         return self._abort(f"checkpoint {p.checkpoint_id} could not be persisted: {ev.reason}", ev.now, counted=True)
 
-    def _on_suspend(self, ev: Suspend) -> list:
+    def _on_suspend(self) -> Actions:
         self._suspended = True
         return []
 
-    def _on_resume(self, ev: Resume) -> list:
+    def _on_resume(self, ev: Resume) -> Actions:
         if self._suspended:
             self._suspended = False
             self._last_trigger = ev.now
@@ -402,7 +422,7 @@ class CheckpointCoordinator:
     def _may_trigger(self) -> bool:
         return not (self._job_failed or self._final_done or self._suspended or self._pending is not None)
 
-    def _trigger(self, cid: int, now: float, final: bool) -> list:
+    def _trigger(self, cid: int, now: float, final: bool) -> Actions:
         if self._first_id is None:
             self._first_id = cid
         self._pending = _Pending(cid, now, final)
@@ -411,13 +431,16 @@ class CheckpointCoordinator:
         targets = self.executions if final else self.sources
         return [TriggerCheckpoint(cid, now, targets, final)]
 
-    def _abort(self, reason: str, now: float, counted: bool) -> list:
+    def _abort(self, reason: str, now: float, counted: bool) -> Actions:
         p = self._pending
-        self._set_status(p, FAILED)
+        if p is None:
+            raise ValueError(f"job {self.job_id}: nothing pending to abort ({reason})")
+        self._set_status(p, CheckpointStatus.FAILED)
         p.end_time, p.failure = now, reason
         self._pending = None
         self._last_end = now
-        actions: list = [NotifyAborted(p.checkpoint_id, self.executions, reason), DiscardCheckpoint(p.checkpoint_id)]
+        actions: Actions = [NotifyAborted(p.checkpoint_id, self.executions, reason),
+                            DiscardCheckpoint(p.checkpoint_id)]
         if counted:
             self._failures += 1
             if self._failures > self.config.tolerable_failures and not self._job_failed:
@@ -429,15 +452,14 @@ class CheckpointCoordinator:
 
     def _persisting(self, cid: int, what: str) -> _Pending:
         p = self._pending
-        if p is None or p.checkpoint_id != cid or p.status != PERSISTING:
+        if p is None or p.checkpoint_id != cid or p.status != CheckpointStatus.PERSISTING:
             now = "nothing" if p is None else f"checkpoint {p.checkpoint_id} {p.status}"
             raise ValueError(f"job {self.job_id}: {what} for checkpoint {cid}, but {now} is pending")
         return p
 
     @staticmethod
-    def _set_status(p: _Pending, new: str) -> None:
-        if new not in STATUS_TRANSITIONS[p.status]:
-            raise IllegalTransition(f"checkpoint {p.checkpoint_id}: {p.status} -> {new}")
+    def _set_status(p: _Pending, new: CheckpointStatus) -> None:
+        check_transition(STATUS_TRANSITIONS, p.status, new, f"checkpoint {p.checkpoint_id}")
         p.status = new
 
     # -- queries (read-only) ----------------------------------------------------

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Checkpoint ids of a job are handed out by a counter that outlives any one
-JobManager (DESIGN.md §5: `jobs/<job-id>/checkpoint_id_counter` in
+JobManager (docs/protocols.md: `jobs/<job-id>/checkpoint_id_counter` in
 ZooKeeper), so that an id is never reused — not across restarts of the job,
 not across JobManager failover. `chk-<n>` directories and ZooKeeper pointers
 are named by id; reusing one would overwrite a checkpoint.

@@ -1,6 +1,6 @@
 """High-availability stores in ZooKeeper (pointers) + storage (data).
 
-Layout under /sluice/<cluster-id> (DESIGN §5):
+Layout under /sluice/<cluster-id> (docs/protocols.md, "ZooKeeper layout"):
     jobgraphs/<job-id>                          -> path of the serialized JobGraph in storage
     jobs/<job-id>/checkpoint_id_counter         -> next checkpoint id (compare-and-set)
     jobs/<job-id>/checkpoints/<%019d>           -> path of chk-<n>/_metadata
@@ -16,13 +16,14 @@ LeadershipLostError.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.retry import KazooRetry, RetryFailedError
 
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter
-from jobmanager.leader.election import GuardedTransaction
+from jobmanager.leader.guarded_transaction import GuardedTransaction
 from sluice.storage import resolve
 from sluice.v1 import common_pb2
 from sluice.zk.paths import ZkPaths
@@ -31,12 +32,20 @@ log = logging.getLogger("sluice.jobmanager.ha")
 
 Guard = Callable[[], GuardedTransaction]  # a transaction guarded by the current leader session
 
+# Compare-and-set of the checkpoint id counter: another writer won the race
+# (BadVersionError) or the connection blinked -> read again, for at most
+# COUNTER_DEADLINE seconds (then kazoo's RetryFailedError reaches the caller).
+COUNTER_DEADLINE = 10.0
+
 
 class ZooKeeperCheckpointIDCounter(CheckpointIDCounter):
     """Shared counter: read the value and its version, write value+1 at that version."""
 
-    def __init__(self, client: KazooClient, path: str):
-        self.client, self.path = client, path
+    def __init__(self, client: KazooClient, path: str, deadline: float = COUNTER_DEADLINE) -> None:
+        self.client, self.path, self.deadline = client, path, deadline
+        self._retry = KazooRetry(max_tries=-1, delay=0.001, backoff=2, max_jitter=0.5, max_delay=0.1,
+                                 deadline=deadline)
+        self._retry.retry_exceptions = (*self._retry.retry_exceptions, BadVersionError)
         client.ensure_path(path)
 
     def _read(self) -> tuple[int, int]:
@@ -47,17 +56,22 @@ class ZooKeeperCheckpointIDCounter(CheckpointIDCounter):
         return self._read()[0]
 
     def get_and_increment(self) -> int:
-        while True:
-            value, version = self._read()
-            try:
-                self.client.set(self.path, str(value + 1).encode(), version=version)
-                return value
-            except BadVersionError:
-                continue  # another writer won; read again
+        # KazooRetry resets its own attempt count on each call; a copy keeps
+        # concurrent callers (threads of one JobManager) from sharing that state.
+        try:
+            return int(self._retry.copy()(self._compare_and_set))
+        except RetryFailedError as exc:  # the path names the job: jobs/<job-id>/checkpoint_id_counter
+            raise RetryFailedError(f"checkpoint id counter {self.path}: no compare-and-set succeeded "
+                                   f"within {self.deadline:g}s ({exc})") from exc
+
+    def _compare_and_set(self) -> int:
+        value, version = self._read()
+        self.client.set(self.path, str(value + 1).encode(), version=version)
+        return value
 
 
 class ZooKeeperHaServices:
-    def __init__(self, client: KazooClient, paths: ZkPaths, storage_dir: str | None):
+    def __init__(self, client: KazooClient, paths: ZkPaths, storage_dir: str | None) -> None:
         self.client, self.paths = client, paths
         self.storage_dir = storage_dir.rstrip("/") if storage_dir else None
         for p in (paths.jobgraphs, paths.jobs, self.results_root):
@@ -126,7 +140,8 @@ class ZooKeeperHaServices:
         return out
 
     # -- completed checkpoints ----------------------------------------------------------------
-    def add_checkpoint(self, guard: Guard, job_id: str, checkpoint_id: int, metadata_path: str, retained: int) -> list[int]:
+    def add_checkpoint(self, guard: Guard, job_id: str, checkpoint_id: int, metadata_path: str,
+                       retained: int) -> list[int]:
         """Publish the pointer of a completed checkpoint; drop pointers beyond `retained`.
         Returns the ids whose pointers were dropped (their files may be discarded)."""
         root = self.paths.checkpoints(job_id)

@@ -1,23 +1,10 @@
-"""Leader election and (later) the HA stores guarded by it."""
+"""Leader election for JobManagers.
 
-from jobmanager.leader.election import (
-    GuardedTransaction,
-    InMemoryLeaderElectionDriver,
-    InMemoryLeaderElectionService,
-    LeaderContender,
-    LeaderElectionDriver,
-    LeadershipLostError,
-    ZooKeeperLeaderElectionDriver,
-    guarded_transaction,
-)
+- driver.py: the contract (LeaderContender, LeaderElectionDriver,
+  LeadershipLostError) and the callback notifier;
+- zookeeper_driver.py: ZooKeeperLeaderElectionDriver, the runtime's driver;
+- guarded_transaction.py: writes that commit only while the writer leads;
+- in_memory.py: an in-memory driver, a test double for the contract tests.
 
-__all__ = [
-    "GuardedTransaction",
-    "InMemoryLeaderElectionDriver",
-    "InMemoryLeaderElectionService",
-    "LeaderContender",
-    "LeaderElectionDriver",
-    "LeadershipLostError",
-    "ZooKeeperLeaderElectionDriver",
-    "guarded_transaction",
-]
+Import from the module that defines a name; this package re-exports nothing.
+"""

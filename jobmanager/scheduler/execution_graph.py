@@ -17,45 +17,44 @@ CANCELED.
 Inputs are events, outputs are actions; time arrives in events. Reports that
 no longer apply (late, duplicate, for an unknown execution) return an
 explicit `Ignored` outcome instead of raising. Transitions are data
-(`JOB_TRANSITIONS`, `TASK_TRANSITIONS`); an illegal one raises and leaves the
-state unchanged.
+(`JOB_TRANSITIONS`, `TASK_TRANSITIONS`, keyed by the `JobStatus` and
+`ExecutionState` members of sluice/states.py); an illegal one raises
+`IllegalTransition` and leaves the state unchanged. A state reported as a
+plain name (`"RUNNING"`) is turned into its member on the way in, so stored
+states are always members.
+
+Execution ids are built here, by `execution_id()`, and only here; nothing
+parses them apart (reports carry the job id beside the execution id).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from collections.abc import Iterable
+from typing import TypeAlias
 
 from jobmanager.scheduler.slot_pool import SlotId
+from sluice.states import ExecutionState, IllegalTransition, JobStatus, check_transition
 
 # -- states -------------------------------------------------------------------
-CREATED, RUNNING, FAILING, CANCELLING = "CREATED", "RUNNING", "FAILING", "CANCELLING"
-FINISHED, FAILED, CANCELED = "FINISHED", "FAILED", "CANCELED"
-JOB_TERMINAL = (FINISHED, FAILED, CANCELED)
+_J, _T = JobStatus, ExecutionState
 
-JOB_TRANSITIONS: dict[str, tuple[str, ...]] = {
-    CREATED: (RUNNING, CANCELED, FAILED),
-    RUNNING: (FINISHED, FAILING, CANCELLING),
-    FAILING: (FAILED,),
-    CANCELLING: (CANCELED,),
-    FINISHED: (), FAILED: (), CANCELED: (),
+# The execution graph's part of JobStatus (RESTARTING is the JobMaster's, between attempts).
+JOB_TRANSITIONS: dict[JobStatus, tuple[JobStatus, ...]] = {
+    _J.CREATED: (_J.RUNNING, _J.CANCELED, _J.FAILED),
+    _J.RUNNING: (_J.FINISHED, _J.FAILING, _J.CANCELLING),
+    _J.FAILING: (_J.FAILED,),
+    _J.CANCELLING: (_J.CANCELED,),
+    _J.FINISHED: (), _J.FAILED: (), _J.CANCELED: (),
 }
 
-T_CREATED, T_DEPLOYING, T_RUNNING, T_FINISHED = "CREATED", "DEPLOYING", "RUNNING", "FINISHED"
-T_CANCELING, T_CANCELED, T_FAILED = "CANCELING", "CANCELED", "FAILED"
-TASK_TERMINAL = (T_FINISHED, T_CANCELED, T_FAILED)
-
-TASK_TRANSITIONS: dict[str, tuple[str, ...]] = {
-    T_CREATED: (T_DEPLOYING, T_CANCELED, T_FAILED),
-    T_DEPLOYING: (T_RUNNING, T_FINISHED, T_FAILED, T_CANCELING, T_CANCELED),
-    T_RUNNING: (T_FINISHED, T_FAILED, T_CANCELING, T_CANCELED),
-    T_CANCELING: (T_CANCELED, T_FINISHED, T_FAILED),
-    T_FINISHED: (), T_CANCELED: (), T_FAILED: (),
+TASK_TRANSITIONS: dict[ExecutionState, tuple[ExecutionState, ...]] = {
+    _T.CREATED: (_T.DEPLOYING, _T.CANCELED, _T.FAILED),
+    _T.DEPLOYING: (_T.RUNNING, _T.FINISHED, _T.FAILED, _T.CANCELING, _T.CANCELED),
+    _T.RUNNING: (_T.FINISHED, _T.FAILED, _T.CANCELING, _T.CANCELED),
+    _T.CANCELING: (_T.CANCELED, _T.FINISHED, _T.FAILED),
+    _T.FINISHED: (), _T.CANCELED: (), _T.FAILED: (),
 }
-
-
-class IllegalTransition(RuntimeError):
-    pass
 
 
 # -- events ---------------------------------------------------------------------
@@ -68,7 +67,7 @@ class SlotsAssigned:
 @dataclasses.dataclass(frozen=True)
 class TaskStateReported:
     execution_id: str
-    state: str
+    state: ExecutionState  # a plain name ("RUNNING") is accepted and coerced by handle()
     error: str = ""
     now: float = 0.0
 
@@ -104,6 +103,10 @@ class Tick:
     now: float
 
 
+ExecutionGraphEvent: TypeAlias = (SlotsAssigned | TaskStateReported | DeploymentFailed | TaskManagerLost
+                                  | GlobalFailure | CancelRequested | Tick)
+
+
 # -- actions --------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class DeployExecutions:
@@ -117,19 +120,23 @@ class CancelExecutions:
 
 @dataclasses.dataclass(frozen=True)
 class JobStatusChanged:
-    old: str
-    new: str
+    old: JobStatus
+    new: JobStatus
 
 
 @dataclasses.dataclass(frozen=True)
 class JobTerminated:
-    state: str
+    state: JobStatus
     failure: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Ignored:
     reason: str
+
+
+ExecutionGraphAction: TypeAlias = DeployExecutions | CancelExecutions | JobStatusChanged | JobTerminated | Ignored
+Actions: TypeAlias = list[ExecutionGraphAction]
 
 
 # -- model ----------------------------------------------------------------------
@@ -146,25 +153,26 @@ class Execution:
     chain_id: str
     name: str
     subtask: int
-    state: str = T_CREATED
+    state: ExecutionState = ExecutionState.CREATED
     slot: SlotId | None = None
     error: str = ""
 
 
 def execution_id(job_id: str, attempt: int | str, chain_id: str, subtask: int) -> str:
+    """The one place execution ids are built; they are opaque everywhere else."""
     return f"{job_id}/{attempt}/{chain_id}/{subtask}"
 
 
 class ExecutionGraph:
     def __init__(self, job_id: str, chains: Iterable[ChainInfo], attempt: int = 0,
-                 cancel_timeout: float = 10.0, attempt_tag: str | None = None):
+                 cancel_timeout: float = 10.0, attempt_tag: str | None = None) -> None:
         # attempt_tag names this attempt in execution ids; it must be unique across
         # JobManager leaders too (a new leader counts attempts from 0 again).
         self.attempt_tag = attempt_tag if attempt_tag is not None else str(attempt)
         self.job_id = job_id
         self.attempt = attempt
         self.cancel_timeout = cancel_timeout
-        self.state = CREATED
+        self.state = JobStatus.CREATED
         self.failure = ""
         self._ending_since: float | None = None
         self.executions: dict[str, Execution] = {}
@@ -181,131 +189,144 @@ class ExecutionGraph:
         return self.executions[execution_id(self.job_id, self.attempt_tag, chain_id, subtask)].slot
 
     # -- dispatch ---------------------------------------------------------------
-    def handle(self, event) -> list:
-        handler = {
-            SlotsAssigned: self._on_slots, TaskStateReported: self._on_report,
-            DeploymentFailed: self._on_deployment_failed, TaskManagerLost: self._on_tm_lost,
-            CancelRequested: self._on_cancel, Tick: self._on_tick, GlobalFailure: self._on_global_failure,
-        }.get(type(event))
-        if handler is None:
-            raise TypeError(f"not an ExecutionGraph event: {event!r}")
-        return handler(event)
+    def handle(self, event: ExecutionGraphEvent) -> list[ExecutionGraphAction]:
+        match event:
+            case SlotsAssigned():
+                return self._on_slots(event)
+            case TaskStateReported():
+                return self._on_report(event)
+            case DeploymentFailed():
+                return self._on_deployment_failed(event)
+            case TaskManagerLost():
+                return self._on_tm_lost(event)
+            case GlobalFailure():
+                return self._on_global_failure(event)
+            case CancelRequested():
+                return self._on_cancel(event)
+            case Tick():
+                return self._on_tick(event)
+            case _:
+                raise TypeError(f"not an ExecutionGraph event: {event!r}")
 
-    def _on_slots(self, ev: SlotsAssigned) -> list:
-        if self.state != CREATED:
+    def _on_slots(self, ev: SlotsAssigned) -> Actions:
+        if self.state != JobStatus.CREATED:
             return [Ignored(f"slots assigned while {self.state}")]
         if len(ev.slots) < self.slots_required:
             raise ValueError(f"need {self.slots_required} slots, got {len(ev.slots)}")
-        actions = self._set_job(RUNNING)
+        actions = self._set_job(JobStatus.RUNNING)
         for ex in self.executions.values():
             ex.slot = ev.slots[ex.subtask]
-            self._set_task(ex, T_DEPLOYING)
-        return actions + [DeployExecutions(tuple(self.executions))]
+            self._set_task(ex, ExecutionState.DEPLOYING)
+        return [*actions, DeployExecutions(tuple(self.executions))]
 
-    def _on_report(self, ev: TaskStateReported) -> list:
+    def _on_report(self, ev: TaskStateReported) -> Actions:
+        state = ExecutionState(ev.state)  # the edge: a plain name becomes its member (ValueError if none)
         ex = self.executions.get(ev.execution_id)
         if ex is None:
             return [Ignored(f"unknown execution {ev.execution_id}")]
-        if ex.state == ev.state:
-            return [Ignored(f"duplicate report {ev.state} for {ev.execution_id}")]
-        if ev.state not in TASK_TRANSITIONS[ex.state]:
-            return [Ignored(f"late report {ev.state} for {ev.execution_id} in {ex.state}")]
-        if self.state == CREATED:  # nothing was deployed: a report cannot be about this attempt
-            return [Ignored(f"report {ev.state} for {ev.execution_id} before deployment")]
-        self._set_task(ex, ev.state)
+        if ex.state == state:
+            return [Ignored(f"duplicate report {state} for {ev.execution_id}")]
+        if state not in TASK_TRANSITIONS[ex.state]:
+            return [Ignored(f"late report {state} for {ev.execution_id} in {ex.state}")]
+        if self.state == JobStatus.CREATED:  # nothing was deployed: a report cannot be about this attempt
+            return [Ignored(f"report {state} for {ev.execution_id} before deployment")]
+        self._set_task(ex, state)
         where = f"task {ex.name} ({ex.subtask + 1}/{self._parallelism(ex)})"
-        if ev.state == T_FAILED:
+        if state == ExecutionState.FAILED:
             ex.error = ev.error
             return self._fail(f"{where} failed:\n{ev.error}", ev.now)
-        if ev.state == T_CANCELED and self.state == RUNNING:  # nobody asked: the job cannot finish
+        if state == ExecutionState.CANCELED and self.state == JobStatus.RUNNING:  # nobody asked: cannot finish
             ex.error = ev.error or "cancelled on its TaskManager"
             return self._fail(f"{where} was cancelled unexpectedly: {ex.error}", ev.now)
         return self._check_done()
 
-    def _on_deployment_failed(self, ev: DeploymentFailed) -> list:
-        return self._on_report(TaskStateReported(ev.execution_id, T_FAILED, f"deployment failed: {ev.error}", ev.now))
+    def _on_deployment_failed(self, ev: DeploymentFailed) -> Actions:
+        return self._on_report(TaskStateReported(ev.execution_id, ExecutionState.FAILED,
+                                                 f"deployment failed: {ev.error}", ev.now))
 
-    def _on_tm_lost(self, ev: TaskManagerLost) -> list:
+    def _on_tm_lost(self, ev: TaskManagerLost) -> Actions:
         lost = [ex for ex in self.executions.values()
-                if ex.slot is not None and ex.slot.resource_id == ev.resource_id and ex.state not in TASK_TERMINAL]
+                if ex.slot is not None and ex.slot.resource_id == ev.resource_id and not ex.state.terminal]
         if not lost:
             return []
         for ex in lost:
-            self._set_task(ex, T_FAILED)
+            self._set_task(ex, ExecutionState.FAILED)
             ex.error = f"TaskManager {ev.resource_id} lost: {ev.reason}"
         return self._fail(f"TaskManager {ev.resource_id} lost: {ev.reason}", ev.now)
 
-    def _on_global_failure(self, ev: GlobalFailure) -> list:
-        if self.state == CREATED:
+    def _on_global_failure(self, ev: GlobalFailure) -> Actions:
+        if self.state == JobStatus.CREATED:
             for ex in self.executions.values():
-                self._set_task(ex, T_CANCELED)
+                self._set_task(ex, ExecutionState.CANCELED)
             self.failure = ev.reason
-            return self._set_job(FAILED) + [JobTerminated(FAILED, ev.reason)]
+            return [*self._set_job(JobStatus.FAILED), JobTerminated(JobStatus.FAILED, ev.reason)]
         return self._fail(ev.reason, ev.now)
 
-    def _on_cancel(self, ev: CancelRequested) -> list:
-        if self.state in JOB_TERMINAL or self.state == CANCELLING:
+    def _on_cancel(self, ev: CancelRequested) -> Actions:
+        if self.state.terminal or self.state == JobStatus.CANCELLING:
             return [Ignored(f"cancel while {self.state}")]
-        if self.state == CREATED:
+        if self.state == JobStatus.CREATED:
             for ex in self.executions.values():
-                self._set_task(ex, T_CANCELED)
-            return self._set_job(CANCELED) + [JobTerminated(CANCELED, "")]
-        if self.state == FAILING:  # already winding down; the end state stays FAILED
+                self._set_task(ex, ExecutionState.CANCELED)
+            return [*self._set_job(JobStatus.CANCELED), JobTerminated(JobStatus.CANCELED, "")]
+        if self.state == JobStatus.FAILING:  # already winding down; the end state stays FAILED
             return [Ignored("cancel while FAILING")]
-        actions = self._set_job(CANCELLING)
+        actions = self._set_job(JobStatus.CANCELLING)
         self._ending_since = ev.now
         return actions + self._cancel_running() + self._check_done()
 
-    def _on_tick(self, ev: Tick) -> list:
-        if self.state not in (FAILING, CANCELLING) or self._ending_since is None:
+    def _on_tick(self, ev: Tick) -> Actions:
+        if self.state not in (JobStatus.FAILING, JobStatus.CANCELLING) or self._ending_since is None:
             return []
         if ev.now - self._ending_since < self.cancel_timeout:
             return []
         for ex in self.executions.values():
-            if ex.state not in TASK_TERMINAL:
-                self._set_task(ex, T_CANCELED)
+            if not ex.state.terminal:
+                self._set_task(ex, ExecutionState.CANCELED)
                 ex.error = f"no answer to cancel within {self.cancel_timeout}s"
         return self._check_done()
 
     # -- helpers ----------------------------------------------------------------
-    def _fail(self, failure: str, now: float) -> list:
-        if self.state in (FAILING, CANCELLING) or self.state in JOB_TERMINAL:
+    def _fail(self, failure: str, now: float) -> Actions:
+        if self.state in (JobStatus.FAILING, JobStatus.CANCELLING) or self.state.terminal:
             return self._check_done()
         self.failure = failure
-        actions = self._set_job(FAILING)
+        actions = self._set_job(JobStatus.FAILING)
         self._ending_since = now
         return actions + self._cancel_running() + self._check_done()
 
-    def _cancel_running(self) -> list:
+    def _cancel_running(self) -> Actions:
         ids = []
         for ex in self.executions.values():
-            if ex.state in (T_DEPLOYING, T_RUNNING):
-                self._set_task(ex, T_CANCELING)
+            if ex.state in (ExecutionState.DEPLOYING, ExecutionState.RUNNING):
+                self._set_task(ex, ExecutionState.CANCELING)
                 ids.append(ex.execution_id)
-            elif ex.state == T_CREATED:
-                self._set_task(ex, T_CANCELED)
+            elif ex.state == ExecutionState.CREATED:
+                self._set_task(ex, ExecutionState.CANCELED)
         return [CancelExecutions(tuple(ids))] if ids else []
 
-    def _check_done(self) -> list:
+    _END_OF = {JobStatus.RUNNING: JobStatus.FINISHED, JobStatus.FAILING: JobStatus.FAILED,
+               JobStatus.CANCELLING: JobStatus.CANCELED}
+
+    def _check_done(self) -> Actions:
         states = [ex.state for ex in self.executions.values()]
-        if not all(s in TASK_TERMINAL for s in states):
+        if not all(s.terminal for s in states):
             return []
-        end = {RUNNING: FINISHED, FAILING: FAILED, CANCELLING: CANCELED}.get(self.state)
+        end = self._END_OF.get(self.state)
         if end is None:
             return []
-        if end == FINISHED and any(s != T_FINISHED for s in states):  # failures and cancels move to FAILING first
-            raise IllegalTransition(f"job RUNNING with terminal tasks {set(states)}")
-        return self._set_job(end) + [JobTerminated(end, self.failure)]
+        if end == JobStatus.FINISHED and any(s != ExecutionState.FINISHED for s in states):
+            # failures and cancels move the job to FAILING first
+            raise IllegalTransition(f"job RUNNING with terminal tasks {sorted(set(states))}")
+        return [*self._set_job(end), JobTerminated(end, self.failure)]
 
-    def _set_job(self, new: str) -> list:
-        if new not in JOB_TRANSITIONS[self.state]:
-            raise IllegalTransition(f"job {self.job_id}: {self.state} -> {new}")
+    def _set_job(self, new: JobStatus) -> Actions:
+        check_transition(JOB_TRANSITIONS, self.state, new, f"job {self.job_id}")
         old, self.state = self.state, new
         return [JobStatusChanged(old, new)]
 
-    def _set_task(self, ex: Execution, new: str) -> None:
-        if new not in TASK_TRANSITIONS[ex.state]:
-            raise IllegalTransition(f"{ex.execution_id}: {ex.state} -> {new}")
+    def _set_task(self, ex: Execution, new: ExecutionState) -> None:
+        check_transition(TASK_TRANSITIONS, ex.state, new, ex.execution_id)
         ex.state = new
 
     def _parallelism(self, ex: Execution) -> int:

@@ -25,8 +25,8 @@ backoff is about recent trouble reset it.
   together do not restart in lockstep.
 
 ``from_config`` builds one from the job's string configuration (Flink's
-``restart-strategy`` keys); a bad value raises ``ValueError`` naming the key
-and what it accepts.
+``restart-strategy`` keys, declared in sluice/job_options.py); a bad value
+raises ``ValueError`` naming the key and what it accepts.
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import re
 from abc import ABC, abstractmethod
-from typing import Mapping
+from collections.abc import Mapping
+from typing import SupportsFloat
+
+from sluice import job_options as jo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,12 +53,12 @@ class RestartStrategy(ABC):
     def on_failure(self, now: float) -> RestartDecision:
         """One failure happened at ``now``: restart, and after how long?"""
 
-    def on_success(self, now: float) -> None:
+    def on_success(self, now: float) -> None:  # noqa: B027 — a hook with a do-nothing default, not abstract
         """The running attempt proved healthy at ``now`` (default: nothing to reset)."""
 
 
 class NoRestart(RestartStrategy):
-    def on_failure(self, now: float) -> RestartDecision:
+    def on_failure(self, now: float) -> RestartDecision:  # noqa: ARG002 — never restarts, whenever it fails
         return RestartDecision(False, 0.0, "restart strategy is 'none': jobs are not restarted")
 
     def __repr__(self) -> str:
@@ -69,7 +71,7 @@ class FixedDelayRestart(RestartStrategy):
         self.delay = _check_float("delay", delay, minimum=0.0)
         self.restarts = 0
 
-    def on_failure(self, now: float) -> RestartDecision:
+    def on_failure(self, now: float) -> RestartDecision:  # noqa: ARG002 — a fixed delay does not depend on time
         if self.restarts >= self.attempts:
             return RestartDecision(
                 False, 0.0, f"restart attempts exhausted ({self.restarts} of {self.attempts})")
@@ -116,7 +118,7 @@ class ExponentialDelayRestart(RestartStrategy):
             True, delay, f"restart attempt {self.restarts}{limit} after {delay:g}s "
                          f"(exponential delay, backoff {self.backoff:g}s)")
 
-    def on_success(self, now: float) -> None:
+    def on_success(self, now: float) -> None:  # noqa: ARG002 — any success resets, whenever it happens
         self._reset()
 
     def _reset(self) -> None:
@@ -137,100 +139,40 @@ class ExponentialDelayRestart(RestartStrategy):
 
 
 # -- configuration ------------------------------------------------------------------
-STRATEGY_KEY = "restart-strategy"
-STRATEGIES = ("none", "fixed-delay", "exponential-delay")
-FIXED = "restart-strategy.fixed-delay."
-EXPO = "restart-strategy.exponential-delay."
-FIXED_KEYS = {"attempts", "delay"}
-EXPO_KEYS = {"initial-backoff", "max-backoff", "backoff-multiplier",
-             "reset-backoff-threshold", "jitter-factor", "attempts"}
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|min|h)?\s*$")
-_UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
-_DURATION_HELP = "a non-negative duration in seconds (e.g. 0.5, 500ms, 2s, 1min)"
-
-
 def from_config(config: Mapping[str, str]) -> RestartStrategy:
-    """Build the strategy named by ``restart-strategy`` (default fixed-delay)."""
-    name = config.get(STRATEGY_KEY, "fixed-delay").strip().lower()
-    if name not in STRATEGIES:
-        raise ValueError(f"{STRATEGY_KEY}: expected one of {', '.join(STRATEGIES)}, "
-                         f"got {config[STRATEGY_KEY]!r}")
-    for prefix, known in ((FIXED, FIXED_KEYS), (EXPO, EXPO_KEYS)):
-        for key in config:
-            if key.startswith(prefix) and key[len(prefix):] not in known:
-                raise ValueError(f"{key}: unknown key; accepted keys are "
-                                 + ", ".join(prefix + k for k in sorted(known)))
+    """Build the strategy named by ``restart-strategy`` (default fixed-delay) from a job's
+    configuration. Every key is read through the job-options table (sluice/job_options.py:
+    defaults, units, accepted values); a bad value or an unknown ``restart-strategy.*`` key
+    raises ``JobConfigError`` (a ``ValueError``) whose message starts with the key."""
+    jo.check_keys(config, jo.RESTART_FAMILIES)
+    for option in jo.RESTART_OPTIONS:  # every given value is checked, also of a strategy not chosen
+        option.read(config)
+    name = jo.RESTART_STRATEGY.read(config)
     if name == "none":
         return NoRestart()
     if name == "fixed-delay":
-        return FixedDelayRestart(
-            attempts=_int_key(config, FIXED + "attempts", 3),
-            delay=_duration_key(config, FIXED + "delay", 0.5))
-    initial = _duration_key(config, EXPO + "initial-backoff", 0.5, positive=True)
-    max_delay = _duration_key(config, EXPO + "max-backoff", 30.0)
+        return FixedDelayRestart(attempts=jo.FIXED_DELAY_ATTEMPTS.read(config),
+                                 delay=jo.FIXED_DELAY_DELAY.read(config))
+    initial = jo.EXPONENTIAL_INITIAL_BACKOFF.read(config)
+    max_delay = jo.EXPONENTIAL_MAX_BACKOFF.read(config)
     if max_delay < initial:
-        raise ValueError(f"{EXPO}max-backoff: expected a duration >= "
-                         f"{EXPO}initial-backoff ({initial:g}s), got {max_delay:g}s")
-    multiplier = _float_key(config, EXPO + "backoff-multiplier", 2.0, "a number >= 1.0",
-                            lambda v: v >= 1.0)
-    jitter = _float_key(config, EXPO + "jitter-factor", 0.0, "a number between 0.0 and 1.0",
-                        lambda v: 0.0 <= v <= 1.0)
-    attempts_raw = config.get(EXPO + "attempts")
+        raise jo.JobConfigError(f"{jo.EXPONENTIAL_MAX_BACKOFF.key}: expected a duration >= "
+                                f"{jo.EXPONENTIAL_INITIAL_BACKOFF.key} ({initial:g}s), got {max_delay:g}s",
+                                jo.EXPONENTIAL_MAX_BACKOFF.key)
     return ExponentialDelayRestart(
-        initial=initial, max_delay=max_delay, multiplier=multiplier,
-        reset_after=_duration_key(config, EXPO + "reset-backoff-threshold", 60.0, positive=True),
-        jitter=jitter,
-        attempts=None if attempts_raw is None else _int_key(config, EXPO + "attempts", 0))
-
-
-def _int_key(config: Mapping[str, str], key: str, default: int) -> int:
-    raw = config.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"{key}: expected a non-negative integer, got {raw!r}")
-    return value
-
-
-def _duration_key(config: Mapping[str, str], key: str, default: float,
-                  positive: bool = False) -> float:
-    raw = config.get(key)
-    if raw is None:
-        return default
-    m = _DURATION.match(str(raw))
-    value = float(m.group(1)) * _UNIT[m.group(2)] if m else -1.0
-    if value < 0 or not math.isfinite(value) or (positive and value == 0):
-        help_ = _DURATION_HELP.replace("non-negative", "positive") if positive else _DURATION_HELP
-        raise ValueError(f"{key}: expected {help_}, got {raw!r}")
-    return value
-
-
-def _float_key(config: Mapping[str, str], key: str, default: float, accepted: str, ok) -> float:
-    raw = config.get(key)
-    if raw is None:
-        return default
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or not ok(value):
-        raise ValueError(f"{key}: expected {accepted}, got {raw!r}")
-    return value
+        initial=initial, max_delay=max_delay, multiplier=jo.EXPONENTIAL_MULTIPLIER.read(config),
+        reset_after=jo.EXPONENTIAL_RESET_THRESHOLD.read(config), jitter=jo.EXPONENTIAL_JITTER.read(config),
+        attempts=jo.EXPONENTIAL_ATTEMPTS.read(config))
 
 
 # -- argument checks ----------------------------------------------------------------
-def _check_int(name: str, value, minimum: int) -> int:
+def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
     return value
 
 
-def _check_float(name: str, value, minimum: float, maximum: float = math.inf,
+def _check_float(name: str, value: SupportsFloat | str, minimum: float, maximum: float = math.inf,
                  strict: bool = False) -> float:
     try:
         v = float(value)

@@ -3,7 +3,7 @@ offer, and which job holds which slot.
 
 Theory of operation
 -------------------
-A pure state machine (DESIGN.md §6.1/§6.2): ``SlotPool.handle(event)`` takes
+A pure state machine (docs/architecture.md): ``SlotPool.handle(event)`` takes
 one event dataclass and returns a list of action dataclasses. It does no I/O,
 starts no threads and never reads a clock; time arrives as ``now`` in events.
 The adapter turns RPCs into events and actions into RPCs/log lines.
@@ -49,6 +49,7 @@ state is touched.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,10 @@ class SlotsReleased:
     job_id: str
 
 
+SlotPoolEvent: TypeAlias = (TaskManagerRegistered | HeartbeatReceived | TaskManagerDisconnected | Tick
+                            | SlotsRequested | SlotsReleased)
+
+
 # ---- actions --------------------------------------------------------------
 @dataclass(frozen=True)
 class SlotsAllocated:
@@ -120,6 +125,10 @@ class TaskManagerLost:
 @dataclass(frozen=True)
 class UnknownTaskManager:
     resource_id: str
+
+
+SlotPoolAction: TypeAlias = SlotsAllocated | JobWaitingForSlots | TaskManagerLost | UnknownTaskManager
+Actions: TypeAlias = list[SlotPoolAction]
 
 
 # ---- query results --------------------------------------------------------
@@ -150,33 +159,36 @@ class _Waiting:
 
 
 class SlotPool:
-    def __init__(self, heartbeat_timeout: float):
+    def __init__(self, heartbeat_timeout: float) -> None:
         if not heartbeat_timeout > 0:
             raise ValueError(f"heartbeat_timeout must be > 0, got {heartbeat_timeout!r}")
         self.heartbeat_timeout = heartbeat_timeout
         self._tms: dict[str, _TaskManager] = {}
         self._allocations: dict[str, list[SlotId]] = {}
         self._waiting: dict[str, _Waiting] = {}  # insertion order = FIFO
-        self._handlers = {  # the transition table: event type -> handler
-            TaskManagerRegistered: self._on_registered,
-            HeartbeatReceived: self._on_heartbeat,
-            TaskManagerDisconnected: self._on_disconnected,
-            Tick: self._on_tick,
-            SlotsRequested: self._on_requested,
-            SlotsReleased: self._on_released,
-        }
 
-    def handle(self, event) -> list:
-        handler = self._handlers.get(type(event))
-        if handler is None:
-            raise TypeError(f"SlotPool cannot handle {type(event).__name__}")
-        return handler(event)
+    def handle(self, event: SlotPoolEvent) -> list[SlotPoolAction]:
+        match event:
+            case TaskManagerRegistered():
+                return self._on_registered(event)
+            case HeartbeatReceived():
+                return self._on_heartbeat(event)
+            case TaskManagerDisconnected():
+                return self._on_disconnected(event)
+            case Tick():
+                return self._on_tick(event)
+            case SlotsRequested():
+                return self._on_requested(event)
+            case SlotsReleased():
+                return self._on_released(event)
+            case _:
+                raise TypeError(f"SlotPool cannot handle {type(event).__name__}")
 
     # ---- transitions ------------------------------------------------------
-    def _on_registered(self, ev: TaskManagerRegistered) -> list:
+    def _on_registered(self, ev: TaskManagerRegistered) -> Actions:
         if not isinstance(ev.slots, int) or ev.slots < 1:
             raise ValueError(f"TaskManager {ev.resource_id!r}: slots must be >= 1, got {ev.slots!r}")
-        actions: list = []
+        actions: Actions = []
         known = self._tms.get(ev.resource_id)
         if known is not None:
             if known.address == ev.address and len(known.owners) == ev.slots:
@@ -186,29 +198,29 @@ class SlotPool:
         self._tms[ev.resource_id] = _TaskManager(ev.address, [None] * ev.slots, ev.now)
         return actions + self._serve_waiting()
 
-    def _on_heartbeat(self, ev: HeartbeatReceived) -> list:
+    def _on_heartbeat(self, ev: HeartbeatReceived) -> Actions:
         tm = self._tms.get(ev.resource_id)
         if tm is None:
             return [UnknownTaskManager(ev.resource_id)]
         tm.last_heartbeat = max(tm.last_heartbeat, ev.now)
         return []
 
-    def _on_disconnected(self, ev: TaskManagerDisconnected) -> list:
+    def _on_disconnected(self, ev: TaskManagerDisconnected) -> Actions:
         if ev.resource_id not in self._tms:
             return [UnknownTaskManager(ev.resource_id)]
-        return [self._lose(ev.resource_id, ev.reason)] + self._serve_waiting()
+        return [self._lose(ev.resource_id, ev.reason), *self._serve_waiting()]
 
-    def _on_tick(self, ev: Tick) -> list:
+    def _on_tick(self, ev: Tick) -> Actions:
         expired = sorted(rid for rid, tm in self._tms.items()
                          if ev.now - tm.last_heartbeat > self.heartbeat_timeout)
-        actions: list = []
+        actions: Actions = []
         for rid in expired:
             silent_for = ev.now - self._tms[rid].last_heartbeat
             reason = f"no heartbeat for {silent_for:g}s (timeout {self.heartbeat_timeout:g}s)"
             actions.append(self._lose(rid, reason))
         return actions + self._serve_waiting()
 
-    def _on_requested(self, ev: SlotsRequested) -> list:
+    def _on_requested(self, ev: SlotsRequested) -> Actions:
         if not isinstance(ev.count, int) or ev.count < 1:
             raise ValueError(f"job {ev.job_id}: slot count must be >= 1, got {ev.count!r}")
         if ev.job_id in self._allocations:
@@ -218,7 +230,7 @@ class SlotPool:
         self._waiting[ev.job_id] = _Waiting(ev.count)
         return self._serve_waiting()
 
-    def _on_released(self, ev: SlotsReleased) -> list:
+    def _on_released(self, ev: SlotsReleased) -> Actions:
         self._waiting.pop(ev.job_id, None)  # a job cancelled while waiting
         for slot in self._allocations.pop(ev.job_id, []):
             self._tms[slot.resource_id].owners[slot.index] = None
@@ -237,10 +249,10 @@ class SlotPool:
                 del self._allocations[job]
         return TaskManagerLost(resource_id, tm.address, reason, affected)
 
-    def _serve_waiting(self) -> list:
+    def _serve_waiting(self) -> Actions:
         """Allocate every waiting job that fits (arrival order), then tell the
         rest about a changed number of available slots."""
-        actions: list = []
+        actions: Actions = []
         for job_id, waiting in list(self._waiting.items()):
             if waiting.required <= self.free_slots():
                 del self._waiting[job_id]

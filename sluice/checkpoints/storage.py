@@ -17,9 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from sluice.key_groups import KEY_GROUP
 from sluice.storage import resolve
-
-KEY_GROUP = "__kg"
 
 
 class CheckpointCorrupt(Exception):

@@ -2,7 +2,7 @@
 
 The leader publishes ``leader/connection_info`` (ephemeral JSON
 ``{"address": "host:port", "session_id": "..."}``; see
-``jobmanager.leader.election``).  TaskManagers and standbys keep a
+``jobmanager.leader`` (docs/protocols.md)).  TaskManagers and standbys keep a
 ``LeaderRetriever`` watching it; one-shot clients call ``find_leader``.
 """
 

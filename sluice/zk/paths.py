@@ -1,4 +1,4 @@
-"""Where Sluice keeps its pointers in ZooKeeper (DESIGN.md §5, "ZooKeeper layout").
+"""Where Sluice keeps its pointers in ZooKeeper (docs/protocols.md, "ZooKeeper layout").
 
 Everything lives under ``/sluice/<cluster-id>``::
 

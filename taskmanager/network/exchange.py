@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterator
+from typing import assert_never
 
 import grpc
 
 from sluice.serialization import table_to_ipc
 from sluice.v1 import dataexchange_pb2, dataexchange_pb2_grpc
-from taskmanager.network.partition import BATCH, BARRIER, END, PartitionManager
+from taskmanager.network.partition import ItemKind, PartitionManager
 
 log = logging.getLogger("sluice.taskmanager.exchange")
 
 
 class _Credit:
-    def __init__(self, initial: int):
+    def __init__(self, initial: int) -> None:
         self.value = initial
         self.cond = threading.Condition()
 
@@ -31,7 +33,7 @@ class _Credit:
             self.value += n
             self.cond.notify_all()
 
-    def take(self, active) -> bool:
+    def take(self, active: Callable[[], bool]) -> bool:
         with self.cond:
             while self.value <= 0:
                 if not active():
@@ -42,10 +44,11 @@ class _Credit:
 
 
 class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
-    def __init__(self, partitions: PartitionManager):
+    def __init__(self, partitions: PartitionManager) -> None:
         self.partitions = partitions
 
-    def Subscribe(self, request_iterator, context: grpc.ServicerContext):
+    def Subscribe(self, request_iterator: Iterator[dataexchange_pb2.ConsumerMessage],
+                  context: grpc.ServicerContext) -> Iterator[dataexchange_pb2.DataMessage]:
         try:
             first = next(request_iterator)
         except StopIteration:
@@ -56,6 +59,7 @@ class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
         partition = self.partitions.get(req.partition_id, timeout=1.0)
         if partition is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"partition {req.partition_id} is not (yet) produced here")
+            return  # abort() raises; this tells the type checker
         if not 0 <= req.subpartition < len(partition.subpartitions):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"subpartition {req.subpartition} out of range")
         credit = _Credit(max(1, req.initial_credit))
@@ -75,13 +79,16 @@ class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
             if item is None:
                 continue
             kind, value = item
-            if kind == BATCH:
-                if not credit.take(context.is_active):
+            match kind:
+                case ItemKind.BATCH:
+                    if not credit.take(context.is_active):
+                        return
+                    yield dataexchange_pb2.DataMessage(batch=table_to_ipc(value), backlog=sub.backlog())
+                case ItemKind.BARRIER:
+                    yield dataexchange_pb2.DataMessage(barrier=dataexchange_pb2.Barrier(checkpoint_id=value))
+                case ItemKind.END:
+                    yield dataexchange_pb2.DataMessage(end=dataexchange_pb2.EndOfPartition())
+                    partition.consumed(req.subpartition)
                     return
-                yield dataexchange_pb2.DataMessage(batch=table_to_ipc(value), backlog=sub.backlog())
-            elif kind == BARRIER:
-                yield dataexchange_pb2.DataMessage(barrier=dataexchange_pb2.Barrier(checkpoint_id=value))
-            elif kind == END:
-                yield dataexchange_pb2.DataMessage(end=dataexchange_pb2.EndOfPartition())
-                partition.consumed(req.subpartition)
-                return
+                case _:
+                    assert_never(kind)

@@ -7,6 +7,12 @@ channel receives them over a DataExchange stream and returns credit to the
 producer as the task takes batches. So in-flight data per channel is
 bounded by the producer's subpartition capacity plus the consumer's credit.
 The task takes everything buffered at once (adaptive batching).
+
+A remote channel whose producer is not deployed yet (NOT_FOUND, UNAVAILABLE
+before the first message) subscribes again with backoff until
+CONNECT_TIMEOUT (tenacity). Any other break fails the task with a
+ChannelError naming the peer TaskManager, which the task reports to the
+JobManager as the failure cause (docs/architecture.md, "Errors").
 """
 
 from __future__ import annotations
@@ -16,14 +22,22 @@ import logging
 import queue
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import grpc
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    stop_when_event_set,
+    wait_exponential_jitter,
+)
 
 from sluice import rpc
 from sluice.serialization import ipc_to_table
 from sluice.v1 import dataexchange_pb2, dataexchange_pb2_grpc
-from taskmanager.network.partition import BATCH, BARRIER, END, PartitionManager
+from taskmanager.network.partition import BARRIER, BATCH, END, Item, PartitionManager, ResultPartition
 
 log = logging.getLogger("sluice.taskmanager.network")
 
@@ -31,16 +45,29 @@ CONNECT_TIMEOUT = 60.0  # how long a consumer waits for its producer to be deplo
 
 
 class ChannelError(Exception):
-    pass
+    """An input channel broke. `peer` is the host:port of the producing TaskManager when
+    the stream from another TaskManager broke (None for a channel within this one)."""
+
+    def __init__(self, message: str, peer: str | None = None) -> None:
+        super().__init__(message)
+        self.peer = peer
+
+
+class _ProducerNotReady(Exception):
+    """The producer's partition is not served (yet): subscribe again."""
+
+    def __init__(self, err: grpc.RpcError) -> None:
+        super().__init__(f"{err.code().name}: {err.details()}")
 
 
 class InputChannel:
-    def __init__(self, gate: "InputGate", index: int, partition_id: str, subpartition: int, credit: int):
+    def __init__(self, gate: InputGate, index: int, partition_id: str, subpartition: int, credit: int) -> None:
         self.gate, self.index = gate, index
         self.partition_id, self.subpartition = partition_id, subpartition
         self.credit = credit
-        self.buffer: collections.deque = collections.deque()
+        self.buffer: collections.deque[Item] = collections.deque()
         self.ended = False
+        self.received_any = False  # an item arrived: the producer is there, a break is not retried
         self.global_index = index  # across all gates of the task; set by the task
         self._thread = threading.Thread(target=self._run_safely, name=f"in-{partition_id}", daemon=True)
 
@@ -52,7 +79,9 @@ class InputChannel:
             self.run()
         except Exception as exc:  # noqa: BLE001 — surfaces in the task thread
             if not self.gate.closed:
-                self.gate.fail(ChannelError(f"input from {self.partition_id}[{self.subpartition}] broke: {exc}"))
+                peer = exc.peer if isinstance(exc, ChannelError) else None
+                self.gate.fail(ChannelError(f"input from {self.partition_id}[{self.subpartition}] broke: {exc}",
+                                            peer=peer))
 
     def run(self) -> None:
         raise NotImplementedError
@@ -62,15 +91,18 @@ class InputChannel:
 
 
 class LocalInputChannel(InputChannel):
-    def __init__(self, gate, index, partition_id, subpartition, credit, partitions: PartitionManager):
+    def __init__(self, gate: InputGate, index: int, partition_id: str, subpartition: int, credit: int,
+                 partitions: PartitionManager) -> None:
         super().__init__(gate, index, partition_id, subpartition, credit)
         self.partitions = partitions
         self._space = threading.Semaphore(credit)
 
     def run(self) -> None:
         deadline = time.monotonic() + CONNECT_TIMEOUT
-        partition = None
-        while partition is None and not self.gate.closed:
+        partition: ResultPartition | None = None
+        while partition is None:  # waits for the producer's deployment on this TaskManager
+            if self.gate.closed:
+                return
             partition = self.partitions.get(self.partition_id, timeout=0.5)
             if partition is None and time.monotonic() > deadline:
                 raise ChannelError(f"producer partition {self.partition_id} not found within {CONNECT_TIMEOUT}s")
@@ -97,12 +129,13 @@ class LocalInputChannel(InputChannel):
 
 
 class RemoteInputChannel(InputChannel):
-    def __init__(self, gate, index, partition_id, subpartition, credit, address: str):
+    def __init__(self, gate: InputGate, index: int, partition_id: str, subpartition: int, credit: int,
+                 address: str) -> None:
         super().__init__(gate, index, partition_id, subpartition, credit)
         self.address = address
-        self._requests: queue.Queue = queue.Queue()
+        self._requests: queue.Queue[int | None] = queue.Queue()
 
-    def _request_iter(self):
+    def _request_iter(self) -> Iterator[dataexchange_pb2.ConsumerMessage]:
         yield dataexchange_pb2.ConsumerMessage(request=dataexchange_pb2.PartitionRequest(
             partition_id=self.partition_id, subpartition=self.subpartition, initial_credit=self.credit))
         while True:
@@ -112,53 +145,70 @@ class RemoteInputChannel(InputChannel):
             yield dataexchange_pb2.ConsumerMessage(credit=n)
 
     def run(self) -> None:
-        deadline = time.monotonic() + CONNECT_TIMEOUT
-        delay = 0.05
         with grpc.insecure_channel(self.address, options=rpc.CHANNEL_OPTIONS) as channel:
             stub = dataexchange_pb2_grpc.DataExchangeStub(channel)
-            while not self.gate.closed:
-                self._requests = queue.Queue()
-                call = stub.Subscribe(self._request_iter())
-                self.gate.on_close(call.cancel)
-                try:
-                    for msg in call:
-                        kind = msg.WhichOneof("kind")
-                        if kind == "batch":
-                            self.gate.deliver(self, (BATCH, ipc_to_table(msg.batch)))
-                        elif kind == "barrier":
-                            self.gate.deliver(self, (BARRIER, msg.barrier.checkpoint_id))
-                        elif kind == "end":
-                            self.gate.deliver(self, (END, None))
-                            return
-                    if self.gate.closed:
-                        return
-                    raise ChannelError(f"stream from {self.address} ended before END")
-                except grpc.RpcError as err:
-                    if self.gate.closed:
-                        return
-                    # The producer may not be deployed yet: retry until the deadline.
-                    if err.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE) and not self.buffer \
-                            and time.monotonic() < deadline and not self._received_any:
-                        time.sleep(delay)
-                        delay = min(delay * 2, 1.0)
-                        continue
-                    raise ChannelError(f"{self.address}: {err.code().name}: {err.details()}") from None
-                finally:
-                    self._requests.put(None)
+            # The producer may not be deployed yet: subscribe again until the deadline.
+            retrying = Retrying(stop=stop_after_delay(CONNECT_TIMEOUT) | stop_when_event_set(self.gate.closed_event),
+                                wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
+                                retry=retry_if_exception_type(_ProducerNotReady),
+                                sleep=self._sleep, before_sleep=self._log_wait, reraise=True)
+            try:
+                retrying(self._subscribe, stub)
+            except _ProducerNotReady as exc:
+                if self.gate.closed:
+                    return
+                raise ChannelError(f"{self.address}: {exc}", peer=self.address) from None
 
-    _received_any = False
+    def _sleep(self, seconds: float) -> None:
+        self.gate.closed_event.wait(seconds)  # closing the gate ends the wait
+
+    def _log_wait(self, state: RetryCallState) -> None:
+        log.debug("%s waiting for partition %s[%d] at %s (attempt %d: %s); subscribing again in %.2fs",
+                  self.gate.tag, self.partition_id, self.subpartition, self.address, state.attempt_number,
+                  state.outcome.exception() if state.outcome else "", state.upcoming_sleep)
+
+    def _subscribe(self, stub: dataexchange_pb2_grpc.DataExchangeStub) -> None:
+        """One subscription: deliver what arrives until END (raises _ProducerNotReady to retry)."""
+        if self.gate.closed:
+            return
+        self._requests = queue.Queue()
+        call = stub.Subscribe(self._request_iter())
+        self.gate.on_close(call.cancel)
+        try:
+            for msg in call:
+                kind = msg.WhichOneof("kind")
+                if kind == "batch":
+                    self.gate.deliver(self, (BATCH, ipc_to_table(msg.batch)))
+                elif kind == "barrier":
+                    self.gate.deliver(self, (BARRIER, msg.barrier.checkpoint_id))
+                elif kind == "end":
+                    self.gate.deliver(self, (END, None))
+                    return
+            if self.gate.closed:
+                return
+            raise ChannelError(f"stream from {self.address} ended before END", peer=self.address)
+        except grpc.RpcError as err:
+            if self.gate.closed:
+                return
+            if err.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE) and not self.buffer \
+                    and not self.received_any:
+                raise _ProducerNotReady(err) from None
+            raise ChannelError(f"{self.address}: {err.code().name}: {err.details()}", peer=self.address) from None
+        finally:
+            self._requests.put(None)
 
     def returned_credit(self, n: int) -> None:
         self._requests.put(n)
 
 
 class InputGate:
-    def __init__(self) -> None:
+    def __init__(self, tag: str = "") -> None:
+        self.tag = tag  # the task's correlation ids, for log lines
         self.channels: list[InputChannel] = []
         self._cond = threading.Condition()
         self._error: Exception | None = None
-        self.closed = False
-        self._closers: list = []
+        self.closed_event = threading.Event()
+        self._closers: list[Callable[[], object]] = []
 
     def add(self, channel: InputChannel) -> None:
         self.channels.append(channel)
@@ -167,10 +217,9 @@ class InputGate:
         for c in self.channels:
             c.start()
 
-    def deliver(self, channel: InputChannel, item: tuple[str, Any]) -> None:
+    def deliver(self, channel: InputChannel, item: Item) -> None:
         with self._cond:
-            if isinstance(channel, RemoteInputChannel):
-                channel._received_any = True
+            channel.received_any = True
             channel.buffer.append(item)
             self._cond.notify_all()
 
@@ -179,7 +228,7 @@ class InputGate:
             self._error = self._error or error
             self._cond.notify_all()
 
-    def on_close(self, fn) -> None:
+    def on_close(self, fn: Callable[[], object]) -> None:
         self._closers.append(fn)
 
     @property
@@ -191,19 +240,20 @@ class InputGate:
         with self._cond:
             self._cond.notify_all()
 
-    def poll_all(self, timeout: float, is_blocked=lambda channel: False) -> list[tuple["InputChannel", tuple[str, Any]]]:
+    def poll_all(self, timeout: float,
+                 is_blocked: Callable[[int], bool] = lambda _channel: False) -> list[tuple[InputChannel, Item]]:
         """Everything buffered on the channels that are not blocked, in order, up to and
         including each channel's next barrier (after a barrier the channel may be blocked
         for alignment). Waits up to `timeout` for the first item; returns credit for the
         batches taken."""
         with self._cond:
-            def ready():
+            def ready() -> bool:
                 return any(c.buffer and not is_blocked(c.global_index) for c in self.channels)
             if not ready() and self._error is None:
                 self._cond.wait(timeout)
             if self._error is not None:
                 raise self._error
-            taken = []
+            taken: list[tuple[InputChannel, Item]] = []
             for c in self.channels:
                 if is_blocked(c.global_index):
                     continue
@@ -221,10 +271,14 @@ class InputGate:
                     c.returned_credit(n)
             return taken
 
+    @property
+    def closed(self) -> bool:
+        return self.closed_event.is_set()
+
     def close(self) -> None:
-        self.closed = True
+        self.closed_event.set()
         for fn in self._closers:
             try:
                 fn()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 — closing: a failed cancel changes nothing
                 pass

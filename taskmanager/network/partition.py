@@ -4,18 +4,29 @@ per consumer subtask.
 A subpartition holds at most `capacity` batches; a producer adding to a full
 one blocks until its consumer takes from it — the first half of
 backpressure (the second is the consumer's credit, see exchange.py). Items
-are tuples: ("batch", pyarrow.Table), ("barrier", checkpoint_id),
-("end", None).
+are tuples: (BATCH, pyarrow.Table), (BARRIER, checkpoint_id), (END, None).
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
-BATCH, BARRIER, END = "batch", "barrier", "end"
+
+class ItemKind(enum.StrEnum):
+    """What an item in a subpartition or input channel carries."""
+
+    BATCH = "batch"      # a pyarrow.Table of records
+    BARRIER = "barrier"  # a checkpoint barrier: its checkpoint id
+    END = "end"          # end of the partition: None
+
+
+BATCH, BARRIER, END = ItemKind.BATCH, ItemKind.BARRIER, ItemKind.END
+Item: TypeAlias = tuple[ItemKind, Any]
 
 
 class TaskCancelled(Exception):
@@ -27,13 +38,13 @@ class PartitionReleased(Exception):
 
 
 class ResultSubpartition:
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._items: collections.deque = collections.deque()
+        self._items: collections.deque[Item] = collections.deque()
         self._cond = threading.Condition()
         self._released = False
 
-    def add(self, item: tuple[str, Any], cancelled: Callable[[], bool] = lambda: False) -> None:
+    def add(self, item: Item, cancelled: Callable[[], bool] = lambda: False) -> None:
         with self._cond:
             while len(self._items) >= self.capacity and item[0] == BATCH and not self._released:
                 if cancelled():
@@ -44,7 +55,7 @@ class ResultSubpartition:
             self._items.append(item)
             self._cond.notify_all()
 
-    def poll(self, timeout: float) -> tuple[str, Any] | None:
+    def poll(self, timeout: float) -> Item | None:
         deadline = time.monotonic() + timeout
         with self._cond:
             while not self._items:
@@ -71,7 +82,7 @@ class ResultPartition:
     or at once when the producer fails or is cancelled."""
 
     def __init__(self, partition_id: str, num_subpartitions: int, capacity: int,
-                 on_consumed: Callable[[str], None] = lambda pid: None):
+                 on_consumed: Callable[[str], None] = lambda _pid: None) -> None:
         self.partition_id = partition_id
         self.subpartitions = [ResultSubpartition(capacity) for _ in range(num_subpartitions)]
         self._pending = set(range(num_subpartitions))

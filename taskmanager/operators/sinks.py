@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import uuid
+from collections.abc import Sequence
+from typing import Any, ClassVar, Self
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 
+from sluice.graph import OperatorKind
 from sluice.storage import resolve
+from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.spark_engine import Batch
 
 log = logging.getLogger("sluice.taskmanager.sink")
 INTERNAL_PREFIX = "__"
 
 
-def _visible_columns(table: pa.Table, columns) -> pa.Table:
+def _visible_columns(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
     if columns:
         return table.select(list(columns))
     return table.select([c for c in table.column_names if not c.startswith(INTERNAL_PREFIX)])
@@ -31,7 +36,7 @@ def _csv_bytes(table: pa.Table, options: pacsv.WriteOptions) -> bytes:
     return buf.getvalue().to_pybytes()
 
 
-class FileSinkWriter:
+class FileSinkWriter(Operator):
     """Two-phase commit file sink.
 
     Rows of an epoch go to a hidden in-progress file. At a checkpoint barrier
@@ -43,8 +48,10 @@ class FileSinkWriter:
     committed at the end of the input.
     """
 
-    def __init__(self, payload: dict, subtask: int, job_id: str, restored: int, exactly_once: bool,
-                 tag: str = ""):
+    is_sink: ClassVar[bool] = True
+
+    def __init__(self, payload: Payload, subtask: int, job_id: str, restored: int, exactly_once: bool,
+                 tag: str = "") -> None:
         self.tag = tag  # the task's correlation ids, on each log line
         self.fs, self.dir = resolve(payload["path"])
         self.columns = payload.get("columns")
@@ -58,11 +65,15 @@ class FileSinkWriter:
         self.token = uuid.uuid4().hex[:6]
         self.fs.create_dir(self.dir, recursive=True)
         self.counter = 0
-        self._stream = None
+        self._stream: Any = None  # a pyarrow output stream while a part is open
         self._staging: str | None = None
         self.pending: list[tuple[str, str, int]] = []  # (staging, final, checkpoint id)
         self._plain = pacsv.WriteOptions(include_header=False, quoting_style="none")
         self._quoted = pacsv.WriteOptions(include_header=False, quoting_style="needed")
+
+    @classmethod
+    def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one class per kind
+        return cls(payload, ctx.subtask, ctx.job_id, ctx.restore_checkpoint_id, ctx.checkpointing, tag=ctx.tag)
 
     def _open(self) -> None:
         self._staging = f"{self.dir}/.{self.prefix}-{self.counter:06d}-{self.token}.inprogress"
@@ -87,6 +98,7 @@ class FileSinkWriter:
         self._stream.close()
         final = f"{self.dir}/{self.prefix}-{self.counter:06d}-{self.token}.csv"
         staged = self._staging
+        assert staged is not None  # set with the stream
         self._stream = self._staging = None
         self.counter += 1
         return staged, final
@@ -98,14 +110,19 @@ class FileSinkWriter:
             raise FileNotFoundError(f"pending part {staged} vanished before its commit to {final}")
 
     # -- checkpoints ------------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int) -> dict:
+    def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:
         """Pre-commit: close the part of this epoch; it commits when checkpoint_id completes."""
         part = self._close_part()
         if part is not None:
             self.pending.append((*part, checkpoint_id))
-        return {"pending": [[staged, final] for staged, final, _ in self.pending]}
+        return OperatorSnapshot(inline={"pending": [[staged, final] for staged, final, _ in self.pending]})
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.notify_complete(checkpoint_id)
 
     def notify_complete(self, checkpoint_id: int) -> None:
+        """Commit: the pending parts of checkpoints up to `checkpoint_id` become visible."""
+
         keep = []
         for staged, final, cid in self.pending:
             if cid <= checkpoint_id:
@@ -115,7 +132,8 @@ class FileSinkWriter:
                 keep.append((staged, final, cid))
         self.pending = keep
 
-    def restore(self, handle: dict) -> None:
+    def restore(self, state: OperatorSnapshot) -> None:
+        handle = state.inline or {}
         committed = set()
         for staged, final in handle.get("pending", []):
             self._commit(staged, final)
@@ -137,14 +155,22 @@ class FileSinkWriter:
             try:
                 self._stream.close()
                 self.fs.delete_file(self._staging)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 — best effort: the part is not committed either way
                 pass
             self._stream = None
 
 
-class PrintSink:
-    def __init__(self, subtask: int, parallelism: int):
+class PrintSink(Operator):
+    """Rows to the TaskManager's stdout, prefixed by the subtask when there are several."""
+
+    is_sink: ClassVar[bool] = True
+
+    def __init__(self, subtask: int, parallelism: int) -> None:
         self.prefix = f"{subtask + 1}> " if parallelism > 1 else ""
+
+    @classmethod
+    def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one class per kind
+        return cls(ctx.subtask, ctx.parallelism)
 
     def process(self, batch: Batch) -> None:
         table = _visible_columns(batch.table(), None)
@@ -153,9 +179,5 @@ class PrintSink:
         return None
 
     def end_input(self) -> None:
-        import sys
         sys.stdout.flush()
         return None
-
-    def abort(self) -> None:
-        pass

@@ -7,32 +7,20 @@ from __future__ import annotations
 import os
 import time
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
+from sluice.graph import OperatorKind
 from sluice.storage import list_files
+from taskmanager.operators.base import IDLE, Idle, Payload, Source
 from taskmanager.spark_engine import Batch, SparkEngine
 
-
-class _OffsetState:
-    """A source's state is its offset: restore it, and everything before it is not read again."""
-
-    offset: int
-
-    def snapshot(self) -> dict:
-        return {"offset": self.offset}
-
-    def restore(self, handle: dict) -> None:
-        self.offset = int(handle["offset"])
-
-    def describe_offset(self) -> str:
-        return f"offset {self.offset}"
+__all__ = ["IDLE", "CollectionSource", "FileSource", "GeneratorSource", "Source", "make_source"]
 
 
-IDLE = object()  # next_batch(): nothing to read now, ask again (an unbounded source)
-
-
-class FileSource(_OffsetState):
+class FileSource(Source):
     """Subtask i of p reads files i, i+p, ... (sorted) through Spark.
 
     Adaptive batching: a Spark call has a large fixed cost, so the number of
@@ -50,14 +38,14 @@ class FileSource(_OffsetState):
 
     MAX_FILES_PER_BATCH = 64
 
-    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine, target: float = 0.5,
-                 clock=time.monotonic):
+    def __init__(self, payload: Payload, subtask: int, parallelism: int, engine: SparkEngine, target: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.engine, self.clock = engine, clock
         self.format = payload["format"]
         self.schema = payload.get("schema")
         self.path, self.suffix = payload["path"], payload.get("suffix", "")
         self.subtask, self.parallelism = subtask, parallelism
-        self.monitor_interval = payload.get("monitor_interval")
+        self.monitor_interval: float | None = payload.get("monitor_interval")
         self.idle_wait = min(self.monitor_interval or 0.1, 0.1)
         self.done: set[str] = set()  # monitoring: names of the files read
         self._listed_at = float("-inf")
@@ -67,12 +55,12 @@ class FileSource(_OffsetState):
         self.target = target
         self.offset = 0  # number of my files fully emitted
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         if not self.monitor_interval:
             return super().snapshot()
         return {"offset": self.offset, "done": sorted(self.done)}
 
-    def restore(self, handle: dict) -> None:
+    def restore(self, handle: dict[str, Any]) -> None:
         super().restore(handle)
         if self.monitor_interval:  # the queue (self.files) is still empty: the next listing fills it
             self.done = set(handle.get("done", []))
@@ -84,19 +72,19 @@ class FileSource(_OffsetState):
     def _discover(self) -> None:
         """Monitoring: queue my files not read yet, once per interval."""
         now = self.clock()
-        if now - self._listed_at < self.monitor_interval:
+        if self.monitor_interval is None or now - self._listed_at < self.monitor_interval:
             return
         self._listed_at = now
         self.files = sorted(set(self.files) | {p for p in list_files(self.path, self.suffix) if self._mine(p)})
 
     def batch_done(self, seconds: float) -> None:
-        """How long the last batch took through the chain (fed back by the task)."""
+        """Adapt the files per batch to how long the last batch took through the chain."""
         if seconds < self.target:
             self.files_per_batch = min(self.files_per_batch * 2, self.MAX_FILES_PER_BATCH)
         elif seconds > 2 * self.target:
             self.files_per_batch = max(1, self.files_per_batch // 2)
 
-    def next_batch(self) -> Batch | object | None:
+    def next_batch(self) -> Batch | Idle | None:
         if self.monitor_interval:  # self.files: my files found and not read yet
             if not self.files:
                 self._discover()
@@ -121,11 +109,11 @@ class FileSource(_OffsetState):
         return Batch(self.engine, df=df)
 
 
-class GeneratorSource(_OffsetState):
+class GeneratorSource(Source):
     """Subtask i of p generates ids i, i+p, i+2p, ... below `count` (or
     forever); `body` turns each DataFrame of ids into records inside Spark."""
 
-    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine):
+    def __init__(self, payload: Payload, subtask: int, parallelism: int, engine: SparkEngine) -> None:
         self.engine = engine
         self.body = payload["body"]
         self.count = payload.get("count")
@@ -146,8 +134,10 @@ class GeneratorSource(_OffsetState):
         return Batch(self.engine, df=df)
 
 
-class CollectionSource(_OffsetState):
-    def __init__(self, payload: dict, subtask: int, parallelism: int, engine: SparkEngine):
+class CollectionSource(Source):
+    """Subtask i of p emits rows i, i+p, ... of the payload's list in one batch."""
+
+    def __init__(self, payload: Payload, subtask: int, parallelism: int, engine: SparkEngine) -> None:
         self.engine = engine
         self.rows = payload["rows"][subtask::parallelism]
         self.offset = 0
@@ -160,6 +150,13 @@ class CollectionSource(_OffsetState):
         return Batch(self.engine, table=table)
 
 
-def make_source(kind: str, payload: dict, subtask: int, parallelism: int, engine: SparkEngine):
-    return {"source_files": FileSource, "source_generator": GeneratorSource,
-            "source_collection": CollectionSource}[kind](payload, subtask, parallelism, engine)
+SOURCES: dict[OperatorKind, Callable[[Payload, int, int, SparkEngine], Source]] = {
+    OperatorKind.SOURCE_FILES: FileSource,
+    OperatorKind.SOURCE_GENERATOR: GeneratorSource,
+    OperatorKind.SOURCE_COLLECTION: CollectionSource,
+}
+
+
+def make_source(kind: OperatorKind, payload: Payload, subtask: int, parallelism: int, engine: SparkEngine) -> Source:
+    """Build subtask `subtask` of `parallelism` of a source of `kind`."""
+    return SOURCES[kind](payload, subtask, parallelism, engine)

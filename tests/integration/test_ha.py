@@ -16,6 +16,7 @@ from kazoo.exceptions import NoNodeError
 
 from harness import EXAMPLES, JOBS, LocalCluster, sluice
 from helpers import wait_until
+from sluice.states import JobStatus, from_proto
 from sluice.zk.paths import ZkPaths
 from sluice.zk.server import EmbeddedZooKeeper
 from test_recovery import assert_exactly_once, start_page_views, wait_for

@@ -12,16 +12,13 @@ from kazoo.client import KazooClient
 from unit.test_leader_election_contract import (
     DEADLINE,
     LeaderElectionDriverContract,
-    RecordingContender,
     granted,
     started,
 )
 
-from jobmanager.leader.election import (
-    LeadershipLostError,
-    ZooKeeperLeaderElectionDriver,
-    guarded_transaction,
-)
+from jobmanager.leader.driver import LeadershipLostError
+from jobmanager.leader.guarded_transaction import guarded_transaction
+from jobmanager.leader.zookeeper_driver import ZooKeeperLeaderElectionDriver
 from sluice.zk.leader_retrieval import LeaderNotFoundError, LeaderRetriever, find_leader, read_leader
 from sluice.zk.paths import ZkPaths
 from sluice.zk.server import free_port

@@ -3,9 +3,9 @@ import copy
 
 import pytest
 
+from sluice.states import IllegalTransition
 from taskmanager.barrier_aligner import (
-    ALIGNING,
-    IDLE,
+    AlignerState,
     AlignmentAborted,
     BarrierAligner,
     BarrierReceived,
@@ -45,7 +45,7 @@ def test_needs_at_least_one_channel():
 
 def test_starts_idle_and_unblocked():
     a = BarrierAligner(3)
-    assert a.state == IDLE and a.current is None
+    assert a.state == AlignerState.IDLE and a.current is None
     assert blocked(a) == []
 
 
@@ -80,7 +80,7 @@ def test_unknown_event_raises():
 def test_single_channel_snapshots_on_first_barrier():
     a = BarrierAligner(1)
     assert a.handle(B(0, 1)) == [Snapshot(1), Unblock((0,))]
-    assert a.state == IDLE and a.current is None and not a.is_blocked(0)
+    assert a.state == AlignerState.IDLE and a.current is None and not a.is_blocked(0)
     assert a.handle(B(0, 2)) == [Snapshot(2), Unblock((0,))]
 
 
@@ -111,10 +111,10 @@ def test_single_channel_end_of_partition_outside_alignment():
 def test_two_channels_normal_alignment():
     a = BarrierAligner(2)
     assert a.handle(B(0, 1)) == []
-    assert a.state == ALIGNING and a.current == 1
+    assert a.state == AlignerState.ALIGNING and a.current == 1
     assert blocked(a) == [0]
     assert a.handle(B(1, 1)) == [Snapshot(1), Unblock((0, 1))]
-    assert a.state == IDLE and a.current is None and blocked(a) == []
+    assert a.state == AlignerState.IDLE and a.current is None and blocked(a) == []
 
 
 def test_two_channels_out_of_order_arrival():
@@ -162,7 +162,7 @@ def test_two_channels_end_of_partition_completes_alignment():
     a = BarrierAligner(2)
     a.handle(B(0, 7))
     assert a.handle(EOP(1)) == [Snapshot(7), Unblock((0,))]
-    assert a.state == IDLE
+    assert a.state == AlignerState.IDLE
     # from now on the remaining channel alone aligns
     assert a.handle(B(0, 8)) == [Snapshot(8), Unblock((0,))]
 
@@ -189,7 +189,7 @@ def test_two_channels_all_channels_end_during_alignment_snapshots():
     a.handle(B(0, 1))
     a.handle(EOP(0))
     assert a.handle(EOP(1)) == [Snapshot(1)]
-    assert a.state == IDLE
+    assert a.state == AlignerState.IDLE
 
 
 def test_two_channels_abort_notice_during_alignment():
@@ -197,7 +197,7 @@ def test_two_channels_abort_notice_during_alignment():
     a.handle(B(1, 4))
     actions = a.handle(CheckpointAbortedNotice(4))
     assert actions == [AlignmentAborted(4, "aborted by the JobManager"), Unblock((1,))]
-    assert a.state == IDLE and blocked(a) == []
+    assert a.state == AlignerState.IDLE and blocked(a) == []
     # the straggling barrier of the aborted checkpoint does not start it again
     [late] = a.handle(B(0, 4))
     assert isinstance(late, Ignored) and "outdated barrier 4" in late.reason
@@ -223,7 +223,7 @@ def test_two_channels_abort_notice_before_any_barrier_of_it():
     assert isinstance(noted, Ignored) and "noted" in noted.reason
     [ign] = a.handle(B(0, 3))
     assert isinstance(ign, Ignored) and "aborted by the JobManager" in ign.reason
-    assert a.state == IDLE and blocked(a) == []
+    assert a.state == AlignerState.IDLE and blocked(a) == []
     [ign2] = a.handle(B(1, 3))
     assert isinstance(ign2, Ignored)
     assert a.handle(B(1, 4)) == []
@@ -237,7 +237,7 @@ def test_aborted_ahead_barrier_still_subsumes_an_older_alignment():
     actions = a.handle(B(1, 2))
     assert kinds(actions) == [AlignmentAborted, Unblock, Ignored]
     assert actions[0].checkpoint_id == 1 and actions[1] == Unblock((0,))
-    assert a.state == IDLE and a.current is None
+    assert a.state == AlignerState.IDLE and a.current is None
 
 
 def test_two_channels_outdated_barrier_after_completion():
@@ -346,3 +346,11 @@ def test_three_channels_outdated_barrier_after_completion():
     assert kinds(a.handle(B(1, 10))) == [Ignored]
     assert state(a) == before
     assert a.handle(B(1, 11)) == []
+
+
+def test_a_transition_outside_the_table_raises_and_changes_nothing():
+    a = BarrierAligner(2)
+    before = state(a)
+    with pytest.raises(IllegalTransition):
+        a._set(AlignerState.IDLE)  # IDLE -> IDLE is not in TRANSITIONS
+    assert state(a) == before

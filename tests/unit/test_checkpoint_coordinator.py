@@ -6,16 +6,8 @@ import copy
 import pytest
 
 from jobmanager.checkpoint.coordinator import (
-    COMPLETED,
-    DISCARDED,
-    DUPLICATE,
-    FAILED,
-    IN_PROGRESS,
-    PERSISTING,
-    SUCCESS,
-    UNKNOWN,
     Acknowledge,
-    AckOutcome,
+    AckResult,
     CheckpointConfig,
     CheckpointCoordinator,
     CheckpointPersisted,
@@ -36,6 +28,7 @@ from jobmanager.checkpoint.coordinator import (
     TriggerCheckpoint,
 )
 from jobmanager.checkpoint.id_counter import InMemoryCheckpointIDCounter
+from sluice.states import AckOutcome, CheckpointStatus
 
 SRC = ("j/0/src/0", "j/0/src/1")
 SINK = ("j/0/sink/0",)
@@ -58,7 +51,7 @@ def handles(cid):
 def ack_all(c, cid, now, size=1):
     """Ack from every execution; returns the last ack's actions."""
     for eid in ALL[:-1]:
-        assert ack(c, eid, cid, now, size) == [AckOutcome(eid, cid, SUCCESS)]
+        assert ack(c, eid, cid, now, size) == [AckResult(eid, cid, AckOutcome.SUCCESS)]
     return ack(c, ALL[-1], cid, now, size)
 
 
@@ -112,17 +105,18 @@ def test_disabled_interval_never_triggers_periodically(interval):
 def test_normal_completion_persists_before_announcing():
     c = make()
     c.handle(Tick(10))
-    assert ack(c, SRC[0], 1, 11, size=5) == [AckOutcome(SRC[0], 1, SUCCESS)]
-    assert ack(c, SRC[1], 1, 11, size=6) == [AckOutcome(SRC[1], 1, SUCCESS)]
-    assert c.history() == [CheckpointStats(1, IN_PROGRESS, 10, None, 11, 2, 3, "")]
-    assert ack(c, SINK[0], 1, 12, size=7) == [AckOutcome(SINK[0], 1, SUCCESS), PersistCheckpoint(1, handles(1), False)]
-    assert c.history() == [CheckpointStats(1, PERSISTING, 10, None, 18, 3, 3, "")]
+    assert ack(c, SRC[0], 1, 11, size=5) == [AckResult(SRC[0], 1, AckOutcome.SUCCESS)]
+    assert ack(c, SRC[1], 1, 11, size=6) == [AckResult(SRC[1], 1, AckOutcome.SUCCESS)]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.IN_PROGRESS, 10, None, 11, 2, 3, "")]
+    assert ack(c, SINK[0], 1, 12, size=7) == [AckResult(SINK[0], 1, AckOutcome.SUCCESS),
+                                               PersistCheckpoint(1, handles(1), False)]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.PERSISTING, 10, None, 18, 3, 3, "")]
     assert c.latest_completed() is None
     assert c.handle(Tick(500)) == []  # PERSISTING never times out; nothing new is triggered
     assert c.handle(CheckpointPersisted(1, 501)) == [NotifyComplete(1, ALL, False)]
     done = CompletedCheckpoint(1, handles(1), 10, 501, 18, False)
     assert c.latest_completed() == done and c.completed() == [done]
-    assert c.history() == [CheckpointStats(1, COMPLETED, 10, 501, 18, 3, 3, "")]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.COMPLETED, 10, 501, 18, 3, 3, "")]
 
 
 def test_handles_are_in_execution_order_whatever_the_ack_order():
@@ -137,25 +131,25 @@ def test_handles_are_in_execution_order_whatever_the_ack_order():
 def test_duplicate_acks_keep_the_first_handle():
     c = make()
     c.handle(Tick(10))
-    assert ack(c, SRC[0], 1, 11, size=5) == [AckOutcome(SRC[0], 1, SUCCESS)]
+    assert ack(c, SRC[0], 1, 11, size=5) == [AckResult(SRC[0], 1, AckOutcome.SUCCESS)]
     before = state(c)
-    assert c.handle(Acknowledge(SRC[0], 1, "other", 9, 12)) == [AckOutcome(SRC[0], 1, DUPLICATE)]
+    assert c.handle(Acknowledge(SRC[0], 1, "other", 9, 12)) == [AckResult(SRC[0], 1, AckOutcome.DUPLICATE)]
     assert state(c) == before
     ack(c, SRC[1], 1, 12)
     [_, persist] = ack(c, SINK[0], 1, 12)
     assert persist.handles[SRC[0]] == f"h1:{SRC[0]}"
     # while PERSISTING and once completed (still retained) a repeat is a duplicate: its handle is live
-    assert ack(c, SINK[0], 1, 13) == [AckOutcome(SINK[0], 1, DUPLICATE)]
+    assert ack(c, SINK[0], 1, 13) == [AckResult(SINK[0], 1, AckOutcome.DUPLICATE)]
     c.handle(CheckpointPersisted(1, 14))
-    assert ack(c, SRC[1], 1, 15) == [AckOutcome(SRC[1], 1, DUPLICATE)]
+    assert ack(c, SRC[1], 1, 15) == [AckResult(SRC[1], 1, AckOutcome.DUPLICATE)]
 
 
 def test_unknown_acks():
     c = make()
-    assert ack(c, SRC[0], 1, 1) == [AckOutcome(SRC[0], 1, UNKNOWN)]  # nothing triggered yet
+    assert ack(c, SRC[0], 1, 1) == [AckResult(SRC[0], 1, AckOutcome.UNKNOWN)]  # nothing triggered yet
     c.handle(Tick(10))
-    assert ack(c, "j/1/src/0", 1, 11) == [AckOutcome("j/1/src/0", 1, UNKNOWN)]  # other attempt
-    assert ack(c, SRC[0], 2, 11) == [AckOutcome(SRC[0], 2, UNKNOWN)]  # never triggered
+    assert ack(c, "j/1/src/0", 1, 11) == [AckResult("j/1/src/0", 1, AckOutcome.UNKNOWN)]  # other attempt
+    assert ack(c, SRC[0], 2, 11) == [AckResult(SRC[0], 2, AckOutcome.UNKNOWN)]  # never triggered
     assert c.history()[0].acks == 0
 
 
@@ -164,12 +158,12 @@ def test_late_acks_for_aborted_and_subsumed_checkpoints_are_discarded():
     c.handle(Tick(10))
     ack(c, SRC[0], 1, 11)
     c.handle(Decline(SRC[1], 1, "no", 12))
-    assert ack(c, SINK[0], 1, 13) == [AckOutcome(SINK[0], 1, DISCARDED)]
-    assert ack(c, SRC[0], 1, 13) == [AckOutcome(SRC[0], 1, DISCARDED)]
+    assert ack(c, SINK[0], 1, 13) == [AckResult(SINK[0], 1, AckOutcome.DISCARDED)]
+    assert ack(c, SRC[0], 1, 13) == [AckResult(SRC[0], 1, AckOutcome.DISCARDED)]
     run_checkpoint(c, 20)  # 2
     assert run_checkpoint(c, 30) == [NotifyComplete(3, ALL, False), DiscardCheckpoint(2)]
-    assert ack(c, SRC[0], 2, 40) == [AckOutcome(SRC[0], 2, DISCARDED)]
-    assert ack(c, SRC[0], 3, 40) == [AckOutcome(SRC[0], 3, DUPLICATE)]
+    assert ack(c, SRC[0], 2, 40) == [AckResult(SRC[0], 2, AckOutcome.DISCARDED)]
+    assert ack(c, SRC[0], 3, 40) == [AckResult(SRC[0], 3, AckOutcome.DUPLICATE)]
 
 
 def test_ids_skipped_by_a_shared_counter_are_unknown_and_never_reused():
@@ -179,8 +173,8 @@ def test_ids_skipped_by_a_shared_counter_are_unknown_and_never_reused():
     c.handle(Decline(SRC[0], 1, "x", 11))
     counter.get_and_increment()  # id 2 taken elsewhere
     assert c.handle(Tick(20)) == [TriggerCheckpoint(3, 20, SRC, False)]
-    assert ack(c, SRC[0], 2, 21) == [AckOutcome(SRC[0], 2, UNKNOWN)]
-    assert ack(c, SRC[0], 1, 21) == [AckOutcome(SRC[0], 1, DISCARDED)]
+    assert ack(c, SRC[0], 2, 21) == [AckResult(SRC[0], 2, AckOutcome.UNKNOWN)]
+    assert ack(c, SRC[0], 1, 21) == [AckResult(SRC[0], 1, AckOutcome.DISCARDED)]
 
 
 # -- aborts -----------------------------------------------------------------------------
@@ -192,7 +186,8 @@ def test_decline_aborts_and_counts():
     assert c.handle(Decline(SINK[0], 1, "not ready", 12)) == [
         NotifyAborted(1, ALL, f"checkpoint 1 declined by {SINK[0]}: not ready"), DiscardCheckpoint(1)]
     assert c.consecutive_failures == 1 and c.pending_id is None and c.latest_completed() is None
-    assert c.history() == [CheckpointStats(1, FAILED, 10, 12, 0, 0, 3, f"checkpoint 1 declined by {SINK[0]}: not ready")]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.FAILED, 10, 12, 0, 0, 3,
+                                           f"checkpoint 1 declined by {SINK[0]}: not ready")]
     assert c.handle(Decline(SINK[0], 1, "again", 13)) == []
 
 
@@ -203,7 +198,7 @@ def test_timeout_aborts_and_the_next_tick_triggers():
     assert c.handle(Tick(39.9)) == []
     reason = "checkpoint 1 expired after 30s (1/3 acks)"
     assert c.handle(Tick(40)) == [NotifyAborted(1, ALL, reason), DiscardCheckpoint(1)]
-    assert c.history() == [CheckpointStats(1, FAILED, 10, 40, 4, 1, 3, reason)]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.FAILED, 10, 40, 4, 1, 3, reason)]
     assert c.handle(Tick(40.5)) == [TriggerCheckpoint(2, 40.5, SRC, False)]
 
 
@@ -214,8 +209,8 @@ def test_persist_failure_aborts():
     reason = "checkpoint 1 could not be persisted: disk full"
     assert c.handle(PersistFailed(1, "disk full", 12)) == [NotifyAborted(1, ALL, reason), DiscardCheckpoint(1)]
     assert c.consecutive_failures == 1 and c.latest_completed() is None
-    assert c.history()[-1].status == FAILED
-    assert ack(c, SRC[0], 1, 13) == [AckOutcome(SRC[0], 1, DISCARDED)]
+    assert c.history()[-1].status == CheckpointStatus.FAILED
+    assert ack(c, SRC[0], 1, 13) == [AckResult(SRC[0], 1, AckOutcome.DISCARDED)]
     with pytest.raises(ValueError, match="not|nothing"):
         c.handle(CheckpointPersisted(1, 14))
 
@@ -251,8 +246,8 @@ def test_more_than_tolerable_consecutive_failures_fail_the_job():
     assert c.consecutive_failures == 0
     for cid, t in ((3, 40), (4, 50)):
         assert c.handle(Tick(t)) == [TriggerCheckpoint(cid, t, SRC, False)]
-        assert c.handle(Decline(SRC[0], cid, "b", t + 1)) == [NotifyAborted(cid, ALL, f"checkpoint {cid} declined by {SRC[0]}: b"),
-                                                               DiscardCheckpoint(cid)]
+        assert c.handle(Decline(SRC[0], cid, "b", t + 1)) == [
+            NotifyAborted(cid, ALL, f"checkpoint {cid} declined by {SRC[0]}: b"), DiscardCheckpoint(cid)]
     c.handle(Tick(60))
     actions = c.handle(Decline(SRC[1], 5, "c", 61))
     assert actions[:2] == [NotifyAborted(5, ALL, f"checkpoint 5 declined by {SRC[1]}: c"), DiscardCheckpoint(5)]
@@ -268,7 +263,8 @@ def test_more_than_tolerable_consecutive_failures_fail_the_job():
 def test_zero_tolerable_failures_fail_on_the_first():
     c = make(timeout=5)
     c.handle(Tick(10))
-    assert c.handle(Tick(15)) == [NotifyAborted(1, ALL, "checkpoint 1 expired after 5s (0/3 acks)"), DiscardCheckpoint(1),
+    assert c.handle(Tick(15)) == [NotifyAborted(1, ALL, "checkpoint 1 expired after 5s (0/3 acks)"),
+                                  DiscardCheckpoint(1),
                                   FailJob("job j: 1 consecutive failed checkpoints exceed tolerable_failures=0; "
                                           "last: checkpoint 1 expired after 5s (0/3 acks)")]
 
@@ -289,7 +285,7 @@ def test_restored_checkpoint_counts_as_latest_and_is_retained():
     c = make(counter=InMemoryCheckpointIDCounter(start=7), restored=restored, retained=2)
     assert c.latest_completed() == restored and c.completed() == [restored]
     assert c.history() == []
-    assert ack(c, SRC[0], 4, 5) == [AckOutcome(SRC[0], 4, DUPLICATE)]  # never delete restored state
+    assert ack(c, SRC[0], 4, 5) == [AckResult(SRC[0], 4, AckOutcome.DUPLICATE)]  # never delete restored state
     assert run_checkpoint(c, 10) == [NotifyComplete(7, ALL, False)]
     assert run_checkpoint(c, 20) == [NotifyComplete(8, ALL, False), DiscardCheckpoint(4)]
     assert [x.checkpoint_id for x in c.completed()] == [7, 8]
@@ -322,8 +318,9 @@ def test_final_checkpoint_aborts_an_in_progress_one_uncounted():
         NotifyAborted(1, ALL, "checkpoint 1 superseded by the final checkpoint"), DiscardCheckpoint(1),
         TriggerCheckpoint(2, 12, ALL, True)]
     assert c.consecutive_failures == 0
-    assert ack(c, SRC[0], 1, 13) == [AckOutcome(SRC[0], 1, DISCARDED)]
-    assert [(s.checkpoint_id, s.status) for s in c.history()] == [(1, FAILED), (2, IN_PROGRESS)]
+    assert ack(c, SRC[0], 1, 13) == [AckResult(SRC[0], 1, AckOutcome.DISCARDED)]
+    assert [(s.checkpoint_id, s.status) for s in c.history()] == [(1, CheckpointStatus.FAILED),
+                                                                  (2, CheckpointStatus.IN_PROGRESS)]
 
 
 def test_final_checkpoint_waits_for_a_persisting_one():
@@ -370,7 +367,8 @@ def test_suspend_stops_triggering_and_resume_restarts_the_interval_clock():
     assert c.handle(Tick(29)) == []
     assert c.handle(Tick(30)) == [TriggerCheckpoint(1, 30, SRC, False)]
     c.handle(Suspend(31))  # a pending checkpoint still completes or times out
-    assert c.handle(Tick(90)) == [NotifyAborted(1, ALL, "checkpoint 1 expired after 60s (0/3 acks)"), DiscardCheckpoint(1)]
+    assert c.handle(Tick(90)) == [NotifyAborted(1, ALL, "checkpoint 1 expired after 60s (0/3 acks)"),
+                                  DiscardCheckpoint(1)]
     assert c.handle(Tick(200)) == []
 
 
@@ -383,9 +381,9 @@ def test_history_records_every_checkpoint_newest_last():
     c.handle(Tick(30))
     ack(c, SRC[1], 3, 31, size=3)
     assert c.history() == [
-        CheckpointStats(1, COMPLETED, 10, 11, 3, 3, 3, ""),
-        CheckpointStats(2, FAILED, 20, 21, 0, 0, 3, f"checkpoint 2 declined by {SRC[0]}: nope"),
-        CheckpointStats(3, IN_PROGRESS, 30, None, 3, 1, 3, ""),
+        CheckpointStats(1, CheckpointStatus.COMPLETED, 10, 11, 3, 3, 3, ""),
+        CheckpointStats(2, CheckpointStatus.FAILED, 20, 21, 0, 0, 3, f"checkpoint 2 declined by {SRC[0]}: nope"),
+        CheckpointStats(3, CheckpointStatus.IN_PROGRESS, 30, None, 3, 1, 3, ""),
     ]
 
 
@@ -395,7 +393,8 @@ def test_history_is_bounded_to_the_last_fifty():
         run_checkpoint(c, 10 + 2 * i)
     ids = [s.checkpoint_id for s in c.history()]
     assert ids == list(range(6, 56))
-    assert ack(c, SRC[0], 2, 500) == [AckOutcome(SRC[0], 2, DISCARDED)]  # older than the history, triggered here
+    # older than the history remembers, triggered here
+    assert ack(c, SRC[0], 2, 500) == [AckResult(SRC[0], 2, AckOutcome.DISCARDED)]
 
 
 # -- illegal input ---------------------------------------------------------------------

@@ -3,16 +3,8 @@ import copy
 
 import pytest
 
-from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler.execution_graph import (
-    CANCELED,
-    CANCELLING,
-    CREATED,
-    FAILED,
-    FAILING,
-    FINISHED,
     JOB_TRANSITIONS,
-    RUNNING,
     TASK_TRANSITIONS,
     CancelExecutions,
     CancelRequested,
@@ -21,7 +13,6 @@ from jobmanager.scheduler.execution_graph import (
     DeploymentFailed,
     ExecutionGraph,
     GlobalFailure,
-    IllegalTransition,
     Ignored,
     JobStatusChanged,
     JobTerminated,
@@ -31,6 +22,7 @@ from jobmanager.scheduler.execution_graph import (
     Tick,
 )
 from jobmanager.scheduler.slot_pool import SlotId
+from sluice.states import ExecutionState, IllegalTransition, JobStatus
 
 JOB = "job1"
 TIMEOUT = 10.0
@@ -76,7 +68,7 @@ def test_execution_ids_are_unique_and_follow_the_chains():
     assert tuple(g.executions) == ALL
     assert len(set(g.executions)) == 5
     assert g.slots_required == 2
-    assert g.state == CREATED
+    assert g.state == JobStatus.CREATED
     assert all(ex.state == "CREATED" and ex.slot is None for ex in g.executions.values())
     # a new attempt gets fresh ids that cannot collide with the old attempt's
     g2 = ExecutionGraph(JOB, [ChainInfo("src", "s", 2)], attempt=1)
@@ -87,8 +79,8 @@ def test_execution_ids_are_unique_and_follow_the_chains():
 def test_slots_assigned_deploys_every_execution_and_runs():
     g = new_graph()
     actions = g.handle(SlotsAssigned(SLOTS, 0.0))
-    assert actions == [JobStatusChanged(CREATED, RUNNING), DeployExecutions(ALL)]
-    assert g.state == RUNNING
+    assert actions == [JobStatusChanged(JobStatus.CREATED, JobStatus.RUNNING), DeployExecutions(ALL)]
+    assert g.state == JobStatus.RUNNING
     assert set(task_states(g).values()) == {"DEPLOYING"}
 
 
@@ -125,10 +117,10 @@ def test_all_tasks_finished_terminates_the_job_exactly_once():
     g = running_graph()
     for eid in ALL[:-1]:
         assert g.handle(TaskStateReported(eid, "FINISHED", now=2.0)) == []
-        assert g.state == RUNNING
+        assert g.state == JobStatus.RUNNING
     actions = g.handle(TaskStateReported(SINK0, "FINISHED", now=3.0))
-    assert actions == [JobStatusChanged(RUNNING, FINISHED), JobTerminated(FINISHED, "")]
-    assert g.state == FINISHED
+    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FINISHED), JobTerminated(JobStatus.FINISHED, "")]
+    assert g.state == JobStatus.FINISHED
     # nothing afterwards terminates it again
     later = []
     for eid in ALL:
@@ -138,7 +130,7 @@ def test_all_tasks_finished_terminates_the_job_exactly_once():
     later += g.handle(CancelRequested(5.0))
     assert terminations(later) == []
     assert all(isinstance(a, Ignored) for a in later)
-    assert g.state == FINISHED and g.failure == ""
+    assert g.state == JobStatus.FINISHED and g.failure == ""
 
 
 def test_tasks_may_finish_straight_from_deploying():
@@ -147,7 +139,7 @@ def test_tasks_may_finish_straight_from_deploying():
     actions = []
     for eid in ALL:
         actions += g.handle(TaskStateReported(eid, "FINISHED", now=1.0))
-    assert actions == [JobStatusChanged(RUNNING, FINISHED), JobTerminated(FINISHED, "")]
+    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FINISHED), JobTerminated(JobStatus.FINISHED, "")]
 
 
 # -- failure --------------------------------------------------------------------
@@ -155,8 +147,8 @@ def test_one_failed_task_cancels_exactly_the_others_then_fails_with_root_cause()
     g = running_graph()
     g.handle(TaskStateReported(SINK0, "FINISHED", now=1.5))  # already done: must not be cancelled
     actions = g.handle(TaskStateReported(AGG1, "FAILED", TRACEBACK, now=2.0))
-    assert actions == [JobStatusChanged(RUNNING, FAILING), CancelExecutions((SRC0, SRC1, AGG0))]
-    assert g.state == FAILING
+    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING), CancelExecutions((SRC0, SRC1, AGG0))]
+    assert g.state == JobStatus.FAILING
     assert task_states(g) == {SRC0: "CANCELING", SRC1: "CANCELING", AGG0: "CANCELING",
                               AGG1: "FAILED", SINK0: "FINISHED"}
     assert g.executions[AGG1].error == TRACEBACK
@@ -165,12 +157,12 @@ def test_one_failed_task_cancels_exactly_the_others_then_fails_with_root_cause()
     assert g.handle(TaskStateReported(SRC1, "CANCELED", now=3.0)) == []
     actions = g.handle(TaskStateReported(AGG0, "CANCELED", now=3.0))
     assert len(actions) == 2
-    assert actions[0] == JobStatusChanged(FAILING, FAILED)
-    assert isinstance(actions[1], JobTerminated) and actions[1].state == FAILED
+    assert actions[0] == JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED)
+    assert isinstance(actions[1], JobTerminated) and actions[1].state == JobStatus.FAILED
     failure = actions[1].failure
     assert TRACEBACK in failure
     assert "aggregate" in failure and "(2/2)" in failure  # which task, 1-based subtask of parallelism
-    assert g.state == FAILED and g.failure == failure
+    assert g.state == JobStatus.FAILED and g.failure == failure
 
 
 def test_first_failure_stays_the_root_cause():
@@ -182,7 +174,7 @@ def test_first_failure_stays_the_root_cause():
     g.handle(TaskStateReported(AGG1, "FINISHED", now=3.0))  # CANCELING -> FINISHED is a legal race
     actions = g.handle(TaskStateReported(SINK0, "CANCELED", now=3.0))
     [term] = terminations(actions)
-    assert term.state == FAILED
+    assert term.state == JobStatus.FAILED
     assert "first boom" in term.failure and "second boom" not in term.failure
 
 
@@ -192,16 +184,17 @@ def test_failure_of_the_last_running_task_fails_the_job_at_once():
         g.handle(TaskStateReported(eid, "FINISHED", now=2.0))
     actions = g.handle(TaskStateReported(SINK0, "FAILED", TRACEBACK, now=3.0))
     assert [type(a) for a in actions] == [JobStatusChanged, JobStatusChanged, JobTerminated]
-    assert actions[0] == JobStatusChanged(RUNNING, FAILING)
-    assert actions[1] == JobStatusChanged(FAILING, FAILED)
-    assert actions[2].state == FAILED and TRACEBACK in actions[2].failure
+    assert actions[0] == JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING)
+    assert actions[1] == JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED)
+    assert actions[2].state == JobStatus.FAILED and TRACEBACK in actions[2].failure
 
 
 def test_deployment_failure_fails_the_job_like_a_task_failure():
     g = new_graph()
     g.handle(SlotsAssigned(SLOTS, 0.0))
     actions = g.handle(DeploymentFailed(SRC1, "connection refused", 1.0))
-    assert actions == [JobStatusChanged(RUNNING, FAILING), CancelExecutions((SRC0, AGG0, AGG1, SINK0))]
+    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING),
+                       CancelExecutions((SRC0, AGG0, AGG1, SINK0))]
     assert "deployment failed: connection refused" in g.failure
     assert g.executions[SRC1].state == "FAILED"
 
@@ -216,25 +209,27 @@ def test_cancel_while_failing_is_ignored_and_the_end_stays_failed():
     actions = []
     for eid in (SRC1, AGG0, AGG1, SINK0):
         actions += g.handle(TaskStateReported(eid, "CANCELED", now=3.0))
-    assert [t.state for t in terminations(actions)] == [FAILED]
+    assert [t.state for t in terminations(actions)] == [JobStatus.FAILED]
 
 
 # -- global failure -----------------------------------------------------------------
 def test_global_failure_while_created_fails_at_once():
     g = new_graph()
     actions = g.handle(GlobalFailure("too many failed checkpoints", 1.0))
-    assert actions == [JobStatusChanged(CREATED, FAILED), JobTerminated(FAILED, "too many failed checkpoints")]
+    assert actions == [JobStatusChanged(JobStatus.CREATED, JobStatus.FAILED),
+                       JobTerminated(JobStatus.FAILED, "too many failed checkpoints")]
     assert set(task_states(g).values()) == {"CANCELED"}
 
 
 def test_global_failure_while_running_cancels_everything_then_fails():
     g = running_graph()
     actions = g.handle(GlobalFailure("too many failed checkpoints", 2.0))
-    assert actions == [JobStatusChanged(RUNNING, FAILING), CancelExecutions(ALL)]
+    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING), CancelExecutions(ALL)]
     actions = []
     for eid in ALL:
         actions += g.handle(TaskStateReported(eid, "CANCELED", now=3.0))
-    assert actions == [JobStatusChanged(FAILING, FAILED), JobTerminated(FAILED, "too many failed checkpoints")]
+    assert actions == [JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED),
+                       JobTerminated(JobStatus.FAILED, "too many failed checkpoints")]
 
 
 def test_global_failure_after_a_task_failure_keeps_the_first_root_cause():
@@ -257,7 +252,7 @@ def test_global_failure_after_the_end_changes_nothing():
 def test_taskmanager_lost_fails_exactly_its_executions():
     g = running_graph()
     actions = g.handle(TaskManagerLost("tm-b", "heartbeat timeout", 2.0))
-    assert actions == [JobStatusChanged(RUNNING, FAILING), CancelExecutions((SRC0, AGG0, SINK0))]
+    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING), CancelExecutions((SRC0, AGG0, SINK0))]
     assert task_states(g) == {SRC0: "CANCELING", SRC1: "FAILED", AGG0: "CANCELING",
                               AGG1: "FAILED", SINK0: "CANCELING"}
     assert "tm-b" in g.executions[SRC1].error and "heartbeat timeout" in g.executions[SRC1].error
@@ -265,7 +260,8 @@ def test_taskmanager_lost_fails_exactly_its_executions():
     actions = []
     for eid in (SRC0, AGG0, SINK0):
         actions += g.handle(TaskStateReported(eid, "CANCELED", now=3.0))
-    assert actions == [JobStatusChanged(FAILING, FAILED), JobTerminated(FAILED, g.failure)]
+    assert actions == [JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED),
+                       JobTerminated(JobStatus.FAILED, g.failure)]
 
 
 def test_losing_an_unrelated_taskmanager_changes_nothing():
@@ -289,34 +285,37 @@ def test_taskmanager_lost_while_cancelling_ends_canceled():
     g.handle(TaskStateReported(AGG0, "CANCELED", now=2.5))
     g.handle(TaskStateReported(SINK0, "CANCELED", now=2.5))
     actions = g.handle(TaskManagerLost("tm-b", "gone", 3.0))
-    assert actions == [JobStatusChanged(CANCELLING, CANCELED), JobTerminated(CANCELED, "")]
+    assert actions == [JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
+                       JobTerminated(JobStatus.CANCELED, "")]
 
 
 # -- cancel -----------------------------------------------------------------------
 def test_cancel_while_created_cancels_at_once_without_deployments():
     g = new_graph()
     actions = g.handle(CancelRequested(1.0))
-    assert actions == [JobStatusChanged(CREATED, CANCELED), JobTerminated(CANCELED, "")]
-    assert g.state == CANCELED
+    assert actions == [JobStatusChanged(JobStatus.CREATED, JobStatus.CANCELED), JobTerminated(JobStatus.CANCELED, "")]
+    assert g.state == JobStatus.CANCELED
     assert set(task_states(g).values()) == {"CANCELED"}
     # slots arriving afterwards deploy nothing
     late = g.handle(SlotsAssigned(SLOTS, 2.0))
     assert len(late) == 1 and isinstance(late[0], Ignored)
-    assert g.state == CANCELED
+    assert g.state == JobStatus.CANCELED
 
 
 def test_cancel_while_running_cancels_running_tasks_then_ends_canceled():
     g = running_graph()
     g.handle(TaskStateReported(SRC0, "FINISHED", now=1.5))
     actions = g.handle(CancelRequested(2.0))
-    assert actions == [JobStatusChanged(RUNNING, CANCELLING), CancelExecutions((SRC1, AGG0, AGG1, SINK0))]
-    assert g.state == CANCELLING
+    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.CANCELLING),
+                       CancelExecutions((SRC1, AGG0, AGG1, SINK0))]
+    assert g.state == JobStatus.CANCELLING
     assert g.handle(TaskStateReported(SRC1, "CANCELED", now=3.0)) == []
     assert g.handle(TaskStateReported(AGG0, "CANCELED", now=3.0)) == []
     assert g.handle(TaskStateReported(AGG1, "FINISHED", now=3.0)) == []  # finished before the cancel landed
     actions = g.handle(TaskStateReported(SINK0, "CANCELED", now=3.0))
-    assert actions == [JobStatusChanged(CANCELLING, CANCELED), JobTerminated(CANCELED, "")]
-    assert g.state == CANCELED
+    assert actions == [JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
+                       JobTerminated(JobStatus.CANCELED, "")]
+    assert g.state == JobStatus.CANCELED
 
 
 def test_second_cancel_is_ignored():
@@ -333,9 +332,10 @@ def test_cancel_timeout_forces_canceled():
     g.handle(CancelRequested(100.0))
     g.handle(TaskStateReported(SRC0, "CANCELED", now=101.0))
     assert g.handle(Tick(100.0 + TIMEOUT - 0.001)) == []
-    assert g.state == CANCELLING
+    assert g.state == JobStatus.CANCELLING
     actions = g.handle(Tick(100.0 + TIMEOUT))
-    assert actions == [JobStatusChanged(CANCELLING, CANCELED), JobTerminated(CANCELED, "")]
+    assert actions == [JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
+                       JobTerminated(JobStatus.CANCELED, "")]
     assert set(task_states(g).values()) == {"CANCELED"}
     assert "no answer to cancel" in g.executions[SINK0].error
     assert g.executions[SRC0].error == ""  # answered in time
@@ -348,8 +348,8 @@ def test_cancel_timeout_while_failing_forces_failed_with_root_cause():
     assert g.handle(Tick(59.0)) == []
     actions = g.handle(Tick(60.0))
     assert [type(a) for a in actions] == [JobStatusChanged, JobTerminated]
-    assert actions[1].state == FAILED and TRACEBACK in actions[1].failure
-    assert g.state == FAILED
+    assert actions[1].state == JobStatus.FAILED and TRACEBACK in actions[1].failure
+    assert g.state == JobStatus.FAILED
 
 
 def test_tick_while_running_does_nothing():
@@ -388,7 +388,7 @@ def test_reports_after_the_end_are_ignored():
     g.handle(TaskStateReported(SRC0, "FAILED", TRACEBACK, now=2.0))
     for eid in (SRC1, AGG0, AGG1, SINK0):
         g.handle(TaskStateReported(eid, "CANCELED", now=3.0))
-    assert g.state == FAILED
+    assert g.state == JobStatus.FAILED
     before = snapshot(g)
     for eid in ALL:
         for state in ("RUNNING", "FINISHED", "CANCELED", "FAILED"):
@@ -406,7 +406,8 @@ ILLEGAL_TASK = [(a, b) for a in TASK_STATES for b in TASK_STATES if b not in TAS
 
 
 def test_transition_tables_are_closed_and_terminal_states_are_final():
-    for table, terminal in ((JOB_TRANSITIONS, eg.JOB_TERMINAL), (TASK_TRANSITIONS, eg.TASK_TERMINAL)):
+    for table, terminal in ((JOB_TRANSITIONS, [s for s in JobStatus if s.terminal]),
+                            (TASK_TRANSITIONS, [s for s in ExecutionState if s.terminal])):
         for src, targets in table.items():
             assert set(targets) <= set(table), src
             assert src not in targets, src
@@ -435,10 +436,17 @@ def test_illegal_task_transition_raises_and_leaves_state_unchanged(old, new):
     assert snapshot(g) == before
 
 
+def test_reported_state_names_are_stored_as_members():
+    g = running_graph()  # reports "RUNNING" as a plain name
+    assert all(type(ex.state) is ExecutionState for ex in g.executions.values())
+    with pytest.raises(ValueError):
+        g.handle(TaskStateReported(SRC0, "SCHEDULED", now=2.0))  # no such state
+
+
 def test_legal_job_transition_reports_the_change():
     g = new_graph()
-    assert g._set_job(RUNNING) == [JobStatusChanged(CREATED, RUNNING)]
-    assert g.state == RUNNING
+    assert g._set_job(JobStatus.RUNNING) == [JobStatusChanged(JobStatus.CREATED, JobStatus.RUNNING)]
+    assert g.state == JobStatus.RUNNING
 
 
 # -- bugs ---------------------------------------------------------------------------------
@@ -446,11 +454,11 @@ def test_unsolicited_canceled_report_fails_the_job_instead_of_raising():
     g = running_graph()
     actions = g.handle(TaskStateReported(SRC0, "CANCELED", now=2.0))
     # the job can no longer finish: it must wind down rather than stay RUNNING
-    assert g.state in (FAILING, FAILED), (g.state, actions)
+    assert g.state in (JobStatus.FAILING, JobStatus.FAILED), (g.state, actions)
     for eid in (SRC1, AGG0, AGG1, SINK0):
         actions += g.handle(TaskStateReported(eid, "FINISHED", now=3.0))
-    assert g.state == FAILED
-    assert [t.state for t in terminations(actions)] == [FAILED]
+    assert g.state == JobStatus.FAILED
+    assert [t.state for t in terminations(actions)] == [JobStatus.FAILED]
 
 
 def test_failed_report_before_deployment_leaves_state_consistent():
@@ -461,4 +469,4 @@ def test_failed_report_before_deployment_leaves_state_consistent():
     except IllegalTransition:
         assert snapshot(g) == before  # raising is fine only if nothing changed
     else:
-        assert actions and (isinstance(actions[0], Ignored) or g.state == FAILED)
+        assert actions and (isinstance(actions[0], Ignored) or g.state == JobStatus.FAILED)

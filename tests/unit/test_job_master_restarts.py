@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from jobmanager.job_master import RESTARTING, JobMaster
+from jobmanager.job_master import JobMaster
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.api import StreamExecutionEnvironment
+from sluice.states import JobStatus
 
 
 class Gateway:
@@ -22,7 +23,7 @@ class Gateway:
         self.requested: list[int] = []
         self.calls: list[tuple[str, str]] = []
 
-    def request_slots(self, job_id: str, count: int) -> None:
+    def request_slots(self, _job_id: str, count: int) -> None:
         self.requested.append(count)
 
     def release_slots(self, job_id: str) -> None:
@@ -31,10 +32,10 @@ class Gateway:
     def address_of(self, resource_id: str) -> str:
         return f"{resource_id}:1"
 
-    def call_task(self, job, execution_id: str, method: str, request) -> None:
+    def call_task(self, _job, execution_id: str, method: str, _request) -> None:
         self.calls.append((method, execution_id))
 
-    def run_io(self, job, fn, done) -> None:
+    def run_io(self, _job, fn, done) -> None:
         done(fn())
 
     def guard(self):
@@ -77,13 +78,13 @@ def test_restart_delay_counts_from_the_failure():
     jm.start(0.0)
     eids = running(jm, gw, 0.0)
     fail_one(jm, eids, 10.0)
-    assert jm.state == RESTARTING
+    assert jm.state == JobStatus.RESTARTING
     assert "then restart attempt 1 of 2" in jm.info(0).message
     cancelled(jm, eids, 11.5)  # the other tasks took 1.5 s to stop
     jm.tick(11.9)
-    assert jm.attempt == 0 and jm.state == RESTARTING
+    assert jm.attempt == 0 and jm.state == JobStatus.RESTARTING
     jm.tick(12.0)  # failure at 10 s + 2 s delay, not end of cancelling + 2 s
-    assert jm.attempt == 1 and jm.restarts == 1 and jm.state == RESTARTING
+    assert jm.attempt == 1 and jm.restarts == 1 and jm.state == JobStatus.RESTARTING
     assert gw.requested == [2, 2]
 
 
@@ -123,7 +124,7 @@ def test_last_attempt_failing_is_not_shown_as_restarting():
     jm.start(0.0)
     eids = running(jm, gw, 0.0)
     fail_one(jm, eids, 1.0)
-    assert jm.state == RESTARTING
+    assert jm.state == JobStatus.RESTARTING
     cancelled(jm, eids, 1.1)
     jm.tick(1.1)
     eids = running(jm, gw, 1.2)

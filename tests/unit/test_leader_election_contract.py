@@ -21,11 +21,8 @@ import uuid
 import pytest
 from helpers import wait_until
 
-from jobmanager.leader.election import (
-    InMemoryLeaderElectionService,
-    LeaderContender,
-    LeaderElectionDriver,
-)
+from jobmanager.leader.driver import ContenderNotifier, LeaderContender, LeaderElectionDriver
+from jobmanager.leader.in_memory import InMemoryLeaderElectionService
 
 DEADLINE = 10.0
 
@@ -238,11 +235,9 @@ class TestInMemoryLeaderElectionDriver(LeaderElectionDriverContract):
 
 
 def test_late_callbacks_of_an_old_session_are_dropped():
-    from jobmanager.leader.election import _ContenderNotifier
-
     current = {"session": "s2"}
     contender = RecordingContender()
-    notifier = _ContenderNotifier(contender, lambda sid: sid == current["session"], "test")
+    notifier = ContenderNotifier(contender, lambda sid: sid == current["session"], "test")
     notifier.grant("s1")   # revoked before it could be delivered
     notifier.revoke("s1")  # so its revoke is dropped too
     notifier.grant("s2")

@@ -6,8 +6,9 @@ import threading
 
 import pyarrow as pa
 import pytest
-
 from helpers import wait_until
+
+from sluice.key_groups import owner
 from taskmanager.network.input_gate import InputGate, LocalInputChannel
 from taskmanager.network.partition import (
     BARRIER,
@@ -19,7 +20,6 @@ from taskmanager.network.partition import (
     ResultSubpartition,
     TaskCancelled,
 )
-from taskmanager.network.record_writer import key_group_range_owner
 
 DEADLINE = 5.0
 
@@ -257,7 +257,7 @@ def test_gate_finishes_only_when_every_channel_ended():
 @pytest.mark.parametrize("max_parallelism", [128, 7, 1])
 def test_key_groups_map_contiguously_and_evenly_to_subtasks(max_parallelism):
     for p in range(1, max_parallelism + 1):
-        owners = [key_group_range_owner(kg, p, max_parallelism) for kg in range(max_parallelism)]
+        owners = [owner(kg, p, max_parallelism) for kg in range(max_parallelism)]
         assert owners == sorted(owners), (p, owners)            # contiguous ranges, in subtask order
         assert set(owners) == set(range(p)), p                  # every subtask gets a range
         sizes = [owners.count(i) for i in range(p)]
@@ -266,6 +266,6 @@ def test_key_groups_map_contiguously_and_evenly_to_subtasks(max_parallelism):
 
 
 def test_key_group_ranges_for_128_over_3():
-    owners = [key_group_range_owner(kg, 3, 128) for kg in range(128)]
+    owners = [owner(kg, 3, 128) for kg in range(128)]
     assert owners.index(1) == 43 and owners.index(2) == 86
     assert [owners.count(i) for i in range(3)] == [43, 43, 42]

@@ -1,4 +1,5 @@
 """The JobManager's pure restart strategies and their configuration."""
+import dataclasses
 import random
 
 import pytest
@@ -39,7 +40,7 @@ def test_strategies_are_restart_strategies():
 
 def test_decision_is_frozen():
     d = RestartDecision(True, 1.0, "x")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         d.restart = False
 
 
@@ -145,7 +146,7 @@ def test_exponential_jitter_is_deterministic_with_injected_rng():
     times = [float(i) for i in range(6)]
     da, db = delays(a, times), delays(b, times)
     assert da == db
-    for base, d in zip([1.0, 2.0, 4.0, 8.0, 16.0, 32.0], da):
+    for base, d in zip([1.0, 2.0, 4.0, 8.0, 16.0, 32.0], da, strict=True):
         assert base * 0.5 <= d <= base * 1.5
     assert da != [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
 
@@ -159,7 +160,7 @@ def test_exponential_jitter_never_exceeds_max_and_base_keeps_growing():
 
 def test_exponential_jitter_uses_the_rng():
     class Fixed(random.Random):
-        def uniform(self, a, b):
+        def uniform(self, _a: float, b: float) -> float:
             return b
     s = ExponentialDelayRestart(initial=2.0, max_delay=100.0, jitter=0.25, rng=Fixed())
     assert delays(s, [0.0, 1.0]) == [2.5, 5.0]
@@ -269,6 +270,10 @@ def test_from_config_ignores_keys_of_other_strategies_and_unrelated_keys():
      "restart-strategy.fixed-delay.atempts", "restart-strategy.fixed-delay.attempts"),
     ({"restart-strategy.exponential-delay.max-backof": "3"},
      "restart-strategy.exponential-delay.max-backof", "restart-strategy.exponential-delay.max-backoff"),
+    ({"restart-strategy.failure-rate.delay": "3"},
+     "restart-strategy.failure-rate.delay", "unknown job option"),
+    ({"restart-strategy": "none", "restart-strategy.fixed-delay.delay": "soon"},   # checked though not chosen
+     "restart-strategy.fixed-delay.delay", "duration in seconds"),
 ])
 def test_from_config_bad_values_name_the_key_and_accepted_values(config, key, accepted):
     with pytest.raises(ValueError) as e:

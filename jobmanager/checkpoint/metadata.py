@@ -1,0 +1,54 @@
+"""The `_metadata` of a completed checkpoint, as the JobManager writes and reads it.
+
+Pure functions (no I/O; jobmanager/job_master.py writes and reads the file
+through sluice/checkpoints/storage.py; docs/checkpoints.md has the protocol):
+
+    {"job_id": ..., "checkpoint_id": n, "final": bool, "timestamp_ms": ..., "attempt": a,
+     "tasks": {<chain id>: {"<subtask>": <state handle of that execution>}}}
+
+A state handle is the JSON a task acknowledged with: its operators' state
+("operators") and its keyed state handles by operator ("keyed"). A restored
+subtask gets its own operator state and the keyed handles of every subtask
+of its chain, by operator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from sluice.checkpoints.storage import CheckpointCorrupt
+from sluice.graph import Chain
+
+
+def build(job_id: str, checkpoint_id: int, final: bool, timestamp_ms: int, attempt: int,
+          handles: Mapping[str, object], task_of: Callable[[str], tuple[str, int]]) -> dict[str, Any]:
+    """The metadata of a checkpoint from its handles by execution id; `task_of` maps an
+    execution id to its (chain id, subtask)."""
+    tasks: dict[str, dict[str, object]] = {}
+    for eid, handle in handles.items():
+        chain_id, subtask = task_of(eid)
+        tasks.setdefault(chain_id, {})[str(subtask)] = handle
+    return {"job_id": job_id, "checkpoint_id": checkpoint_id, "final": final,
+            "timestamp_ms": timestamp_ms, "attempt": attempt, "tasks": tasks}
+
+
+def restore_states(metadata: dict[str, Any], chains: Iterable[Chain], where: str) -> dict[tuple[str, int], bytes]:
+    """The restore state of every (chain id, subtask); CheckpointCorrupt naming `where`
+    (the metadata's path) when a task's state is incomplete."""
+    out = {}
+    tasks = metadata["tasks"]
+    for chain in chains:
+        by_subtask = tasks.get(chain.id)
+        if by_subtask is None or len(by_subtask) != chain.parallelism:
+            raise CheckpointCorrupt(f"checkpoint {metadata['checkpoint_id']} has no complete state for task "
+                                    f"{chain.name!r} in {where}")
+        keyed: dict[str, list[Any]] = {}
+        for handle in by_subtask.values():
+            for op_id, h in handle.get("keyed", {}).items():
+                keyed.setdefault(op_id, []).append(h)
+        for s in range(chain.parallelism):
+            out[(chain.id, s)] = json.dumps({"operators": by_subtask[str(s)].get("operators", {}),
+                                             "keyed": keyed}).encode()
+    return out

@@ -1,0 +1,141 @@
+"""The interfaces of what a task runs: the operators of its chain and its source.
+
+A task (taskmanager/task.py) knows operators only through `Operator`: it
+builds them with `make_operator` (taskmanager/operators/registry.py), passes
+each batch down the chain with `process`, calls `end_input` at the end of its
+input, and drives checkpoints with `snapshot`, `restore` and
+`notify_checkpoint_complete`; `abort` when it fails or is cancelled. A new
+operator subclasses `Operator`, overrides what it needs and registers its
+kinds in taskmanager/operators/registry.py (with the kind in sluice/graph.py
+and the job API); task.py does not change.
+
+State: `snapshot` returns an `OperatorSnapshot`. Small state (`inline`, a
+JSON-able dict) travels in the task's state handle; keyed state (`keyed`, an
+Arrow table with the key group of each row in column
+sluice.key_groups.KEY_GROUP) is written to checkpoint storage per key-group
+range and, on restore, read back for the task's own range, so keyed
+operators rescale.
+
+A source heads a chain instead of an input gate: `Source` is its interface,
+built by `make_source` (taskmanager/operators/sources.py).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+from typing import Any, ClassVar, Protocol, Self
+
+import pyarrow as pa
+
+from sluice.graph import OperatorKind
+from taskmanager.spark_engine import Batch
+
+Payload = dict[str, Any]  # an operator's unpickled payload, as the job API wrote it (sluice/api)
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorContext:
+    """What an operator learns about where it runs (one per operator and deployment)."""
+
+    name: str  # the operator's name, else its id (for messages)
+    subtask: int
+    parallelism: int
+    job_id: str
+    restore_checkpoint_id: int  # 0: starting from scratch
+    checkpointing: bool  # checkpoints are on: commit at checkpoints, not at the end of the input
+    tag: str = ""  # the task's correlation ids, to start log lines with
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorSnapshot:
+    """One operator's state in a checkpoint (None: the operator has no state of that shape)."""
+
+    inline: dict[str, Any] | None = None  # JSON-able; travels in the task's state handle
+    keyed: pa.Table | None = None  # rows carrying their key group; written to checkpoint storage
+
+
+class Combiner(Protocol):
+    """Producer-side pre-aggregation of the batches a hash exchange sends to an operator
+    (taskmanager/network/record_writer.py)."""
+
+    def columns(self) -> list[str]:
+        """The value columns it reads, besides the key and its key group."""
+        ...
+
+    def combine(self, table: pa.Table, key: str) -> pa.Table:
+        """One batch (key, key group, `columns()`) pre-aggregated to what the operator consumes."""
+        ...
+
+
+class Operator(abc.ABC):
+    """One operator of a chain, run on the task's thread. Only `create` and `process` are
+    required; everything else defaults to a stateless operator."""
+
+    is_sink: ClassVar[bool] = False  # terminates the chain; the task counts its input rows as output
+
+    @classmethod
+    @abc.abstractmethod
+    def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:
+        """Build the operator for a deployment (the registry calls this)."""
+
+    @classmethod
+    def combiner_for(cls, payload: Payload) -> Combiner | None:  # noqa: ARG003 — the default has no combiner
+        """What producers may pre-aggregate before a hash exchange into this operator."""
+        return None
+
+    @abc.abstractmethod
+    def process(self, batch: Batch) -> Batch | None:
+        """Transform one batch; None: nothing goes further down the chain."""
+
+    def end_input(self) -> Batch | None:
+        """The input ended: a last batch to pass down the chain, if any."""
+        return None
+
+    def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:  # noqa: ARG002 — the default has no state
+        """A consistent copy of the state, taken on the task thread (written elsewhere)."""
+        return OperatorSnapshot()
+
+    def restore(self, state: OperatorSnapshot) -> None:  # noqa: B027 — optional hook
+        """Continue from a checkpoint: `inline` as snapshotted, `keyed` the rows of this
+        subtask's key groups (None when the checkpoint holds none)."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027 — optional hook
+        """Checkpoint `checkpoint_id` completed: make its effects visible (e.g. commit)."""
+
+    def abort(self) -> None:  # noqa: B027 — optional hook
+        """The task failed or was cancelled: discard uncommitted work (best effort)."""
+
+
+class Idle(enum.Enum):
+    """The type of IDLE (one member, so that `batch is IDLE` narrows the type)."""
+
+    IDLE = "IDLE"
+
+
+IDLE = Idle.IDLE  # Source.next_batch(): nothing to read now, ask again (an unbounded source)
+
+
+class Source(abc.ABC):
+    """The head of a source chain. Its state is its position in its input (`snapshot`),
+    a JSON-able dict restored with `restore`: everything before it is not read again."""
+
+    offset: int  # progress, for log lines (batch and snapshot lines tools read)
+    idle_wait: float = 0.1  # seconds to wait for control messages after next_batch() returned IDLE
+
+    @abc.abstractmethod
+    def next_batch(self) -> Batch | Idle | None:
+        """The next batch, IDLE (nothing now, ask again) or None (the input is exhausted)."""
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"offset": self.offset}
+
+    def restore(self, handle: dict[str, Any]) -> None:
+        self.offset = int(handle["offset"])
+
+    def describe_offset(self) -> str:
+        return f"offset {self.offset}"
+
+    def batch_done(self, seconds: float) -> None:  # noqa: B027 — optional hook
+        """How long the last batch took through the chain (fed back by the task)."""

@@ -1,0 +1,38 @@
+"""The operators a chain may hold, by kind (sources: `make_source` in sources.py).
+
+To add an operator: implement `Operator` (taskmanager/operators/base.py), add
+its kind to `OperatorKind` and the job graph's validation (sluice/graph.py)
+and a method to the job API (sluice/api/), and map the kind here.
+"""
+
+from __future__ import annotations
+
+from sluice.graph import OperatorKind
+from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload
+from taskmanager.operators.keyed_aggregate import KeyedAggregate
+from taskmanager.operators.sinks import FileSinkWriter, PrintSink
+from taskmanager.operators.transforms import SparkBody
+
+OPERATORS: dict[OperatorKind, type[Operator]] = {
+    OperatorKind.MAP: SparkBody,
+    OperatorKind.FILTER: SparkBody,
+    OperatorKind.FLAT_MAP: SparkBody,
+    OperatorKind.SELECT: SparkBody,
+    OperatorKind.AGGREGATE: KeyedAggregate,
+    OperatorKind.SINK_FILE: FileSinkWriter,
+    OperatorKind.SINK_PRINT: PrintSink,
+}
+
+
+def make_operator(kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Operator:
+    """Build the operator of `kind` for one deployment (ValueError for a kind no chain may hold)."""
+    cls = OPERATORS.get(kind)
+    if cls is None:
+        raise ValueError(f"operator {ctx.name} of kind {kind} cannot be chained here")
+    return cls.create(kind, payload, ctx)
+
+
+def combiner_for(kind: OperatorKind, payload: Payload) -> Combiner | None:
+    """What a producer may pre-aggregate before a hash exchange into an operator of `kind`."""
+    cls = OPERATORS.get(kind)
+    return cls.combiner_for(payload) if cls is not None else None

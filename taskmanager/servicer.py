@@ -1,0 +1,106 @@
+"""The TaskExecutor service: what the leading JobManager asks of this TaskManager.
+
+Every call carries the leader session id; a call from any session other than
+the one this TaskManager follows (TaskRegistry.session) is rejected with
+FAILED_PRECONDITION, before it touches a task (docs/architecture.md,
+"Fencing"). The servicer only translates: deployments go through the task
+registry (and its slot table), checkpoint calls to the task's control queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+import grpc
+
+from sluice.v1 import taskmanager_pb2, taskmanager_pb2_grpc
+from taskmanager.task import Task
+from taskmanager.task_registry import TaskRegistry, TaskRejected
+
+log = logging.getLogger("sluice.taskmanager")
+
+
+class _ForExecution(Protocol):
+    @property
+    def leader_session_id(self) -> str: ...
+
+    @property
+    def execution_id(self) -> str: ...
+
+
+class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
+    def __init__(
+        self, tasks: TaskRegistry, create_task: Callable[[taskmanager_pb2.TaskDeploymentDescriptor], Task]
+    ) -> None:
+        self.tasks = tasks
+        self.create_task = create_task
+
+    def _check_fencing(self, session_id: str, context: grpc.ServicerContext) -> None:
+        followed = self.tasks.session
+        if not session_id or session_id != followed:
+            log.warning("rejected a call from leader session %r: this TaskManager follows %r", session_id, followed)
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"leader session {session_id!r} is not the one this TaskManager follows ({followed!r})",
+            )
+
+    def SubmitTask(
+        self, request: taskmanager_pb2.TaskDeploymentDescriptor, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.SubmitTaskResponse:
+        self._check_fencing(request.leader_session_id, context)
+        try:
+            task = self.tasks.deploy(
+                request.slot_index, request.job_id, request.execution_id, lambda: self.create_task(request)
+            )
+        except TaskRejected as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            raise  # abort() raises; this tells the type checker
+        log.info(
+            "[job %s attempt %d] deploying %s to slot %d",
+            request.job_id,
+            request.attempt,
+            request.execution_id,
+            request.slot_index,
+        )
+        task.start()
+        return taskmanager_pb2.SubmitTaskResponse()
+
+    def CancelTask(
+        self, request: taskmanager_pb2.CancelTaskRequest, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.CancelTaskResponse:
+        task = self._task_for(request, context)
+        if task is None:
+            return taskmanager_pb2.CancelTaskResponse(found=False)
+        log.info("[job %s] cancelling %s", request.job_id, request.execution_id)
+        task.cancel()
+        return taskmanager_pb2.CancelTaskResponse(found=True)
+
+    def TriggerCheckpoint(
+        self, request: taskmanager_pb2.TriggerCheckpointRequest, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.TriggerCheckpointResponse:
+        task = self._task_for(request, context)
+        if task is not None:
+            task.trigger_checkpoint(request.checkpoint_id, request.final)
+        return taskmanager_pb2.TriggerCheckpointResponse(found=task is not None)
+
+    def NotifyCheckpointComplete(
+        self, request: taskmanager_pb2.CheckpointNotification, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.CheckpointNotificationResponse:
+        task = self._task_for(request, context)
+        if task is not None:
+            task.notify_complete(request.checkpoint_id, request.final)
+        return taskmanager_pb2.CheckpointNotificationResponse(found=task is not None)
+
+    def NotifyCheckpointAborted(
+        self, request: taskmanager_pb2.CheckpointNotification, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.CheckpointNotificationResponse:
+        task = self._task_for(request, context)
+        if task is not None:
+            task.notify_aborted(request.checkpoint_id)
+        return taskmanager_pb2.CheckpointNotificationResponse(found=task is not None)
+
+    def _task_for(self, request: _ForExecution, context: grpc.ServicerContext) -> Task | None:
+        self._check_fencing(request.leader_session_id, context)
+        return self.tasks.get(request.execution_id)
