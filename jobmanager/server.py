@@ -43,9 +43,10 @@ class JobManagerProcess:
         # the address published to ZooKeeper: the bind host may be a wildcard (0.0.0.0 in containers)
         self.address = f"{advertised_host}:{self.server.port}" if advertised_host else self.server.address
         self.checkpoint_dir = settings.get(config.CHECKPOINTS_DIR)
-        # heartbeat_interval: what RegisterTaskManagerResponse tells TaskManagers (the TaskManager's own default)
+        # heartbeat_interval: what RegisterTaskManagerResponse tells TaskManagers, so the process that
+        # judges heartbeats (heartbeat.timeout) also sets their pace
         self.dispatcher = Dispatcher(self.address, heartbeat_timeout=settings.get(config.HEARTBEAT_TIMEOUT),
-                                     heartbeat_interval=config.HEARTBEAT_INTERVAL.default,
+                                     heartbeat_interval=settings.get(config.HEARTBEAT_INTERVAL),
                                      checkpoint_dir=self.checkpoint_dir)
         self._leader_address: str | None = None
         hint = lambda: self._leader_address  # noqa: E731 — a one-line closure the servicers call for the leader

@@ -204,8 +204,9 @@ HEARTBEAT_TIMEOUT: Option[float] = Option(
     "heartbeat.timeout", _seconds, 6.0, JM, "--heartbeat-timeout",
     "time without heartbeats before a TaskManager is declared lost (a bare number is seconds)", "DURATION")
 HEARTBEAT_INTERVAL: Option[float] = Option(
-    "heartbeat.interval", _seconds, 1.0, TM, "--heartbeat-interval",
-    "time between a TaskManager's heartbeats (a bare number is seconds)", "DURATION")
+    "heartbeat.interval", _seconds, 1.0, BOTH, "--heartbeat-interval",
+    "time between a TaskManager's heartbeats: the leader tells each TaskManager its own value when it "
+    "registers; a TaskManager's applies until then (a bare number is seconds)", "DURATION")
 ZOOKEEPER_SESSION_TIMEOUT: Option[float] = Option(
     "zookeeper.session-timeout", _seconds, 6.0, BOTH, "--zk-session-timeout",
     "ZooKeeper session timeout (sets JobManager failover time; a bare number is seconds)", "DURATION")

@@ -9,7 +9,11 @@ taskmanager/leader_connection.py (registration, heartbeats, the ordered
 report queue), taskmanager/task_registry.py (tasks, slots and the leader
 session they belong to); this module starts and stops them.
 
-    python -m taskmanager --zookeeper 127.0.0.1:2181 --slots 2
+    python -m taskmanager --zookeeper 127.0.0.1:2181 --slots 2 [--address-file F]
+    sluice taskmanager --config sluice.yaml     # file < SLUICE_* environment < flags
+
+Both build a sluice.config.Settings (the OPTIONS table holds every default)
+and call run(settings).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import logging
 import threading
 import uuid
+from collections.abc import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
@@ -30,7 +35,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from sluice import logs, rpc
+from sluice import config, logs, rpc
 from sluice.v1 import dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_grpc
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
@@ -49,22 +54,28 @@ ZK_CONNECT_TIMEOUT = 10.0    # seconds per attempt
 
 
 class TaskManagerProcess:
-    def __init__(self, zookeeper: str, cluster_id: str, slots: int, host: str = "127.0.0.1", port: int = 0,
-                 resource_id: str | None = None, spark_master: str | None = None, spark_remote: str | None = None,
-                 heartbeat_interval: float = 1.0, zk_session_timeout: float = 6.0,
-                 advertised_host: str | None = None):
-        self._advertised_host = advertised_host
-        self.resource_id = resource_id or f"tm-{uuid.uuid4().hex[:8]}"
-        self.slots = slots
-        self.heartbeat_interval = heartbeat_interval
-        self._host, self._port = host, port
+    def __init__(self, settings: config.Settings):
+        """A TaskManager configured by `settings` (role taskmanager; build them with
+        sluice.config.resolve or load). rpc.advertised-host 'auto' is resolved here."""
+        if settings.role != "taskmanager":
+            raise ValueError(f"TaskManagerProcess needs taskmanager settings, got {settings.role} settings")
+        self._advertised_host = settings.advertised_host()
+        self.resource_id = settings.get(config.TASKMANAGER_RESOURCE_ID) or f"tm-{uuid.uuid4().hex[:8]}"
+        self.slots = slots = settings.get(config.TASKMANAGER_SLOTS)
+        # until the leader says otherwise in its registration answer
+        heartbeat_interval = settings.get(config.HEARTBEAT_INTERVAL)
+        self._host, self._port = settings.get(config.RPC_HOST), settings.get(config.RPC_PORT)
         self.server: rpc.Server | None = None
         self.address = ""
         self.partitions = PartitionManager()
-        self.engine = SparkEngine(slots, master=spark_master, remote=spark_remote)
+        self.engine = SparkEngine(slots, master=settings.get(config.SPARK_MASTER),
+                                  remote=settings.get(config.SPARK_REMOTE))
         self.tasks = TaskRegistry(slots)
-        self.paths = ZkPaths(cluster_id)
-        self.zk = KazooClient(hosts=zookeeper, timeout=zk_session_timeout,
+        self.paths = ZkPaths(settings.get(config.CLUSTER_ID))
+        # The connection is retried forever once established (a ZooKeeper restart must not end
+        # the TaskManager); the first connect has its deadline in _connect_zookeeper.
+        self.zk = KazooClient(hosts=settings.get(config.ZOOKEEPER_QUORUM),
+                              timeout=settings.get(config.ZOOKEEPER_SESSION_TIMEOUT),
                               connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2))
         self._stopped = threading.Event()
         self.leader = LeaderConnection(self.resource_id, slots, self.tasks, heartbeat_interval, self._stopped)
@@ -136,27 +147,24 @@ class TaskManagerProcess:
         self.engine.stop()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m taskmanager`: the named flags of sluice/config.py's OPTIONS (the same as
+    `sluice taskmanager`; flags alone, no configuration file or SLUICE_* environment) and
+    --address-file. A bad value exits 2 naming the key and the flag."""
     ap = argparse.ArgumentParser(prog="taskmanager", description="Run a Sluice TaskManager")
-    ap.add_argument("--zookeeper", required=True)
-    ap.add_argument("--cluster-id", default="default")
-    ap.add_argument("--slots", type=int, default=2)
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--advertised-host", help="host registered with the leader and used by other TaskManagers "
-                                               "to reach this one (default: --host)")
-    ap.add_argument("--resource-id")
-    ap.add_argument("--spark-master", help="e.g. spark://host:7077 (default local[slots])")
-    ap.add_argument("--spark-remote", help="a Spark Connect URL, e.g. sc://host:15002")
-    ap.add_argument("--heartbeat-interval", type=float, default=1.0)
-    ap.add_argument("--zk-session-timeout", type=float, default=6.0)
-    ap.add_argument("--log-file")
-    ap.add_argument("--address-file")
+    config.add_flags(ap, "taskmanager", flags_only=True)
+    ap.add_argument("--address-file", metavar="PATH", help="write host:port here once listening")
     args = ap.parse_args(argv)
-    if args.slots < 1:
-        ap.error(f"--slots must be at least 1, got {args.slots}")
-    logs.setup("taskmanager", log_file=args.log_file)
-    proc = TaskManagerProcess(args.zookeeper, args.cluster_id, args.slots, args.host, args.port, args.resource_id,
-                              args.spark_master, args.spark_remote, args.heartbeat_interval, args.zk_session_timeout,
-                              advertised_host=args.advertised_host)
-    rpc.run_until_signalled(proc, "TaskManager", args.address_file)
+    try:
+        settings = config.resolve("taskmanager", flag_values=config.flag_values("taskmanager", args))
+        settings.advertised_host()  # 'auto' that does not resolve is a configuration error too
+    except config.ConfigError as exc:
+        ap.error(str(exc))
+    run(settings, args.address_file)
+
+
+def run(settings: config.Settings, address_file: str | None = None) -> None:
+    """Run a TaskManager with `settings` until SIGTERM or SIGINT has stopped it gracefully;
+    write its host:port to `address_file` once it listens."""
+    logs.setup("taskmanager", log_file=settings.get(config.LOG_FILE))
+    rpc.run_until_signalled(TaskManagerProcess(settings), "TaskManager", address_file)

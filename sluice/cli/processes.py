@@ -9,9 +9,8 @@ The process commands merge defaults < configuration file < SLUICE_* environment
 < flags (see sluice/config.py). `--check` validates the merged configuration,
 prints it as JSON and exits 0 without starting anything; a bad configuration
 exits 2 with an error naming the key. Without `--check` they start the
-process with the merged settings: `<role>.server.run(settings)` where the
-server module has it (jobmanager/server.py), else `<role>.server.main` with the
-equivalent flags (`Settings.argv()`; taskmanager/server.py until it is ported).
+process with the merged settings: `<role>.server.run(settings)`
+(jobmanager/server.py, taskmanager/server.py).
 
 `health` asks a server's grpc.health.v1 service: exit 0 when SERVING, 1 otherwise
 (NOT_SERVING, SERVICE_UNKNOWN, unreachable), printing the status.
@@ -100,12 +99,8 @@ def run_process(role: str, args: argparse.Namespace) -> int:
         return 2
     for note in settings.notes:
         print(f"sluice {role}: {note}", file=sys.stderr)
-    server = importlib.import_module(f"{role}.server")
-    run = getattr(server, "run", None)
-    if run is not None:
-        run(settings)                   # the process takes the Settings (jobmanager/server.py run)
-    else:
-        server.main(settings.argv())    # a main with its own argparse (taskmanager/server.py, until ported)
+    server = importlib.import_module(f"{role}.server")  # jobmanager/server.py or taskmanager/server.py
+    server.run(settings)
     return 0
 
 

@@ -665,11 +665,9 @@ def test_process_mains_accept_the_generated_argv(which, monkeypatch, tmp_path):
     server.main(settings.argv())          # argparse exits 2 on a flag the main lacks
     assert len(built) == 1
     a, kw = built[0]
-    if len(a) == 1 and isinstance(a[0], config.Settings):   # a process built from Settings (jobmanager/server.py)
-        assert a[0].values == {**settings.values, "rpc.advertised-host": a[0]["rpc.advertised-host"]}
-        flat = [str(v) for v in a[0].values.values()] + [str(a[0].advertised_host())]
-    else:
-        flat = [str(x) for x in (*a, *kw.values())]
+    assert len(a) == 1 and isinstance(a[0], config.Settings) and not kw   # both processes take Settings
+    assert a[0].values == {**settings.values, "rpc.advertised-host": a[0]["rpc.advertised-host"]}
+    flat = [str(v) for v in a[0].values.values()] + [str(a[0].advertised_host())]
     argv = settings.argv()
     assert str(settings["rpc.port"]) in flat and argv[argv.index("--advertised-host") + 1] in flat
 

@@ -96,7 +96,8 @@ def test_argv_for_jobmanager():
     s = resolve("jobmanager", ZK, {"rpc.host": "0.0.0.0", "rpc.advertised-host": "jm-0"},
                 {"rpc.port": "6123", "state.checkpoints.dir": "/ckpt"})
     assert s.argv() == ["--zookeeper", "zk:2181", "--cluster-id", "default", "--host", "0.0.0.0", "--port", "6123",
-                        "--advertised-host", "jm-0", "--heartbeat-timeout", "6", "--zk-session-timeout", "6",
+                        "--advertised-host", "jm-0", "--heartbeat-timeout", "6", "--heartbeat-interval", "1",
+                        "--zk-session-timeout", "6",
                         "--checkpoint-dir", "/ckpt"]
 
 
@@ -395,18 +396,19 @@ def test_without_check_the_jobmanager_runs_with_the_settings(monkeypatch):
     assert run(["jobmanager", "--zookeeper", "zk:1", "--port", "6123"], monkeypatch) == 0
     (settings,) = seen
     assert settings.argv() == ["--zookeeper", "zk:1", "--cluster-id", "default", "--host", "127.0.0.1", "--port",
-                               "6123", "--heartbeat-timeout", "6", "--zk-session-timeout", "6"]
+                               "6123", "--heartbeat-timeout", "6", "--heartbeat-interval", "1",
+                               "--zk-session-timeout", "6"]
     assert settings.sources["rpc.port"] == "flag --port"
 
 
-def test_without_check_a_main_without_run_gets_the_argv(monkeypatch):
-    """taskmanager/server.py keeps its argparse until it takes Settings too."""
+def test_without_check_the_taskmanager_runs_with_the_settings(monkeypatch):
     import taskmanager.server
     seen = []
-    monkeypatch.delattr(taskmanager.server, "run", raising=False)
-    monkeypatch.setattr(taskmanager.server, "main", lambda argv: seen.append(argv))
+    monkeypatch.setattr(taskmanager.server, "run", lambda settings: seen.append(settings))
+    monkeypatch.setattr(taskmanager.server, "main", lambda _argv: pytest.fail("no argv round trip for the TaskManager"))
     assert run(["taskmanager", "--zookeeper", "zk:1", "--slots", "3"], monkeypatch) == 0
-    assert seen[0][:2] == ["--zookeeper", "zk:1"] and seen[0][seen[0].index("--slots") + 1] == "3"
+    (settings,) = seen
+    assert settings["taskmanager.slots"] == 3 and settings.sources["taskmanager.slots"] == "flag --slots"
 
 
 def test_without_check_auto_that_does_not_resolve_exits_2(monkeypatch, capsys):
