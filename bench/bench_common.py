@@ -34,14 +34,22 @@ def machine_facts() -> dict:
         pass
     try:
         from importlib.metadata import version
+
         pyspark = version("pyspark")
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 — only a label in the report
         pyspark = "?"
     date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    return {"date": date, "cores": os.cpu_count(), "cpu": cpu,
-            "ram": f"{psutil.virtual_memory().total / 2**30:.1f} GiB",
-            "python": platform.python_version(), "java": java, "pyspark": pyspark, "os": platform.platform(),
-            "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+    return {
+        "date": date,
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "ram": f"{psutil.virtual_memory().total / 2**30:.1f} GiB",
+        "python": platform.python_version(),
+        "java": java,
+        "pyspark": pyspark,
+        "os": platform.platform(),
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
 
 
 def fmt(x, spec: str = ".2f", none: str = "—") -> str:

@@ -77,31 +77,62 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import failover_bench  # noqa: E402
-import paced_latency  # noqa: E402
-import page_views_bench as pvb  # noqa: E402  (also puts the repo and examples/ on sys.path)
-import structured_streaming_bench as ssb  # noqa: E402
-from bench_common import (  # noqa: E402
-    append_results, begin_run, finish_workdir, fmt, median, run_main,
+import failover_bench
+import paced_latency
+import page_views_bench as pvb
+import structured_streaming_bench as ssb
+from bench_common import (
+    append_results,
+    begin_run,
+    finish_workdir,
+    fmt,
+    median,
+    run_main,
 )
-from generate_page_views import generate  # noqa: E402
+from generate_page_views import generate
 
-from sluice.client import SluiceError  # noqa: E402
-from sluice.storage import list_files  # noqa: E402
+from sluice.client import SluiceError
+from sluice.storage import list_files
 
 REPO = os.path.dirname(HERE)
 SIZES = {
-    "quick": dict(events=200_000, files=16, runs=3, recovery_events=1_600_000, recovery_files=160, recovery_runs=1,
-                  failover_runs=1, mfpt=4, recovery_mfpt=4, short_runs=1, warmups=4,
-                  overhead_events=None, overhead_files=None, paced_files=0),
-    "full": dict(events=2_000_000, files=40, runs=5, recovery_events=2_000_000, recovery_files=400, recovery_runs=3,
-                 failover_runs=3, mfpt=8, recovery_mfpt=4, short_runs=3, warmups=6,
-                 overhead_events=6_000_000, overhead_files=120, paced_files=60),
+    "quick": dict(
+        events=200_000,
+        files=16,
+        runs=3,
+        recovery_events=1_600_000,
+        recovery_files=160,
+        recovery_runs=1,
+        failover_runs=1,
+        mfpt=4,
+        recovery_mfpt=4,
+        short_runs=1,
+        warmups=4,
+        overhead_events=None,
+        overhead_files=None,
+        paced_files=0,
+    ),
+    "full": dict(
+        events=2_000_000,
+        files=40,
+        runs=5,
+        recovery_events=2_000_000,
+        recovery_files=400,
+        recovery_runs=3,
+        failover_runs=3,
+        mfpt=8,
+        recovery_mfpt=4,
+        short_runs=3,
+        warmups=6,
+        overhead_events=6_000_000,
+        overhead_files=120,
+        paced_files=60,
+    ),
 }
 INTERVAL = 1000  # ms between Sluice checkpoints
 SHORT_INTERVAL = 250  # ms: the same job with shorter checkpoints, for what latency costs in throughput
@@ -133,7 +164,9 @@ def weighted_pct(pairs: list[tuple[float, int]], q: float) -> float | None:
     return pairs[-1][0]
 
 
-def timeline(batches: list[tuple[float, float, int]], origin: float, end: float | None = None) -> list[tuple[float, float]]:
+def timeline(
+    batches: list[tuple[float, float, int]], origin: float, end: float | None = None
+) -> list[tuple[float, float]]:
     """(bin start s since origin, events/s) from batches (start, end, events), each batch's events
     spread evenly over its duration."""
     if not batches:
@@ -177,14 +210,29 @@ class SluiceJobLog:
                     if m and m.group(2) == job_id:
                         end, took = _log_time(m.group(1)), float(m.group(8))
                         sub, lo, hi = int(m.group(5)), int(m.group(6)), int(m.group(7))
-                        self.batches.append({"attempt": int(m.group(3)), "subtask": sub, "lo": lo, "hi": hi,
-                                             "start": end - took, "end": end, "events": self._events(sub, lo, hi)})
+                        self.batches.append(
+                            {
+                                "attempt": int(m.group(3)),
+                                "subtask": sub,
+                                "lo": lo,
+                                "hi": hi,
+                                "start": end - took,
+                                "end": end,
+                                "events": self._events(sub, lo, hi),
+                            }
+                        )
                         continue
                     m = SOURCE_SNAPSHOT.match(line)
                     if m and m.group(2) == job_id:
-                        self.snapshots.append({"attempt": int(m.group(3)), "subtask": int(m.group(5)),
-                                               "checkpoint": int(m.group(6)), "offset": int(m.group(7)),
-                                               "time": _log_time(m.group(1))})
+                        self.snapshots.append(
+                            {
+                                "attempt": int(m.group(3)),
+                                "subtask": int(m.group(5)),
+                                "checkpoint": int(m.group(6)),
+                                "offset": int(m.group(7)),
+                                "time": _log_time(m.group(1)),
+                            }
+                        )
                         continue
                     m = COMMITTED.match(line)
                     if m and m.group(2) == job_id:
@@ -200,9 +248,14 @@ class SluiceJobLog:
         batches whose commit is not in the logs."""
         pairs, missing = [], 0
         for b in self.batches:
-            covering = [s["checkpoint"] for s in self.snapshots
-                        if s["attempt"] == b["attempt"] and s["subtask"] == b["subtask"] and s["offset"] >= b["hi"]
-                        and s["time"] >= b["end"] - 0.002]
+            covering = [
+                s["checkpoint"]
+                for s in self.snapshots
+                if s["attempt"] == b["attempt"]
+                and s["subtask"] == b["subtask"]
+                and s["offset"] >= b["hi"]
+                and s["time"] >= b["end"] - 0.002
+            ]
             cid = min(covering) if covering else None
             if cid is None or cid not in self.commits:
                 missing += b["events"]
@@ -228,8 +281,7 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
     data, expected = inputs["throughput"]
     rec_data, rec_expected = inputs["recovery"]
     warm_data, _ = inputs["warm-up"]
-    res: dict = {"runs": [], "warmup": [], "recovery": [], "short": [], "overhead": [], "paced": {},
-                 "startup": None}
+    res: dict = {"runs": [], "warmup": [], "recovery": [], "short": [], "overhead": [], "paced": {}, "startup": None}
     c = pvb.Cluster(os.path.join(work, "sluice-cluster"), taskmanagers=2, slots=2)
     clusters.append(c)
     t0 = time.monotonic()
@@ -253,24 +305,28 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
             notes.append(f"Sluice {label} (job {r['job_id']}): committed counts differ from the expected ones")
         if r["restarts"]:
             notes.append(f"Sluice {label} (job {r['job_id']}) restarted {r['restarts']} times")
-        log(f"Sluice {label} checkpoints {r['mode']:>3}: {r['throughput']:,.0f} events/s "
+        log(
+            f"Sluice {label} checkpoints {r['mode']:>3}: {r['throughput']:,.0f} events/s "
             f"({r['submit_to_end']:.2f}s), submit→RUNNING {fmt(r['to_running'])}s, "
-            f"counts {'correct' if r['counts_ok'] else 'WRONG'}")
+            f"counts {'correct' if r['counts_ok'] else 'WRONG'}"
+        )
         return r
 
     # the JVMs' JIT keeps speeding jobs up over the first few: warm up with on and off alike
     res["warmup"] = [run(INTERVAL if i % 2 == 0 else 0, f"warm-up {i + 1}") for i in range(cfg.warmups)]
     for i in range(cfg.runs):
-        for interval in ((INTERVAL, 0) if i % 2 == 0 else (0, INTERVAL)):
+        for interval in (INTERVAL, 0) if i % 2 == 0 else (0, INTERVAL):
             res["runs"].append(run(interval, f"run {i + 1}"))
     res["short"] = [run(SHORT_INTERVAL, f"short {i + 1}") for i in range(cfg.short_runs)]
     if "overhead" in inputs:  # longer jobs, several checkpoints each: the steady-state cost of checkpointing
         for i in range(cfg.runs):
-            for interval in ((INTERVAL, 0) if i % 2 == 0 else (0, INTERVAL)):
+            for interval in (INTERVAL, 0) if i % 2 == 0 else (0, INTERVAL):
                 res["overhead"].append(run(interval, f"overhead {i + 1}", "overhead"))
     if "paced" in inputs:  # latency at a fixed input rate, on the warm cluster
-        res["paced"] = {interval: sluice_paced(c, cfg, work, inputs["paced"], interval, notes)
-                        for interval in (INTERVAL, SHORT_INTERVAL)}
+        res["paced"] = {
+            interval: sluice_paced(c, cfg, work, inputs["paced"], interval, notes)
+            for interval in (INTERVAL, SHORT_INTERVAL)
+        }
     for n in range(1, cfg.recovery_runs + 1):
         if n > 1:  # the kill took a TaskManager from the last cluster: a fresh one, warmed up by one job
             c.stop()
@@ -290,11 +346,15 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
         r["spans"] = SluiceJobLog(taskmanager_logs(c), r["job_id"], rec_data).spans()
         shutil.rmtree(out, ignore_errors=True)
         if r["final_state"] != "FINISHED" or not r["counts_ok"]:
-            notes.append(f"Sluice {label} (job {r['job_id']}): ended {r['final_state']}, counts "
-                         f"{'correct' if r['counts_ok'] else 'WRONG'}")
-        log(f"Sluice {label}: after the kill: RUNNING again {fmt(r['running'])}s, first output written "
+            notes.append(
+                f"Sluice {label} (job {r['job_id']}): ended {r['final_state']}, counts "
+                f"{'correct' if r['counts_ok'] else 'WRONG'}"
+            )
+        log(
+            f"Sluice {label}: after the kill: RUNNING again {fmt(r['running'])}s, first output written "
             f"{fmt(r['first_written_file'])}s; ended {r['final_state']}, counts "
-            f"{'correct' if r['counts_ok'] else 'WRONG'}")
+            f"{'correct' if r['counts_ok'] else 'WRONG'}"
+        )
         res["recovery"].append(r)
     leftovers = c.stop()
     if leftovers:
@@ -312,33 +372,60 @@ def staged_copy(paced: tuple, work: str, label: str) -> str:
 
 def describe_paced(who: str, r: dict) -> str:
     lat = r["latencies"]
-    return (f"{who} at a fixed rate: {r['counted']} of {r['files']} files counted, latency p50 "
-            f"{fmt(weighted_pct([(x, 1) for x in lat], 50))}s p99 {fmt(weighted_pct([(x, 1) for x in lat], 99))}s, "
-            f"counts {'correct' if r['counts_ok'] else 'WRONG'}")
+    return (
+        f"{who} at a fixed rate: {r['counted']} of {r['files']} files counted, latency p50 "
+        f"{fmt(weighted_pct([(x, 1) for x in lat], 50))}s p99 {fmt(weighted_pct([(x, 1) for x in lat], 99))}s, "
+        f"counts {'correct' if r['counts_ok'] else 'WRONG'}"
+    )
 
 
 def sluice_paced(c, cfg, work: str, paced: tuple, interval: int, notes: list[str]) -> dict | None:
     _pristine, names, expected = paced
     label = f"paced-{interval}"
     try:
-        r = paced_latency.run_sluice(c, staged_copy(paced, work, label), names, expected, os.path.join(work, label),
-                                     PACED_RATE, interval, cfg.timeout)
+        r = paced_latency.run_sluice(
+            c,
+            staged_copy(paced, work, label),
+            names,
+            expected,
+            os.path.join(work, label),
+            PACED_RATE,
+            interval,
+            cfg.timeout,
+        )
     except (pvb.BenchError, SluiceError) as exc:
         notes.append(f"Sluice fixed-rate run ({interval} ms checkpoints) failed: {exc}")
         return None
     if not r["counts_ok"] or r["missing"]:
-        notes.append(f"Sluice fixed-rate run ({interval} ms checkpoints, job {r['job_id']}): {r['missing']} files "
-                     f"never seen counted; counts {'correct' if r['counts_ok'] else 'WRONG'}")
+        notes.append(
+            f"Sluice fixed-rate run ({interval} ms checkpoints, job {r['job_id']}): {r['missing']} files "
+            f"never seen counted; counts {'correct' if r['counts_ok'] else 'WRONG'}"
+        )
     log(describe_paced(f"Sluice, checkpoints {interval} ms,", r))
     return r
 
 
 # -- Structured Streaming phase --------------------------------------------------------------------------
-def peer_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_expected: dict,
-               notes: list[str], paced: tuple | None = None, warm_data: str | None = None) -> dict:
-    ns = SimpleNamespace(runs=cfg.runs, warmups=cfg.warmups, max_files_per_trigger=cfg.mfpt, trigger_ms=None,
-                         session="shared",
-                         timeout=cfg.timeout, recovery_max_files_per_trigger=cfg.recovery_mfpt)
+def peer_phase(
+    cfg,
+    work: str,
+    data: str,
+    expected: dict,
+    rec_data: str,
+    rec_expected: dict,
+    notes: list[str],
+    paced: tuple | None = None,
+    warm_data: str | None = None,
+) -> dict:
+    ns = SimpleNamespace(
+        runs=cfg.runs,
+        warmups=cfg.warmups,
+        max_files_per_trigger=cfg.mfpt,
+        trigger_ms=None,
+        session="shared",
+        timeout=cfg.timeout,
+        recovery_max_files_per_trigger=cfg.recovery_mfpt,
+    )
     runs, run_notes = ssb.throughput(ns, work, data, expected, cfg.events)
     notes += [f"Structured Streaming {n}" for n in run_notes]
     recovery = []
@@ -355,15 +442,24 @@ def peer_phase(cfg, work: str, data: str, expected: dict, rec_data: str, rec_exp
     if paced is not None:
         try:
             os.makedirs(os.path.join(work, "paced"))
-            paced_run = paced_latency.run_peer(staged_copy(paced, work, "peer"), paced[1], paced[2],
-                                               os.path.join(work, "paced"), PACED_RATE, warm_data, cfg.timeout)
+            paced_run = paced_latency.run_peer(
+                staged_copy(paced, work, "peer"),
+                paced[1],
+                paced[2],
+                os.path.join(work, "paced"),
+                PACED_RATE,
+                warm_data,
+                cfg.timeout,
+            )
             log(describe_paced("Structured Streaming", paced_run))
             if not paced_run["counts_ok"] or paced_run["missing"]:
-                notes.append(f"Structured Streaming fixed-rate run: {paced_run['missing']} files never seen counted; "
-                             f"counts {'correct' if paced_run['counts_ok'] else 'WRONG'}")
+                notes.append(
+                    f"Structured Streaming fixed-rate run: {paced_run['missing']} files never seen counted; "
+                    f"counts {'correct' if paced_run['counts_ok'] else 'WRONG'}"
+                )
         except ssb.BenchError as exc:
             notes.append(f"Structured Streaming fixed-rate run failed: {exc}")
-    return {"warmup": runs[0], "runs": runs[cfg.warmups:], "recovery": recovery, "paced": paced_run}
+    return {"warmup": runs[0], "runs": runs[cfg.warmups :], "recovery": recovery, "paced": paced_run}
 
 
 def peer_spans(detail: list[tuple[float, int, float]]) -> list[tuple[float, float, int]]:
@@ -378,17 +474,22 @@ def summarize(sl: dict, peer: dict, failover: list[dict]) -> dict:
     short_lat = [p for r in sl["short"] for p in r.get("latency", [])]
     p_lat = [(ms / 1000, rows) for r in peer["runs"] for _s, rows, ms in r["detail"]]
     f = {
-        "s_tput": median(r["throughput"] for r in on), "s_tput_off": median(r["throughput"] for r in off),
+        "s_tput": median(r["throughput"] for r in on),
+        "s_tput_off": median(r["throughput"] for r in off),
         "p_tput": median(r["throughput"] for r in peer["runs"]),
-        "s_p50": weighted_pct(s_lat, 50), "s_p99": weighted_pct(s_lat, 99),
+        "s_p50": weighted_pct(s_lat, 50),
+        "s_p99": weighted_pct(s_lat, 99),
         "short_tput": median(r["throughput"] for r in sl["short"]),
-        "short_p50": weighted_pct(short_lat, 50), "short_p99": weighted_pct(short_lat, 99),
-        "p_p50": weighted_pct(p_lat, 50), "p_p99": weighted_pct(p_lat, 99),
+        "short_p50": weighted_pct(short_lat, 50),
+        "short_p99": weighted_pct(short_lat, 99),
+        "p_p50": weighted_pct(p_lat, 50),
+        "p_p99": weighted_pct(p_lat, 99),
         "s_rec": median(r["first_written_file"] for r in sl["recovery"] if r["first_written_file"] is not None),
         "s_rec_running": median(r["running"] for r in sl["recovery"] if r["running"] is not None),
         "p_rec": median(r["first_output"] for r in peer["recovery"] if r["first_output"] is not None),
         "p_rec_ready": median(r["ready"] for r in peer["recovery"]),
-        "s_startup": sl["startup"], "s_job_start": median(r["to_running"] for r in sl["runs"]),
+        "s_startup": sl["startup"],
+        "s_job_start": median(r["to_running"] for r in sl["runs"]),
         "p_startup": peer["warmup"]["process"] + peer["warmup"]["session"] if peer.get("warmup") else None,
         "p_query_start": median(r["query_start"] for r in peer["runs"]),
         "s_counts": all(r["counts_ok"] for r in sl["runs"] + sl["recovery"]),
@@ -396,8 +497,11 @@ def summarize(sl: dict, peer: dict, failover: list[dict]) -> dict:
         "failover": median(r["running"] for r in failover if "running" in r),
         "failover_ckpt": median(r["ckpt"] for r in failover if "ckpt" in r),
     }
-    for key, r in (("pc_s", sl["paced"].get(INTERVAL)), ("pc_short", sl["paced"].get(SHORT_INTERVAL)),
-                   ("pc_p", peer.get("paced"))):
+    for key, r in (
+        ("pc_s", sl["paced"].get(INTERVAL)),
+        ("pc_short", sl["paced"].get(SHORT_INTERVAL)),
+        ("pc_p", peer.get("paced")),
+    ):
         lat = [(x, 1) for x in r["latencies"]] if r else []
         f[f"{key}_p50"], f[f"{key}_p99"] = weighted_pct(lat, 50), weighted_pct(lat, 99)
     if sl["overhead"]:
@@ -424,8 +528,10 @@ def paced_runs(sl: dict, peer: dict) -> list[tuple[str, dict, str]]:
 
 def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     paced = paced_runs(sl, peer)
     fig, axes = plt.subplots(3 if paced else 2, 1, figsize=(11, 12 if paced else 8))
     top, bottom = axes[0], axes[1]
@@ -438,8 +544,9 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     if p_run and p_run["detail"]:
         spans = peer_spans(p_run["detail"])
         tl = timeline(spans, min(s[0] for s in spans))
-        top.step([t for t, _ in tl], [v / 1e6 for _, v in tl], where="post",
-                 label=f"Structured Streaming ({p_run['label']})")
+        top.step(
+            [t for t, _ in tl], [v / 1e6 for _, v in tl], where="post", label=f"Structured Streaming ({p_run['label']})"
+        )
     top.set_title("Throughput run (median run of each; time from the first read)")
     top.set_xlabel("seconds")
     top.set_ylabel("M events read / s")
@@ -452,18 +559,27 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
         o = min(s[0] for s in s_rec["spans"]) - tk
         bottom.step([t + o for t, _ in tl], [v / 1e6 for _, v in tl], where="post", label="Sluice", color="C0")
         if s_rec["first_written_file"] is not None:
-            bottom.axvline(s_rec["first_written_file"], color="C0", linestyle=":",
-                           label=f"Sluice: output again ({s_rec['first_written_file']:.2f} s)")
+            bottom.axvline(
+                s_rec["first_written_file"],
+                color="C0",
+                linestyle=":",
+                label=f"Sluice: output again ({s_rec['first_written_file']:.2f} s)",
+            )
     if p_rec and (p_rec["before"] or p_rec["after"]):
         tk = p_rec["t_kill_wall"]
         spans = peer_spans(p_rec["before"] + p_rec["after"])
         tl = timeline(spans, min(s[0] for s in spans))
         o = min(s[0] for s in spans) - tk
-        bottom.step([t + o for t, _ in tl], [v / 1e6 for _, v in tl], where="post", label="Structured Streaming",
-                    color="C1")
+        bottom.step(
+            [t + o for t, _ in tl], [v / 1e6 for _, v in tl], where="post", label="Structured Streaming", color="C1"
+        )
         if p_rec["first_output"] is not None:
-            bottom.axvline(p_rec["first_output"], color="C1", linestyle=":",
-                           label=f"Structured Streaming: output again ({p_rec['first_output']:.2f} s)")
+            bottom.axvline(
+                p_rec["first_output"],
+                color="C1",
+                linestyle=":",
+                label=f"Structured Streaming: output again ({p_rec['first_output']:.2f} s)",
+            )
     bottom.axvline(0, color="red", linewidth=2, label="kill -9 (Sluice: a TaskManager; peer: the driver)")
     bottom.set_title("Recovery run (first of each; time from the kill)")
     bottom.set_xlabel("seconds since kill -9")
@@ -472,10 +588,18 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     if paced:
         ax = axes[2]
         for who, r, color in paced:
-            ax.plot([t for t, _ in r["series"]], [x for _, x in r["series"]], marker=".", linewidth=0.8, label=who,
-                    color=color)
-        ax.set_title(f"Fixed rate: {PACED_RATE * PACED_EVENTS_PER_FILE:,.0f} events/s in files arriving "
-                     f"{PACED_RATE:g}/s; latency of each file (arrival → its counts committed)")
+            ax.plot(
+                [t for t, _ in r["series"]],
+                [x for _, x in r["series"]],
+                marker=".",
+                linewidth=0.8,
+                label=who,
+                color=color,
+            )
+        ax.set_title(
+            f"Fixed rate: {PACED_RATE * PACED_EVENTS_PER_FILE:,.0f} events/s in files arriving "
+            f"{PACED_RATE:g}/s; latency of each file (arrival → its counts committed)"
+        )
         ax.set_xlabel("seconds since the first file arrived")
         ax.set_ylabel("latency, s")
         ax.set_ylim(bottom=0)
@@ -485,109 +609,181 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     plt.close(fig)
 
 
-def report(cfg, facts: dict, command: str, sl: dict, peer: dict, failover: list[dict], f: dict, plot_link: str | None,
-           notes: list[str]) -> str:
-    o_input = (f"{cfg.overhead_events:,} events in {cfg.overhead_files} files" if sl["overhead"]
-               else "the throughput runs (jobs of about a second: too short to resolve a few per cent; "
-                    f"the full size measures it on {SIZES['full']['overhead_events']:,}-event jobs)")
-    L = [f"## {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} — Sluice vs. Spark Structured Streaming "
-         f"({cfg.size}, one invocation)", "", f"Command: `{command}`", "",
-         f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
-         f"{facts['java']}, load average at start {facts['load']}.", "",
-         f"Data: {cfg.events:,} events in {cfg.files} files (throughput; seed 7) and {cfg.recovery_events:,} events "
-         f"in {cfg.recovery_files} files (recovery; seed 11); 10,000 urls, Zipf s = 1. Sluice: 2 TaskManagers x 2 "
-         f"slots, parallelism {PARALLELISM}, checkpoints every {INTERVAL} ms. Structured Streaming: local[2], "
-         f"maxFilesPerTrigger {cfg.mfpt} (recovery {cfg.recovery_mfpt}), update mode, one warm SparkSession. "
-         f"Medians of {cfg.runs} runs after {cfg.warmups} warm-up jobs/queries each; ratio = Sluice / peer for "
-         "rates, peer / Sluice for times "
-         "(above 1 = Sluice better).", "",
-         "| figure | Sluice | Structured Streaming | ratio |", "|---|---|---|---|",
-         f"| throughput, events/s | {fmt(f['s_tput'], ',.0f')} | {fmt(f['p_tput'], ',.0f')} | "
-         f"**{ratio(f['s_tput'], f['p_tput'])}** |",
-         f"| end-to-end latency p50, s (read → count committed) | {fmt(f['s_p50'])} | {fmt(f['p_p50'])} | "
-         f"{ratio(f['s_p50'], f['p_p50'], invert=True)} |",
-         f"| end-to-end latency p99, s | {fmt(f['s_p99'])} | {fmt(f['p_p99'])} | "
-         f"{ratio(f['s_p99'], f['p_p99'], invert=True)} |",
-         f"| with checkpoints every {SHORT_INTERVAL} ms: throughput, events/s; latency p50 / p99, s | "
-         f"{fmt(f['short_tput'], ',.0f')}; {fmt(f['short_p50'])} / {fmt(f['short_p99'])} | (as above) | "
-         f"{ratio(f['short_tput'], f['p_tput'])}; {ratio(f['short_p50'], f['p_p50'], invert=True)} / "
-         f"{ratio(f['short_p99'], f['p_p99'], invert=True)} |",
-         *([f"| end-to-end latency at a fixed rate, p50 / p99, s ({PACED_RATE * PACED_EVENTS_PER_FILE:,.0f} events/s: "
-            f"a file of {PACED_EVENTS_PER_FILE:,} events arrives every {1 / PACED_RATE:g} s; arrival → its counts "
-            f"committed) | checkpoints {INTERVAL} ms: {fmt(f['pc_s_p50'])} / {fmt(f['pc_s_p99'])}; "
-            f"{SHORT_INTERVAL} ms: {fmt(f['pc_short_p50'])} / {fmt(f['pc_short_p99'])} | "
-            f"{fmt(f['pc_p_p50'])} / {fmt(f['pc_p_p99'])} | {ratio(f['pc_s_p50'], f['pc_p_p50'], invert=True)} / "
-            f"{ratio(f['pc_s_p99'], f['pc_p_p99'], invert=True)}; {SHORT_INTERVAL} ms: "
-            f"{ratio(f['pc_short_p50'], f['pc_p_p50'], invert=True)} / "
-            f"{ratio(f['pc_short_p99'], f['pc_p_p99'], invert=True)} |"] if sl["paced"] or peer.get("paced") else []),
-         f"| checkpoint overhead (throughput off / on − 1), {o_input} | "
-         f"{fmt(f['overhead'] and 100 * f['overhead'], '+.1f')} % ({fmt(f['o_on'], ',.0f')} events/s on, "
-         f"{fmt(f['o_off'], ',.0f')} off) | n/a: always checkpoints | |",
-         f"| recovery: kill -9 → first output written after it, s | {fmt(f['s_rec'])} (TaskManager) | "
-         f"{fmt(f['p_rec'])} (driver, restarted at once) | **{ratio(f['s_rec'], f['p_rec'], invert=True)}** |",
-         f"| recovery: kill -9 → processing again, s | {fmt(f['s_rec_running'])} (job RUNNING) | "
-         f"{fmt(f['p_rec_ready'])} (query started) | {ratio(f['s_rec_running'], f['p_rec_ready'], invert=True)} |",
-         f"| JobManager failover: kill -9 of the leader → job RUNNING, s | {fmt(f['failover'])} (first checkpoint "
-         f"{fmt(f['failover_ckpt'])}) | — (no standby driver) | |",
-         f"| startup (not in throughput), s | cluster {fmt(f['s_startup'], '.1f')}; job submit → RUNNING "
-         f"{fmt(f['s_job_start'])} | process + SparkSession {fmt(f['p_startup'], '.1f')}; query start "
-         f"{fmt(f['p_query_start'])} | |",
-         f"| committed counts exact (every run, recovery included) | {'yes' if f['s_counts'] else 'NO'} | "
-         f"{'yes' if f['p_counts'] else 'NO'} | |", ""]
+def report(
+    cfg,
+    facts: dict,
+    command: str,
+    sl: dict,
+    peer: dict,
+    failover: list[dict],
+    f: dict,
+    plot_link: str | None,
+    notes: list[str],
+) -> str:
+    o_input = (
+        f"{cfg.overhead_events:,} events in {cfg.overhead_files} files"
+        if sl["overhead"]
+        else "the throughput runs (jobs of about a second: too short to resolve a few per cent; "
+        f"the full size measures it on {SIZES['full']['overhead_events']:,}-event jobs)"
+    )
+    L = [
+        f"## {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} — Sluice vs. Spark Structured Streaming "
+        f"({cfg.size}, one invocation)",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
+        f"{facts['java']}, load average at start {facts['load']}.",
+        "",
+        f"Data: {cfg.events:,} events in {cfg.files} files (throughput; seed 7) and {cfg.recovery_events:,} events "
+        f"in {cfg.recovery_files} files (recovery; seed 11); 10,000 urls, Zipf s = 1. Sluice: 2 TaskManagers x 2 "
+        f"slots, parallelism {PARALLELISM}, checkpoints every {INTERVAL} ms. Structured Streaming: local[2], "
+        f"maxFilesPerTrigger {cfg.mfpt} (recovery {cfg.recovery_mfpt}), update mode, one warm SparkSession. "
+        f"Medians of {cfg.runs} runs after {cfg.warmups} warm-up jobs/queries each; ratio = Sluice / peer for "
+        "rates, peer / Sluice for times "
+        "(above 1 = Sluice better).",
+        "",
+        "| figure | Sluice | Structured Streaming | ratio |",
+        "|---|---|---|---|",
+        f"| throughput, events/s | {fmt(f['s_tput'], ',.0f')} | {fmt(f['p_tput'], ',.0f')} | "
+        f"**{ratio(f['s_tput'], f['p_tput'])}** |",
+        f"| end-to-end latency p50, s (read → count committed) | {fmt(f['s_p50'])} | {fmt(f['p_p50'])} | "
+        f"{ratio(f['s_p50'], f['p_p50'], invert=True)} |",
+        f"| end-to-end latency p99, s | {fmt(f['s_p99'])} | {fmt(f['p_p99'])} | "
+        f"{ratio(f['s_p99'], f['p_p99'], invert=True)} |",
+        f"| with checkpoints every {SHORT_INTERVAL} ms: throughput, events/s; latency p50 / p99, s | "
+        f"{fmt(f['short_tput'], ',.0f')}; {fmt(f['short_p50'])} / {fmt(f['short_p99'])} | (as above) | "
+        f"{ratio(f['short_tput'], f['p_tput'])}; {ratio(f['short_p50'], f['p_p50'], invert=True)} / "
+        f"{ratio(f['short_p99'], f['p_p99'], invert=True)} |",
+        *(
+            [
+                "| end-to-end latency at a fixed rate, p50 / p99, s "
+                f"({PACED_RATE * PACED_EVENTS_PER_FILE:,.0f} events/s: "
+                f"a file of {PACED_EVENTS_PER_FILE:,} events arrives every {1 / PACED_RATE:g} s; arrival → its counts "
+                f"committed) | checkpoints {INTERVAL} ms: {fmt(f['pc_s_p50'])} / {fmt(f['pc_s_p99'])}; "
+                f"{SHORT_INTERVAL} ms: {fmt(f['pc_short_p50'])} / {fmt(f['pc_short_p99'])} | "
+                f"{fmt(f['pc_p_p50'])} / {fmt(f['pc_p_p99'])} | {ratio(f['pc_s_p50'], f['pc_p_p50'], invert=True)} / "
+                f"{ratio(f['pc_s_p99'], f['pc_p_p99'], invert=True)}; {SHORT_INTERVAL} ms: "
+                f"{ratio(f['pc_short_p50'], f['pc_p_p50'], invert=True)} / "
+                f"{ratio(f['pc_short_p99'], f['pc_p_p99'], invert=True)} |"
+            ]
+            if sl["paced"] or peer.get("paced")
+            else []
+        ),
+        f"| checkpoint overhead (throughput off / on − 1), {o_input} | "
+        f"{fmt(f['overhead'] and 100 * f['overhead'], '+.1f')} % ({fmt(f['o_on'], ',.0f')} events/s on, "
+        f"{fmt(f['o_off'], ',.0f')} off) | n/a: always checkpoints | |",
+        f"| recovery: kill -9 → first output written after it, s | {fmt(f['s_rec'])} (TaskManager) | "
+        f"{fmt(f['p_rec'])} (driver, restarted at once) | **{ratio(f['s_rec'], f['p_rec'], invert=True)}** |",
+        f"| recovery: kill -9 → processing again, s | {fmt(f['s_rec_running'])} (job RUNNING) | "
+        f"{fmt(f['p_rec_ready'])} (query started) | {ratio(f['s_rec_running'], f['p_rec_ready'], invert=True)} |",
+        f"| JobManager failover: kill -9 of the leader → job RUNNING, s | {fmt(f['failover'])} (first checkpoint "
+        f"{fmt(f['failover_ckpt'])}) | — (no standby driver) | |",
+        f"| startup (not in throughput), s | cluster {fmt(f['s_startup'], '.1f')}; job submit → RUNNING "
+        f"{fmt(f['s_job_start'])} | process + SparkSession {fmt(f['p_startup'], '.1f')}; query start "
+        f"{fmt(f['p_query_start'])} | |",
+        f"| committed counts exact (every run, recovery included) | {'yes' if f['s_counts'] else 'NO'} | "
+        f"{'yes' if f['p_counts'] else 'NO'} | |",
+        "",
+    ]
     if plot_link:
-        L += [f"Plot: [{plot_link}]({plot_link}) (events read per second; the recovery panel marks the "
-              "kill and when output came again; with fixed-rate runs, a panel of each file's latency).", ""]
-    L += ["Runs (events/s; Sluice by submit → FINISHED, the peer by query start → all input processed):", "",
-          "| run | Sluice, checkpoints 1 s | Sluice, checkpoints off | Structured Streaming | peer micro-batches |",
-          "|---|---|---|---|---|"]
+        L += [
+            f"Plot: [{plot_link}]({plot_link}) (events read per second; the recovery panel marks the "
+            "kill and when output came again; with fixed-rate runs, a panel of each file's latency).",
+            "",
+        ]
+    L += [
+        "Runs (events/s; Sluice by submit → FINISHED, the peer by query start → all input processed):",
+        "",
+        "| run | Sluice, checkpoints 1 s | Sluice, checkpoints off | Structured Streaming | peer micro-batches |",
+        "|---|---|---|---|---|",
+    ]
     for i in range(cfg.runs):
         on = next((r for r in sl["runs"] if r["label"] == f"run {i + 1}" and r["mode"] == "on"), None)
         off = next((r for r in sl["runs"] if r["label"] == f"run {i + 1}" and r["mode"] == "off"), None)
         p = peer["runs"][i] if i < len(peer["runs"]) else None
-        L.append(f"| {i + 1} | {fmt(on and on['throughput'], ',.0f')} | {fmt(off and off['throughput'], ',.0f')} | "
-                 f"{fmt(p and p['throughput'], ',.0f')} | {p['batches'] if p else '—'} |")
+        L.append(
+            f"| {i + 1} | {fmt(on and on['throughput'], ',.0f')} | {fmt(off and off['throughput'], ',.0f')} | "
+            f"{fmt(p and p['throughput'], ',.0f')} | {p['batches'] if p else '—'} |"
+        )
     L += ["", f"Off / on − 1 over these runs: {fmt(f['job_overhead'] and 100 * f['job_overhead'], '+.1f')} %."]
     if sl["overhead"]:
-        L += ["", f"Checkpoint overhead runs ({o_input}), events/s: "
-              + "; ".join(f"{r['mode']} {fmt(r['throughput'], ',.0f')}" for r in sl["overhead"]) + "."]
+        L += [
+            "",
+            f"Checkpoint overhead runs ({o_input}), events/s: "
+            + "; ".join(f"{r['mode']} {fmt(r['throughput'], ',.0f')}" for r in sl["overhead"])
+            + ".",
+        ]
     if sl["short"]:
-        L += ["", f"Sluice with checkpoints every {SHORT_INTERVAL} ms (after the runs above), events/s: "
-              + ", ".join(fmt(r["throughput"], ",.0f") for r in sl["short"]) + "."]
-    L += ["", "Recovery runs (seconds from the kill):", "",
-          "| run | Sluice detected | Sluice RUNNING again | Sluice first output | peer query started | "
-          "peer first output | peer first commit |", "|---|---|---|---|---|---|---|"]
+        L += [
+            "",
+            f"Sluice with checkpoints every {SHORT_INTERVAL} ms (after the runs above), events/s: "
+            + ", ".join(fmt(r["throughput"], ",.0f") for r in sl["short"])
+            + ".",
+        ]
+    L += [
+        "",
+        "Recovery runs (seconds from the kill):",
+        "",
+        "| run | Sluice detected | Sluice RUNNING again | Sluice first output | peer query started | "
+        "peer first output | peer first commit |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for i in range(max(len(sl["recovery"]), len(peer["recovery"]))):
         s = sl["recovery"][i] if i < len(sl["recovery"]) else {}
         p = peer["recovery"][i] if i < len(peer["recovery"]) else {}
-        L.append(f"| {i + 1} | {fmt(s.get('detected'))} | {fmt(s.get('running'))} | "
-                 f"{fmt(s.get('first_written_file'))} | {fmt(p.get('ready'))} | {fmt(p.get('first_output'))} | "
-                 f"{fmt(p.get('first_commit'))} |")
+        L.append(
+            f"| {i + 1} | {fmt(s.get('detected'))} | {fmt(s.get('running'))} | "
+            f"{fmt(s.get('first_written_file'))} | {fmt(p.get('ready'))} | {fmt(p.get('first_output'))} | "
+            f"{fmt(p.get('first_commit'))} |"
+        )
     if failover:
-        L += ["", "JobManager failover runs (s from kill -9 of the leader; 2 JobManagers, ZooKeeper session "
-              f"timeout {cfg.session_timeout:g} s): " + "; ".join(
-                  f"new leader {fmt(r.get('leader'))}, RUNNING {fmt(r.get('running'))}, checkpoint "
-                  f"{fmt(r.get('ckpt'))}" for r in failover)]
+        L += [
+            "",
+            "JobManager failover runs (s from kill -9 of the leader; 2 JobManagers, ZooKeeper session "
+            f"timeout {cfg.session_timeout:g} s): "
+            + "; ".join(
+                f"new leader {fmt(r.get('leader'))}, RUNNING {fmt(r.get('running'))}, checkpoint {fmt(r.get('ckpt'))}"
+                for r in failover
+            ),
+        ]
     paced = paced_runs(sl, peer)
     if paced:
-        L += ["", f"Fixed-rate runs ({cfg.paced_files} files, the first {paced_latency.WARM_FRACTION:.0%} left out of "
-              "the percentiles; each system watches the directory itself — Sluice lists it every "
-              f"{paced_latency.MONITOR_MS} ms — and a marker event per file tells when its counts are committed): "
-              + "; ".join(f"{who}: {r['counted']} files counted, min {fmt(min(r['latencies'], default=None))} s, "
-                          f"max {fmt(max(r['latencies'], default=None))} s, counts "
-                          f"{'exact' if r['counts_ok'] else 'WRONG'}" for who, r, _color in paced) + "."]
-    L += ["", "Reading the figures: Sluice's file sink is exactly-once by two-phase commit, so a count becomes "
-          "visible when the checkpoint after its batch completes — latency is batch time + the wait for the next "
-          "checkpoint (up to one interval) + its completion, and the interval is the knob (the row for "
-          f"{SHORT_INTERVAL} ms). The peer commits each micro-batch when it ends. The latency rows of the throughput "
-          "runs are taken under a backlog (all input there at the start); the fixed-rate row is latency below "
-          "capacity, from a file's arrival, where Sluice's follows a saw-tooth of the checkpoint interval (see the "
-          "plot). The peer's recovery runs use "
-          f"maxFilesPerTrigger {cfg.recovery_mfpt} on small files so that its query is still running at the kill; "
-          "that also keeps its first micro-batch after the restart small, which favours it in the recovery figure."]
-    goals = [f"throughput ratio ≥ 1.0: {'met' if f['s_tput'] and f['p_tput'] and f['s_tput'] >= f['p_tput'] else 'missed'}",
-             ("checkpoint overhead ≤ 5 %: not judged (jobs too short; see a full run)" if not sl["overhead"] else
-              f"checkpoint overhead ≤ 5 %: {'met' if f['overhead'] is not None and f['overhead'] <= 0.05 else 'missed'}"),
-             f"recovery < 3 s: {'met' if f['s_rec'] is not None and f['s_rec'] < 3 else 'missed'}"]
+        L += [
+            "",
+            f"Fixed-rate runs ({cfg.paced_files} files, the first {paced_latency.WARM_FRACTION:.0%} left out of "
+            "the percentiles; each system watches the directory itself — Sluice lists it every "
+            f"{paced_latency.MONITOR_MS} ms — and a marker event per file tells when its counts are committed): "
+            + "; ".join(
+                f"{who}: {r['counted']} files counted, min {fmt(min(r['latencies'], default=None))} s, "
+                f"max {fmt(max(r['latencies'], default=None))} s, counts "
+                f"{'exact' if r['counts_ok'] else 'WRONG'}"
+                for who, r, _color in paced
+            )
+            + ".",
+        ]
+    L += [
+        "",
+        "Reading the figures: Sluice's file sink is exactly-once by two-phase commit, so a count becomes "
+        "visible when the checkpoint after its batch completes — latency is batch time + the wait for the next "
+        "checkpoint (up to one interval) + its completion, and the interval is the knob (the row for "
+        f"{SHORT_INTERVAL} ms). The peer commits each micro-batch when it ends. The latency rows of the throughput "
+        "runs are taken under a backlog (all input there at the start); the fixed-rate row is latency below "
+        "capacity, from a file's arrival, where Sluice's follows a saw-tooth of the checkpoint interval (see the "
+        "plot). The peer's recovery runs use "
+        f"maxFilesPerTrigger {cfg.recovery_mfpt} on small files so that its query is still running at the kill; "
+        "that also keeps its first micro-batch after the restart small, which favours it in the recovery figure.",
+    ]
+    goals = [
+        f"throughput ratio ≥ 1.0: {'met' if f['s_tput'] and f['p_tput'] and f['s_tput'] >= f['p_tput'] else 'missed'}",
+        (
+            "checkpoint overhead ≤ 5 %: not judged (jobs too short; see a full run)"
+            if not sl["overhead"]
+            else "checkpoint overhead ≤ 5 %: "
+            + ("met" if f["overhead"] is not None and f["overhead"] <= 0.05 else "missed")
+        ),
+        f"recovery < 3 s: {'met' if f['s_rec'] is not None and f['s_rec'] < 3 else 'missed'}",
+    ]
     L += ["", "Goals: " + "; ".join(goals) + "."]
     if notes:
         L += ["", "Notes:", ""] + [f"- {n}" for n in notes]
@@ -601,9 +797,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, help="measured runs per system (and per checkpoint mode)")
     ap.add_argument("--recovery-runs", type=int)
     ap.add_argument("--failover-runs", type=int, help="0 skips the JobManager failover measurement")
-    ap.add_argument("--paced-files", type=int,
-                    help=f"files for the fixed-rate latency runs ({PACED_RATE:g} files/s of "
-                         f"{PACED_EVENTS_PER_FILE:,} events; full 60, quick 0 = skipped)")
+    ap.add_argument(
+        "--paced-files",
+        type=int,
+        help=f"files for the fixed-rate latency runs ({PACED_RATE:g} files/s of "
+        f"{PACED_EVENTS_PER_FILE:,} events; full 60, quick 0 = skipped)",
+    )
     ap.add_argument("--session-timeout", type=float, default=6.0, help="ZooKeeper session timeout for failover")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to")
     ap.add_argument("--plot", default=None, help="PNG to write (default bench/compare-<size>.png)")
@@ -611,8 +810,9 @@ def main() -> int:
     ap.add_argument("--keep-workdir", action="store_true")
     ap.add_argument("--timeout", type=float, default=600, help="seconds any one job or query may take")
     args = ap.parse_args()
-    cfg = SimpleNamespace(size=args.size, timeout=args.timeout, session_timeout=args.session_timeout,
-                          **SIZES[args.size])
+    cfg = SimpleNamespace(
+        size=args.size, timeout=args.timeout, session_timeout=args.session_timeout, **SIZES[args.size]
+    )
     for name in ("runs", "recovery_runs", "failover_runs", "paced_files"):
         if getattr(args, name) is not None:
             setattr(cfg, name, getattr(args, name))
@@ -635,12 +835,13 @@ def main() -> int:
         warm_data = os.path.join(work, "events-warmup")
         generate(warm_data, events=30_000, files=6, urls=10_000, seed=13)
         log(f"generated the inputs in {time.monotonic() - t_start:.1f}s")
-        inputs = {"throughput": (data, expected), "recovery": (rec_data, rec_expected),
-                  "warm-up": (warm_data, None)}
+        inputs = {"throughput": (data, expected), "recovery": (rec_data, rec_expected), "warm-up": (warm_data, None)}
         if cfg.overhead_events:
             o_data = os.path.join(work, "events-overhead")
-            inputs["overhead"] = (o_data, generate(o_data, events=cfg.overhead_events, files=cfg.overhead_files,
-                                                   urls=10_000, seed=17))
+            inputs["overhead"] = (
+                o_data,
+                generate(o_data, events=cfg.overhead_events, files=cfg.overhead_files, urls=10_000, seed=17),
+            )
             log(f"generated {cfg.overhead_events:,} events for the checkpoint overhead")
         if cfg.paced_files:
             p_data = os.path.join(work, "events-paced")
@@ -649,8 +850,17 @@ def main() -> int:
             log(f"generated {cfg.paced_files} files of {PACED_EVENTS_PER_FILE:,} events for the fixed-rate runs")
         sl = sluice_phase(cfg, work, inputs, clusters, notes)
         os.makedirs(os.path.join(work, "peer"), exist_ok=True)
-        peer = peer_phase(cfg, os.path.join(work, "peer"), data, expected, rec_data, rec_expected, notes,
-                          paced=inputs.get("paced"), warm_data=data)  # warm-up: the throughput input
+        peer = peer_phase(
+            cfg,
+            os.path.join(work, "peer"),
+            data,
+            expected,
+            rec_data,
+            rec_expected,
+            notes,
+            paced=inputs.get("paced"),
+            warm_data=data,
+        )  # warm-up: the throughput input
         failover = []
         for i in range(cfg.failover_runs):
             d = tempfile.mkdtemp(prefix="failover-", dir=work)

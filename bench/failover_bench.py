@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psutil
 from kazoo.client import KazooClient
@@ -35,16 +35,22 @@ from kazoo.exceptions import NoNodeError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from sluice.client import JobManagerClient  # noqa: E402
-from sluice.states import ExecutionState, JobStatus, from_proto  # noqa: E402
-from sluice.zk.paths import ZkPaths  # noqa: E402
+from sluice.client import JobManagerClient
+from sluice.states import ExecutionState, JobStatus, from_proto
+from sluice.zk.paths import ZkPaths
 
 JOB = os.path.join(REPO, "tests", "integration", "jobs", "endless_counts.py")
 
 
 def sluice(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "sluice.cli", *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, cwd=REPO, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice.cli", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO,
+        timeout=300,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"sluice {' '.join(args)}: {proc.stderr}")
     return proc.stdout
@@ -52,13 +58,37 @@ def sluice(*args: str) -> str:
 
 def one_run(workdir: str, session_timeout: float) -> dict:
     cluster_dir = os.path.join(workdir, "cluster")
-    sluice("cluster", "start", "--dir", cluster_dir, "--jobmanagers", "2", "--taskmanagers", "2",
-           "--zk-session-timeout", str(session_timeout))
+    sluice(
+        "cluster",
+        "start",
+        "--dir",
+        cluster_dir,
+        "--jobmanagers",
+        "2",
+        "--taskmanagers",
+        "2",
+        "--zk-session-timeout",
+        str(session_timeout),
+    )
     try:
         with open(os.path.join(cluster_dir, "cluster.json")) as f:
             info = json.load(f)
-        job_id = sluice("run", JOB, "--detach", "--parallelism", "2", "--cluster-dir", cluster_dir, "--",
-                        os.path.join(workdir, "out"), "500").strip().splitlines()[-1]
+        job_id = (
+            sluice(
+                "run",
+                JOB,
+                "--detach",
+                "--parallelism",
+                "2",
+                "--cluster-dir",
+                cluster_dir,
+                "--",
+                os.path.join(workdir, "out"),
+                "500",
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         client = JobManagerClient(zookeeper=info["zookeeper"], cluster_id=info["cluster_id"], timeout=60)
         deadline = time.monotonic() + 120
         while True:
@@ -85,12 +115,19 @@ def one_run(workdir: str, session_timeout: float) -> dict:
                 time.sleep(0.01)
                 continue
             job = client.get(job_id)
-            if "running" not in result and job.leader != old and from_proto(JobStatus, job.state) == JobStatus.RUNNING \
-                    and all(from_proto(ExecutionState, t.state) == ExecutionState.RUNNING for t in job.tasks):
+            if (
+                "running" not in result
+                and job.leader != old
+                and from_proto(JobStatus, job.state) == JobStatus.RUNNING
+                and all(from_proto(ExecutionState, t.state) == ExecutionState.RUNNING for t in job.tasks)
+            ):
                 result["running"] = time.monotonic() - killed
                 restored = job.restored_checkpoint
-            if "running" in result and job.HasField("last_completed_checkpoint") \
-                    and job.last_completed_checkpoint > restored:
+            if (
+                "running" in result
+                and job.HasField("last_completed_checkpoint")
+                and job.last_completed_checkpoint > restored
+            ):
                 result["ckpt"] = time.monotonic() - killed
             time.sleep(0.05)
         zk.stop()
@@ -119,7 +156,7 @@ def main() -> None:
         runs.append(r)
     med = {k: statistics.median(r[k] for r in runs if k in r) for k in ("leader", "running", "ckpt")}
     lines = [
-        f"\n## JobManager failover after kill -9 of the leader — {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n",
+        f"\n## JobManager failover after kill -9 of the leader — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n",
         f"Machine: {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM, "
         f"Python {platform.python_version()}. Command: `python bench/failover_bench.py --runs {args.runs} "
         f"--zk-session-timeout {args.zk_session_timeout}`. 2 JobManagers, 2 TaskManagers x 2 slots, "
@@ -128,11 +165,15 @@ def main() -> None:
         "|---|---|---|---|",
     ]
     for i, r in enumerate(runs, 1):
-        lines.append(f"| {i} | " + " | ".join(f"{r[k]:.2f}" if k in r else "–" for k in ("leader", "running", "ckpt")) + " |")
+        lines.append(
+            f"| {i} | " + " | ".join(f"{r[k]:.2f}" if k in r else "–" for k in ("leader", "running", "ckpt")) + " |"
+        )
     lines.append("| **median** | " + " | ".join(f"**{med[k]:.2f}**" for k in ("leader", "running", "ckpt")) + " |")
     goal = args.zk_session_timeout + 2
-    lines.append(f"\nGoal: job RUNNING again within session timeout + 2 s = {goal:.1f} s: "
-                 f"{'met' if med['running'] <= goal else 'missed'} (median {med['running']:.2f} s).\n")
+    lines.append(
+        f"\nGoal: job RUNNING again within session timeout + 2 s = {goal:.1f} s: "
+        f"{'met' if med['running'] <= goal else 'missed'} (median {med['running']:.2f} s).\n"
+    )
     text = "\n".join(lines)
     print(text)
     with open(args.out, "a") as f:

@@ -91,7 +91,7 @@ class Watcher(pvb.DirWatch):
             self._read[name] = mtime
             for row in rows:
                 if row and row[0].startswith(MARKER):
-                    self.seen.setdefault(int(row[0][len(MARKER):]), now)
+                    self.seen.setdefault(int(row[0][len(MARKER) :]), now)
 
 
 def _wait_for_markers(watcher: Watcher, n: int, timeout: float, alive) -> bool:
@@ -111,17 +111,40 @@ def figures(feeder: Feeder, watcher: Watcher, counts_ok: bool, **extra) -> dict:
     missing = sum(1 for i in range(skip, len(feeder.arrival)) if i not in watcher.seen)
     t0 = feeder.arrival[0] if feeder.arrival else 0.0
     series = [(t - t0, watcher.seen[i] - t) for i, t in enumerate(feeder.arrival) if i in watcher.seen]
-    return {"latencies": lat, "series": series, "missing": missing, "files": len(feeder.arrival),
-            "counted": len(lat), "counts_ok": counts_ok, **extra}
+    return {
+        "latencies": lat,
+        "series": series,
+        "missing": missing,
+        "files": len(feeder.arrival),
+        "counted": len(lat),
+        "counts_ok": counts_ok,
+        **extra,
+    }
 
 
-def run_sluice(cluster: pvb.Cluster, staged: str, names: list[str], expected: dict, work: str, rate: float,
-               interval: int, timeout: float) -> dict:
+def run_sluice(
+    cluster: pvb.Cluster,
+    staged: str,
+    names: list[str],
+    expected: dict,
+    work: str,
+    rate: float,
+    interval: int,
+    timeout: float,
+) -> dict:
     """page_views watching a directory on a running cluster; cancelled once every file is counted."""
     watched, out = os.path.join(work, "sluice-paced-in"), os.path.join(work, "sluice-paced-out")
     os.makedirs(watched)
-    job_id = cluster.submit("--input", watched, "--output", out, "--checkpoint-interval", str(interval),
-                            "--monitor-interval", str(MONITOR_MS))
+    job_id = cluster.submit(
+        "--input",
+        watched,
+        "--output",
+        out,
+        "--checkpoint-interval",
+        str(interval),
+        "--monitor-interval",
+        str(MONITOR_MS),
+    )
     deadline = time.monotonic() + timeout
     while cluster.status(job_id)["state"] != "RUNNING":
         if time.monotonic() > deadline:
@@ -132,8 +155,9 @@ def run_sluice(cluster: pvb.Cluster, staged: str, names: list[str], expected: di
     feeder.start()
     try:
         feeder.join()
-        done = _wait_for_markers(watcher, len(names), timeout,
-                                 lambda: cluster.status(job_id)["state"] in ("RUNNING", "RESTARTING"))
+        done = _wait_for_markers(
+            watcher, len(names), timeout, lambda: cluster.status(job_id)["state"] in ("RUNNING", "RESTARTING")
+        )
         status = cluster.status(job_id)
     finally:
         feeder.stop_event.set()
@@ -146,18 +170,22 @@ def run_sluice(cluster: pvb.Cluster, staged: str, names: list[str], expected: di
     return figures(feeder, watcher, counts_ok, job_id=job_id, restarts=status["restarts"])
 
 
-def run_peer(staged: str, names: list[str], expected: dict, work: str, rate: float, warm_data: str,
-             timeout: float) -> dict:
+def run_peer(
+    staged: str, names: list[str], expected: dict, work: str, rate: float, warm_data: str, timeout: float
+) -> dict:
     """The peer's query watching a directory, in a fresh child after one warm-up query; stopped once every
     file is counted (the child then processes what is left and exits)."""
     watched, out = os.path.join(work, "peer-paced-in"), os.path.join(work, "peer-paced-out")
     until = os.path.join(work, "peer-paced.stop")
     os.makedirs(watched)
-    spec = {"queries": [
-        ssb.query_spec(warm_data, os.path.join(work, "peer-paced-warm-ckpt"), os.path.join(work, "peer-paced-warm"),
-                       0, None),
-        {**ssb.query_spec(watched, os.path.join(work, "peer-paced-ckpt"), out, 0, None), "until_file": until},
-    ]}
+    spec = {
+        "queries": [
+            ssb.query_spec(
+                warm_data, os.path.join(work, "peer-paced-warm-ckpt"), os.path.join(work, "peer-paced-warm"), 0, None
+            ),
+            {**ssb.query_spec(watched, os.path.join(work, "peer-paced-ckpt"), out, 0, None), "until_file": until},
+        ]
+    }
     child = ssb.Child(spec, work, "paced")
     try:
         child.wait_for("started", timeout, query=1)
@@ -175,7 +203,12 @@ def run_peer(staged: str, names: list[str], expected: dict, work: str, rate: flo
     finally:
         child.kill()
     counts_ok = done and ssb.read_final_counts(out) == expected
-    for d in (out, watched, os.path.join(work, "peer-paced-warm"), os.path.join(work, "peer-paced-ckpt"),
-              os.path.join(work, "peer-paced-warm-ckpt")):
+    for d in (
+        out,
+        watched,
+        os.path.join(work, "peer-paced-warm"),
+        os.path.join(work, "peer-paced-ckpt"),
+        os.path.join(work, "peer-paced-warm-ckpt"),
+    ):
         shutil.rmtree(d, ignore_errors=True)
     return figures(feeder, watcher, counts_ok)

@@ -57,7 +57,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psutil
 
@@ -72,13 +72,20 @@ DIR_POLL = 0.02  # seconds between output directory listings (recovery)
 
 sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, REPO)
-from bench_common import (  # noqa: E402
-    append_results, begin_run, finish_workdir, fmt, median, pct, run_main, size,
+from bench_common import (
+    append_results,
+    begin_run,
+    finish_workdir,
+    fmt,
+    median,
+    pct,
+    run_main,
+    size,
 )
-from generate_page_views import generate  # noqa: E402
+from generate_page_views import generate
 
-from sluice.cli.main import _job_dict  # noqa: E402  (the exact `status --json` fields)
-from sluice.client import JobManagerClient, SluiceError  # noqa: E402
+from sluice.cli.main import _job_dict
+from sluice.client import JobManagerClient, SluiceError
 
 
 class BenchError(Exception):
@@ -92,15 +99,16 @@ def log(msg: str) -> None:
 def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
     """Run the CLI capturing its output. Interrupted (Ctrl-C, SIGTERM, timeout), the CLI gets SIGINT
     first so that it cleans up after itself (`cluster start` stops what it started)."""
-    child = subprocess.Popen([*SLUICE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             stdin=subprocess.DEVNULL, cwd=REPO)
+    child = subprocess.Popen(
+        [*SLUICE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=REPO
+    )
     try:
         out, err = child.communicate(timeout=timeout)
     except BaseException:
         child.send_signal(signal.SIGINT)
         try:
             child.communicate(timeout=60)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 — even on ^C or a timeout the child is killed before re-raising
             child.kill()
             child.wait()
         raise
@@ -121,12 +129,21 @@ class Cluster:
         self.descendants: dict[int, psutil.Process] = {}
         self._client: JobManagerClient | None = None
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         log(f"starting a cluster: {self.taskmanagers} TaskManagers x {self.slots} slots in {self.dir}")
         t0 = time.monotonic()
         try:
-            sluice("cluster", "start", "--dir", self.dir, "--taskmanagers", str(self.taskmanagers),
-                   "--slots", str(self.slots), timeout=400)
+            sluice(
+                "cluster",
+                "start",
+                "--dir",
+                self.dir,
+                "--taskmanagers",
+                str(self.taskmanagers),
+                "--slots",
+                str(self.slots),
+                timeout=400,
+            )
         finally:
             path = os.path.join(self.dir, "cluster.json")
             if os.path.exists(path):
@@ -148,8 +165,9 @@ class Cluster:
     @property
     def client(self) -> JobManagerClient:
         if self._client is None:
-            self._client = JobManagerClient(zookeeper=self.info["zookeeper"], cluster_id=self.info["cluster_id"],
-                                            timeout=30)
+            self._client = JobManagerClient(
+                zookeeper=self.info["zookeeper"], cluster_id=self.info["cluster_id"], timeout=30
+            )
         return self._client
 
     def status(self, job_id: str) -> dict:
@@ -159,8 +177,22 @@ class Cluster:
         return self.client.get(job_id)
 
     def submit(self, *job_args: str, parallelism: int = 2) -> str:
-        out = sluice("run", PAGE_VIEWS, "--detach", "--parallelism", str(parallelism), "--cluster-dir", self.dir,
-                     "--", *job_args, timeout=300).stdout.strip().splitlines()
+        out = (
+            sluice(
+                "run",
+                PAGE_VIEWS,
+                "--detach",
+                "--parallelism",
+                str(parallelism),
+                "--cluster-dir",
+                self.dir,
+                "--",
+                *job_args,
+                timeout=300,
+            )
+            .stdout.strip()
+            .splitlines()
+        )
         return out[-1].strip()
 
     def cancel(self, job_id: str) -> None:
@@ -177,7 +209,7 @@ class Cluster:
         if self._client is not None:
             try:
                 self._client.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 — closing a client on teardown; the processes are killed next
                 pass
             self._client = None
         if not self.info and not os.path.exists(os.path.join(self.dir, "cluster.json")):
@@ -217,8 +249,9 @@ class Cluster:
         strays = []
         for p in psutil.process_iter(["pid", "cmdline"]):
             try:
-                if p.pid != me and any(arg == self.dir or self.dir + os.sep in arg
-                                               for arg in (p.info["cmdline"] or [])):
+                if p.pid != me and any(
+                    arg == self.dir or self.dir + os.sep in arg for arg in (p.info["cmdline"] or [])
+                ):
                     strays.append(p)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
@@ -259,9 +292,17 @@ def follow(cluster: Cluster, job_id: str, timeout: float, t_launch: float) -> di
         for c in d["checkpoints"]:
             checkpoints[c["id"]] = c
         if d["state"] in TERMINAL:
-            return {"job_id": job_id, "state": d["state"], "status": d, "transitions": transitions,
-                    "checkpoints": checkpoints, "submitted_ms": info.submitted_ms, "ended_ms": info.ended_ms,
-                    "t_launch": t_launch, "t_end_seen": now}
+            return {
+                "job_id": job_id,
+                "state": d["state"],
+                "status": d,
+                "transitions": transitions,
+                "checkpoints": checkpoints,
+                "submitted_ms": info.submitted_ms,
+                "ended_ms": info.ended_ms,
+                "t_launch": t_launch,
+                "t_end_seen": now,
+            }
         if time.monotonic() > deadline:
             cluster.cancel(job_id)
             raise BenchError(f"job {job_id} still {d['state']} after {timeout:.0f}s: {d['message']}")
@@ -282,8 +323,9 @@ def read_final_counts(output_dir: str) -> dict[str, int]:
     return final
 
 
-def throughput_run(cluster: Cluster, data: str, out: str, interval: int, events: int, expected: dict,
-                   timeout: float) -> dict:
+def throughput_run(
+    cluster: Cluster, data: str, out: str, interval: int, events: int, expected: dict, timeout: float
+) -> dict:
     t_launch = time.time()
     job_id = cluster.submit("--input", data, "--output", out, "--checkpoint-interval", str(interval))
     r = follow(cluster, job_id, timeout, t_launch)
@@ -296,11 +338,19 @@ def throughput_run(cluster: Cluster, data: str, out: str, interval: int, events:
     counts_ok = final == expected
     completed = [c for c in r["checkpoints"].values() if c["status"] == "COMPLETED"]
     shutil.rmtree(out, ignore_errors=True)
-    return {"mode": "on" if interval > 0 else "off", "job_id": job_id, "submit_to_end": submit_to_end,
-            "wall": r["t_end_seen"] - t_launch, "running_to_end": running_to_end,
-            "throughput": events / submit_to_end, "counts_ok": counts_ok, "restarts": r["status"]["restarts"],
-            "checkpoints": completed, "checkpoints_all": list(r["checkpoints"].values()),
-            "transitions": [(round(t - t_launch, 2), s) for t, s in r["transitions"]]}
+    return {
+        "mode": "on" if interval > 0 else "off",
+        "job_id": job_id,
+        "submit_to_end": submit_to_end,
+        "wall": r["t_end_seen"] - t_launch,
+        "running_to_end": running_to_end,
+        "throughput": events / submit_to_end,
+        "counts_ok": counts_ok,
+        "restarts": r["status"]["restarts"],
+        "checkpoints": completed,
+        "checkpoints_all": list(r["checkpoints"].values()),
+        "transitions": [(round(t - t_launch, 2), s) for t, s in r["transitions"]],
+    }
 
 
 # -- recovery --------------------------------------------------------------------------------
@@ -368,8 +418,9 @@ def _new_files(watch: DirWatch, before: set[str], t_kill_wall: float) -> tuple[d
     return new, written
 
 
-def recovery_run(cluster: Cluster, data: str, out: str, timeout: float, interval: int = 500,
-                 run_to_end: bool = False) -> dict:
+def recovery_run(
+    cluster: Cluster, data: str, out: str, timeout: float, interval: int = 500, run_to_end: bool = False
+) -> dict:
     """Kill the TaskManager of subtask 0 once output was committed; measure the recovery. Then the
     job is canceled, or with run_to_end followed until it ends (its output left in `out`)."""
     t_launch = time.monotonic()
@@ -384,14 +435,23 @@ def recovery_run(cluster: Cluster, data: str, out: str, timeout: float, interval
             if t_first_checkpoint is None and s["last_completed_checkpoint"] is not None:
                 t_first_checkpoint = time.monotonic() - t_launch
             if s["state"] in TERMINAL:
-                raise BenchError(f"job {job_id} ended {s['state']} before the kill (make --recovery-events larger): "
-                                 f"{s['failure'] or s['message']}")
-            if (s["state"] == "RUNNING" and s["last_completed_checkpoint"] is not None and watch.visible()
-                    and s["tasks"] and all(t["state"] == "RUNNING" for t in s["tasks"])):
+                raise BenchError(
+                    f"job {job_id} ended {s['state']} before the kill (make --recovery-events larger): "
+                    f"{s['failure'] or s['message']}"
+                )
+            if (
+                s["state"] == "RUNNING"
+                and s["last_completed_checkpoint"] is not None
+                and watch.visible()
+                and s["tasks"]
+                and all(t["state"] == "RUNNING" for t in s["tasks"])
+            ):
                 break
             if time.monotonic() > deadline:
-                raise BenchError(f"job {job_id}: no completed checkpoint and committed file within {timeout:.0f}s "
-                                 f"(state {s['state']}, {s['message']})")
+                raise BenchError(
+                    f"job {job_id}: no completed checkpoint and committed file within {timeout:.0f}s "
+                    f"(state {s['state']}, {s['message']})"
+                )
             time.sleep(POLL)
         first_op = s["tasks"][0]["operator"]
         target = next(t for t in s["tasks"] if t["operator"] == first_op and t["subtask"] == 0)
@@ -405,8 +465,10 @@ def recovery_run(cluster: Cluster, data: str, out: str, timeout: float, interval
         checkpoint_before = s["last_completed_checkpoint"]
         t_kill, t_kill_wall = time.monotonic(), time.time()
         os.kill(pid, signal.SIGKILL)
-        log(f"  killed TaskManager {address} (pid {pid}, hosting {first_op} #0) after checkpoint "
-            f"{checkpoint_before}; {len(before)} files committed")
+        log(
+            f"  killed TaskManager {address} (pid {pid}, hosting {first_op} #0) after checkpoint "
+            f"{checkpoint_before}; {len(before)} files committed"
+        )
 
         t_detected = t_running = t_checkpoint = None
         restored = None
@@ -418,15 +480,24 @@ def recovery_run(cluster: Cluster, data: str, out: str, timeout: float, interval
             now = time.monotonic()
             if not states or states[-1][1] != s["state"]:
                 states.append((round(now - t_kill, 2), s["state"]))
-            if t_detected is None and (s["restarts"] > restarts_before or s["state"] != "RUNNING"
-                                       or any(t["state"] != "RUNNING" for t in s["tasks"])):
+            if t_detected is None and (
+                s["restarts"] > restarts_before
+                or s["state"] != "RUNNING"
+                or any(t["state"] != "RUNNING" for t in s["tasks"])
+            ):
                 t_detected = now
-            if (t_running is None and s["state"] == "RUNNING" and s["restarts"] >= restarts_before + 1
-                    and s["tasks"] and all(t["state"] == "RUNNING" for t in s["tasks"])):
+            if (
+                t_running is None
+                and s["state"] == "RUNNING"
+                and s["restarts"] >= restarts_before + 1
+                and s["tasks"]
+                and all(t["state"] == "RUNNING" for t in s["tasks"])
+            ):
                 t_running = now
                 restored = s["restored_checkpoint"]
-            if t_checkpoint is None and any(c["status"] == "COMPLETED" and c["id"] > checkpoint_before
-                                            for c in s["checkpoints"]):
+            if t_checkpoint is None and any(
+                c["status"] == "COMPLETED" and c["id"] > checkpoint_before for c in s["checkpoints"]
+            ):
                 t_checkpoint = now
             if s["state"] in TERMINAL:
                 end_state = s["state"]
@@ -439,9 +510,16 @@ def recovery_run(cluster: Cluster, data: str, out: str, timeout: float, interval
         first_new = min(new.values()) if new else None
         first_written = min(new_written.values()) if new_written else None
         result = {
-            "job_id": job_id, "killed": address, "first_checkpoint": t_first_checkpoint, "t_kill_wall": t_kill_wall,
-            "checkpoint_after": None if t_checkpoint is None else t_checkpoint - t_kill, "pid": pid, "checkpoint_before": checkpoint_before,
-            "restored": restored, "end_state": end_state, "states": states,
+            "job_id": job_id,
+            "killed": address,
+            "first_checkpoint": t_first_checkpoint,
+            "t_kill_wall": t_kill_wall,
+            "checkpoint_after": None if t_checkpoint is None else t_checkpoint - t_kill,
+            "pid": pid,
+            "checkpoint_before": checkpoint_before,
+            "restored": restored,
+            "end_state": end_state,
+            "states": states,
             "detected": None if t_detected is None else t_detected - t_kill,
             "running": None if t_running is None else t_running - t_kill,
             "first_file": None if first_new is None else first_new - t_kill,
@@ -473,11 +551,11 @@ def recovery_run(cluster: Cluster, data: str, out: str, timeout: float, interval
 
 
 # -- reporting -----------------------------------------------------------------------------------
-def report(args, facts: dict, command: str, tput: list[dict], warmup: list[dict], recovery: list[dict],
-           notes: list[str]) -> str:
+def report(
+    args, facts: dict, command: str, tput: list[dict], warmup: list[dict], recovery: list[dict], notes: list[str]
+) -> str:
     L = []
-    L.append(f"## {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} — page_views: checkpoint overhead "
-             "and recovery")
+    L.append(f"## {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} — page_views: checkpoint overhead and recovery")
     L.append("")
     L.append(f"Command: `{command}`")
     L.append("")
@@ -489,29 +567,40 @@ def report(args, facts: dict, command: str, tput: list[dict], warmup: list[dict]
     L.append("")
     if tput:
         warm_text = ", ".join(f"{w['mode']} {w['submit_to_end']:.1f} s" for w in warmup) or "none"
-        L.append(f"### Throughput: {args.events:,} events in {args.files} files, parallelism 2, "
-                 "2 TaskManagers x 2 slots")
+        L.append(
+            f"### Throughput: {args.events:,} events in {args.files} files, parallelism 2, 2 TaskManagers x 2 slots"
+        )
         L.append("")
-        L.append("Per run: events / (JobManager submitted → FINISHED); wall = CLI launch → FINISHED seen; "
-                 f"RUNNING → FINISHED with RUNNING as first seen polling every {POLL} s. "
-                 f"Runs alternate on, off | off, on | on, off ... so that a drift favours neither mode. "
-                 f"Warm-up runs (not counted): {warm_text}.")
+        L.append(
+            "Per run: events / (JobManager submitted → FINISHED); wall = CLI launch → FINISHED seen; "
+            f"RUNNING → FINISHED with RUNNING as first seen polling every {POLL} s. "
+            f"Runs alternate on, off | off, on | on, off ... so that a drift favours neither mode. "
+            f"Warm-up runs (not counted): {warm_text}."
+        )
         L.append("")
-        L.append("| run | checkpoints | events/s | submit→FINISHED s | wall s | RUNNING→FINISHED s | "
-                 "completed checkpoints | counts correct |")
+        L.append(
+            "| run | checkpoints | events/s | submit→FINISHED s | wall s | RUNNING→FINISHED s | "
+            "completed checkpoints | counts correct |"
+        )
         L.append("|---|---|---|---|---|---|---|---|")
         for i, r in enumerate(tput, 1):
-            L.append(f"| {i} | {'1000 ms' if r['mode'] == 'on' else 'off'} | {r['throughput']:,.0f} | "
-                     f"{r['submit_to_end']:.2f} | {r['wall']:.2f} | {fmt(r['running_to_end'])} | "
-                     f"{len(r['checkpoints']) if r['mode'] == 'on' else '—'} | {'yes' if r['counts_ok'] else 'NO'} |")
+            L.append(
+                f"| {i} | {'1000 ms' if r['mode'] == 'on' else 'off'} | {r['throughput']:,.0f} | "
+                f"{r['submit_to_end']:.2f} | {r['wall']:.2f} | {fmt(r['running_to_end'])} | "
+                f"{len(r['checkpoints']) if r['mode'] == 'on' else '—'} | {'yes' if r['counts_ok'] else 'NO'} |"
+            )
         L.append("")
         on = [r for r in tput if r["mode"] == "on"]
         off = [r for r in tput if r["mode"] == "off"]
         m = {}
         L.append("| median | checkpoints 1000 ms | checkpoints off | overhead (off/on − 1) |")
         L.append("|---|---|---|---|")
-        for key, label, better_high in (("throughput", "events/s", True), ("submit_to_end", "submit→FINISHED s", False),
-                                        ("running_to_end", "RUNNING→FINISHED s", False), ("wall", "wall s", False)):
+        for key, label, better_high in (
+            ("throughput", "events/s", True),
+            ("submit_to_end", "submit→FINISHED s", False),
+            ("running_to_end", "RUNNING→FINISHED s", False),
+            ("wall", "wall s", False),
+        ):
             a, b = median(r[key] for r in on), median(r[key] for r in off)
             if a and b:
                 ov = (b / a - 1) if better_high else (a / b - 1)
@@ -519,12 +608,16 @@ def report(args, facts: dict, command: str, tput: list[dict], warmup: list[dict]
                 ov = None
             m[key] = ov
             spec = ",.0f" if key == "throughput" else ".2f"
-            L.append(f"| {label} | {fmt(a, spec)} | {fmt(b, spec)} | {fmt(None if ov is None else ov * 100, '+.1f')} % |")
+            L.append(
+                f"| {label} | {fmt(a, spec)} | {fmt(b, spec)} | {fmt(None if ov is None else ov * 100, '+.1f')} % |"
+            )
         L.append("")
         ov = m.get("throughput")
         verdict = "—" if ov is None else ("meets" if ov <= 0.05 else "misses")
-        L.append(f"**Checkpoint overhead (throughput): {fmt(None if ov is None else ov * 100, '+.1f')} %** "
-                 f"({verdict} the goal of ≤ 5 %). For times the overhead is on/off − 1.")
+        L.append(
+            f"**Checkpoint overhead (throughput): {fmt(None if ov is None else ov * 100, '+.1f')} %** "
+            f"({verdict} the goal of ≤ 5 %). For times the overhead is on/off − 1."
+        )
         L.append("")
         ck = [c for r in on for c in r["checkpoints"]]
         L.append("### Checkpoint durations (COMPLETED checkpoints of the 1000 ms runs)")
@@ -532,55 +625,76 @@ def report(args, facts: dict, command: str, tput: list[dict], warmup: list[dict]
         L.append("| checkpoints | p50 duration ms | p99 duration ms | max duration ms | median size |")
         L.append("|---|---|---|---|---|")
         durs = [c["duration_ms"] for c in ck]
-        L.append(f"| {len(ck)} | {fmt(pct(durs, 50), '.0f')} | {fmt(pct(durs, 99), '.0f')} | "
-                 f"{fmt(max(durs) if durs else None, '.0f')} | {size(median(c['size_bytes'] for c in ck))} |")
-        failed = [c for r in on for c in r["checkpoints_all"] if c["status"] not in ("COMPLETED", "IN_PROGRESS")
-                  and "superseded by the final checkpoint" not in c.get("failure", "")]
+        L.append(
+            f"| {len(ck)} | {fmt(pct(durs, 50), '.0f')} | {fmt(pct(durs, 99), '.0f')} | "
+            f"{fmt(max(durs) if durs else None, '.0f')} | {size(median(c['size_bytes'] for c in ck))} |"
+        )
+        failed = [
+            c
+            for r in on
+            for c in r["checkpoints_all"]
+            if c["status"] not in ("COMPLETED", "IN_PROGRESS")
+            and "superseded by the final checkpoint" not in c.get("failure", "")
+        ]
         if failed:
             L.append("")
-            L.append(f"{len(failed)} checkpoints did not complete: " + "; ".join(
-                f"{c['id']} {c['status']} {c.get('failure', '')}".strip() for c in failed[:5]))
+            L.append(
+                f"{len(failed)} checkpoints did not complete: "
+                + "; ".join(f"{c['id']} {c['status']} {c.get('failure', '')}".strip() for c in failed[:5])
+            )
         L.append("")
     if recovery:
-        L.append(f"### Recovery after kill -9 of a TaskManager: {args.recovery_events:,} events in "
-                 f"{args.recovery_files} files, checkpoints every 500 ms, 3 TaskManagers x 2 slots")
+        L.append(
+            f"### Recovery after kill -9 of a TaskManager: {args.recovery_events:,} events in "
+            f"{args.recovery_files} files, checkpoints every 500 ms, 3 TaskManagers x 2 slots"
+        )
         L.append("")
-        L.append("Seconds from the kill of the TaskManager hosting subtask 0 of the first task (its Spark JVM "
-                 "dies with it). Spare: *cold* = a fresh cluster whose spare TaskManager has never run a job; "
-                 "*warm* = every TaskManager ran a short page_views job (parallelism 3) first. "
-                 "1st checkpoint = submission → first completed checkpoint (before the kill). "
-                 f"Detected = first poll (every {POLL} s) showing the job or a task not RUNNING, or a restart; "
-                 "(a) = state RUNNING, restarts ≥ 1 and every task RUNNING; checkpoint = first checkpoint after "
-                 "the restored one completed; (b) = first committed (visible) output file written after the kill "
-                 "(not there before it, mtime after it); any new file = first visible file not there before the "
-                 "kill, whenever written (may be a commit of the last checkpoint before the kill, finishing late on "
-                 "a surviving TaskManager, or a pending part committed on restore).")
+        L.append(
+            "Seconds from the kill of the TaskManager hosting subtask 0 of the first task (its Spark JVM "
+            "dies with it). Spare: *cold* = a fresh cluster whose spare TaskManager has never run a job; "
+            "*warm* = every TaskManager ran a short page_views job (parallelism 3) first. "
+            "1st checkpoint = submission → first completed checkpoint (before the kill). "
+            f"Detected = first poll (every {POLL} s) showing the job or a task not RUNNING, or a restart; "
+            "(a) = state RUNNING, restarts ≥ 1 and every task RUNNING; checkpoint = first checkpoint after "
+            "the restored one completed; (b) = first committed (visible) output file written after the kill "
+            "(not there before it, mtime after it); any new file = first visible file not there before the "
+            "kill, whenever written (may be a commit of the last checkpoint before the kill, finishing late on "
+            "a surviving TaskManager, or a pending part committed on restore)."
+        )
         L.append("")
-        L.append("| run | spare | 1st checkpoint s | detected s | (a) RUNNING again s | checkpoint s | "
-                 "(b) first file written after the kill s | any new file s | restored / last before kill | "
-                 "states after the kill |")
+        L.append(
+            "| run | spare | 1st checkpoint s | detected s | (a) RUNNING again s | checkpoint s | "
+            "(b) first file written after the kill s | any new file s | restored / last before kill | "
+            "states after the kill |"
+        )
         L.append("|---|---|---|---|---|---|---|---|---|---|")
         for i, r in enumerate(recovery, 1):
             states = " → ".join(f"{s}@{t}" for t, s in r["states"])
-            L.append(f"| {i} | {r['spare']} | {fmt(r['first_checkpoint'], '.1f')} | {fmt(r['detected'])} | "
-                     f"{fmt(r['running'])} | {fmt(r['checkpoint_after'])} | {fmt(r['first_written_file'])} | "
-                     f"{fmt(r['first_file'])} | {r['restored']} / {r['checkpoint_before']} | {states} |")
+            L.append(
+                f"| {i} | {r['spare']} | {fmt(r['first_checkpoint'], '.1f')} | {fmt(r['detected'])} | "
+                f"{fmt(r['running'])} | {fmt(r['checkpoint_after'])} | {fmt(r['first_written_file'])} | "
+                f"{fmt(r['first_file'])} | {r['restored']} / {r['checkpoint_before']} | {states} |"
+            )
         spares = [sp for sp in ("cold", "warm") if any(r["spare"] == sp for r in recovery)]
         for sp in spares:
             rs = [r for r in recovery if r["spare"] == sp]
-            L.append(f"| **median** | {sp} | {fmt(median(r['first_checkpoint'] for r in rs), '.1f')} | "
-                     f"{fmt(median(r['detected'] for r in rs))} | **{fmt(median(r['running'] for r in rs))}** | "
-                     f"{fmt(median(r['checkpoint_after'] for r in rs))} | "
-                     f"**{fmt(median(r['first_written_file'] for r in rs))}** | "
-                     f"{fmt(median(r['first_file'] for r in rs))} | | |")
+            L.append(
+                f"| **median** | {sp} | {fmt(median(r['first_checkpoint'] for r in rs), '.1f')} | "
+                f"{fmt(median(r['detected'] for r in rs))} | **{fmt(median(r['running'] for r in rs))}** | "
+                f"{fmt(median(r['checkpoint_after'] for r in rs))} | "
+                f"**{fmt(median(r['first_written_file'] for r in rs))}** | "
+                f"{fmt(median(r['first_file'] for r in rs))} | | |"
+            )
         L.append("")
         for sp in spares:
             rs = [r for r in recovery if r["spare"] == sp]
             ma, mb = median(r["running"] for r in rs), median(r["first_written_file"] for r in rs)
             verdict = "—" if mb is None else ("meets" if mb < 3 else "misses")
-            L.append(f"**Recovery, {sp} spare (median of {len(rs)}): (a) RUNNING again after {fmt(ma)} s, "
-                     f"(b) first committed file written after the kill after {fmt(mb)} s** ({verdict} the goal "
-                     "of < 3 s).")
+            L.append(
+                f"**Recovery, {sp} spare (median of {len(rs)}): (a) RUNNING again after {fmt(ma)} s, "
+                f"(b) first committed file written after the kill after {fmt(mb)} s** ({verdict} the goal "
+                "of < 3 s)."
+            )
             L.append("")
     if notes:
         L.append("Notes:")
@@ -600,9 +714,13 @@ def main() -> int:
     ap.add_argument("--recovery-runs", type=int, default=3)
     ap.add_argument("--recovery-events", type=int, default=2_000_000, help="enough for the job to run >= 15 s")
     ap.add_argument("--recovery-files", type=int, default=400)
-    ap.add_argument("--spare", choices=("cold", "warm", "both"), default="both",
-                    help="recovery onto a spare TaskManager whose Spark never ran a job (cold), after a short job "
-                         "on every TaskManager (warm), or both, interleaved (default)")
+    ap.add_argument(
+        "--spare",
+        choices=("cold", "warm", "both"),
+        default="both",
+        help="recovery onto a spare TaskManager whose Spark never ran a job (cold), after a short job "
+        "on every TaskManager (warm), or both, interleaved (default)",
+    )
     ap.add_argument("--skip-recovery", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to")
@@ -625,30 +743,51 @@ def main() -> int:
             data = os.path.join(work, "events")
             t0 = time.monotonic()
             expected = generate(data, events=args.events, files=args.files, urls=10_000, seed=7)
-            log(f"generated {args.events} events in {args.files} files ({len(expected)} urls) "
-                f"in {time.monotonic() - t0:.1f}s")
+            log(
+                f"generated {args.events} events in {args.files} files ({len(expected)} urls) "
+                f"in {time.monotonic() - t0:.1f}s"
+            )
             c = Cluster(os.path.join(work, "cluster-throughput"), taskmanagers=2, slots=2)
             clusters.append(c)
             c.start()
             warmup = []
             for w in range(args.warmup_runs):
-                r = throughput_run(c, data, os.path.join(work, f"out-warmup-{w}"), 1000 if w % 2 == 0 else 0,
-                                   args.events, expected, args.job_timeout)
+                r = throughput_run(
+                    c,
+                    data,
+                    os.path.join(work, f"out-warmup-{w}"),
+                    1000 if w % 2 == 0 else 0,
+                    args.events,
+                    expected,
+                    args.job_timeout,
+                )
                 warmup.append(r)
-                log(f"warm-up {w + 1}/{args.warmup_runs} (checkpoints {r['mode']}): {r['submit_to_end']:.2f}s "
-                    f"submit→FINISHED, counts {'correct' if r['counts_ok'] else 'WRONG'}")
+                log(
+                    f"warm-up {w + 1}/{args.warmup_runs} (checkpoints {r['mode']}): {r['submit_to_end']:.2f}s "
+                    f"submit→FINISHED, counts {'correct' if r['counts_ok'] else 'WRONG'}"
+                )
             for i in range(args.runs):
                 # on, off | off, on | on, off ...: a drift (JIT warm-up, other load) favours neither mode
-                for interval in ((1000, 0) if i % 2 == 0 else (0, 1000)):
-                    r = throughput_run(c, data, os.path.join(work, f"out-{i}-{interval}"), interval, args.events,
-                                       expected, args.job_timeout)
+                for interval in (1000, 0) if i % 2 == 0 else (0, 1000):
+                    r = throughput_run(
+                        c,
+                        data,
+                        os.path.join(work, f"out-{i}-{interval}"),
+                        interval,
+                        args.events,
+                        expected,
+                        args.job_timeout,
+                    )
                     tput.append(r)
-                    log(f"run {i + 1}/{args.runs} checkpoints {r['mode']:>3}: {r['throughput']:,.0f} events/s, "
+                    log(
+                        f"run {i + 1}/{args.runs} checkpoints {r['mode']:>3}: {r['throughput']:,.0f} events/s, "
                         f"{r['submit_to_end']:.2f}s submit→FINISHED, RUNNING→FINISHED {fmt(r['running_to_end'])}s, "
-                        f"{len(r['checkpoints'])} checkpoints, counts {'correct' if r['counts_ok'] else 'WRONG'}")
+                        f"{len(r['checkpoints'])} checkpoints, counts {'correct' if r['counts_ok'] else 'WRONG'}"
+                    )
                     if not r["counts_ok"]:
-                        notes.append(f"job {r['job_id']} ({r['mode']}): committed counts differ from the "
-                                     "independent computation")
+                        notes.append(
+                            f"job {r['job_id']} ({r['mode']}): committed counts differ from the independent computation"
+                        )
                     if r["restarts"]:
                         notes.append(f"job {r['job_id']} ({r['mode']}) restarted {r['restarts']} times")
             leftovers = c.stop()
@@ -659,8 +798,10 @@ def main() -> int:
             data = os.path.join(work, "events-recovery")
             t0 = time.monotonic()
             generate(data, events=args.recovery_events, files=args.recovery_files, urls=10_000, seed=11)
-            log(f"generated {args.recovery_events} events in {args.recovery_files} files for recovery "
-                f"in {time.monotonic() - t0:.1f}s")
+            log(
+                f"generated {args.recovery_events} events in {args.recovery_files} files for recovery "
+                f"in {time.monotonic() - t0:.1f}s"
+            )
             warm_data = os.path.join(work, "events-warmup")
             if args.spare in ("warm", "both"):
                 generate(warm_data, events=30_000, files=6, urls=10_000, seed=13)
@@ -693,14 +834,18 @@ def main() -> int:
                             notes.append(f"{label}: `cluster stop` left processes behind (killed): {leftovers}")
                     if r:
                         recovery.append(r)
-                        log(f"{label}: first checkpoint {fmt(r['first_checkpoint'], '.1f')}s after submission; "
+                        log(
+                            f"{label}: first checkpoint {fmt(r['first_checkpoint'], '.1f')}s after submission; "
                             f"after the kill: detected {fmt(r['detected'])}s, RUNNING again {fmt(r['running'])}s, "
                             f"checkpoint {fmt(r['checkpoint_after'])}s, first file written after the kill "
                             f"{fmt(r['first_written_file'])}s ({r['first_written_file_name']}), any new file "
-                            f"{fmt(r['first_file'])}s ({r['first_file_name']}); states {r['states']}")
+                            f"{fmt(r['first_file'])}s ({r['first_file_name']}); states {r['states']}"
+                        )
                         if r["end_state"]:
-                            notes.append(f"{label}: job {r['job_id']} ended {r['end_state']} before recovery was "
-                                         "measured (make --recovery-events larger)")
+                            notes.append(
+                                f"{label}: job {r['job_id']} ended {r['end_state']} before recovery was "
+                                "measured (make --recovery-events larger)"
+                            )
                     shutil.rmtree(out, ignore_errors=True)
     except KeyboardInterrupt as exc:
         interrupted = True
@@ -722,7 +867,9 @@ def main() -> int:
             print(section, flush=True)
             append_results(args.out, section)
             log(f"appended to {args.out}")
-        finish_workdir(work, temp and (interrupted or not failed) and not args.keep_workdir, log, "cluster logs under */log/")
+        finish_workdir(
+            work, temp and (interrupted or not failed) and not args.keep_workdir, log, "cluster logs under */log/"
+        )
     return 1 if failed else 0
 
 

@@ -42,18 +42,24 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import page_views_bench as pvb  # noqa: E402  (puts the repo and examples on sys.path)
-from bench_common import (  # noqa: E402
-    append_results, begin_run, finish_workdir, fmt, median, run_main,
+import page_views_bench as pvb
+from bench_common import (
+    append_results,
+    begin_run,
+    finish_workdir,
+    fmt,
+    median,
+    run_main,
 )
-from generate_page_views import generate  # noqa: E402
+from generate_page_views import generate
 
 PY_SPY = os.path.join(os.path.dirname(sys.executable), "py-spy")
 log = pvb.log
+
 
 # -- buckets: (name, test on the frames' function names, root first); the first match wins --------
 # A test gets the stack's frames, root first, as (function, file) pairs.
@@ -62,7 +68,7 @@ def _has(*names):
 
 
 def _under(parent, child):  # `child` called directly from `parent`
-    return lambda fs: any(a[0] == parent and b[0] == child for a, b in zip(fs, fs[1:]))
+    return lambda fs: any(a[0] == parent and b[0] == child for a, b in zip(fs, fs[1:], strict=False))
 
 
 def _all(*tests):
@@ -75,18 +81,26 @@ TASK_BUCKETS = [
     ("sink commit: rename (FileSinkWriter.notify_complete)", _has("FileSinkWriter.notify_complete")),
     ("sink CSV write (FileSinkWriter.process)", _has("FileSinkWriter.process")),
     ("Spark: spark.read.json plan, py4j (FileSource.next_batch)", _has("FileSource.next_batch")),
-    ("Spark: toArrow, JVM job until the first Arrow batch (open_stream)",
-     _all(SPLIT, _has("RecordBatchStreamReader.__init__"))),
-    ("Spark: toArrow, reading the Arrow stream (ArrowStreamSerializer.load_stream)",
-     _all(SPLIT, _has("ArrowStreamSerializer.load_stream"))),
+    (
+        "Spark: toArrow, JVM job until the first Arrow batch (open_stream)",
+        _all(SPLIT, _has("RecordBatchStreamReader.__init__")),
+    ),
+    (
+        "Spark: toArrow, reading the Arrow stream (ArrowStreamSerializer.load_stream)",
+        _all(SPLIT, _has("ArrowStreamSerializer.load_stream")),
+    ),
     ("Spark: toArrow, py4j round trips (_collect_as_arrow)", _all(SPLIT, TO_ARROW)),
     ("Arrow combiner: group_by (keyed_aggregate.combine)", _all(SPLIT, _has("combine"))),
-    ("Spark: projection plan, py4j (select/xxhash64 in _split_by_key)",
-     _all(SPLIT, lambda fs: any(file.startswith(("pyspark/", "py4j/")) for _f, file in fs))),
+    (
+        "Spark: projection plan, py4j (select/xxhash64 in _split_by_key)",
+        _all(SPLIT, lambda fs: any(file.startswith(("pyspark/", "py4j/")) for _f, file in fs)),
+    ),
     ("key-group split: Arrow filter (RecordWriter._split_by_key)", SPLIT),
     ("enqueue / backpressure (ResultSubpartition.add)", _has("ResultSubpartition.add")),
-    ("state merge: Arrow group_by (KeyedAggregate.process)",
-     _all(_has("KeyedAggregate.process"), _has("_group_by", "TableGroupBy.aggregate"))),
+    (
+        "state merge: Arrow group_by (KeyedAggregate.process)",
+        _all(_has("KeyedAggregate.process"), _has("_group_by", "TableGroupBy.aggregate")),
+    ),
     ("state merge: Python fold into the dict (KeyedAggregate.process)", _has("KeyedAggregate.process")),
     ("input concat (pa.concat_tables in Task._run_inputs)", _has("concat_tables")),
     ("idle: input gate wait (InputGate.poll_all)", _has("InputGate.poll_all")),
@@ -99,18 +113,29 @@ TASK_BUCKETS = [
 EXCHANGE_BUCKETS = [
     ("checkpoint upload (Task._upload, snapshot-upload thread)", _has("Task._upload")),
     ("send: Arrow IPC encode (table_to_ipc in DataExchangeServicer.Subscribe)", _has("table_to_ipc")),
-    ("send: idle, waiting for a batch (ResultSubpartition.poll in Subscribe)",
-     _all(_has("DataExchangeServicer.Subscribe"), _has("ResultSubpartition.poll"))),
+    (
+        "send: idle, waiting for a batch (ResultSubpartition.poll in Subscribe)",
+        _all(_has("DataExchangeServicer.Subscribe"), _has("ResultSubpartition.poll")),
+    ),
     ("send: waiting for credit (_Credit.take)", _has("_Credit.take")),
     ("send: gRPC write (_stream_response_in_pool)", _has("DataExchangeServicer.Subscribe", "_stream_response_in_pool")),
     ("receive: Arrow IPC decode (ipc_to_table in RemoteInputChannel.run)", _has("ipc_to_table")),
     ("receive: idle, waiting for a message (RemoteInputChannel.run)", _has("RemoteInputChannel.run")),
-    ("local channel: idle wait (LocalInputChannel.run)",
-     _all(_has("LocalInputChannel.run"), _has("ResultSubpartition.poll", "Semaphore.acquire", "PartitionManager.get"))),
+    (
+        "local channel: idle wait (LocalInputChannel.run)",
+        _all(
+            _has("LocalInputChannel.run"), _has("ResultSubpartition.poll", "Semaphore.acquire", "PartitionManager.get")
+        ),
+    ),
     ("local channel: move to the gate (LocalInputChannel.run)", _has("LocalInputChannel.run")),
-    ("gRPC plumbing: credit reader, channel spin, request iterator (idle)",
-     _has("read_credits", "_run_channel_spin_thread.<locals>.channel_spin",
-          "_consume_request_iterator.<locals>.consume_request_iterator")),
+    (
+        "gRPC plumbing: credit reader, channel spin, request iterator (idle)",
+        _has(
+            "read_credits",
+            "_run_channel_spin_thread.<locals>.channel_spin",
+            "_consume_request_iterator.<locals>.consume_request_iterator",
+        ),
+    ),
 ]
 FRAME = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$")
 
@@ -148,8 +173,14 @@ def classify(files: list[tuple[str, float]]) -> dict:
                 exch[b] += n * per
             else:
                 other += n * per
-    return {"task": task, "exchange": exch, "other": other, "source": source, "leaves": leaves,
-            "rate": rate_sum / max(1, len(files))}
+    return {
+        "task": task,
+        "exchange": exch,
+        "other": other,
+        "source": source,
+        "leaves": leaves,
+        "rate": rate_sum / max(1, len(files)),
+    }
 
 
 # -- py-spy ---------------------------------------------------------------------------------------
@@ -157,11 +188,26 @@ class Spy:
     """One `py-spy record` on one process; started, then stopped with SIGINT (it writes its file then)."""
 
     def __init__(self, pid: int, out: str, rate: int, blocking: bool, duration: int):
-        cmd = [PY_SPY, "record", "--pid", str(pid), "--rate", str(rate), "--threads", "--idle", "--format", "raw",
-               "--output", out, "--duration", str(duration)] + ([] if blocking else ["--nonblocking"])
+        cmd = [
+            PY_SPY,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            str(rate),
+            "--threads",
+            "--idle",
+            "--format",
+            "raw",
+            "--output",
+            out,
+            "--duration",
+            str(duration),
+        ] + ([] if blocking else ["--nonblocking"])
         self.out, self.lines, self.ready = out, [], threading.Event()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+        )
         threading.Thread(target=self._read, daemon=True).start()
         self.t0 = self.t1 = None
 
@@ -210,58 +256,94 @@ def source_batches(cluster: pvb.Cluster, job_id: str) -> tuple[int, float]:
 
 # -- report ---------------------------------------------------------------------------------------
 def report(args, facts, command, job, refs, warm, res, batches, logged, spies) -> str:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     per_b = (lambda s: s * 1000 / batches) if batches else (lambda s: None)
     task_total = sum(res["task"].values())
     ref_tput = median(r["throughput"] for r in refs)
     mode = "blocking" if args.blocking else "--nonblocking"
-    L = [f"## {now} — profile of the TaskManager hot path (py-spy)", "",
-         f"Command: `{command}`", "",
-         f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']}, Python {facts['python']}, "
-         f"pyspark {facts['pyspark']}, {facts['java']}; load average at start {facts['load']}.", "",
-         f"Job: examples/page_views.py, parallelism 2, checkpoints every 1000 ms, on 2 TaskManagers x 2 slots; "
-         f"{args.events:,} events in {args.files} files (generate(seed=7)); **{batches} source batches** "
-         f"(logged batch time {logged:.2f} s in total).", "",
-         "| run | py-spy | submit→FINISHED s | events/s | counts correct |", "|---|---|---|---|---|",
-         f"| warm-up (first job on the cluster) | no | {warm['submit_to_end']:.2f} | {warm['throughput']:,.0f} | "
-         f"{'yes' if warm['counts_ok'] else 'NO'} |"]
-    L += [f"| reference {i} | no | {r['submit_to_end']:.2f} | {r['throughput']:,.0f} | "
-          f"{'yes' if r['counts_ok'] else 'NO'} |" for i, r in enumerate(refs, 1)]
-    L += [f"| **profiled** | {mode}, {args.rate} Hz, --idle | **{job['submit_to_end']:.2f}** | "
-          f"**{job['throughput']:,.0f}** | {'yes' if job['counts_ok'] else 'NO'} |", ""]
+    L = [
+        f"## {now} — profile of the TaskManager hot path (py-spy)",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']}, Python {facts['python']}, "
+        f"pyspark {facts['pyspark']}, {facts['java']}; load average at start {facts['load']}.",
+        "",
+        f"Job: examples/page_views.py, parallelism 2, checkpoints every 1000 ms, on 2 TaskManagers x 2 slots; "
+        f"{args.events:,} events in {args.files} files (generate(seed=7)); **{batches} source batches** "
+        f"(logged batch time {logged:.2f} s in total).",
+        "",
+        "| run | py-spy | submit→FINISHED s | events/s | counts correct |",
+        "|---|---|---|---|---|",
+        f"| warm-up (first job on the cluster) | no | {warm['submit_to_end']:.2f} | {warm['throughput']:,.0f} | "
+        f"{'yes' if warm['counts_ok'] else 'NO'} |",
+    ]
+    L += [
+        f"| reference {i} | no | {r['submit_to_end']:.2f} | {r['throughput']:,.0f} | "
+        f"{'yes' if r['counts_ok'] else 'NO'} |"
+        for i, r in enumerate(refs, 1)
+    ]
+    L += [
+        f"| **profiled** | {mode}, {args.rate} Hz, --idle | **{job['submit_to_end']:.2f}** | "
+        f"**{job['throughput']:,.0f}** | {'yes' if job['counts_ok'] else 'NO'} |",
+        "",
+    ]
     if ref_tput:
-        L.append(f"py-spy distortion: profiled throughput / median reference = "
-                 f"{job['throughput'] / ref_tput:.2f} (job-to-job spread of the references: "
-                 f"{fmt(min(r['throughput'] for r in refs), ',.0f')}–{fmt(max(r['throughput'] for r in refs), ',.0f')}"
-                 " events/s).")
-    L.append(f"Sampling: effective {res['rate']:.0f} samples/s per thread (nominal {args.rate}); py-spy reported "
-             f"falling behind {sum(s.behind for s in spies)} times; sampling errors "
-             f"{', '.join(s.errors for s in spies)} (per TaskManager). Coverage check: sampled time inside "
-             f"Task._run_source {res['source']:.2f} s vs logged source batch time {logged:.2f} s "
-             f"(ratio {fmt(res['source'] / logged if logged else None)}).")
-    L += ["", f"### Task threads (`task-<chain>-<subtask>`, {task_total:.2f} thread-seconds)", "",
-          "| bucket | seconds | % of task-thread time | ms per source batch |", "|---|---|---|---|"]
+        L.append(
+            f"py-spy distortion: profiled throughput / median reference = "
+            f"{job['throughput'] / ref_tput:.2f} (job-to-job spread of the references: "
+            f"{fmt(min(r['throughput'] for r in refs), ',.0f')}–{fmt(max(r['throughput'] for r in refs), ',.0f')}"
+            " events/s)."
+        )
+    L.append(
+        f"Sampling: effective {res['rate']:.0f} samples/s per thread (nominal {args.rate}); py-spy reported "
+        f"falling behind {sum(s.behind for s in spies)} times; sampling errors "
+        f"{', '.join(s.errors for s in spies)} (per TaskManager). Coverage check: sampled time inside "
+        f"Task._run_source {res['source']:.2f} s vs logged source batch time {logged:.2f} s "
+        f"(ratio {fmt(res['source'] / logged if logged else None)})."
+    )
+    L += [
+        "",
+        f"### Task threads (`task-<chain>-<subtask>`, {task_total:.2f} thread-seconds)",
+        "",
+        "| bucket | seconds | % of task-thread time | ms per source batch |",
+        "|---|---|---|---|",
+    ]
     for b, s in res["task"].most_common():
         L.append(f"| {b} | {s:.2f} | {100 * s / task_total:.1f} % | {fmt(per_b(s), '.0f')} |")
     busy = sum(s for b, s in res["task"].items() if not b.startswith("idle"))
     spark = sum(s for b, s in res["task"].items() if b.startswith("Spark"))
-    L += [f"| **busy (not idle)** | **{busy:.2f}** | **{100 * busy / task_total:.1f} %** | "
-          f"**{fmt(per_b(busy), '.0f')}** |",
-          f"| of which Spark (all Spark rows) | {spark:.2f} | {100 * spark / task_total:.1f} % | "
-          f"{fmt(per_b(spark), '.0f')} |", "",
-          "### Data-exchange and checkpoint-upload threads", "",
-          "| bucket | seconds | ms per source batch |", "|---|---|---|"]
+    L += [
+        f"| **busy (not idle)** | **{busy:.2f}** | **{100 * busy / task_total:.1f} %** | "
+        f"**{fmt(per_b(busy), '.0f')}** |",
+        f"| of which Spark (all Spark rows) | {spark:.2f} | {100 * spark / task_total:.1f} % | "
+        f"{fmt(per_b(spark), '.0f')} |",
+        "",
+        "### Data-exchange and checkpoint-upload threads",
+        "",
+        "| bucket | seconds | ms per source batch |",
+        "|---|---|---|",
+    ]
     for b, s in sorted(res["exchange"].items(), key=lambda kv: -kv[1]):
         L.append(f"| {b} | {s:.2f} | {fmt(per_b(s), '.0f')} |")
-    L += [f"| other threads (heartbeats, reports, gRPC server pool, ZooKeeper, py4j finalizer; mostly idle) | "
-          f"{res['other']:.2f} | — |", "",
-          "### Top 15 leaf frames of the task threads", "",
-          "| leaf frame ← its caller | nearest Sluice frame | seconds | % of task-thread time |", "|---|---|---|---|"]
+    L += [
+        f"| other threads (heartbeats, reports, gRPC server pool, ZooKeeper, py4j finalizer; mostly idle) | "
+        f"{res['other']:.2f} | — |",
+        "",
+        "### Top 15 leaf frames of the task threads",
+        "",
+        "| leaf frame ← its caller | nearest Sluice frame | seconds | % of task-thread time |",
+        "|---|---|---|---|",
+    ]
     for (leaf, via), s in res["leaves"].most_common(15):
         L.append(f"| `{leaf}` | `{via}` | {s:.2f} | {100 * s / task_total:.1f} % |")
-    L += ["", "Seconds are thread-seconds (wall time per thread, summed over the 4 task threads); idle rows are "
-          "threads waiting (input, final checkpoint). Spark rows include the JVM's work: the Python thread waits "
-          "on the py4j or Arrow socket while the JVM reads the JSON files, projects and serialises to Arrow.", ""]
+    L += [
+        "",
+        "Seconds are thread-seconds (wall time per thread, summed over the 4 task threads); idle rows are "
+        "threads waiting (input, final checkpoint). Spark rows include the JVM's work: the Python thread waits "
+        "on the py4j or Arrow socket while the JVM reads the JSON files, projects and serialises to Arrow.",
+        "",
+    ]
     return "\n".join(L)
 
 
@@ -270,8 +352,12 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=40)
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
-    ap.add_argument("--reference-runs", type=int, default=2,
-                    help="unprofiled jobs for the distortion figure, half before and half after the profiled one")
+    ap.add_argument(
+        "--reference-runs",
+        type=int,
+        default=2,
+        help="unprofiled jobs for the distortion figure, half before and half after the profiled one",
+    )
     ap.add_argument("--blocking", action="store_true", help="py-spy pauses the process per sample (default: not)")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     ap.add_argument("--workdir", default=None, help="data, cluster and py-spy files (default: a temp dir, removed)")
@@ -290,18 +376,29 @@ def main() -> int:
         cluster.start()
 
         def run(label: str) -> dict:
-            r = pvb.throughput_run(cluster, data, os.path.join(work, f"out-{label}"), 1000, args.events, expected,
-                                   args.job_timeout)
-            log(f"{label}: {r['submit_to_end']:.2f}s submit→FINISHED, {r['throughput']:,.0f} events/s, counts "
-                f"{'correct' if r['counts_ok'] else 'WRONG'}")
+            r = pvb.throughput_run(
+                cluster, data, os.path.join(work, f"out-{label}"), 1000, args.events, expected, args.job_timeout
+            )
+            log(
+                f"{label}: {r['submit_to_end']:.2f}s submit→FINISHED, {r['throughput']:,.0f} events/s, counts "
+                f"{'correct' if r['counts_ok'] else 'WRONG'}"
+            )
             return r
 
         warm = run("warm-up")
         before = (args.reference_runs + 1) // 2
         refs = [run(f"reference-{i + 1}") for i in range(before)]
         tms = [p for p in cluster.info["processes"] if p["role"] == "taskmanager"]
-        spies = [Spy(p["pid"], os.path.join(work, f"py-spy-{os.path.basename(p['log'])[:-4]}.txt"), args.rate,
-                     args.blocking, int(args.job_timeout) + 60) for p in tms]
+        spies = [
+            Spy(
+                p["pid"],
+                os.path.join(work, f"py-spy-{os.path.basename(p['log'])[:-4]}.txt"),
+                args.rate,
+                args.blocking,
+                int(args.job_timeout) + 60,
+            )
+            for p in tms
+        ]
         for s in spies:
             s.wait_ready()
         job = run("profiled")

@@ -63,10 +63,16 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from bench_common import (  # noqa: E402
-    append_results, begin_run, finish_workdir, fmt, median, pct, run_main,
+from bench_common import (
+    append_results,
+    begin_run,
+    finish_workdir,
+    fmt,
+    median,
+    pct,
+    run_main,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -95,8 +101,12 @@ def emit(event: str, **fields) -> None:
 
 
 def _brief(p: dict) -> dict:
-    return {"batchId": p.get("batchId"), "numInputRows": p.get("numInputRows", 0),
-            "timestamp": p.get("timestamp"), "durationMs": p.get("durationMs", {})}
+    return {
+        "batchId": p.get("batchId"),
+        "numInputRows": p.get("numInputRows", 0),
+        "timestamp": p.get("timestamp"),
+        "durationMs": p.get("durationMs", {}),
+    }
 
 
 class ProgressStream(threading.Thread):
@@ -129,8 +139,9 @@ def _batch_writer(out: str):
         urls, counts = t.column("url").to_pylist(), t.column("count").to_pylist()
         tmp = os.path.join(out, f".batch-{batch_id:06d}.csv.tmp")
         with open(tmp, "w") as f:
-            f.write("".join(f"{u},{c}\n" for u, c in zip(urls, counts)))
+            f.write("".join(f"{u},{c}\n" for u, c in zip(urls, counts, strict=True)))
         os.replace(tmp, os.path.join(out, f"batch-{batch_id:06d}.csv"))  # a replayed batch overwrites its file
+
     return write_batch
 
 
@@ -147,6 +158,7 @@ def child_main(spec_path: str) -> int:
         spec = json.load(f)
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     from pyspark.sql import SparkSession
+
     emit("imported")
     t0 = time.monotonic()
     builder = SparkSession.builder.appName("sss-page-views-bench").master("local[2]")
@@ -172,8 +184,11 @@ def child_main(spec_path: str) -> int:
         if q.get("max_files_per_trigger"):
             reader = reader.option("maxFilesPerTrigger", int(q["max_files_per_trigger"]))
         counts = reader.json(q["input"]).groupBy("url").count()
-        writer = (counts.writeStream.outputMode("update").option("checkpointLocation", q["checkpoint"])
-                  .foreachBatch(_batch_writer(q["out"])))
+        writer = (
+            counts.writeStream.outputMode("update")
+            .option("checkpointLocation", q["checkpoint"])
+            .foreachBatch(_batch_writer(q["out"]))
+        )
         if q.get("trigger_ms"):
             writer = writer.trigger(processingTime=f"{int(q['trigger_ms'])} milliseconds")
         emit("starting", query=i)
@@ -208,7 +223,7 @@ class BenchError(Exception):
 class Child:
     """The bench script in --child mode, in its own process group (its JVM too), events read from stdout."""
 
-    live: list["Child"] = []
+    live: list[Child] = []
 
     def __init__(self, spec: dict, workdir: str, name: str):
         self.name = name
@@ -220,9 +235,15 @@ class Child:
         self.cond = threading.Condition()
         self.logf = open(self.log_path, "w")
         self.t_spawn = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", self.spec_path],
-                                     stdout=subprocess.PIPE, stderr=self.logf, stdin=subprocess.DEVNULL, text=True,
-                                     cwd=REPO, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--child", self.spec_path],
+            stdout=subprocess.PIPE,
+            stderr=self.logf,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=REPO,
+            start_new_session=True,
+        )
         Child.live.append(self)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -230,7 +251,7 @@ class Child:
     def _read(self) -> None:
         for line in self.proc.stdout:
             if line.startswith(TAG):
-                ev = json.loads(line[len(TAG):])
+                ev = json.loads(line[len(TAG) :])
                 with self.cond:
                     self.events.append(ev)
                     self.cond.notify_all()
@@ -241,8 +262,9 @@ class Child:
 
     def find(self, event: str, query: int | None = None) -> dict | None:
         with self.cond:
-            return next((e for e in self.events if e["event"] == event
-                         and (query is None or e.get("query") == query)), None)
+            return next(
+                (e for e in self.events if e["event"] == event and (query is None or e.get("query") == query)), None
+            )
 
     def wait_for(self, event: str, timeout: float, query: int | None = None) -> dict:
         deadline = time.monotonic() + timeout
@@ -252,8 +274,10 @@ class Child:
                 if e is not None:
                     return e
                 if self.proc.poll() is not None and not self.reader.is_alive():
-                    raise BenchError(f"{self.name} exited {self.proc.returncode} before '{event}'; "
-                                     f"see {self.log_path}:\n{self.tail()}")
+                    raise BenchError(
+                        f"{self.name} exited {self.proc.returncode} before '{event}'; "
+                        f"see {self.log_path}:\n{self.tail()}"
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise BenchError(f"{self.name}: no '{event}' within {timeout:.0f}s; see {self.log_path}")
@@ -311,7 +335,7 @@ class Child:
         for c in list(cls.live):
             try:
                 c.kill()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 — kill the others even if one fails
                 log(f"warning: killing {c.name}: {exc}")
 
 
@@ -334,6 +358,7 @@ def prepare_input(work: str, name: str, given: str | None, events: int, files: i
         return os.path.abspath(given), counts, n
     sys.path.insert(0, EXAMPLES)
     from generate_page_views import generate
+
     data = os.path.join(work, name)
     t0 = time.monotonic()
     expected = generate(data, events=events, files=files, urls=10_000, seed=seed)
@@ -359,18 +384,21 @@ def query_spec(data: str, ckpt: str, out: str, mfpt: int, trigger_ms: int | None
 
 def progress_time(p: dict) -> float:
     """A micro-batch's trigger start (progress `timestamp`, ISO 8601 UTC) as epoch seconds."""
-    return datetime.strptime(p["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(p["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 def batch_stats(progress: list[dict]) -> dict:
     """Input rows, batches with input, their durations (ms) and per batch (start epoch s, rows, ms):
     a batch's rows are read after its start and their counts are committed at its end."""
-    with_input = [p for p in progress if p.get("numInputRows", 0) > 0
-                  and p["durationMs"].get("triggerExecution") is not None]
-    return {"rows": sum(p.get("numInputRows", 0) for p in progress), "batches": len(with_input),
-            "latencies": [p["durationMs"]["triggerExecution"] for p in with_input],
-            "detail": [(progress_time(p), p["numInputRows"], p["durationMs"]["triggerExecution"])
-                       for p in with_input]}
+    with_input = [
+        p for p in progress if p.get("numInputRows", 0) > 0 and p["durationMs"].get("triggerExecution") is not None
+    ]
+    return {
+        "rows": sum(p.get("numInputRows", 0) for p in progress),
+        "batches": len(with_input),
+        "latencies": [p["durationMs"]["triggerExecution"] for p in with_input],
+        "detail": [(progress_time(p), p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in with_input],
+    }
 
 
 # -- throughput --------------------------------------------------------------------------------------
@@ -385,8 +413,15 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
 
     for i in range(n_queries):
         label = f"warmup{i + 1}" if i < warmups else f"run{i - warmups + 1}"  # its own checkpoint and output
-        specs.append(query_spec(data, os.path.join(work, f"ckpt-{label}"), os.path.join(work, f"out-{label}"),
-                                args.max_files_per_trigger, args.trigger_ms))
+        specs.append(
+            query_spec(
+                data,
+                os.path.join(work, f"ckpt-{label}"),
+                os.path.join(work, f"out-{label}"),
+                args.max_files_per_trigger,
+                args.trigger_ms,
+            )
+        )
     results = []
 
     def collect(child: Child, qi: int, spec: dict, label: str, with_session: bool) -> dict:
@@ -394,9 +429,17 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
         done = child.wait_for("done", args.timeout, query=qi)
         st = batch_stats(done["progress"])
         final = read_final_counts(spec["out"])
-        r = {"label": label, "query_start": started["seconds"], "processing": done["processing"],
-             "throughput": events / done["processing"], "rows": st["rows"], "batches": st["batches"],
-             "latencies": st["latencies"], "detail": st["detail"], "counts_ok": final == expected}
+        r = {
+            "label": label,
+            "query_start": started["seconds"],
+            "processing": done["processing"],
+            "throughput": events / done["processing"],
+            "rows": st["rows"],
+            "batches": st["batches"],
+            "latencies": st["latencies"],
+            "detail": st["detail"],
+            "counts_ok": final == expected,
+        }
         if with_session:
             imported, session = child.find("imported"), child.find("session")
             r["process"] = imported["t"] - child.t_spawn
@@ -412,10 +455,12 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
         if not r["counts_ok"]:
             diff = sum(1 for u in set(final) | set(expected) if final.get(u) != expected.get(u))
             notes.append(f"{label}: final counts differ from generate()'s for {diff} urls")
-        log(f"{label}: startup {fmt(r['startup'])}s (session {fmt(r['session'])}s, query start "
+        log(
+            f"{label}: startup {fmt(r['startup'])}s (session {fmt(r['session'])}s, query start "
             f"{r['query_start']:.2f}s), processing {r['processing']:.2f}s = {r['throughput']:,.0f} events/s, "
             f"{r['batches']} batches, p50 {fmt(pct(r['latencies'], 50), '.0f')} ms, "
-            f"counts {'correct' if r['counts_ok'] else 'WRONG'}")
+            f"counts {'correct' if r['counts_ok'] else 'WRONG'}"
+        )
         shutil.rmtree(spec["out"], ignore_errors=True)
         shutil.rmtree(spec["checkpoint"], ignore_errors=True)
         return r
@@ -467,16 +512,24 @@ def _outputs(out: str) -> dict[str, tuple[int, int]]:
 def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int) -> tuple[dict, list[str]]:
     notes: list[str] = []
     ckpt, out = os.path.join(work, f"ckpt-recovery-{n}"), os.path.join(work, f"out-recovery-{n}")
-    spec = {"queries": [{**query_spec(data, ckpt, out, args.recovery_max_files_per_trigger, args.trigger_ms),
-                         "stream_progress": True}]}
+    spec = {
+        "queries": [
+            {
+                **query_spec(data, ckpt, out, args.recovery_max_files_per_trigger, args.trigger_ms),
+                "stream_progress": True,
+            }
+        ]
+    }
     first = Child(spec, work, f"recovery-{n}-first")
     second = None
     try:
         deadline = time.monotonic() + args.timeout
         while not _commits(ckpt):
             if first.proc.poll() is not None:
-                raise BenchError(f"recovery {n}: the first child exited {first.proc.returncode} before a commit; "
-                                 f"see {first.log_path}:\n{first.tail()}")
+                raise BenchError(
+                    f"recovery {n}: the first child exited {first.proc.returncode} before a commit; "
+                    f"see {first.log_path}:\n{first.tail()}"
+                )
             if first.find("done") is not None:
                 raise BenchError(f"recovery {n}: all input processed before a commit was seen")
             if time.monotonic() > deadline:
@@ -492,15 +545,31 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
         first.kill()  # SIGKILL to the driver's process group: Python + JVM
         t_killed = time.monotonic()
         if first.find("done") is not None:
-            notes.append(f"recovery {n}: the first child had processed all input before the kill "
-                         "(make --recovery-events larger or --recovery-max-files-per-trigger smaller)")
-        r = {"run": n, "commits_before": len(before_commits), "last_commit_before": max(map(int, before_commits)),
-             "before_kill": t_kill - first.t_spawn, "kill_reaped": t_killed - t_kill, "t_kill_wall": t_kill_wall,
-             "before": [(progress_time(e["progress"]), e["progress"]["numInputRows"],
-                         e["progress"]["durationMs"].get("triggerExecution", 0))
-                        for e in first.events if e["event"] == "batch" and e["progress"]["numInputRows"]]}
-        log(f"recovery {n}: killed the first child {r['before_kill']:.1f}s after its start, commits "
-            f"{sorted(map(int, before_commits))}, {len(before_out)} output files")
+            notes.append(
+                f"recovery {n}: the first child had processed all input before the kill "
+                "(make --recovery-events larger or --recovery-max-files-per-trigger smaller)"
+            )
+        r = {
+            "run": n,
+            "commits_before": len(before_commits),
+            "last_commit_before": max(map(int, before_commits)),
+            "before_kill": t_kill - first.t_spawn,
+            "kill_reaped": t_killed - t_kill,
+            "t_kill_wall": t_kill_wall,
+            "before": [
+                (
+                    progress_time(e["progress"]),
+                    e["progress"]["numInputRows"],
+                    e["progress"]["durationMs"].get("triggerExecution", 0),
+                )
+                for e in first.events
+                if e["event"] == "batch" and e["progress"]["numInputRows"]
+            ],
+        }
+        log(
+            f"recovery {n}: killed the first child {r['before_kill']:.1f}s after its start, commits "
+            f"{sorted(map(int, before_commits))}, {len(before_out)} output files"
+        )
         second = Child(spec, work, f"recovery-{n}-restart")
         t_commit = t_output = None
         first_output = None
@@ -526,31 +595,37 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
         second.finish(120)
         st = batch_stats(done["progress"])
         final = read_final_counts(out)
-        r.update({
-            "spawn": second.t_spawn - t_kill,
-            "process": imported["t"] - second.t_spawn,
-            "session": session["seconds"],
-            "query_start": started["seconds"],
-            "ready": started["t"] - t_kill,  # kill -> query started again
-            "first_output": None if t_output is None else t_output - t_kill,
-            "first_output_name": first_output,
-            "first_commit": None if t_commit is None else t_commit - t_kill,
-            "first_commit_id": None if t_commit is None else first_commit,
-            "first_batch": None if t_commit is None else t_commit - started["t"],  # query started -> commit
-            "rest": done["processing"], "rows_after": st["rows"], "batches_after": st["batches"],
-            "after": st["detail"],
-            "total_runtime": r["before_kill"] + (done["t"] - second.t_spawn),
-            "counts_ok": final == expected,
-        })
+        r.update(
+            {
+                "spawn": second.t_spawn - t_kill,
+                "process": imported["t"] - second.t_spawn,
+                "session": session["seconds"],
+                "query_start": started["seconds"],
+                "ready": started["t"] - t_kill,  # kill -> query started again
+                "first_output": None if t_output is None else t_output - t_kill,
+                "first_output_name": first_output,
+                "first_commit": None if t_commit is None else t_commit - t_kill,
+                "first_commit_id": None if t_commit is None else first_commit,
+                "first_batch": None if t_commit is None else t_commit - started["t"],  # query started -> commit
+                "rest": done["processing"],
+                "rows_after": st["rows"],
+                "batches_after": st["batches"],
+                "after": st["detail"],
+                "total_runtime": r["before_kill"] + (done["t"] - second.t_spawn),
+                "counts_ok": final == expected,
+            }
+        )
         if not r["counts_ok"]:
             diff = sum(1 for u in set(final) | set(expected) if final.get(u) != expected.get(u))
             notes.append(f"recovery {n}: final counts after the restart differ from the expected ones for {diff} urls")
         if r["before_kill"] + done["processing"] < 15:
             notes.append(f"recovery {n}: the query ran < 15 s in all (make --recovery-events larger)")
-        log(f"recovery {n}: after the kill: process {r['spawn'] + r['process']:.2f}s, SparkSession "
+        log(
+            f"recovery {n}: after the kill: process {r['spawn'] + r['process']:.2f}s, SparkSession "
             f"+{r['session']:.2f}s, query started {r['ready']:.2f}s, first output {fmt(r['first_output'])}s "
             f"({first_output}), first commit {fmt(r['first_commit'])}s (batch {r['first_commit_id']}); "
-            f"rest of the input {r['rest']:.1f}s, counts {'correct' if r['counts_ok'] else 'WRONG'}")
+            f"rest of the input {r['rest']:.1f}s, counts {'correct' if r['counts_ok'] else 'WRONG'}"
+        )
         return r, notes
     finally:
         first.kill()
@@ -561,86 +636,128 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
 
 
 # -- reporting -------------------------------------------------------------------------------------
-def report(args, facts: dict, command: str, tput: list[dict], tput_events: int, recovery: list[dict],
-           rec_events: int, notes: list[str]) -> str:
-    L = [f"## {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} — Spark Structured Streaming peer", "",
-         f"Command: `{command}`", "", "| machine | |", "|---|---|"]
+def report(
+    args,
+    facts: dict,
+    command: str,
+    tput: list[dict],
+    tput_events: int,
+    recovery: list[dict],
+    rec_events: int,
+    notes: list[str],
+) -> str:
+    L = [
+        f"## {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} — Spark Structured Streaming peer",
+        "",
+        f"Command: `{command}`",
+        "",
+        "| machine | |",
+        "|---|---|",
+    ]
     for k in ("date", "cores", "cpu", "ram", "python", "java", "pyspark", "os", "load"):
         label = {"date": "date -u", "load": "load average at start"}.get(k, k)
         L.append(f"| {label} | {facts[k]} |")
     L.append("")
     trig = f"processingTime {args.trigger_ms} ms" if args.trigger_ms else "default (as fast as possible)"
-    L.append("Query: `readStream.schema(\"url string, user long, ts long\").option(\"maxFilesPerTrigger\", N)"
-             ".json(DIR).groupBy(\"url\").count()` → `writeStream.outputMode(\"update\")` with a checkpointLocation, "
-             "foreachBatch writing `url,count` lines to one file per batch id; local[2], shuffle partitions 2, "
-             f"UI off, Arrow on, driver memory 2g; trigger {trig}.")
+    L.append(
+        'Query: `readStream.schema("url string, user long, ts long").option("maxFilesPerTrigger", N)'
+        '.json(DIR).groupBy("url").count()` → `writeStream.outputMode("update")` with a checkpointLocation, '
+        "foreachBatch writing `url,count` lines to one file per batch id; local[2], shuffle partitions 2, "
+        f"UI off, Arrow on, driver memory 2g; trigger {trig}."
+    )
     L.append("")
     warm = [r for r in tput if r["label"] == "warm-up"]
     runs = [r for r in tput if r["label"] != "warm-up"]
     if runs:
         src = f"`{args.input}`" if args.input else f"generate(events={tput_events:,}, files={args.files}, seed=7)"
-        sess = ("a fresh child process (Python driver + JVM) per run" if args.session == "per-run"
-                else "one child process, one SparkSession: the warm-up and the runs are successive queries in it")
-        L.append(f"### Throughput: {tput_events:,} events ({src}), maxFilesPerTrigger "
-                 f"{args.max_files_per_trigger or 'unset'}, {sess}")
+        sess = (
+            "a fresh child process (Python driver + JVM) per run"
+            if args.session == "per-run"
+            else "one child process, one SparkSession: the warm-up and the runs are successive queries in it"
+        )
+        L.append(
+            f"### Throughput: {tput_events:,} events ({src}), maxFilesPerTrigger "
+            f"{args.max_files_per_trigger or 'unset'}, {sess}"
+        )
         L.append("")
-        L.append("Startup = SparkSession creation + query definition and `start()` (the Python + pyspark import "
-                 "before it is shown apart as *process*); processing = `start()` returned → "
-                 "`processAllAvailable()` returned; events/s = events / processing; total = child spawned → all "
-                 "processed (shared session: query defined → all processed). Batch latency = "
-                 "`durationMs.triggerExecution` of the micro-batches with input. Warm-up (not counted): "
-                 + (", ".join(f"startup {fmt(w['startup'])} s, processing {w['processing']:.2f} s" for w in warm)
-                    or "none") + ".")
+        L.append(
+            "Startup = SparkSession creation + query definition and `start()` (the Python + pyspark import "
+            "before it is shown apart as *process*); processing = `start()` returned → "
+            "`processAllAvailable()` returned; events/s = events / processing; total = child spawned → all "
+            "processed (shared session: query defined → all processed). Batch latency = "
+            "`durationMs.triggerExecution` of the micro-batches with input. Warm-up (not counted): "
+            + (", ".join(f"startup {fmt(w['startup'])} s, processing {w['processing']:.2f} s" for w in warm) or "none")
+            + "."
+        )
         L.append("")
-        L.append("| run | process s | SparkSession s | query start s | startup s | processing s | events/s | "
-                 "total s | batches | p50 batch ms | p99 batch ms | counts correct |")
+        L.append(
+            "| run | process s | SparkSession s | query start s | startup s | processing s | events/s | "
+            "total s | batches | p50 batch ms | p99 batch ms | counts correct |"
+        )
         L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in runs:
-            L.append(f"| {r['label']} | {fmt(r['process'])} | {fmt(r['session'])} | {r['query_start']:.2f} | "
-                     f"{fmt(r['startup'])} | {r['processing']:.2f} | {r['throughput']:,.0f} | {r['total']:.2f} | "
-                     f"{r['batches']} | {fmt(pct(r['latencies'], 50), '.0f')} | {fmt(pct(r['latencies'], 99), '.0f')} "
-                     f"| {'yes' if r['counts_ok'] else 'NO'} |")
+            L.append(
+                f"| {r['label']} | {fmt(r['process'])} | {fmt(r['session'])} | {r['query_start']:.2f} | "
+                f"{fmt(r['startup'])} | {r['processing']:.2f} | {r['throughput']:,.0f} | {r['total']:.2f} | "
+                f"{r['batches']} | {fmt(pct(r['latencies'], 50), '.0f')} | {fmt(pct(r['latencies'], 99), '.0f')} "
+                f"| {'yes' if r['counts_ok'] else 'NO'} |"
+            )
         lat = [x for r in runs for x in r["latencies"]]
-        L.append(f"| **median** | {fmt(median(r['process'] for r in runs))} | "
-                 f"{fmt(median(r['session'] for r in runs))} | {fmt(median(r['query_start'] for r in runs))} | "
-                 f"**{fmt(median(r['startup'] for r in runs))}** | {fmt(median(r['processing'] for r in runs))} | "
-                 f"**{fmt(median(r['throughput'] for r in runs), ',.0f')}** | {fmt(median(r['total'] for r in runs))} | "
-                 f"{fmt(median(r['batches'] for r in runs), '.0f')} | **{fmt(pct(lat, 50), '.0f')}** | "
-                 f"**{fmt(pct(lat, 99), '.0f')}** | {sum(r['counts_ok'] for r in runs)}/{len(runs)} |")
+        L.append(
+            f"| **median** | {fmt(median(r['process'] for r in runs))} | "
+            f"{fmt(median(r['session'] for r in runs))} | {fmt(median(r['query_start'] for r in runs))} | "
+            f"**{fmt(median(r['startup'] for r in runs))}** | {fmt(median(r['processing'] for r in runs))} | "
+            f"**{fmt(median(r['throughput'] for r in runs), ',.0f')}** | {fmt(median(r['total'] for r in runs))} | "
+            f"{fmt(median(r['batches'] for r in runs), '.0f')} | **{fmt(pct(lat, 50), '.0f')}** | "
+            f"**{fmt(pct(lat, 99), '.0f')}** | {sum(r['counts_ok'] for r in runs)}/{len(runs)} |"
+        )
         L.append("")
         L.append(f"Median row: p50/p99 batch latency over all {len(lat)} batches of the counted runs.")
         L.append("")
     if recovery:
-        src = (f"`{args.recovery_input}`" if args.recovery_input
-               else f"generate(events={rec_events:,}, files={args.recovery_files}, seed=11)")
-        L.append(f"### Recovery after kill -9 of the driver: {rec_events:,} events ({src}), maxFilesPerTrigger "
-                 f"{args.recovery_max_files_per_trigger}")
+        src = (
+            f"`{args.recovery_input}`"
+            if args.recovery_input
+            else f"generate(events={rec_events:,}, files={args.recovery_files}, seed=11)"
+        )
+        L.append(
+            f"### Recovery after kill -9 of the driver: {rec_events:,} events ({src}), maxFilesPerTrigger "
+            f"{args.recovery_max_files_per_trigger}"
+        )
         L.append("")
-        L.append("Once `commits/` of the checkpoint has a file, the child's process group (Python driver and its "
-                 "JVM) gets SIGKILL and a new child starts at once on the same checkpointLocation. Seconds from "
-                 "the kill (cumulative, except the SparkSession's own duration): process up = new child's Python + "
-                 "pyspark import done; SparkSession = its creation time; "
-                 "query started = `start()` returned; first output = first batch file written after the kill (new "
-                 "or a replayed batch's rewritten, polled every 20 ms); first commit = first new file in "
-                 "`commits/`; first batch = query started → first commit. Before kill = first child's start → "
-                 "kill. Counts checked after the restarted query processed everything.")
+        L.append(
+            "Once `commits/` of the checkpoint has a file, the child's process group (Python driver and its "
+            "JVM) gets SIGKILL and a new child starts at once on the same checkpointLocation. Seconds from "
+            "the kill (cumulative, except the SparkSession's own duration): process up = new child's Python + "
+            "pyspark import done; SparkSession = its creation time; "
+            "query started = `start()` returned; first output = first batch file written after the kill (new "
+            "or a replayed batch's rewritten, polled every 20 ms); first commit = first new file in "
+            "`commits/`; first batch = query started → first commit. Before kill = first child's start → "
+            "kill. Counts checked after the restarted query processed everything."
+        )
         L.append("")
-        L.append("| run | before kill s | commits before | process up s | SparkSession (duration) s | "
-                 "query started s | first output s | first commit s (batch) | first batch s | rest of input s | "
-                 "counts correct |")
+        L.append(
+            "| run | before kill s | commits before | process up s | SparkSession (duration) s | "
+            "query started s | first output s | first commit s (batch) | first batch s | rest of input s | "
+            "counts correct |"
+        )
         L.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in recovery:
-            L.append(f"| {r['run']} | {r['before_kill']:.1f} | {r['commits_before']} | "
-                     f"{r['spawn'] + r['process']:.2f} | {r['session']:.2f} | {r['ready']:.2f} | "
-                     f"{fmt(r['first_output'])} | {fmt(r['first_commit'])} ({r['first_commit_id']}) | "
-                     f"{fmt(r['first_batch'])} | {r['rest']:.1f} | {'yes' if r['counts_ok'] else 'NO'} |")
-        L.append(f"| **median** | {fmt(median(r['before_kill'] for r in recovery), '.1f')} | | "
-                 f"{fmt(median(r['spawn'] + r['process'] for r in recovery))} | "
-                 f"{fmt(median(r['session'] for r in recovery))} | {fmt(median(r['ready'] for r in recovery))} | "
-                 f"**{fmt(median(r['first_output'] for r in recovery))}** | "
-                 f"**{fmt(median(r['first_commit'] for r in recovery))}** | "
-                 f"{fmt(median(r['first_batch'] for r in recovery))} | {fmt(median(r['rest'] for r in recovery), '.1f')} "
-                 f"| {sum(r['counts_ok'] for r in recovery)}/{len(recovery)} |")
+            L.append(
+                f"| {r['run']} | {r['before_kill']:.1f} | {r['commits_before']} | "
+                f"{r['spawn'] + r['process']:.2f} | {r['session']:.2f} | {r['ready']:.2f} | "
+                f"{fmt(r['first_output'])} | {fmt(r['first_commit'])} ({r['first_commit_id']}) | "
+                f"{fmt(r['first_batch'])} | {r['rest']:.1f} | {'yes' if r['counts_ok'] else 'NO'} |"
+            )
+        L.append(
+            f"| **median** | {fmt(median(r['before_kill'] for r in recovery), '.1f')} | | "
+            f"{fmt(median(r['spawn'] + r['process'] for r in recovery))} | "
+            f"{fmt(median(r['session'] for r in recovery))} | {fmt(median(r['ready'] for r in recovery))} | "
+            f"**{fmt(median(r['first_output'] for r in recovery))}** | "
+            f"**{fmt(median(r['first_commit'] for r in recovery))}** | "
+            f"{fmt(median(r['first_batch'] for r in recovery))} | {fmt(median(r['rest'] for r in recovery), '.1f')} "
+            f"| {sum(r['counts_ok'] for r in recovery)}/{len(recovery)} |"
+        )
         L.append("")
     if notes:
         L += ["Notes:", ""] + [f"- {n}" for n in notes] + [""]
@@ -653,12 +770,22 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=1_000_000, help="events for the throughput runs")
     ap.add_argument("--files", type=int, default=8, help="input files for the throughput runs")
     ap.add_argument("--input", help="reuse these *.jsonl files for the throughput runs (counts computed from them)")
-    ap.add_argument("--max-files-per-trigger", type=int, default=1,
-                    help="maxFilesPerTrigger of the throughput runs (0: unset, all files in one batch)")
-    ap.add_argument("--trigger-ms", type=int, default=None, help="processingTime trigger (default: as fast as possible)")
+    ap.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        default=1,
+        help="maxFilesPerTrigger of the throughput runs (0: unset, all files in one batch)",
+    )
+    ap.add_argument(
+        "--trigger-ms", type=int, default=None, help="processingTime trigger (default: as fast as possible)"
+    )
     ap.add_argument("--runs", type=int, default=3, help="counted throughput runs (after one uncounted warm-up run)")
-    ap.add_argument("--session", choices=("per-run", "shared"), default="per-run",
-                    help="a fresh child process (JVM) per throughput run, or one SparkSession for all")
+    ap.add_argument(
+        "--session",
+        choices=("per-run", "shared"),
+        default="per-run",
+        help="a fresh child process (JVM) per throughput run, or one SparkSession for all",
+    )
     ap.add_argument("--recovery-events", type=int, default=2_000_000, help="enough for the query to run >= 15 s")
     ap.add_argument("--recovery-files", type=int, default=400)
     ap.add_argument("--recovery-max-files-per-trigger", type=int, default=4)
@@ -666,10 +793,16 @@ def main() -> int:
     ap.add_argument("--recovery-input", help="reuse these *.jsonl files for recovery")
     ap.add_argument("--skip-recovery", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
-    ap.add_argument("--append", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to "
-                    "('' or '-': do not append)")
-    ap.add_argument("--workdir", default=None, help="data, checkpoints, outputs, child logs (default: a temp dir, "
-                    "removed unless something failed)")
+    ap.add_argument(
+        "--append",
+        default=os.path.join(HERE, "RESULTS.md"),
+        help="Markdown file to append to ('' or '-': do not append)",
+    )
+    ap.add_argument(
+        "--workdir",
+        default=None,
+        help="data, checkpoints, outputs, child logs (default: a temp dir, removed unless something failed)",
+    )
     ap.add_argument("--keep-workdir", action="store_true")
     ap.add_argument("--timeout", type=float, default=900, help="seconds a child may take for one step")
     args = ap.parse_args()
@@ -692,8 +825,9 @@ def main() -> int:
             if not args.input:
                 shutil.rmtree(data, ignore_errors=True)
         if not args.skip_recovery and args.recovery_runs > 0:
-            data, expected, rec_events = prepare_input(work, "events-recovery", args.recovery_input,
-                                                       args.recovery_events, args.recovery_files, 11)
+            data, expected, rec_events = prepare_input(
+                work, "events-recovery", args.recovery_input, args.recovery_events, args.recovery_files, 11
+            )
             for i in range(1, args.recovery_runs + 1):
                 try:
                     r, n = recovery_run(args, work, data, expected, rec_events, i)

@@ -17,14 +17,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from generate_page_views import generate  # noqa: E402
+from generate_page_views import generate
 
 SLUICE = [sys.executable, "-m", "sluice.cli"]
 
 
 def sluice(*args: str, capture: bool = False) -> str:
-    proc = subprocess.run([*SLUICE, *args], stdin=subprocess.DEVNULL, text=True,
-                          stdout=subprocess.PIPE if capture else None)
+    proc = subprocess.run(
+        [*SLUICE, *args], stdin=subprocess.DEVNULL, text=True, stdout=subprocess.PIPE if capture else None
+    )
     if proc.returncode != 0:
         raise SystemExit(f"sluice {' '.join(args)} failed with exit code {proc.returncode}")
     return proc.stdout or ""
@@ -40,9 +41,25 @@ def main() -> None:
     sluice("cluster", "start", "--dir", cluster_dir, "--jobmanagers", "2", "--taskmanagers", "2")
     try:
         t0 = time.monotonic()
-        job_id = sluice("run", os.path.join(HERE, "page_views.py"), "--detach", "--parallelism", "2",
-                        "--cluster-dir", cluster_dir, "--", "--input", data, "--output", out,
-                        capture=True).strip().splitlines()[-1]
+        job_id = (
+            sluice(
+                "run",
+                os.path.join(HERE, "page_views.py"),
+                "--detach",
+                "--parallelism",
+                "2",
+                "--cluster-dir",
+                cluster_dir,
+                "--",
+                "--input",
+                data,
+                "--output",
+                out,
+                capture=True,
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         print(f"submitted page_views as job {job_id}")
         while True:
             status = json.loads(sluice("status", job_id, "--json", "--cluster-dir", cluster_dir, capture=True))
@@ -65,8 +82,10 @@ def main() -> None:
         for url, count in sorted(final.items(), key=lambda kv: -kv[1])[:10]:
             print(f"  {count:>8}  {url}")
         last = status["last_completed_checkpoint"]
-        print(f"\ncheckpoints: last completed {last if last is not None else 'none'}, "
-              f"restored from {status['restored_checkpoint']}, restarts {status['restarts']}")
+        print(
+            f"\ncheckpoints: last completed {last if last is not None else 'none'}, "
+            f"restored from {status['restored_checkpoint']}, restarts {status['restarts']}"
+        )
         if final != expected:
             wrong = sum(1 for u in expected if final.get(u) != expected[u])
             raise SystemExit(f"counts differ from the independent computation for {wrong} urls")

@@ -16,10 +16,16 @@ import argparse
 from sluice.api import FileSink, StreamExecutionEnvironment
 
 
-def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str,
-          monitor_interval_ms: int | None = None) -> None:
-    events = env.from_files(input_dir, format="json", schema="url string, user long, ts long", name="page views",
-                            monitor_interval_ms=monitor_interval_ms)
+def build(
+    env: StreamExecutionEnvironment, input_dir: str, output_dir: str, monitor_interval_ms: int | None = None
+) -> None:
+    events = env.from_files(
+        input_dir,
+        format="json",
+        schema="url string, user long, ts long",
+        name="page views",
+        monitor_interval_ms=monitor_interval_ms,
+    )
     counts = events.key_by("url").count()
     counts.sink_to(FileSink(output_dir, columns=("url", "count")), name="counts sink")
 
@@ -29,8 +35,12 @@ def main() -> None:
     ap.add_argument("--input", required=True, help="directory of *.jsonl event files")
     ap.add_argument("--output", required=True, help="directory for committed url,count files")
     ap.add_argument("--checkpoint-interval", type=int, default=1000, help="milliseconds; 0 disables checkpoints")
-    ap.add_argument("--monitor-interval", type=int, default=0,
-                    help="milliseconds; > 0 keeps reading files that appear in --input later (runs until cancelled)")
+    ap.add_argument(
+        "--monitor-interval",
+        type=int,
+        default=0,
+        help="milliseconds; > 0 keeps reading files that appear in --input later (runs until cancelled)",
+    )
     args = ap.parse_args()
     if args.monitor_interval < 0:
         ap.error("--monitor-interval must be 0 (read the files there now, then finish) or a positive number of ms")

@@ -26,6 +26,7 @@ import grpc
 from jobmanager.errors import JobNotFound, NotLeader, StaleLeaderSession
 from jobmanager.job_master import JobMaster
 from jobmanager.leader.driver import LeadershipLostError
+from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import slot_pool as sp
 from sluice import graph, rpc
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto
@@ -40,10 +41,17 @@ HeartbeatMetrics = tuple[str, str, int, int]  # (job id, execution id, records i
 
 
 class Dispatcher:
-    def __init__(self, address: str, heartbeat_timeout: float, heartbeat_interval: float,  # defaults: sluice/config.py
-                 cancel_timeout: float = 10.0, checkpoint_dir: str | None = None,
-                 clock: Callable[[], float] = time.monotonic, ha: Any = None,
-                 guard_factory: Callable[[str], GuardedTransaction] | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        heartbeat_timeout: float,
+        heartbeat_interval: float,  # defaults: sluice/config.py
+        cancel_timeout: float = eg.CANCEL_TIMEOUT,
+        checkpoint_dir: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        ha: Any = None,
+        guard_factory: Callable[[str], GuardedTransaction] | None = None,
+    ) -> None:
         self.address = address
         self.heartbeat_timeout = heartbeat_timeout
         self.heartbeat_interval = heartbeat_interval
@@ -56,8 +64,8 @@ class Dispatcher:
         self._session: str | None = None
         self._rpc = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="jm-rpc")
         self._channels: dict[str, grpc.Channel] = {}
-        self.ha = ha                          # ZooKeeperHaServices, or None without HA stores
-        self._guard_factory = guard_factory   # session id -> guarded ZooKeeper transaction
+        self.ha = ha  # ZooKeeperHaServices, or None without HA stores
+        self._guard_factory = guard_factory  # session id -> guarded ZooKeeper transaction
         self._results: dict[str, common_pb2.JobInfo] = {}  # ended jobs known from the job result store
 
     # -- leadership ---------------------------------------------------------------------------
@@ -86,14 +94,24 @@ class Dispatcher:
             try:
                 job = self.ha.get_job_graph(job_id)
                 latest = self.ha.latest_checkpoint(job_id)
-                master = JobMaster(job_id, job, self, self.checkpoint_dir, self.clock(), self.cancel_timeout,
-                                   counter=self.ha.checkpoint_id_counter(job_id))
+                master = JobMaster(
+                    job_id,
+                    job,
+                    self,
+                    self.checkpoint_dir,
+                    self.cancel_timeout,
+                    counter=self.ha.checkpoint_id_counter(job_id),
+                )
             except Exception as exc:  # noqa: BLE001 — one unreadable job must not stop recovering the others
                 log.error("[job %s] cannot recover: %s", job_id, exc)
                 continue
             self._jobs[job_id] = master
-            log.info("[job %s] recovered %r from the job graph store; restoring %s", job_id, job.name,
-                     f"checkpoint {latest}" if latest else "from the beginning (no checkpoint yet)")
+            log.info(
+                "[job %s] recovered %r from the job graph store; restoring %s",
+                job_id,
+                job.name,
+                f"checkpoint {latest}" if latest else "from the beginning (no checkpoint yet)",
+            )
             master.start(self.clock(), recover_from=latest)
 
     def revoke_leadership(self) -> None:
@@ -127,8 +145,7 @@ class Dispatcher:
         counter = self.ha.checkpoint_id_counter(job_id) if self.ha is not None else None
         with self._lock:
             try:
-                master = JobMaster(job_id, job, self, self.checkpoint_dir, self.clock(), self.cancel_timeout,
-                                   counter=counter)
+                master = JobMaster(job_id, job, self, self.checkpoint_dir, self.cancel_timeout, counter=counter)
             except ValueError as exc:
                 raise graph.JobValidationError("config", str(exc)) from None
         if self.ha is not None:  # persist before announcing the job id
@@ -139,8 +156,13 @@ class Dispatcher:
         with self._lock:
             self._require_leader()
             self._jobs[job_id] = master
-            log.info("[job %s] submitted %r: %d tasks in %d slots", job_id, job.name,
-                     sum(c.parallelism for c in master.chains), master.slots_required)
+            log.info(
+                "[job %s] submitted %r: %d tasks in %d slots",
+                job_id,
+                job.name,
+                sum(c.parallelism for c in master.chains),
+                master.slots_required,
+            )
             master.start(self.clock())
         return job_id
 
@@ -177,11 +199,17 @@ class Dispatcher:
         self._require_leader()
         with self._lock:
             now = self.clock()
-            out = jobmanager_pb2.ClusterOverview(leader=self.address, total_slots=self._pool.total_slots(),
-                                                 free_slots=self._pool.free_slots())
+            out = jobmanager_pb2.ClusterOverview(
+                leader=self.address, total_slots=self._pool.total_slots(), free_slots=self._pool.free_slots()
+            )
             for tm in self._pool.taskmanagers():
-                out.taskmanagers.add(resource_id=tm.resource_id, address=tm.address, slots=tm.slots,
-                                     free_slots=tm.free, seconds_since_heartbeat=max(0.0, now - tm.last_heartbeat))
+                out.taskmanagers.add(
+                    resource_id=tm.resource_id,
+                    address=tm.address,
+                    slots=tm.slots,
+                    free_slots=tm.free,
+                    seconds_since_heartbeat=max(0.0, now - tm.last_heartbeat),
+                )
             return out
 
     def _job(self, job_id: str) -> JobMaster:
@@ -212,9 +240,18 @@ class Dispatcher:
                     job.metrics[eid] = (rin, rout)
             return True
 
-    def update_task_state(self, session_id: str, job_id: str, execution_id: str, state: ExecutionState,
-                          error: str, records: tuple[int, int] = (0, 0), end_of_input: bool = False,
-                          failure_cause: FailureCause | None = None, unreachable_peer: str = "") -> bool:
+    def update_task_state(
+        self,
+        session_id: str,
+        job_id: str,
+        execution_id: str,
+        state: ExecutionState,
+        error: str,
+        records: tuple[int, int] = (0, 0),
+        end_of_input: bool = False,
+        failure_cause: FailureCause | None = None,
+        unreachable_peer: str = "",
+    ) -> bool:
         """A TaskManager's report. A failure caused by an unreachable peer TaskManager
         (`failure_cause` PEER_UNREACHABLE, its address in `unreachable_peer`) gets that
         peer probed at once instead of waiting for its heartbeat timeout."""
@@ -223,16 +260,22 @@ class Dispatcher:
             job = self._jobs.get(job_id)
             if job is None:
                 return False
-            log.info("[job %s] task %s -> %s%s%s", job_id, execution_id, state,
-                     " (end of input)" if end_of_input else "",
-                     f": {error.strip().splitlines()[-1]}" if error else "")
+            log.info(
+                "[job %s] task %s -> %s%s%s",
+                job_id,
+                execution_id,
+                state,
+                " (end of input)" if end_of_input else "",
+                f": {error.strip().splitlines()[-1]}" if error else "",
+            )
             accepted = job.on_task_state(execution_id, state, error, records, end_of_input, self.clock())
             if failure_cause == FailureCause.PEER_UNREACHABLE and unreachable_peer:
                 self._probe_peer(job_id, unreachable_peer)
             return accepted
 
-    def acknowledge_checkpoint(self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int,
-                               handle: bytes, size: int) -> AckOutcome:
+    def acknowledge_checkpoint(
+        self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int, handle: bytes, size: int
+    ) -> AckOutcome:
         self._check_session(session_id)
         with self._lock:
             job = self._jobs.get(job_id)
@@ -240,8 +283,9 @@ class Dispatcher:
                 return AckOutcome.UNKNOWN
             return job.on_ack(execution_id, checkpoint_id, handle, size, self.clock())
 
-    def decline_checkpoint(self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int,
-                           reason: str) -> None:
+    def decline_checkpoint(
+        self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int, reason: str
+    ) -> None:
         self._check_session(session_id)
         with self._lock:
             job = self._jobs.get(job_id)
@@ -291,8 +335,16 @@ class Dispatcher:
             try:
                 getattr(self._stub(address), method)(request, timeout=30 if method == "SubmitTask" else 10)
             except grpc.RpcError as err:
-                log.warning("[job %s attempt %d] %s of %s on %s failed: %s %s", job.job_id, attempt, method,
-                            execution_id, address, err.code().name, err.details())
+                log.warning(
+                    "[job %s attempt %d] %s of %s on %s failed: %s %s",
+                    job.job_id,
+                    attempt,
+                    method,
+                    execution_id,
+                    address,
+                    err.code().name,
+                    err.details(),
+                )
                 with self._lock:
                     if self._session != session:
                         return
@@ -300,6 +352,7 @@ class Dispatcher:
                         self._pool_event(sp.TaskManagerDisconnected(resource_id, f"unreachable at {address}"))
                     if method == "SubmitTask" and job.attempt == attempt:
                         job.on_deploy_failed(execution_id, f"{address}: {err.details()}", self.clock())
+
         self._rpc.submit(call)
 
     def run_io(self, job: JobMaster, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None:
@@ -316,14 +369,19 @@ class Dispatcher:
             with self._lock:
                 if self._session == session:
                     done(error)
+
         self._rpc.submit(work)
 
     def _probe_peer(self, job_id: str, address: str) -> None:
         """A task of `job_id` lost its input from the TaskManager at `address`: check it now."""
         for tm in self._pool.taskmanagers():
             if tm.address == address:
-                log.info("[job %s] probing TaskManager %s at %s: a task lost its input from it",
-                         job_id, tm.resource_id, address)
+                log.info(
+                    "[job %s] probing TaskManager %s at %s: a task lost its input from it",
+                    job_id,
+                    tm.resource_id,
+                    address,
+                )
                 self._rpc.submit(self._probe, tm.resource_id, tm.address, self._session)
 
     def _probe(self, resource_id: str, address: str, session: str | None) -> None:
@@ -339,13 +397,18 @@ class Dispatcher:
             match action:
                 case sp.SlotsAllocated():
                     job = self._jobs[action.job_id]
-                    log.info("[job %s] slots allocated: %s", job.job_id,
-                             ", ".join(f"{s.resource_id}:{s.index}" for s in action.slots))
+                    log.info(
+                        "[job %s] slots allocated: %s",
+                        job.job_id,
+                        ", ".join(f"{s.resource_id}:{s.index}" for s in action.slots),
+                    )
                     job.on_slots(action.slots, self.clock())
                 case sp.JobWaitingForSlots():
                     job = self._jobs[action.job_id]
-                    job.on_waiting(f"waiting for slots: needs {action.required}, {action.available} free "
-                                   f"of {self._pool.total_slots()} in the cluster")
+                    job.on_waiting(
+                        f"waiting for slots: needs {action.required}, {action.available} free "
+                        f"of {self._pool.total_slots()} in the cluster"
+                    )
                     log.info("[job %s] %s", job.job_id, job.message)
                 case sp.TaskManagerLost():
                     log.warning("TaskManager %s (%s) lost: %s", action.resource_id, action.address, action.reason)

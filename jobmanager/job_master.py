@@ -41,8 +41,7 @@ class Gateway(Protocol):
     def release_slots(self, job_id: str) -> None: ...
     def address_of(self, resource_id: str) -> str | None: ...
     def call_task(self, job: JobMaster, execution_id: str, method: str, request: Any) -> None: ...
-    def run_io(self, job: JobMaster, fn: Callable[[], object],
-               done: Callable[[Exception | None], None]) -> None: ...
+    def run_io(self, job: JobMaster, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None: ...
     def guard(self) -> Any: ...
     @property
     def ha(self) -> Any: ...
@@ -60,8 +59,13 @@ def checkpoint_config(config: dict[str, str]) -> cc.CheckpointConfig | None:
     o = job_options.checkpointing(config)
     if o.interval <= 0:
         return None
-    return cc.CheckpointConfig(interval=o.interval, timeout=o.timeout, min_pause=o.min_pause,
-                               tolerable_failures=o.tolerable_failures, retained=o.retained)
+    return cc.CheckpointConfig(
+        interval=o.interval,
+        timeout=o.timeout,
+        min_pause=o.min_pause,
+        tolerable_failures=o.tolerable_failures,
+        retained=o.retained,
+    )
 
 
 def _now_ms() -> int:
@@ -69,8 +73,15 @@ def _now_ms() -> int:
 
 
 class JobMaster:
-    def __init__(self, job_id: str, job: common_pb2.JobGraph, gateway: Gateway, checkpoint_dir: str | None,
-                 now: float, cancel_timeout: float = 10.0, counter: CheckpointIDCounter | None = None):  # noqa: ARG002 — `now`: time is an input, as for every event
+    def __init__(
+        self,
+        job_id: str,
+        job: common_pb2.JobGraph,
+        gateway: Gateway,
+        checkpoint_dir: str | None,
+        cancel_timeout: float = eg.CANCEL_TIMEOUT,
+        counter: CheckpointIDCounter | None = None,
+    ):
         self.job_id, self.job, self.gateway = job_id, job, gateway
         self.chains = graph.build_chains(job)
         self.chain_by_id = {c.id: c for c in self.chains}
@@ -80,8 +91,10 @@ class JobMaster:
         self.restart: RestartStrategy = from_config(config)
         ckpt_dir = config.get("state.checkpoints.dir") or checkpoint_dir
         if self.ckpt_config is not None and not ckpt_dir:
-            raise ValueError("config.execution.checkpointing.interval: checkpointing needs state.checkpoints.dir "
-                             "(set it in the job or start the JobManager with --checkpoint-dir)")
+            raise ValueError(
+                "config.execution.checkpointing.interval: checkpointing needs state.checkpoints.dir "
+                "(set it in the job or start the JobManager with --checkpoint-dir)"
+            )
         self.storage = CheckpointStorage(ckpt_dir, job_id) if self.ckpt_config is not None and ckpt_dir else None
         self.counter = counter or InMemoryCheckpointIDCounter()
         self.cancel_timeout = cancel_timeout
@@ -118,8 +131,13 @@ class JobMaster:
     # -- attempts -------------------------------------------------------------------------------
     def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002 — time is an input, as for events
         infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in self.chains]
-        self.graph = eg.ExecutionGraph(self.job_id, infos, attempt=attempt, cancel_timeout=self.cancel_timeout,
-                                       attempt_tag=f"{self.gateway.session_id[:8]}.{attempt}")
+        self.graph = eg.ExecutionGraph(
+            self.job_id,
+            infos,
+            attempt=attempt,
+            cancel_timeout=self.cancel_timeout,
+            attempt_tag=f"{self.gateway.session_id[:8]}.{attempt}",
+        )
         self.end_of_input: set[str] = set()
         self.gateway.request_slots(self.job_id, self.slots_required)
 
@@ -156,8 +174,9 @@ class JobMaster:
     def on_waiting(self, message: str) -> None:
         self.message = message
 
-    def on_task_state(self, eid: str, state: ExecutionState, error: str, records: tuple[int, int],
-                      end_of_input: bool, now: float) -> bool:
+    def on_task_state(
+        self, eid: str, state: ExecutionState, error: str, records: tuple[int, int], end_of_input: bool, now: float
+    ) -> bool:
         if eid not in self.graph.executions:
             return False
         self.metrics[eid] = records
@@ -232,8 +251,14 @@ class JobMaster:
                         self.gateway.call_task(self, eid, "SubmitTask", self.deployment_descriptor(eid))
                 case eg.CancelExecutions():
                     for eid in action.execution_ids:
-                        self.gateway.call_task(self, eid, "CancelTask", taskmanager_pb2.CancelTaskRequest(
-                            leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid))
+                        self.gateway.call_task(
+                            self,
+                            eid,
+                            "CancelTask",
+                            taskmanager_pb2.CancelTaskRequest(
+                                leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid
+                            ),
+                        )
                 case eg.JobStatusChanged():
                     self._on_status_changed(action, now)
                 case eg.JobTerminated():
@@ -271,8 +296,9 @@ class JobMaster:
         self.restarts += 1
         self.failure = failure
         self._restart_at = max(now, failed_at + decision.delay)  # the delay counts from the failure
-        log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason,
-                    failure.strip().splitlines()[-1] if failure else "")
+        log.warning(
+            "%s failed; %s. Cause: %s", self.tag, decision.reason, failure.strip().splitlines()[-1] if failure else ""
+        )
 
     def _restart(self, now: float, first_attempt: int | None = None) -> None:
         """A new attempt that restores every task from the latest completed checkpoint."""
@@ -281,15 +307,20 @@ class JobMaster:
         if self.latest is not None:
             try:
                 storage, cid = self._storage(), self.latest.checkpoint_id
-                self._restore_states = metadata.restore_states(storage.read_metadata(cid), self.chains,
-                                                               storage.metadata_path(cid))
+                self._restore_states = metadata.restore_states(
+                    storage.read_metadata(cid), self.chains, storage.metadata_path(cid)
+                )
             except CheckpointCorrupt as exc:
                 log.error("%s cannot restore: %s", self.tag, exc)
                 self._finish(JobStatus.FAILED, f"restore failed: {exc}", now)
                 return
             self.restored_checkpoint = self.latest.checkpoint_id
-        log.info("%s restarting (restart %d) from %s", self.tag, self.restarts,
-                 f"checkpoint {self.restored_checkpoint}" if self.restored_checkpoint else "the beginning")
+        log.info(
+            "%s restarting (restart %d) from %s",
+            self.tag,
+            self.restarts,
+            f"checkpoint {self.restored_checkpoint}" if self.restored_checkpoint else "the beginning",
+        )
         self._start_attempt(self.attempt + 1 if first_attempt is None else first_attempt, now)
 
     def _storage(self) -> CheckpointStorage:
@@ -319,8 +350,7 @@ class JobMaster:
     # -- checkpoints ---------------------------------------------------------------------------------
     def _start_coordinator(self, now: float) -> None:
         executions = list(self.graph.executions)
-        sources = [eid for eid, ex in self.graph.executions.items()
-                   if not self.chain_by_id[ex.chain_id].inputs]
+        sources = [eid for eid, ex in self.graph.executions.items() if not self.chain_by_id[ex.chain_id].inputs]
         config = self.ckpt_config
         if config is None:
             return  # checkpointing is off
@@ -331,9 +361,11 @@ class JobMaster:
                 for cid in storage.list_checkpoints():
                     if cid != keep and cid < upper:
                         storage.discard(cid)
+
             self.gateway.run_io(self, clean, _ignore)
-        self.coordinator = cc.CheckpointCoordinator(self.job_id, config, self.counter, sources, executions,
-                                                    now, restored=self.latest)
+        self.coordinator = cc.CheckpointCoordinator(
+            self.job_id, config, self.counter, sources, executions, now, restored=self.latest
+        )
 
     def _on_end_of_input(self, eid: str, now: float) -> None:
         self.end_of_input.add(eid)
@@ -348,24 +380,48 @@ class JobMaster:
             self._apply_checkpoint(coordinator, coordinator.handle(cc.FinalCheckpointRequested(now)), now)
 
     def _send_trigger(self, eid: str, checkpoint_id: int, final: bool) -> None:
-        self.gateway.call_task(self, eid, "TriggerCheckpoint", taskmanager_pb2.TriggerCheckpointRequest(
-            leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid,
-            checkpoint_id=checkpoint_id, timestamp_ms=_now_ms(), final=final))
+        self.gateway.call_task(
+            self,
+            eid,
+            "TriggerCheckpoint",
+            taskmanager_pb2.TriggerCheckpointRequest(
+                leader_session_id=self.gateway.session_id,
+                job_id=self.job_id,
+                execution_id=eid,
+                checkpoint_id=checkpoint_id,
+                timestamp_ms=_now_ms(),
+                final=final,
+            ),
+        )
 
     def _notify(self, method: str, targets: Iterable[str], checkpoint_id: int, final: bool = False) -> None:
         for eid in targets:
-            self.gateway.call_task(self, eid, method, taskmanager_pb2.CheckpointNotification(
-                leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid,
-                checkpoint_id=checkpoint_id, final=final))
+            self.gateway.call_task(
+                self,
+                eid,
+                method,
+                taskmanager_pb2.CheckpointNotification(
+                    leader_session_id=self.gateway.session_id,
+                    job_id=self.job_id,
+                    execution_id=eid,
+                    checkpoint_id=checkpoint_id,
+                    final=final,
+                ),
+            )
 
-    def _apply_checkpoint(self, coordinator: cc.CheckpointCoordinator, actions: Iterable[cc.CoordinatorAction],
-                          now: float) -> None:
+    def _apply_checkpoint(
+        self, coordinator: cc.CheckpointCoordinator, actions: Iterable[cc.CoordinatorAction], now: float
+    ) -> None:
         """Carry out the actions `coordinator` returned."""
         for action in actions:
             match action:
                 case cc.TriggerCheckpoint():
-                    log.info("%s triggering checkpoint %d%s", self.tag, action.checkpoint_id,
-                             " (final)" if action.final else "")
+                    log.info(
+                        "%s triggering checkpoint %d%s",
+                        self.tag,
+                        action.checkpoint_id,
+                        " (final)" if action.final else "",
+                    )
                     targets = set(action.targets) | (set() if action.final else self.end_of_input)
                     for eid in sorted(targets):
                         self._send_trigger(eid, action.checkpoint_id, action.final)
@@ -393,8 +449,15 @@ class JobMaster:
     def _persist(self, coordinator: cc.CheckpointCoordinator, action: cc.PersistCheckpoint) -> None:
         """Persist before announcing: `_metadata` first, then CheckpointPersisted."""
         executions = self.graph.executions
-        content = metadata.build(self.job_id, action.checkpoint_id, action.final, _now_ms(), self.attempt,
-                                 action.handles, lambda eid: (executions[eid].chain_id, executions[eid].subtask))
+        content = metadata.build(
+            self.job_id,
+            action.checkpoint_id,
+            action.final,
+            _now_ms(),
+            self.attempt,
+            action.handles,
+            lambda eid: (executions[eid].chain_id, executions[eid].subtask),
+        )
         storage, cid, retained, ha = self._storage(), action.checkpoint_id, coordinator.config.retained, self.gateway.ha
 
         def persist() -> None:
@@ -408,6 +471,7 @@ class JobMaster:
             now = time.monotonic()
             event = cc.CheckpointPersisted(cid, now) if error is None else cc.PersistFailed(cid, str(error), now)
             self._apply_checkpoint(coordinator, coordinator.handle(event), now)
+
         self.gateway.run_io(self, persist, done)
 
     def _discard(self, checkpoint_id: int) -> None:
@@ -420,10 +484,18 @@ class JobMaster:
         g, ex = self.graph, self.graph.executions[eid]
         chain = self.chain_by_id[ex.chain_id]
         tdd = taskmanager_pb2.TaskDeploymentDescriptor(
-            leader_session_id=self.gateway.session_id, job_id=self.job_id, attempt=g.attempt, execution_id=eid,
-            chain_id=chain.id, operator_ids=list(chain.operator_ids), subtask_index=ex.subtask,
-            parallelism=chain.parallelism, slot_index=_deployed(ex.slot, eid).index, job=self.job,
-            checkpoint_dir=self.storage.uri if self.storage else "")
+            leader_session_id=self.gateway.session_id,
+            job_id=self.job_id,
+            attempt=g.attempt,
+            execution_id=eid,
+            chain_id=chain.id,
+            operator_ids=list(chain.operator_ids),
+            subtask_index=ex.subtask,
+            parallelism=chain.parallelism,
+            slot_index=_deployed(ex.slot, eid).index,
+            job=self.job,
+            checkpoint_dir=self.storage.uri if self.storage else "",
+        )
         if self.restored_checkpoint is not None:
             tdd.restore_checkpoint_id = self.restored_checkpoint
             tdd.restore_state = self._restore_states[(chain.id, ex.subtask)]
@@ -437,8 +509,13 @@ class JobMaster:
         for edge in chain.outputs:
             target = self.chain_of[edge.target]
             pid = partition_id(self.job_id, self._attempt_tag, chain.id, edge.target, ex.subtask)
-            tdd.outputs.add(partition_id=pid, target_chain=target.id, partitioning=edge.partitioning, key=edge.key,
-                            num_subpartitions=target.parallelism)
+            tdd.outputs.add(
+                partition_id=pid,
+                target_chain=target.id,
+                partitioning=edge.partitioning,
+                key=edge.key,
+                num_subpartitions=target.parallelism,
+            )
         return tdd
 
     @property
@@ -451,11 +528,18 @@ class JobMaster:
         """The job's status for clients, states as proto enums."""
         g, state = self.graph, self.state
         info = common_pb2.JobInfo(
-            job_id=self.job_id, name=self.job.name, state=cast(common_pb2.JobState, to_proto(state)),
-            restarts=self.restarts, leader=self.gateway.address, message=self.message,
+            job_id=self.job_id,
+            name=self.job.name,
+            state=cast(common_pb2.JobState, to_proto(state)),
+            restarts=self.restarts,
+            leader=self.gateway.address,
+            message=self.message,
             failure=self.failure if state == JobStatus.FAILED else "",
-            submitted_ms=self.submitted_ms, ended_ms=self.ended_ms, slots_required=self.slots_required,
-            slots_available=free_slots)
+            submitted_ms=self.submitted_ms,
+            ended_ms=self.ended_ms,
+            slots_required=self.slots_required,
+            slots_available=free_slots,
+        )
         if self.latest is not None:
             info.last_completed_checkpoint = self.latest.checkpoint_id
         if self.restored_checkpoint is not None:
@@ -466,23 +550,37 @@ class JobMaster:
                 info.message = f"restarting after: {cause}"
             elif g.state == JobStatus.FAILING:
                 info.message = "failing: cancelling the remaining tasks" + (
-                    "" if self._decision is None else f"; {'then ' if self._decision.restart else 'will not restart: '}"
-                                                      f"{self._decision.reason}")
+                    ""
+                    if self._decision is None
+                    else f"; {'then ' if self._decision.restart else 'will not restart: '}{self._decision.reason}"
+                )
             elif g.state == JobStatus.CANCELLING:
                 info.message = "cancelling"
         for ex in g.executions.values():
             address = self.gateway.address_of(ex.slot.resource_id) if ex.slot is not None else ""
             rin, rout = self.metrics.get(ex.execution_id, (0, 0))
-            info.tasks.add(operator=ex.name, subtask=ex.subtask, state=to_proto(ex.state),
-                           taskmanager=address or (ex.slot.resource_id if ex.slot else ""),
-                           error=ex.error, records_in=rin, records_out=rout)
+            info.tasks.add(
+                operator=ex.name,
+                subtask=ex.subtask,
+                state=to_proto(ex.state),
+                taskmanager=address or (ex.slot.resource_id if ex.slot else ""),
+                error=ex.error,
+                records_in=rin,
+                records_out=rout,
+            )
         history = self._old_history + (self.coordinator.history() if self.coordinator is not None else [])
         for st in history[-50:]:
             end = st.end_time if st.end_time is not None else time.monotonic()
-            info.checkpoints.add(checkpoint_id=st.checkpoint_id, status=to_proto(st.status),
-                                 trigger_ms=int(_now_ms() - (time.monotonic() - st.trigger_time) * 1000),
-                                 duration_ms=int((end - st.trigger_time) * 1000), size_bytes=st.size,
-                                 failure=st.failure, acks=st.acks, expected=st.expected)
+            info.checkpoints.add(
+                checkpoint_id=st.checkpoint_id,
+                status=to_proto(st.status),
+                trigger_ms=int(_now_ms() - (time.monotonic() - st.trigger_time) * 1000),
+                duration_ms=int((end - st.trigger_time) * 1000),
+                size_bytes=st.size,
+                failure=st.failure,
+                acks=st.acks,
+                expected=st.expected,
+            )
         return info
 
 

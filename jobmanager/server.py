@@ -38,28 +38,38 @@ class JobManagerProcess:
         if settings.role != "jobmanager":
             raise ValueError(f"JobManagerProcess needs jobmanager settings, got {settings.role} settings")
         advertised_host = settings.advertised_host()
-        self.server = rpc.Server(settings.get(config.RPC_HOST), settings.get(config.RPC_PORT),
-                                 ["sluice.v1.JobManager", "sluice.v1.ResourceManager"])
+        self.server = rpc.Server(
+            settings.get(config.RPC_HOST),
+            settings.get(config.RPC_PORT),
+            ["sluice.v1.JobManager", "sluice.v1.ResourceManager"],
+        )
         # the address published to ZooKeeper: the bind host may be a wildcard (0.0.0.0 in containers)
         self.address = f"{advertised_host}:{self.server.port}" if advertised_host else self.server.address
         self.checkpoint_dir = settings.get(config.CHECKPOINTS_DIR)
         # heartbeat_interval: what RegisterTaskManagerResponse tells TaskManagers, so the process that
         # judges heartbeats (heartbeat.timeout) also sets their pace
-        self.dispatcher = Dispatcher(self.address, heartbeat_timeout=settings.get(config.HEARTBEAT_TIMEOUT),
-                                     heartbeat_interval=settings.get(config.HEARTBEAT_INTERVAL),
-                                     checkpoint_dir=self.checkpoint_dir)
+        self.dispatcher = Dispatcher(
+            self.address,
+            heartbeat_timeout=settings.get(config.HEARTBEAT_TIMEOUT),
+            heartbeat_interval=settings.get(config.HEARTBEAT_INTERVAL),
+            checkpoint_dir=self.checkpoint_dir,
+        )
         self._leader_address: str | None = None
         hint = lambda: self._leader_address  # noqa: E731 — a one-line closure the servicers call for the leader
-        jobmanager_pb2_grpc.add_JobManagerServicer_to_server(JobManagerServicer(self.dispatcher, hint),
-                                                             self.server.server)
-        jobmanager_pb2_grpc.add_ResourceManagerServicer_to_server(ResourceManagerServicer(self.dispatcher, hint),
-                                                                  self.server.server)
+        jobmanager_pb2_grpc.add_JobManagerServicer_to_server(
+            JobManagerServicer(self.dispatcher, hint), self.server.server
+        )
+        jobmanager_pb2_grpc.add_ResourceManagerServicer_to_server(
+            ResourceManagerServicer(self.dispatcher, hint), self.server.server
+        )
         self.server.set_serving(False)
         self.paths = ZkPaths(settings.get(config.CLUSTER_ID))
-        self.zk = KazooClient(hosts=settings.get(config.ZOOKEEPER_QUORUM),
-                              timeout=settings.get(config.ZOOKEEPER_SESSION_TIMEOUT),
-                              connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2),
-                              command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1))
+        self.zk = KazooClient(
+            hosts=settings.get(config.ZOOKEEPER_QUORUM),
+            timeout=settings.get(config.ZOOKEEPER_SESSION_TIMEOUT),
+            connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2),
+            command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1),
+        )
         self.election = ZooKeeperLeaderElectionDriver(self.zk, self.paths)
         self._stopped = threading.Event()
 
@@ -74,7 +84,7 @@ class JobManagerProcess:
         self.server.set_serving(False)
         self.dispatcher.revoke_leadership()
 
-    def _on_leader(self, address, session_id) -> None:  # noqa: ARG002
+    def _on_leader(self, address: str | None, _session_id: str | None) -> None:
         self._leader_address = address
 
     def start(self) -> None:
@@ -91,7 +101,7 @@ class JobManagerProcess:
         while not self._stopped.wait(0.2):
             try:
                 self.dispatcher.tick()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("tick failed")
 
     def stop(self) -> None:
@@ -100,7 +110,7 @@ class JobManagerProcess:
         self.server.set_serving(False)
         try:
             self.election.stop()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("releasing leadership failed")
         self.dispatcher.revoke_leadership()
         self.server.stop(grace=3)
@@ -108,7 +118,7 @@ class JobManagerProcess:
         try:
             self.zk.stop()
             self.zk.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 — shutting down: nothing left to tell
             pass
 
 

@@ -53,9 +53,12 @@ def translated(method: Handler) -> Handler:
             return method(self, request, context)
         except NotLeader:
             leader = self.leader_hint()
-            context.abort(grpc.StatusCode.UNAVAILABLE,
-                          f"this JobManager is a standby; leader={leader}" if leader else
-                          "this JobManager is a standby and no leader is known yet")
+            context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"this JobManager is a standby; leader={leader}"
+                if leader
+                else "this JobManager is a standby and no leader is known yet",
+            )
         except JobValidationError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid job: {exc}")
         except BadField as exc:
@@ -71,6 +74,7 @@ def translated(method: Handler) -> Handler:
                 raise
             log.error("%s failed: %s", method.__name__, traceback.format_exc())
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
     return wrapper
 
 
@@ -82,8 +86,9 @@ class _Base:
 
 class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
     @translated
-    def SubmitJob(self, request: jobmanager_pb2.SubmitJobRequest,
-                  _context: grpc.ServicerContext) -> jobmanager_pb2.SubmitJobResponse:
+    def SubmitJob(
+        self, request: jobmanager_pb2.SubmitJobRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.SubmitJobResponse:
         return jobmanager_pb2.SubmitJobResponse(job_id=self.dispatcher.submit(request.job))
 
     @translated
@@ -91,61 +96,83 @@ class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
         return self.dispatcher.job_info(request.job_id)
 
     @translated
-    def ListJobs(self, _request: jobmanager_pb2.ListJobsRequest,
-                 _context: grpc.ServicerContext) -> jobmanager_pb2.ListJobsResponse:
+    def ListJobs(
+        self, _request: jobmanager_pb2.ListJobsRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.ListJobsResponse:
         return jobmanager_pb2.ListJobsResponse(jobs=self.dispatcher.list_jobs())
 
     @translated
-    def CancelJob(self, request: jobmanager_pb2.CancelJobRequest,
-                  _context: grpc.ServicerContext) -> jobmanager_pb2.CancelJobResponse:
+    def CancelJob(
+        self, request: jobmanager_pb2.CancelJobRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.CancelJobResponse:
         state = self.dispatcher.cancel(request.job_id)
         return jobmanager_pb2.CancelJobResponse(state=cast(common_pb2.JobState, to_proto(state)))
 
     @translated
-    def GetCluster(self, _request: jobmanager_pb2.GetClusterRequest,
-                   _context: grpc.ServicerContext) -> jobmanager_pb2.ClusterOverview:
+    def GetCluster(
+        self, _request: jobmanager_pb2.GetClusterRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.ClusterOverview:
         return self.dispatcher.cluster_overview()
 
 
 class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer):
     @translated
-    def RegisterTaskManager(self, request: jobmanager_pb2.RegisterTaskManagerRequest,
-                            context: grpc.ServicerContext) -> jobmanager_pb2.RegisterTaskManagerResponse:
+    def RegisterTaskManager(
+        self, request: jobmanager_pb2.RegisterTaskManagerRequest, context: grpc.ServicerContext
+    ) -> jobmanager_pb2.RegisterTaskManagerResponse:
         if not request.resource_id or not request.address:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "resource_id and address are required")
         session = self.dispatcher.register_taskmanager(request.resource_id, request.address, request.slots)
         return jobmanager_pb2.RegisterTaskManagerResponse(
-            leader_session_id=session, heartbeat_interval_ms=int(self.dispatcher.heartbeat_interval * 1000))
+            leader_session_id=session, heartbeat_interval_ms=int(self.dispatcher.heartbeat_interval * 1000)
+        )
 
     @translated
-    def Heartbeat(self, request: jobmanager_pb2.HeartbeatRequest,
-                  _context: grpc.ServicerContext) -> jobmanager_pb2.HeartbeatResponse:
+    def Heartbeat(
+        self, request: jobmanager_pb2.HeartbeatRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.HeartbeatResponse:
         metrics = [(t.job_id, t.execution_id, t.records_in, t.records_out) for t in request.tasks]
         known = self.dispatcher.heartbeat(request.resource_id, request.leader_session_id, metrics)
         return jobmanager_pb2.HeartbeatResponse(known=known)
 
     @translated
-    def UpdateTaskExecutionState(self, request: jobmanager_pb2.TaskExecutionState,
-                                 _context: grpc.ServicerContext) -> jobmanager_pb2.UpdateTaskExecutionStateResponse:
+    def UpdateTaskExecutionState(
+        self, request: jobmanager_pb2.TaskExecutionState, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.UpdateTaskExecutionStateResponse:
         state = member(ExecutionState, request.state, "state")
         cause = member(FailureCause, request.failure_cause, "failure_cause") if request.failure_cause else None
         accepted = self.dispatcher.update_task_state(
-            request.leader_session_id, request.job_id, request.execution_id, state, request.error,
-            (request.records_in, request.records_out), request.end_of_input,
-            failure_cause=cause, unreachable_peer=request.unreachable_peer)
+            request.leader_session_id,
+            request.job_id,
+            request.execution_id,
+            state,
+            request.error,
+            (request.records_in, request.records_out),
+            request.end_of_input,
+            failure_cause=cause,
+            unreachable_peer=request.unreachable_peer,
+        )
         return jobmanager_pb2.UpdateTaskExecutionStateResponse(accepted=accepted)
 
     @translated
-    def AcknowledgeCheckpoint(self, request: jobmanager_pb2.AcknowledgeCheckpointRequest,
-                              _context: grpc.ServicerContext) -> jobmanager_pb2.AcknowledgeCheckpointResponse:
-        outcome = self.dispatcher.acknowledge_checkpoint(request.leader_session_id, request.job_id,
-                                                         request.execution_id, request.checkpoint_id,
-                                                         request.state_handle, request.size_bytes)
+    def AcknowledgeCheckpoint(
+        self, request: jobmanager_pb2.AcknowledgeCheckpointRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.AcknowledgeCheckpointResponse:
+        outcome = self.dispatcher.acknowledge_checkpoint(
+            request.leader_session_id,
+            request.job_id,
+            request.execution_id,
+            request.checkpoint_id,
+            request.state_handle,
+            request.size_bytes,
+        )
         return jobmanager_pb2.AcknowledgeCheckpointResponse(outcome=cast(jobmanager_pb2.AckOutcome, to_proto(outcome)))
 
     @translated
-    def DeclineCheckpoint(self, request: jobmanager_pb2.DeclineCheckpointRequest,
-                          _context: grpc.ServicerContext) -> jobmanager_pb2.DeclineCheckpointResponse:
-        self.dispatcher.decline_checkpoint(request.leader_session_id, request.job_id, request.execution_id,
-                                           request.checkpoint_id, request.reason)
+    def DeclineCheckpoint(
+        self, request: jobmanager_pb2.DeclineCheckpointRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.DeclineCheckpointResponse:
+        self.dispatcher.decline_checkpoint(
+            request.leader_session_id, request.job_id, request.execution_id, request.checkpoint_id, request.reason
+        )
         return jobmanager_pb2.DeclineCheckpointResponse()

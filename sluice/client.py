@@ -56,14 +56,20 @@ def read_cluster_json(cluster_dir: str) -> ClusterFile:
     except ClusterFileNotFound as exc:
         raise SluiceError(
             f"no cluster found: {exc.path} does not exist. Start one with `sluice cluster start --dir {cluster_dir}`, "
-            "or point at one with --cluster-dir, --zookeeper or --jobmanager") from None
+            "or point at one with --cluster-dir, --zookeeper or --jobmanager"
+        ) from None
     except ClusterFileError as exc:
         raise SluiceError(str(exc)) from None
 
 
 class JobManagerClient:
-    def __init__(self, zookeeper: str | None = None, cluster_id: str = config.CLUSTER_ID.default,
-                 jobmanagers: list[str] | None = None, timeout: float = 30.0):
+    def __init__(
+        self,
+        zookeeper: str | None = None,
+        cluster_id: str = config.CLUSTER_ID.default,
+        jobmanagers: list[str] | None = None,
+        timeout: float = 30.0,
+    ):
         if not zookeeper and not jobmanagers:
             raise SluiceError("give a ZooKeeper connect string or JobManager addresses")
         self.zookeeper = zookeeper
@@ -82,20 +88,25 @@ class JobManagerClient:
         if ctx.get("zookeeper"):
             return cls(zookeeper=ctx["zookeeper"], cluster_id=ctx.get("cluster_id") or config.CLUSTER_ID.default)
         info = read_cluster_json(ctx.get("cluster_dir") or os.environ.get("SLUICE_CLUSTER_DIR", ".sluice"))
-        return cls(zookeeper=info.zookeeper, cluster_id=info.cluster_id,
-                   jobmanagers=[p.address for p in info.of_role("jobmanager")])
+        return cls(
+            zookeeper=info.zookeeper,
+            cluster_id=info.cluster_id,
+            jobmanagers=[p.address for p in info.of_role("jobmanager")],
+        )
 
     # -- leader resolution ----------------------------------------------------
     def _resolve(self) -> str:
         if self.zookeeper:
             from sluice.zk.leader_retrieval import find_leader
+
             try:
                 address, _ = find_leader(self.zookeeper, self.cluster_id, timeout=min(self.timeout, 15.0))
                 return address
             except Exception as exc:  # noqa: BLE001 — fall back to the address list
                 if not self.jobmanagers:
-                    raise SluiceError(f"cannot find the leading JobManager: {exc}",
-                                      grpc.StatusCode.UNAVAILABLE) from None
+                    raise SluiceError(
+                        f"cannot find the leading JobManager: {exc}", grpc.StatusCode.UNAVAILABLE
+                    ) from None
         for address in self.jobmanagers:
             channel = grpc.insecure_channel(address)
             try:
@@ -130,7 +141,7 @@ class JobManagerClient:
         backing off 0.1 s doubling to 1 s with jitter, while the next attempt would start
         within `timeout` of the first. `what` (the call and its job id) names it in the log."""
         retrying = Retrying(
-            stop=stop_before_delay(self.timeout),   # never sleep past the caller's timeout
+            stop=stop_before_delay(self.timeout),  # never sleep past the caller's timeout
             wait=wait_exponential_jitter(multiplier=0.1, max=1.0, jitter=0.1),  # "initial" is deprecated in 9.2
             retry=retry_if_exception_type(_LeaderUnavailable),
             before_sleep=lambda state: _log_retry(what, state),
@@ -159,8 +170,9 @@ class JobManagerClient:
     # -- calls ----------------------------------------------------------------
     def submit(self, job: common_pb2.JobGraph) -> str:
         request = jobmanager_pb2.SubmitJobRequest(job=job)
-        reply: jobmanager_pb2.SubmitJobResponse = self._call(f"SubmitJob {job.name!r}",
-                                                             lambda s: s.SubmitJob(request, timeout=30))
+        reply: jobmanager_pb2.SubmitJobResponse = self._call(
+            f"SubmitJob {job.name!r}", lambda s: s.SubmitJob(request, timeout=30)
+        )
         return reply.job_id
 
     def get(self, job_id: str) -> common_pb2.JobInfo:
@@ -170,23 +182,27 @@ class JobManagerClient:
 
     def list(self) -> list[common_pb2.JobInfo]:
         reply: jobmanager_pb2.ListJobsResponse = self._call(
-            "ListJobs", lambda s: s.ListJobs(jobmanager_pb2.ListJobsRequest(), timeout=10))
+            "ListJobs", lambda s: s.ListJobs(jobmanager_pb2.ListJobsRequest(), timeout=10)
+        )
         return list(reply.jobs)
 
     def cancel(self, job_id: str) -> JobStatus:
         """Request a cancel; the job's state right after it (CANCELED, or RUNNING while tasks stop)."""
         request = jobmanager_pb2.CancelJobRequest(job_id=job_id)
-        reply: jobmanager_pb2.CancelJobResponse = self._call(f"CancelJob {job_id}",
-                                                             lambda s: s.CancelJob(request, timeout=10))
+        reply: jobmanager_pb2.CancelJobResponse = self._call(
+            f"CancelJob {job_id}", lambda s: s.CancelJob(request, timeout=10)
+        )
         return from_proto(JobStatus, reply.state)
 
     def cluster(self) -> jobmanager_pb2.ClusterOverview:
         overview: jobmanager_pb2.ClusterOverview = self._call(
-            "GetCluster", lambda s: s.GetCluster(jobmanager_pb2.GetClusterRequest(), timeout=10))
+            "GetCluster", lambda s: s.GetCluster(jobmanager_pb2.GetClusterRequest(), timeout=10)
+        )
         return overview
 
-    def wait(self, job_id: str, timeout: float | None = None, progress: bool = False,
-             poll: float = 0.5) -> common_pb2.JobInfo:
+    def wait(
+        self, job_id: str, timeout: float | None = None, progress: bool = False, poll: float = 0.5
+    ) -> common_pb2.JobInfo:
         """Poll until the job is FINISHED, FAILED or CANCELED."""
         deadline = None if timeout is None else time.monotonic() + timeout
         last_line = None
@@ -218,8 +234,13 @@ def _log_retry(what: str, state: RetryCallState) -> None:
     """tenacity's before_sleep: what the client waits for, and how long."""
     exc = state.outcome.exception() if state.outcome is not None else None
     wait = state.next_action.sleep if state.next_action is not None else 0.0
-    log.debug("%s: no serving JobManager (%s); finding the leader again in %.2fs (attempt %d)",
-              what, exc, wait, state.attempt_number + 1)
+    log.debug(
+        "%s: no serving JobManager (%s); finding the leader again in %.2fs (attempt %d)",
+        what,
+        exc,
+        wait,
+        state.attempt_number + 1,
+    )
 
 
 def _leader_hint(err: grpc.RpcError) -> str | None:

@@ -57,11 +57,13 @@ TM = ("taskmanager",)
 CONFIG_ENV = "SLUICE_CONFIG"
 ENV_PREFIX = "SLUICE_"
 # SLUICE_* variables that are not configuration keys (read elsewhere).
-NON_CONFIG_ENV = frozenset({
-    CONFIG_ENV,
-    "SLUICE_CLUSTER_DIR",           # client commands: default --cluster-dir
-    "SLUICE_ZOOKEEPER_CLASSPATH",   # embedded ZooKeeper of `sluice cluster start`
-})
+NON_CONFIG_ENV = frozenset(
+    {
+        CONFIG_ENV,
+        "SLUICE_CLUSTER_DIR",  # client commands: default --cluster-dir
+        "SLUICE_ZOOKEEPER_CLASSPATH",  # embedded ZooKeeper of `sluice cluster start`
+    }
+)
 # Value of rpc.advertised-host meaning "the IP address this host name resolves to"
 # (a container's own address in docker-compose, where replicas have no stable name).
 AUTO_HOST = "auto"
@@ -101,7 +103,7 @@ def _host(value: Any) -> str:
         raise ValueError(f"expected a host without a port, got {host!r} (the port is rpc.port)")
     elif ":" in host:
         try:
-            return f"[{ipaddress.IPv6Address(host)}]"   # e.g. a pod IP from the downward API
+            return f"[{ipaddress.IPv6Address(host)}]"  # e.g. a pod IP from the downward API
         except ValueError:
             raise ValueError(f"expected a host name or IP address, got {host!r}") from None
     return host
@@ -172,7 +174,7 @@ class Option(Generic[T]):
     parse: Callable[[Any], T]
     default: T
     roles: tuple[str, ...]
-    flag: str           # named flag of `sluice <role>` and `python -m <role>`
+    flag: str  # named flag of `sluice <role>` and `python -m <role>`
     help: str
     metavar: str = "VALUE"
     required: bool = False  # no default: resolve() fails without a value
@@ -183,48 +185,118 @@ class Option(Generic[T]):
 
 
 ZOOKEEPER_QUORUM: Option[str | None] = Option(
-    "zookeeper.quorum", _quorum, None, BOTH, "--zookeeper",
-    "ZooKeeper connect string host:port[,host:port...][/chroot] (required)", "HOSTS", required=True)
+    "zookeeper.quorum",
+    _quorum,
+    None,
+    BOTH,
+    "--zookeeper",
+    "ZooKeeper connect string host:port[,host:port...][/chroot] (required)",
+    "HOSTS",
+    required=True,
+)
 CLUSTER_ID: Option[str] = Option(
-    "cluster.id", _string, "default", BOTH, "--cluster-id",
-    "cluster id: the ZooKeeper root /sluice/<id> shared by the cluster's processes", "ID")
+    "cluster.id",
+    _string,
+    "default",
+    BOTH,
+    "--cluster-id",
+    "cluster id: the ZooKeeper root /sluice/<id> shared by the cluster's processes",
+    "ID",
+)
 RPC_HOST: Option[str] = Option(
-    "rpc.host", _host, "127.0.0.1", BOTH, "--host", "address the gRPC server binds (0.0.0.0 in containers)", "HOST")
+    "rpc.host", _host, "127.0.0.1", BOTH, "--host", "address the gRPC server binds (0.0.0.0 in containers)", "HOST"
+)
 RPC_PORT: Option[int] = Option("rpc.port", _port, 0, BOTH, "--port", "gRPC port (0 picks a free one)", "PORT")
 RPC_ADVERTISED_HOST: Option[str | None] = Option(
-    "rpc.advertised-host", _advertised_host, None, BOTH, "--advertised-host",
+    "rpc.advertised-host",
+    _advertised_host,
+    None,
+    BOTH,
+    "--advertised-host",
     "host others use to reach this process (published to ZooKeeper / registered with the leader); "
-    "required when rpc.host is a wildcard; 'auto' = the address this machine's host name resolves to", "HOST")
+    "required when rpc.host is a wildcard; 'auto' = the address this machine's host name resolves to",
+    "HOST",
+)
 TASKMANAGER_SLOTS: Option[int] = Option(
-    "taskmanager.slots", _positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N")
+    "taskmanager.slots", _positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N"
+)
 TASKMANAGER_RESOURCE_ID: Option[str | None] = Option(
-    "taskmanager.resource-id", _string, None, TM, "--resource-id",
-    "resource id (default: random per start; must be unique per TaskManager incarnation)", "ID")
+    "taskmanager.resource-id",
+    _string,
+    None,
+    TM,
+    "--resource-id",
+    "resource id (default: random per start; must be unique per TaskManager incarnation)",
+    "ID",
+)
 HEARTBEAT_TIMEOUT: Option[float] = Option(
-    "heartbeat.timeout", _seconds, 6.0, JM, "--heartbeat-timeout",
-    "time without heartbeats before a TaskManager is declared lost (a bare number is seconds)", "DURATION")
+    "heartbeat.timeout",
+    _seconds,
+    6.0,
+    JM,
+    "--heartbeat-timeout",
+    "time without heartbeats before a TaskManager is declared lost (a bare number is seconds)",
+    "DURATION",
+)
 HEARTBEAT_INTERVAL: Option[float] = Option(
-    "heartbeat.interval", _seconds, 1.0, BOTH, "--heartbeat-interval",
+    "heartbeat.interval",
+    _seconds,
+    1.0,
+    BOTH,
+    "--heartbeat-interval",
     "time between a TaskManager's heartbeats: the leader tells each TaskManager its own value when it "
-    "registers; a TaskManager's applies until then (a bare number is seconds)", "DURATION")
+    "registers; a TaskManager's applies until then (a bare number is seconds)",
+    "DURATION",
+)
 ZOOKEEPER_SESSION_TIMEOUT: Option[float] = Option(
-    "zookeeper.session-timeout", _seconds, 6.0, BOTH, "--zk-session-timeout",
-    "ZooKeeper session timeout (sets JobManager failover time; a bare number is seconds)", "DURATION")
+    "zookeeper.session-timeout",
+    _seconds,
+    6.0,
+    BOTH,
+    "--zk-session-timeout",
+    "ZooKeeper session timeout (sets JobManager failover time; a bare number is seconds)",
+    "DURATION",
+)
 CHECKPOINTS_DIR: Option[str | None] = Option(
-    "state.checkpoints.dir", _string, None, JM, "--checkpoint-dir",
-    "checkpoint and HA storage: a path every process sees, or a pyarrow.fs URI (s3://bucket/path)", "DIR")
+    "state.checkpoints.dir",
+    _string,
+    None,
+    JM,
+    "--checkpoint-dir",
+    "checkpoint and HA storage: a path every process sees, or a pyarrow.fs URI (s3://bucket/path)",
+    "DIR",
+)
 SPARK_MASTER: Option[str | None] = Option(
-    "spark.master", _string, None, TM, "--spark-master",
-    "Spark master URL, e.g. spark://host:7077 (default local[<slots>])", "URL")
+    "spark.master",
+    _string,
+    None,
+    TM,
+    "--spark-master",
+    "Spark master URL, e.g. spark://host:7077 (default local[<slots>])",
+    "URL",
+)
 SPARK_REMOTE: Option[str | None] = Option(
-    "spark.remote", _string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL")
+    "spark.remote", _string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL"
+)
 LOG_FILE: Option[str | None] = Option(
-    "log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH")
+    "log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"
+)
 
 OPTIONS: tuple[Option[Any], ...] = (
-    ZOOKEEPER_QUORUM, CLUSTER_ID, RPC_HOST, RPC_PORT, RPC_ADVERTISED_HOST, TASKMANAGER_SLOTS,
-    TASKMANAGER_RESOURCE_ID, HEARTBEAT_TIMEOUT, HEARTBEAT_INTERVAL, ZOOKEEPER_SESSION_TIMEOUT, CHECKPOINTS_DIR,
-    SPARK_MASTER, SPARK_REMOTE, LOG_FILE,
+    ZOOKEEPER_QUORUM,
+    CLUSTER_ID,
+    RPC_HOST,
+    RPC_PORT,
+    RPC_ADVERTISED_HOST,
+    TASKMANAGER_SLOTS,
+    TASKMANAGER_RESOURCE_ID,
+    HEARTBEAT_TIMEOUT,
+    HEARTBEAT_INTERVAL,
+    ZOOKEEPER_SESSION_TIMEOUT,
+    CHECKPOINTS_DIR,
+    SPARK_MASTER,
+    SPARK_REMOTE,
+    LOG_FILE,
 )
 BY_KEY: dict[str, Option[Any]] = {o.key: o for o in OPTIONS}
 
@@ -270,8 +342,7 @@ def read_file(path: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"configuration file {path} must be a mapping of keys to values, "
-                          f"not a {type(data).__name__}")
+        raise ConfigError(f"configuration file {path} must be a mapping of keys to values, not a {type(data).__name__}")
     flat: dict[str, Any] = {}
     _flatten(data, "", flat, path)
     for key in flat:
@@ -302,9 +373,12 @@ def read_env(environ: Mapping[str, str]) -> dict[str, str]:
         opt = BY_ENV.get(name)
         if opt is None:
             known = list(BY_ENV) + sorted(NON_CONFIG_ENV)
-            raise ConfigError(f"{_unknown('environment variable', name, known)} "
-                              f"(SLUICE_* variables name configuration keys: SLUICE_<KEY>, "
-                              f"e.g. SLUICE_ZOOKEEPER_QUORUM)", name)
+            raise ConfigError(
+                f"{_unknown('environment variable', name, known)} "
+                f"(SLUICE_* variables name configuration keys: SLUICE_<KEY>, "
+                f"e.g. SLUICE_ZOOKEEPER_QUORUM)",
+                name,
+            )
         if environ[name].strip() != "":
             out[opt.key] = environ[name]
     return out
@@ -316,8 +390,8 @@ class Settings:
     """The merged configuration of one process."""
 
     role: str
-    values: dict[str, Any]                 # every key of the role; None = unset
-    sources: dict[str, str]                # key -> "default" | "file PATH" | "env VAR" | "flag --x"
+    values: dict[str, Any]  # every key of the role; None = unset
+    sources: dict[str, str]  # key -> "default" | "file PATH" | "env VAR" | "flag --x"
     config_file: str | None = None
     notes: list[str] = field(default_factory=list)
     resolve_host: Callable[[], str] | None = field(default=None, repr=False)
@@ -341,9 +415,11 @@ class Settings:
         try:
             return _host((self.resolve_host or _own_address)())
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"rpc.advertised-host: cannot resolve 'auto' to this machine's address ({exc}) "
-                              f"(from {self.sources['rpc.advertised-host']}); set a host name or IP instead",
-                              "rpc.advertised-host") from None
+            raise ConfigError(
+                f"rpc.advertised-host: cannot resolve 'auto' to this machine's address ({exc}) "
+                f"(from {self.sources['rpc.advertised-host']}); set a host name or IP instead",
+                "rpc.advertised-host",
+            ) from None
 
     def argv(self, resolve_auto: bool = True) -> list[str]:
         """The named flags that give these settings to ``python -m <role>``.
@@ -364,10 +440,16 @@ class Settings:
     def as_dict(self) -> dict[str, Any]:
         try:
             argv = self.argv()
-        except ConfigError:          # 'auto' does not resolve here; the notes say so
+        except ConfigError:  # 'auto' does not resolve here; the notes say so
             argv = self.argv(resolve_auto=False)
-        return {"role": self.role, "config_file": self.config_file, "settings": dict(self.values),
-                "sources": dict(self.sources), "argv": argv, **({"notes": self.notes} if self.notes else {})}
+        return {
+            "role": self.role,
+            "config_file": self.config_file,
+            "settings": dict(self.values),
+            "sources": dict(self.sources),
+            "argv": argv,
+            **({"notes": self.notes} if self.notes else {}),
+        }
 
 
 def _format(value: Any) -> str:
@@ -376,10 +458,17 @@ def _format(value: Any) -> str:
     return str(value)
 
 
-def resolve(role: str, file_values: Mapping[str, Any] | None = None, env_values: Mapping[str, Any] | None = None,
-            flag_values: Mapping[str, Any] | None = None, *, config_file: str | None = None,
-            env_names: Mapping[str, str] | None = None, flag_names: Mapping[str, str] | None = None,
-            resolve_host: Callable[[], str] | None = None) -> Settings:
+def resolve(
+    role: str,
+    file_values: Mapping[str, Any] | None = None,
+    env_values: Mapping[str, Any] | None = None,
+    flag_values: Mapping[str, Any] | None = None,
+    *,
+    config_file: str | None = None,
+    env_names: Mapping[str, str] | None = None,
+    flag_names: Mapping[str, str] | None = None,
+    resolve_host: Callable[[], str] | None = None,
+) -> Settings:
     """Merge defaults < file < environment < flags into the settings of `role`.
 
     Every given value is checked, including ones a higher layer overrides; keys
@@ -390,8 +479,11 @@ def resolve(role: str, file_values: Mapping[str, Any] | None = None, env_values:
     layers = [
         ("file", file_values or {}, lambda _key: f"file {config_file}" if config_file else "file"),
         ("env", env_values or {}, lambda k: f"env {(env_names or {}).get(k, env_name(k))}"),
-        ("flag", flag_values or {},
-         lambda k: f"flag {(flag_names or {}).get(k, BY_KEY[k].flag if k in BY_KEY else k)}"),
+        (
+            "flag",
+            flag_values or {},
+            lambda k: f"flag {(flag_names or {}).get(k, BY_KEY[k].flag if k in BY_KEY else k)}",
+        ),
     ]
     merged: dict[str, Any] = {o.key: o.default for o in OPTIONS}
     sources: dict[str, str] = {o.key: "default" for o in OPTIONS}
@@ -402,7 +494,7 @@ def resolve(role: str, file_values: Mapping[str, Any] | None = None, env_values:
                 raise ConfigError(f"{_unknown('configuration key', key, BY_KEY)} (from {where(key)})", key)
             if layer == "flag" and role not in opt.roles:
                 raise ConfigError(f"{key} does not apply to a {role} (from {where(key)})", key)
-            if raw is None:            # `key:` with no value in YAML = unset
+            if raw is None:  # `key:` with no value in YAML = unset
                 continue
             try:
                 merged[key] = opt.parse(raw)
@@ -412,16 +504,18 @@ def resolve(role: str, file_values: Mapping[str, Any] | None = None, env_values:
     notes: list[str] = []
     _cross_check(role, merged, sources)
     keys = [o.key for o in options_for(role)]
-    settings = Settings(role, {k: merged[k] for k in keys}, {k: sources[k] for k in keys}, config_file, notes,
-                        resolve_host)
+    settings = Settings(
+        role, {k: merged[k] for k in keys}, {k: sources[k] for k in keys}, config_file, notes, resolve_host
+    )
     if settings["rpc.advertised-host"] == AUTO_HOST:
         # Resolved when the process starts (argv()); --check may run on another machine than the process.
         try:
             resolved = settings.advertised_host() or ""
             loopback = resolved.startswith("127.") or resolved == "[::1]"
-            notes.append(f"rpc.advertised-host 'auto' resolves to {resolved} here"
-                         + (" (a loopback address: only processes on this machine could reach it)" if loopback
-                            else ""))
+            notes.append(
+                f"rpc.advertised-host 'auto' resolves to {resolved} here"
+                + (" (a loopback address: only processes on this machine could reach it)" if loopback else "")
+            )
         except ConfigError as exc:
             notes.append(f"{exc}: a process started here would fail")
     return settings
@@ -433,34 +527,54 @@ def _cross_check(role: str, v: dict[str, Any], sources: dict[str, str]) -> None:
 
     for opt in OPTIONS:
         if opt.required and v[opt.key] is None:
-            raise ConfigError(f"{opt.key} is required: set it in the configuration file, with {opt.env}, "
-                              f"or with {opt.flag}", opt.key)
+            raise ConfigError(
+                f"{opt.key} is required: set it in the configuration file, with {opt.env}, or with {opt.flag}", opt.key
+            )
     advertised = v["rpc.advertised-host"]
     if advertised is None and v["rpc.host"] in WILDCARD_HOSTS:
-        raise ConfigError(f"rpc.advertised-host is required when rpc.host is the wildcard address "
-                          f"{v['rpc.host']}{src('rpc.host')}: other processes need an address that reaches this "
-                          f"one (a DNS name, an IP, or 'auto')", "rpc.advertised-host")
+        raise ConfigError(
+            f"rpc.advertised-host is required when rpc.host is the wildcard address "
+            f"{v['rpc.host']}{src('rpc.host')}: other processes need an address that reaches this "
+            f"one (a DNS name, an IP, or 'auto')",
+            "rpc.advertised-host",
+        )
     if advertised is not None and advertised in WILDCARD_HOSTS:
-        raise ConfigError(f"rpc.advertised-host must be an address others can connect to, not {advertised}"
-                          f"{src('rpc.advertised-host')}", "rpc.advertised-host")
+        raise ConfigError(
+            f"rpc.advertised-host must be an address others can connect to, not {advertised}"
+            f"{src('rpc.advertised-host')}",
+            "rpc.advertised-host",
+        )
     if role == "taskmanager" and v["spark.master"] and v["spark.remote"]:
-        raise ConfigError(f"spark.master{src('spark.master')} and spark.remote{src('spark.remote')} "
-                          "exclude each other: set one", "spark.remote")
+        raise ConfigError(
+            f"spark.master{src('spark.master')} and spark.remote{src('spark.remote')} exclude each other: set one",
+            "spark.remote",
+        )
     if role == "taskmanager" and v["spark.remote"] and not str(v["spark.remote"]).startswith("sc://"):
-        raise ConfigError(f"spark.remote: expected a Spark Connect URL sc://host:port, got "
-                          f"{v['spark.remote']!r}{src('spark.remote')}", "spark.remote")
+        raise ConfigError(
+            f"spark.remote: expected a Spark Connect URL sc://host:port, got "
+            f"{v['spark.remote']!r}{src('spark.remote')}",
+            "spark.remote",
+        )
     if v["heartbeat.interval"] >= v["heartbeat.timeout"]:
-        raise ConfigError(f"heartbeat.interval ({v['heartbeat.interval']} s{src('heartbeat.interval')}) must be "
-                          f"shorter than heartbeat.timeout ({v['heartbeat.timeout']} s{src('heartbeat.timeout')})",
-                          "heartbeat.interval")
+        raise ConfigError(
+            f"heartbeat.interval ({v['heartbeat.interval']} s{src('heartbeat.interval')}) must be "
+            f"shorter than heartbeat.timeout ({v['heartbeat.timeout']} s{src('heartbeat.timeout')})",
+            "heartbeat.interval",
+        )
 
 
 def _own_address() -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-def load(role: str, *, config_path: str | None = None, environ: Mapping[str, str] | None = None,
-         flags: Mapping[str, Any] | None = None, flag_names: Mapping[str, str] | None = None) -> Settings:
+def load(
+    role: str,
+    *,
+    config_path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    flag_names: Mapping[str, str] | None = None,
+) -> Settings:
     """Settings of `role` from the file (`config_path`, else $SLUICE_CONFIG), the
     environment (`environ`, default os.environ) and already-parsed flags (key -> raw value)."""
     environ = os.environ if environ is None else environ
@@ -490,26 +604,35 @@ def flag_dest(key: str) -> str:
     return "cfg_" + key.replace(".", "_").replace("-", "_")
 
 
-def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, role: str, *,
-              flags_only: bool = False) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, role: str, *, flags_only: bool = False
+) -> None:
     """The named flag of every option of `role`, its help naming the key (and the variable).
     Values stay raw (None when absent): :func:`resolve` parses them, so a bad one is a
     ConfigError naming the key and the flag. `flags_only`: the command line is the only
     source (``python -m <role>``), so a required option is a required flag."""
     for opt in options_for(role):
         names = opt.key if flags_only else f"{opt.key}, {opt.env}"
-        parser.add_argument(opt.flag, dest=flag_dest(opt.key), metavar=opt.metavar, default=None,
-                            required=flags_only and opt.required, help=f"{opt.help} [{names}]")
+        parser.add_argument(
+            opt.flag,
+            dest=flag_dest(opt.key),
+            metavar=opt.metavar,
+            default=None,
+            required=flags_only and opt.required,
+            help=f"{opt.help} [{names}]",
+        )
 
 
 def flag_values(role: str, args: argparse.Namespace) -> dict[str, Any]:
     """key -> raw value of the named flags given on a command line parsed with :func:`add_flags`."""
-    return {opt.key: value for opt in options_for(role)
-            if (value := getattr(args, flag_dest(opt.key), None)) is not None}
+    return {
+        opt.key: value for opt in options_for(role) if (value := getattr(args, flag_dest(opt.key), None)) is not None
+    }
 
 
 def arg_type(option: Option[T]) -> Callable[[str], T]:
     """An argparse ``type=`` parsing a flag the way `option` parses a value (e.g. ``--heartbeat-timeout 6s``)."""
+
     def parse(text: str) -> T:
         try:
             return option.parse(text)

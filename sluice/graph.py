@@ -44,7 +44,7 @@ class Partitioning(enum.StrEnum):
     """How an edge distributes records over the target's subtasks."""
 
     FORWARD = "forward"
-    HASH = "hash"            # by key group of the key column
+    HASH = "hash"  # by key group of the key column
     REBALANCE = "rebalance"
     BROADCAST = "broadcast"
 
@@ -90,11 +90,11 @@ def loads_payload(data: bytes) -> dict[str, Any]:
 class Chain:
     """A task: operators run back to back in one thread, head first."""
 
-    id: str                       # the head operator's id
+    id: str  # the head operator's id
     operator_ids: tuple[str, ...]
     name: str
     parallelism: int
-    inputs: tuple[common_pb2.EdgeSpec, ...]   # edges into the head from other chains
+    inputs: tuple[common_pb2.EdgeSpec, ...]  # edges into the head from other chains
     outputs: tuple[common_pb2.EdgeSpec, ...]  # edges out of the tail to other chains
 
 
@@ -108,9 +108,12 @@ def build_chains(job: common_pb2.JobGraph) -> list[Chain]:
         ins[e.target].append(e)
 
     def chainable(e: common_pb2.EdgeSpec) -> bool:
-        return (partitioning_of(e) == Partitioning.FORWARD and len(outs[e.source]) == 1
-                and len(ins[e.target]) == 1
-                and ops[e.source].parallelism == ops[e.target].parallelism)
+        return (
+            partitioning_of(e) == Partitioning.FORWARD
+            and len(outs[e.source]) == 1
+            and len(ins[e.target]) == 1
+            and ops[e.source].parallelism == ops[e.target].parallelism
+        )
 
     chains = []
     for op_id in topological_order(job):
@@ -119,11 +122,16 @@ def build_chains(job: common_pb2.JobGraph) -> list[Chain]:
         members = [op_id]
         while len(outs[members[-1]]) == 1 and chainable(outs[members[-1]][0]):
             members.append(outs[members[-1]][0].target)
-        chains.append(Chain(
-            id=op_id, operator_ids=tuple(members),
-            name=" -> ".join(ops[m].name or kind_of(ops[m]) for m in members),
-            parallelism=ops[op_id].parallelism,
-            inputs=tuple(ins[op_id]), outputs=tuple(outs[members[-1]])))
+        chains.append(
+            Chain(
+                id=op_id,
+                operator_ids=tuple(members),
+                name=" -> ".join(ops[m].name or kind_of(ops[m]) for m in members),
+                parallelism=ops[op_id].parallelism,
+                inputs=tuple(ins[op_id]),
+                outputs=tuple(outs[members[-1]]),
+            )
+        )
     return chains
 
 
@@ -175,15 +183,21 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
         try:
             kind = kind_of(op)
         except ValueError as exc:
-            raise JobValidationError(f"{where}.kind", f"{exc}; known: {', '.join(k.name for k in OperatorKind)}") from None
+            raise JobValidationError(
+                f"{where}.kind", f"{exc}; known: {', '.join(k.name for k in OperatorKind)}"
+            ) from None
         if not 1 <= op.parallelism <= maxp:
             raise JobValidationError(
                 f"{where}.parallelism",
-                f"operator {op.name or op.id!r} has parallelism {op.parallelism}; it must be in 1..{maxp} (max_parallelism)")
+                f"operator {op.name or op.id!r} has parallelism {op.parallelism}; "
+                f"it must be in 1..{maxp} (max_parallelism)",
+            )
         try:
             payload = loads_payload(op.payload)
         except Exception as exc:  # noqa: BLE001 — any unpickling failure is bad input
-            raise JobValidationError(f"{where}.payload", f"cannot unpickle operator {op.name or op.id!r}: {type(exc).__name__}: {exc}") from None
+            raise JobValidationError(
+                f"{where}.payload", f"cannot unpickle operator {op.name or op.id!r}: {type(exc).__name__}: {exc}"
+            ) from None
         if not isinstance(payload, dict):
             raise JobValidationError(f"{where}.payload", "must be a pickled dict")
         _validate_payload(where, op, kind, payload, check_paths)
@@ -201,15 +215,17 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
         try:
             partitioning = partitioning_of(e)
         except ValueError as exc:
-            raise JobValidationError(f"{where}.partitioning",
-                                     f"{exc}; known: {', '.join(p.name for p in Partitioning)}") from None
+            raise JobValidationError(
+                f"{where}.partitioning", f"{exc}; known: {', '.join(p.name for p in Partitioning)}"
+            ) from None
         if partitioning == Partitioning.HASH and not e.key:
             raise JobValidationError(f"{where}.key", "a hash edge needs a key column (key_by)")
         if partitioning == Partitioning.FORWARD and par[e.source] != par[e.target]:
             raise JobValidationError(
                 f"{where}.partitioning",
                 f"forward edge {e.source} -> {e.target} joins parallelism {par[e.source]} to {par[e.target]}; "
-                "use rebalance() or key_by() between operators of different parallelism")
+                "use rebalance() or key_by() between operators of different parallelism",
+            )
         ins[e.target].append(e)
         outs[e.source].append(e)
     topological_order(job)
@@ -224,8 +240,7 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             raise JobValidationError(where, f"sink {op.id!r} cannot have outputs")
         if kind == OperatorKind.AGGREGATE:
             key = payloads[op.id]["key"]
-            if (len(ins[op.id]) != 1 or partitioning_of(ins[op.id][0]) != Partitioning.HASH
-                    or ins[op.id][0].key != key):
+            if len(ins[op.id]) != 1 or partitioning_of(ins[op.id][0]) != Partitioning.HASH or ins[op.id][0].key != key:
                 raise JobValidationError(where, f"aggregate {op.id!r} must follow key_by({key!r})")
     if not any(kinds[o] in SINK_KINDS for o in kinds):
         raise JobValidationError("operators", "the job has no sink; add sink_to(...) or print()")
@@ -237,8 +252,7 @@ def positive_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
 
 
-def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind, p: dict,
-                      check_paths: bool) -> None:
+def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind, p: dict, check_paths: bool) -> None:
     if kind in BODY_KINDS:
         body = p.get("body")
         if not (callable(body) or (kind == OperatorKind.FILTER and isinstance(body, str))):
@@ -256,24 +270,30 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKin
     elif kind == OperatorKind.SOURCE_FILES:
         interval = p.get("monitor_interval")
         if interval is not None and not positive_number(interval):
-            raise JobValidationError(f"{where}.monitor_interval",
-                                     f"must be a positive number of seconds or absent, got {interval!r}")
+            raise JobValidationError(
+                f"{where}.monitor_interval", f"must be a positive number of seconds or absent, got {interval!r}"
+            )
         if not check_paths:
             return
         from sluice.storage import list_files  # local import: pyarrow is heavy
+
         try:
             files = list_files(p["path"], p.get("suffix", ""))
         except FileNotFoundError as exc:
             raise JobValidationError(f"{where}.path", str(exc)) from None
         if not files and interval is None:  # a monitored directory may start empty
-            raise JobValidationError(f"{where}.path", f"no input files ending in {p.get('suffix')!r} under {p['path']!r}")
+            raise JobValidationError(
+                f"{where}.path", f"no input files ending in {p.get('suffix')!r} under {p['path']!r}"
+            )
     elif kind == OperatorKind.AGGREGATE:
         aggs = p.get("aggs") or {}
         if not aggs:
             raise JobValidationError(f"{where}.aggs", "an aggregate needs at least one aggregation")
         for out, (fn, _col) in aggs.items():
             if fn not in AGGREGATE_FUNCTIONS:
-                raise JobValidationError(f"{where}.aggs.{out}", f"unknown aggregation {fn!r}; known: {', '.join(AGGREGATE_FUNCTIONS)}")
+                raise JobValidationError(
+                    f"{where}.aggs.{out}", f"unknown aggregation {fn!r}; known: {', '.join(AGGREGATE_FUNCTIONS)}"
+                )
     elif kind == OperatorKind.SINK_FILE:
         if not p.get("path"):
             raise JobValidationError(f"{where}.path", "a file sink needs an output path")

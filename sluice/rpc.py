@@ -7,7 +7,7 @@ import concurrent.futures
 import logging
 import signal
 import threading
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -31,8 +31,9 @@ class Server:
     """A grpc.Server with health and reflection, bound to host:port (0 = free port)."""
 
     def __init__(self, host: str, port: int, service_names: Iterable[str], max_workers: int = 32):
-        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_workers),
-                                  options=CHANNEL_OPTIONS)
+        self.server = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(max_workers=max_workers), options=CHANNEL_OPTIONS
+        )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
@@ -65,10 +66,15 @@ def on_sigterm(callback: Callable[[], None]) -> threading.Event:
     """Run `callback` once on SIGTERM/SIGINT; returns an event set when it ran."""
     done = threading.Event()
 
-    def handler(signum, frame):  # noqa: ARG001
+    def shut_down() -> None:
+        callback()
+        done.set()
+
+    def handler(signum: int, _frame: object) -> None:
         if not done.is_set():
             log.info("received signal %d: shutting down gracefully", signum)
-            threading.Thread(target=lambda: (callback(), done.set()), daemon=True).start()
+            threading.Thread(target=shut_down, daemon=True).start()
+
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return done
@@ -78,7 +84,9 @@ def is_serving(address: str, timeout: float = 1.0, service: str = "") -> bool:
     """True when `address` answers the health check with SERVING."""
     try:
         with grpc.insecure_channel(address) as ch:
-            reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+            reply = health_pb2_grpc.HealthStub(ch).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout
+            )
             return reply.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
         return False
@@ -88,6 +96,7 @@ def run_until_signalled(process, role: str, address_file: str | None) -> None:
     """Start a server process object (start/stop/address), publish its address in
     `address_file`, and block until SIGTERM/SIGINT has stopped it gracefully."""
     from sluice.storage import write_text_atomic
+
     done = on_sigterm(process.stop)
     process.start()
     if address_file:

@@ -25,9 +25,11 @@ def list_files(uri: str, suffix: str = "") -> list[str]:
     if info.type != pafs.FileType.Directory:
         raise FileNotFoundError(f"input path {uri!r} is not a directory")
     entries = fs.get_file_info(pafs.FileSelector(path, recursive=False))
-    return sorted(e.path for e in entries
-                  if e.type == pafs.FileType.File and not e.base_name.startswith((".", "_"))
-                  and e.base_name.endswith(suffix))
+    return sorted(
+        e.path
+        for e in entries
+        if e.type == pafs.FileType.File and not e.base_name.startswith((".", "_")) and e.base_name.endswith(suffix)
+    )
 
 
 def write_text_atomic(path: str, text: str) -> None:

@@ -110,8 +110,8 @@ class BarrierAligner:
             raise ValueError(f"a task needs at least 1 input channel, got {channels}")
         self.channels = channels
         self.state = AlignerState.IDLE
-        self.current: int | None = None      # checkpoint being aligned
-        self.latest: int | None = None       # newest checkpoint id whose barrier was seen
+        self.current: int | None = None  # checkpoint being aligned
+        self.latest: int | None = None  # newest checkpoint id whose barrier was seen
         self._blocked: set[int] = set()
         self._ended: set[int] = set()
         self._aborted_ahead: set[int] = set()  # aborted by the JobManager before any barrier
@@ -156,16 +156,14 @@ class BarrierAligner:
         if self.latest is not None and n <= self.latest:
             if self.current is not None:
                 return [Ignored(f"outdated barrier {n} on channel {c} (aligning {self.current})")]
-            return [Ignored(f"outdated barrier {n} on channel {c} "
-                            f"(alignment of {self.latest} already done)")]
+            return [Ignored(f"outdated barrier {n} on channel {c} (alignment of {self.latest} already done)")]
         # n is newer than anything seen: it subsumes an alignment in progress
         actions = self._abort(f"subsumed by barrier {n} on channel {c}")
         self.latest = n
         aborted = n in self._aborted_ahead
         self._aborted_ahead = {a for a in self._aborted_ahead if a > n}
         if aborted:
-            return actions + [Ignored(f"barrier {n} on channel {c}: checkpoint {n} "
-                                      f"was aborted by the JobManager")]
+            return actions + [Ignored(f"barrier {n} on channel {c}: checkpoint {n} was aborted by the JobManager")]
         self._set(AlignerState.ALIGNING)
         self.current = n
         self._blocked.add(c)
@@ -177,7 +175,7 @@ class BarrierAligner:
         if c in self._ended:
             return [Ignored(f"channel {c} already ended")]
         self._ended.add(c)
-        self._blocked.discard(c)   # a blocked channel delivered the barrier: forget it
+        self._blocked.discard(c)  # a blocked channel delivered the barrier: forget it
         return self._complete_if_aligned()
 
     def _on_abort_notice(self, ev: CheckpointAbortedNotice) -> Actions:
@@ -185,8 +183,7 @@ class BarrierAligner:
         if self.current == n:
             return self._abort("aborted by the JobManager")
         if self.latest is not None and n <= self.latest:
-            return [Ignored(f"abort of checkpoint {n}: its alignment is not in progress "
-                            f"(newest seen {self.latest})")]
+            return [Ignored(f"abort of checkpoint {n}: its alignment is not in progress (newest seen {self.latest})")]
         self._aborted_ahead.add(n)
         return [Ignored(f"abort of checkpoint {n} noted before any of its barriers")]
 

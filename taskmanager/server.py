@@ -50,7 +50,7 @@ from taskmanager.task_registry import TaskRegistry
 log = logging.getLogger("sluice.taskmanager")
 
 ZK_CONNECT_DEADLINE = 600.0  # seconds a starting TaskManager keeps trying to reach ZooKeeper
-ZK_CONNECT_TIMEOUT = 10.0    # seconds per attempt
+ZK_CONNECT_TIMEOUT = 10.0  # seconds per attempt
 
 
 class TaskManagerProcess:
@@ -68,15 +68,18 @@ class TaskManagerProcess:
         self.server: rpc.Server | None = None
         self.address = ""
         self.partitions = PartitionManager()
-        self.engine = SparkEngine(slots, master=settings.get(config.SPARK_MASTER),
-                                  remote=settings.get(config.SPARK_REMOTE))
+        self.engine = SparkEngine(
+            slots, master=settings.get(config.SPARK_MASTER), remote=settings.get(config.SPARK_REMOTE)
+        )
         self.tasks = TaskRegistry(slots)
         self.paths = ZkPaths(settings.get(config.CLUSTER_ID))
         # The connection is retried forever once established (a ZooKeeper restart must not end
         # the TaskManager); the first connect has its deadline in _connect_zookeeper.
-        self.zk = KazooClient(hosts=settings.get(config.ZOOKEEPER_QUORUM),
-                              timeout=settings.get(config.ZOOKEEPER_SESSION_TIMEOUT),
-                              connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2))
+        self.zk = KazooClient(
+            hosts=settings.get(config.ZOOKEEPER_QUORUM),
+            timeout=settings.get(config.ZOOKEEPER_SESSION_TIMEOUT),
+            connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2),
+        )
         self._stopped = threading.Event()
         self.leader = LeaderConnection(self.resource_id, slots, self.tasks, heartbeat_interval, self._stopped)
         self.retriever: LeaderRetriever | None = None
@@ -90,8 +93,9 @@ class TaskManagerProcess:
         server = self.server = rpc.Server(self._host, self._port, ["sluice.v1.TaskExecutor", "sluice.v1.DataExchange"])
         # registered with the leader and dialled by other TaskManagers: the bind host may be 0.0.0.0
         self.address = f"{self._advertised_host}:{server.port}" if self._advertised_host else server.address
-        taskmanager_pb2_grpc.add_TaskExecutorServicer_to_server(TaskExecutorServicer(self.tasks, self._new_task),
-                                                                server.server)
+        taskmanager_pb2_grpc.add_TaskExecutorServicer_to_server(
+            TaskExecutorServicer(self.tasks, self._new_task), server.server
+        )
         dataexchange_pb2_grpc.add_DataExchangeServicer_to_server(DataExchangeServicer(self.partitions), server.server)
         server.start()
         log.info("TaskManager %s listening at %s", self.resource_id, self.address)
@@ -106,17 +110,25 @@ class TaskManagerProcess:
 
     def _connect_zookeeper(self) -> bool:
         """Connect, retrying with backoff until ZK_CONNECT_DEADLINE; False when stopped meanwhile."""
-        retrying = Retrying(stop=stop_after_delay(ZK_CONNECT_DEADLINE) | stop_when_event_set(self._stopped),
-                            wait=wait_exponential_jitter(multiplier=0.5, max=5.0, jitter=0.5),
-                            retry=retry_if_exception_type(Exception), sleep=self._sleep,
-                            before_sleep=self._log_zookeeper_retry, reraise=True)
+        retrying = Retrying(
+            stop=stop_after_delay(ZK_CONNECT_DEADLINE) | stop_when_event_set(self._stopped),
+            wait=wait_exponential_jitter(multiplier=0.5, max=5.0, jitter=0.5),
+            retry=retry_if_exception_type(Exception),
+            sleep=self._sleep,
+            before_sleep=self._log_zookeeper_retry,
+            reraise=True,
+        )
         try:
             retrying(self.zk.start, timeout=ZK_CONNECT_TIMEOUT)
         except Exception:
             if self._stopped.is_set():
                 return False
-            log.error("TaskManager %s: ZooKeeper at %s unreachable for %.0fs; giving up", self.resource_id,
-                      self.zk.hosts, ZK_CONNECT_DEADLINE)
+            log.error(
+                "TaskManager %s: ZooKeeper at %s unreachable for %.0fs; giving up",
+                self.resource_id,
+                self.zk.hosts,
+                ZK_CONNECT_DEADLINE,
+            )
             raise
         return True
 
@@ -125,8 +137,13 @@ class TaskManagerProcess:
 
     def _log_zookeeper_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
-        log.warning("TaskManager %s: cannot reach ZooKeeper at %s (%s); retrying in %.1fs", self.resource_id,
-                    self.zk.hosts, exc, state.upcoming_sleep)
+        log.warning(
+            "TaskManager %s: cannot reach ZooKeeper at %s (%s); retrying in %.1fs",
+            self.resource_id,
+            self.zk.hosts,
+            exc,
+            state.upcoming_sleep,
+        )
 
     def stop(self) -> None:
         self._stopped.set()

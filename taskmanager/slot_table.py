@@ -109,8 +109,11 @@ class TaskSlotTable:
 
     def _submit(self, ev: TaskSubmitted) -> Actions:
         if not 0 <= ev.slot_index < len(self.slots):
-            return [Rejected(ev.execution_id,
-                             f"slot {ev.slot_index} does not exist (this TaskManager has {len(self.slots)})")]
+            return [
+                Rejected(
+                    ev.execution_id, f"slot {ev.slot_index} does not exist (this TaskManager has {len(self.slots)})"
+                )
+            ]
         if ev.execution_id in self._slot_of:
             return [Rejected(ev.execution_id, "already running here")]
         slot = self.slots[ev.slot_index]

@@ -17,8 +17,14 @@ log = logging.getLogger("sluice.taskmanager.spark")
 
 
 class SparkEngine:
-    def __init__(self, slots: int, master: str | None = None, remote: str | None = None,
-                 conf: dict[str, str] | None = None, app_name: str = "sluice-taskmanager") -> None:
+    def __init__(
+        self,
+        slots: int,
+        master: str | None = None,
+        remote: str | None = None,
+        conf: dict[str, str] | None = None,
+        app_name: str = "sluice-taskmanager",
+    ) -> None:
         self.slots = slots
         self.master = master or f"local[{slots}]"
         self.remote = remote
@@ -29,6 +35,7 @@ class SparkEngine:
     def start(self) -> None:
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
         from pyspark.sql import SparkSession
+
         t0 = time.monotonic()
         builder = SparkSession.builder.appName(self.app_name)
         builder = builder.remote(self.remote) if self.remote else builder.master(self.master)
@@ -55,6 +62,7 @@ class SparkEngine:
         import tempfile
 
         from pyspark.sql import functions as F
+
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="sluice-warmup-") as d:
             path = os.path.join(d, "warmup.jsonl")

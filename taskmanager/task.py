@@ -55,11 +55,11 @@ from taskmanager.task_messages import (
 
 log = logging.getLogger("sluice.taskmanager.task")
 
-SUBPARTITION_CAPACITY = 2   # batches a producer may queue per consumer
-CHANNEL_CREDIT = 2          # batches a consumer buffers per channel
+SUBPARTITION_CAPACITY = 2  # batches a producer may queue per consumer
+CHANNEL_CREDIT = 2  # batches a consumer buffers per channel
 # Log lines tools read (bench/compare.py derives latency and throughput timelines from them)
-SOURCE_BATCH_LOG = "%s source batch: offset %d -> %d in %.3fs"        # tag, offset before, after, seconds
-SOURCE_SNAPSHOT_LOG = "%s checkpoint %d: source snapshot at %s"         # tag, checkpoint, "offset N"
+SOURCE_BATCH_LOG = "%s source batch: offset %d -> %d in %.3fs"  # tag, offset before, after, seconds
+SOURCE_SNAPSHOT_LOG = "%s checkpoint %d: source snapshot at %s"  # tag, checkpoint, "offset N"
 
 
 def task_tag(job_id: str, attempt: int, chain_id: str, subtask: int) -> str:
@@ -68,8 +68,14 @@ def task_tag(job_id: str, attempt: int, chain_id: str, subtask: int) -> str:
 
 
 class Task:
-    def __init__(self, tdd: taskmanager_pb2.TaskDeploymentDescriptor, engine: SparkEngine,
-                 partitions: PartitionManager, own_address: str, reports: TaskReports) -> None:
+    def __init__(
+        self,
+        tdd: taskmanager_pb2.TaskDeploymentDescriptor,
+        engine: SparkEngine,
+        partitions: PartitionManager,
+        own_address: str,
+        reports: TaskReports,
+    ) -> None:
         self.tdd = tdd
         self.execution_id = tdd.execution_id
         self.job_id = tdd.job_id
@@ -147,21 +153,24 @@ class Task:
         tdd = self.tdd
         specs = {op.id: op for op in tdd.job.operators}
         for out in tdd.outputs:
-            partition = ResultPartition(out.partition_id, out.num_subpartitions, SUBPARTITION_CAPACITY,
-                                        on_consumed=self.partitions.release)
+            partition = ResultPartition(
+                out.partition_id, out.num_subpartitions, SUBPARTITION_CAPACITY, on_consumed=self.partitions.release
+            )
             partitioning = graph.partitioning_of(out)
             combiner = None
             if partitioning == graph.Partitioning.HASH:  # the consumer may let us pre-aggregate
                 target = specs[out.target_chain]
                 combiner = combiner_for(graph.kind_of(target), graph.loads_payload(target.payload))
-            self._writers.append(RecordWriter(partition, partitioning, out.key, tdd.subtask_index, self.maxp,
-                                              combiner, self.cancelled))
+            self._writers.append(
+                RecordWriter(partition, partitioning, out.key, tdd.subtask_index, self.maxp, combiner, self.cancelled)
+            )
             self.partitions.register(partition)
         head = specs[tdd.operator_ids[0]]
         chained = list(tdd.operator_ids)
         if graph.kind_of(head) in graph.SOURCE_KINDS:
-            self._source = make_source(graph.kind_of(head), graph.loads_payload(head.payload), tdd.subtask_index,
-                                       tdd.parallelism, self.engine)
+            self._source = make_source(
+                graph.kind_of(head), graph.loads_payload(head.payload), tdd.subtask_index, tdd.parallelism, self.engine
+            )
             self._source_id = head.id
             chained = chained[1:]
         else:
@@ -169,9 +178,15 @@ class Task:
             self._aligner = ba.BarrierAligner(len(self._gate.channels))
         for op_id in chained:
             spec = specs[op_id]
-            ctx = OperatorContext(name=spec.name or spec.id, subtask=tdd.subtask_index, parallelism=tdd.parallelism,
-                                  job_id=tdd.job_id, restore_checkpoint_id=tdd.restore_checkpoint_id,
-                                  checkpointing=self.checkpointing, tag=self.tag)
+            ctx = OperatorContext(
+                name=spec.name or spec.id,
+                subtask=tdd.subtask_index,
+                parallelism=tdd.parallelism,
+                job_id=tdd.job_id,
+                restore_checkpoint_id=tdd.restore_checkpoint_id,
+                checkpointing=self.checkpointing,
+                tag=self.tag,
+            )
             self._operators.append((op_id, make_operator(graph.kind_of(spec), graph.loads_payload(spec.payload), ctx)))
         if tdd.restore_checkpoint_id:
             self._restore(json.loads(tdd.restore_state or b"{}"))
@@ -198,8 +213,12 @@ class Task:
             handles = keyed.get(op_id, [])
             table = self.storage.read_keyed_state(handles, self.key_groups) if handles and self.storage else None
             op.restore(OperatorSnapshot(inline=inline.get(op_id), keyed=table))
-        log.info("%s restored from checkpoint %d%s", self.tag, self.tdd.restore_checkpoint_id,
-                 f" (source {self._source.describe_offset()})" if self._source is not None else "")
+        log.info(
+            "%s restored from checkpoint %d%s",
+            self.tag,
+            self.tdd.restore_checkpoint_id,
+            f" (source {self._source.describe_offset()})" if self._source is not None else "",
+        )
 
     # -- run ------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -297,8 +316,7 @@ class Task:
                 case ba.Snapshot():
                     self._snapshot(action.checkpoint_id)
                 case ba.AlignmentAborted():
-                    log.info("%s alignment of checkpoint %d aborted: %s", self.tag, action.checkpoint_id,
-                             action.reason)
+                    log.info("%s alignment of checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
                 case ba.Unblock() | ba.Ignored():
                     pass  # the aligner unblocks its channels itself; outcomes need nothing
                 case _:
@@ -378,8 +396,13 @@ class Task:
                 w.barrier(checkpoint_id)
         self._uploader.submit(self._upload, self.storage, checkpoint_id, inline, keyed)
 
-    def _upload(self, storage: CheckpointStorage, checkpoint_id: int, inline: dict[str, dict[str, Any]],
-                keyed: dict[str, pa.Table]) -> None:
+    def _upload(
+        self,
+        storage: CheckpointStorage,
+        checkpoint_id: int,
+        inline: dict[str, dict[str, Any]],
+        keyed: dict[str, pa.Table],
+    ) -> None:
         try:
             handles: dict[str, Any] = {}
             size = len(json.dumps(inline))

@@ -17,11 +17,13 @@ from kazoo.client import KazooClient
 from sluice.zk.server import EmbeddedZooKeeper
 
 
-def pytest_configure(config):  # noqa: ARG001
+def pytest_configure(config):
     """A CI timeout or `kill` sends SIGTERM: turn it into KeyboardInterrupt so that pytest
     still tears down its fixtures (ZooKeeper servers, clusters) instead of leaving them running."""
-    def interrupt(signum, frame):  # noqa: ARG001
+
+    def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
+
     signal.signal(signal.SIGTERM, interrupt)
 
 

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 10.0, message: str = "condition",
-               interval: float = 0.02) -> T:
+def wait_until(
+    predicate: Callable[[], T], timeout: float = 10.0, message: str = "condition", interval: float = 0.02
+) -> T:
     """Poll ``predicate`` until it returns something truthy; return that value.
 
     Fails the test with ``message`` (and the last value seen) after ``timeout`` seconds.

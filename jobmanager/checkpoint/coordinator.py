@@ -44,6 +44,7 @@ arguments, a persistence report for a checkpoint not PERSISTING), TypeError
 `CheckpointStatus` members); ack outcomes are `AckOutcome` members (both in
 sluice/states.py).
 """
+
 from __future__ import annotations
 
 import collections
@@ -60,7 +61,8 @@ _S = CheckpointStatus
 STATUS_TRANSITIONS: dict[CheckpointStatus, tuple[CheckpointStatus, ...]] = {
     _S.IN_PROGRESS: (_S.PERSISTING, _S.FAILED),
     _S.PERSISTING: (_S.COMPLETED, _S.FAILED),
-    _S.COMPLETED: (), _S.FAILED: (),
+    _S.COMPLETED: (),
+    _S.FAILED: (),
 }
 
 
@@ -82,14 +84,22 @@ class CheckpointConfig:
     retained: int = 2  # completed checkpoints kept
 
     def __post_init__(self) -> None:
-        i, t, p, m, f, r = (self.interval, self.timeout, self.min_pause, self.max_concurrent,
-                            self.tolerable_failures, self.retained)
-        for name, ok, want in (("interval", i is None or _num(i), "a number of seconds or None"),
-                               ("timeout", _num(t) and t > 0, "> 0 seconds"),
-                               ("min_pause", _num(p) and p >= 0, ">= 0 seconds"),
-                               ("max_concurrent", _int(m) and m == 1, "1 (the only supported value)"),
-                               ("tolerable_failures", _int(f) and f >= 0, "an int >= 0"),
-                               ("retained", _int(r) and r >= 1, "an int >= 1")):
+        i, t, p, m, f, r = (
+            self.interval,
+            self.timeout,
+            self.min_pause,
+            self.max_concurrent,
+            self.tolerable_failures,
+            self.retained,
+        )
+        for name, ok, want in (
+            ("interval", i is None or _num(i), "a number of seconds or None"),
+            ("timeout", _num(t) and t > 0, "> 0 seconds"),
+            ("min_pause", _num(p) and p >= 0, ">= 0 seconds"),
+            ("max_concurrent", _int(m) and m == 1, "1 (the only supported value)"),
+            ("tolerable_failures", _int(f) and f >= 0, "an int >= 0"),
+            ("retained", _int(r) and r >= 1, "an int >= 1"),
+        ):
             if not ok:
                 raise ValueError(f"checkpoint {name} must be {want}, got {getattr(self, name)!r}")
 
@@ -155,8 +165,17 @@ class Resume:
     now: float
 
 
-CoordinatorEvent: TypeAlias = (Tick | FinalCheckpointRequested | Acknowledge | Decline | TasksLost
-                               | CheckpointPersisted | PersistFailed | Suspend | Resume)
+CoordinatorEvent: TypeAlias = (
+    Tick
+    | FinalCheckpointRequested
+    | Acknowledge
+    | Decline
+    | TasksLost
+    | CheckpointPersisted
+    | PersistFailed
+    | Suspend
+    | Resume
+)
 
 
 # -- actions --------------------------------------------------------------------
@@ -202,13 +221,15 @@ class FailJob:
 @dataclasses.dataclass(frozen=True)
 class AckResult:
     """How one Acknowledge was taken; always the first action of its event."""
+
     execution_id: str
     checkpoint_id: int
     outcome: AckOutcome
 
 
-CoordinatorAction: TypeAlias = (TriggerCheckpoint | PersistCheckpoint | NotifyComplete | NotifyAborted
-                                | DiscardCheckpoint | FailJob | AckResult)
+CoordinatorAction: TypeAlias = (
+    TriggerCheckpoint | PersistCheckpoint | NotifyComplete | NotifyAborted | DiscardCheckpoint | FailJob | AckResult
+)
 Actions: TypeAlias = list[CoordinatorAction]
 
 
@@ -247,9 +268,16 @@ class _Pending:
 
 
 class CheckpointCoordinator:
-    def __init__(self, job_id: str, config: CheckpointConfig, counter: CheckpointIDCounter,
-                 sources: Iterable[str], executions: Iterable[str], now: float,
-                 restored: CompletedCheckpoint | None = None) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        config: CheckpointConfig,
+        counter: CheckpointIDCounter,
+        sources: Iterable[str],
+        executions: Iterable[str],
+        now: float,
+        restored: CompletedCheckpoint | None = None,
+    ) -> None:
         sources, executions = tuple(sources), tuple(executions)
         if not isinstance(config, CheckpointConfig):
             raise ValueError(f"config must be a CheckpointConfig, got {config!r}")
@@ -261,20 +289,22 @@ class CheckpointCoordinator:
             if not isinstance(restored, CompletedCheckpoint):
                 raise ValueError(f"restored must be a CompletedCheckpoint, got {restored!r}")
             if counter.get() <= restored.checkpoint_id:
-                raise ValueError(f"job {job_id}: id counter at {counter.get()} would reuse ids up to "
-                                 f"restored checkpoint {restored.checkpoint_id}")
+                raise ValueError(
+                    f"job {job_id}: id counter at {counter.get()} would reuse ids up to "
+                    f"restored checkpoint {restored.checkpoint_id}"
+                )
         self.job_id = job_id
         self.config = config
         self.counter = counter
         self.sources = sources
         self.executions = executions
-        self._last_trigger = now        # the interval clock
+        self._last_trigger = now  # the interval clock
         self._last_end: float | None = None  # last completion or abort (min_pause)
         self._suspended = False
         self._job_failed = False
         self._final_wanted = False
         self._final_done = False
-        self._failures = 0              # consecutive failed checkpoints
+        self._failures = 0  # consecutive failed checkpoints
         self._pending: _Pending | None = None
         self._completed: list[CompletedCheckpoint] = [restored] if restored is not None else []
         self._history: collections.deque[_Pending] = collections.deque(maxlen=HISTORY_SIZE)
@@ -307,10 +337,17 @@ class CheckpointCoordinator:
     # -- transitions ------------------------------------------------------------
     def _on_tick(self, ev: Tick) -> Actions:
         p = self._pending
-        if (p is not None and p.status == CheckpointStatus.IN_PROGRESS
-                and ev.now - p.trigger_time >= self.config.timeout):
-            return self._abort(f"checkpoint {p.checkpoint_id} expired after {self.config.timeout:g}s "
-                               f"({len(p.acks)}/{len(self.executions)} acks)", ev.now, counted=True)
+        if (
+            p is not None
+            and p.status == CheckpointStatus.IN_PROGRESS
+            and ev.now - p.trigger_time >= self.config.timeout
+        ):
+            return self._abort(
+                f"checkpoint {p.checkpoint_id} expired after {self.config.timeout:g}s "
+                f"({len(p.acks)}/{len(self.executions)} acks)",
+                ev.now,
+                counted=True,
+            )
         if not self._may_trigger():
             return []
         if self._final_wanted:
@@ -335,14 +372,17 @@ class CheckpointCoordinator:
         self._final_wanted = True
         actions: Actions = []
         if p is not None:
-            actions = self._abort(f"checkpoint {p.checkpoint_id} superseded by the final checkpoint",
-                                  ev.now, counted=False)
+            actions = self._abort(
+                f"checkpoint {p.checkpoint_id} superseded by the final checkpoint", ev.now, counted=False
+            )
         return actions + self._trigger(cid, ev.now, final=True)
 
     def _on_ack(self, ev: Acknowledge) -> Actions:
         if not _int(ev.size) or ev.size < 0:
-            raise ValueError(f"ack from {ev.execution_id} for checkpoint {ev.checkpoint_id}: "
-                             f"size must be an int >= 0, got {ev.size!r}")
+            raise ValueError(
+                f"ack from {ev.execution_id} for checkpoint {ev.checkpoint_id}: "
+                f"size must be an int >= 0, got {ev.size!r}"
+            )
         outcome = self._ack_outcome(ev)
         result: Actions = [AckResult(ev.execution_id, ev.checkpoint_id, outcome)]
         p = self._pending
@@ -373,11 +413,16 @@ class CheckpointCoordinator:
 
     def _on_decline(self, ev: Decline) -> Actions:
         p = self._pending
-        if (p is None or p.checkpoint_id != ev.checkpoint_id or p.status != CheckpointStatus.IN_PROGRESS
-                or ev.execution_id not in self.executions):
+        if (
+            p is None
+            or p.checkpoint_id != ev.checkpoint_id
+            or p.status != CheckpointStatus.IN_PROGRESS
+            or ev.execution_id not in self.executions
+        ):
             return []  # late or foreign: nothing pending to abort
-        return self._abort(f"checkpoint {p.checkpoint_id} declined by {ev.execution_id}: {ev.reason}",
-                           ev.now, counted=True)
+        return self._abort(
+            f"checkpoint {p.checkpoint_id} declined by {ev.execution_id}: {ev.reason}", ev.now, counted=True
+        )
 
     def _on_tasks_lost(self, ev: TasksLost) -> Actions:
         self._suspended = True
@@ -439,15 +484,18 @@ class CheckpointCoordinator:
         p.end_time, p.failure = now, reason
         self._pending = None
         self._last_end = now
-        actions: Actions = [NotifyAborted(p.checkpoint_id, self.executions, reason),
-                            DiscardCheckpoint(p.checkpoint_id)]
+        actions: Actions = [NotifyAborted(p.checkpoint_id, self.executions, reason), DiscardCheckpoint(p.checkpoint_id)]
         if counted:
             self._failures += 1
             if self._failures > self.config.tolerable_failures and not self._job_failed:
                 self._job_failed = True
-                actions.append(FailJob(f"job {self.job_id}: {self._failures} consecutive failed checkpoints "
-                                       f"exceed tolerable_failures={self.config.tolerable_failures}; "
-                                       f"last: {reason}"))
+                actions.append(
+                    FailJob(
+                        f"job {self.job_id}: {self._failures} consecutive failed checkpoints "
+                        f"exceed tolerable_failures={self.config.tolerable_failures}; "
+                        f"last: {reason}"
+                    )
+                )
         return actions
 
     def _persisting(self, cid: int, what: str) -> _Pending:
@@ -478,6 +526,16 @@ class CheckpointCoordinator:
         return self._failures
 
     def history(self) -> list[CheckpointStats]:
-        return [CheckpointStats(p.checkpoint_id, p.status, p.trigger_time, p.end_time,
-                                sum(s for _, s in p.acks.values()), len(p.acks), len(self.executions), p.failure)
-                for p in self._history]
+        return [
+            CheckpointStats(
+                p.checkpoint_id,
+                p.status,
+                p.trigger_time,
+                p.end_time,
+                sum(s for _, s in p.acks.values()),
+                len(p.acks),
+                len(self.executions),
+                p.failure,
+            )
+            for p in self._history
+        ]

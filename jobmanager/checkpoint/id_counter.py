@@ -17,6 +17,7 @@ Contract (tests/unit/test_checkpoint_id_counter.py, run against every backing):
 
 `InMemoryCheckpointIDCounter` backs tests and single-process clusters.
 """
+
 from __future__ import annotations
 
 import abc

@@ -22,16 +22,29 @@ from sluice.checkpoints.storage import CheckpointCorrupt
 from sluice.graph import Chain
 
 
-def build(job_id: str, checkpoint_id: int, final: bool, timestamp_ms: int, attempt: int,
-          handles: Mapping[str, object], task_of: Callable[[str], tuple[str, int]]) -> dict[str, Any]:
+def build(
+    job_id: str,
+    checkpoint_id: int,
+    final: bool,
+    timestamp_ms: int,
+    attempt: int,
+    handles: Mapping[str, object],
+    task_of: Callable[[str], tuple[str, int]],
+) -> dict[str, Any]:
     """The metadata of a checkpoint from its handles by execution id; `task_of` maps an
     execution id to its (chain id, subtask)."""
     tasks: dict[str, dict[str, object]] = {}
     for eid, handle in handles.items():
         chain_id, subtask = task_of(eid)
         tasks.setdefault(chain_id, {})[str(subtask)] = handle
-    return {"job_id": job_id, "checkpoint_id": checkpoint_id, "final": final,
-            "timestamp_ms": timestamp_ms, "attempt": attempt, "tasks": tasks}
+    return {
+        "job_id": job_id,
+        "checkpoint_id": checkpoint_id,
+        "final": final,
+        "timestamp_ms": timestamp_ms,
+        "attempt": attempt,
+        "tasks": tasks,
+    }
 
 
 def restore_states(metadata: dict[str, Any], chains: Iterable[Chain], where: str) -> dict[tuple[str, int], bytes]:
@@ -42,13 +55,15 @@ def restore_states(metadata: dict[str, Any], chains: Iterable[Chain], where: str
     for chain in chains:
         by_subtask = tasks.get(chain.id)
         if by_subtask is None or len(by_subtask) != chain.parallelism:
-            raise CheckpointCorrupt(f"checkpoint {metadata['checkpoint_id']} has no complete state for task "
-                                    f"{chain.name!r} in {where}")
+            raise CheckpointCorrupt(
+                f"checkpoint {metadata['checkpoint_id']} has no complete state for task {chain.name!r} in {where}"
+            )
         keyed: dict[str, list[Any]] = {}
         for handle in by_subtask.values():
             for op_id, h in handle.get("keyed", {}).items():
                 keyed.setdefault(op_id, []).append(h)
         for s in range(chain.parallelism):
-            out[(chain.id, s)] = json.dumps({"operators": by_subtask[str(s)].get("operators", {}),
-                                             "keyed": keyed}).encode()
+            out[(chain.id, s)] = json.dumps(
+                {"operators": by_subtask[str(s)].get("operators", {}), "keyed": keyed}
+            ).encode()
     return out

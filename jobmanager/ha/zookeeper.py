@@ -43,8 +43,7 @@ class ZooKeeperCheckpointIDCounter(CheckpointIDCounter):
 
     def __init__(self, client: KazooClient, path: str, deadline: float = COUNTER_DEADLINE) -> None:
         self.client, self.path, self.deadline = client, path, deadline
-        self._retry = KazooRetry(max_tries=-1, delay=0.001, backoff=2, max_jitter=0.5, max_delay=0.1,
-                                 deadline=deadline)
+        self._retry = KazooRetry(max_tries=-1, delay=0.001, backoff=2, max_jitter=0.5, max_delay=0.1, deadline=deadline)
         self._retry.retry_exceptions = (*self._retry.retry_exceptions, BadVersionError)
         client.ensure_path(path)
 
@@ -61,8 +60,9 @@ class ZooKeeperCheckpointIDCounter(CheckpointIDCounter):
         try:
             return int(self._retry.copy()(self._compare_and_set))
         except RetryFailedError as exc:  # the path names the job: jobs/<job-id>/checkpoint_id_counter
-            raise RetryFailedError(f"checkpoint id counter {self.path}: no compare-and-set succeeded "
-                                   f"within {self.deadline:g}s ({exc})") from exc
+            raise RetryFailedError(
+                f"checkpoint id counter {self.path}: no compare-and-set succeeded within {self.deadline:g}s ({exc})"
+            ) from exc
 
     def _compare_and_set(self) -> int:
         value, version = self._read()
@@ -140,8 +140,9 @@ class ZooKeeperHaServices:
         return out
 
     # -- completed checkpoints ----------------------------------------------------------------
-    def add_checkpoint(self, guard: Guard, job_id: str, checkpoint_id: int, metadata_path: str,
-                       retained: int) -> list[int]:
+    def add_checkpoint(
+        self, guard: Guard, job_id: str, checkpoint_id: int, metadata_path: str, retained: int
+    ) -> list[int]:
         """Publish the pointer of a completed checkpoint; drop pointers beyond `retained`.
         Returns the ids whose pointers were dropped (their files may be discarded)."""
         root = self.paths.checkpoints(job_id)

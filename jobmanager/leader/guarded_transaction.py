@@ -28,15 +28,17 @@ class GuardedTransaction:
     Any other failing operation is re-raised as its kazoo exception.
     """
 
-    def __init__(self, client: KazooClient, guard_path: str, guard_version: int = -1,
-                 timeout: float | None = 10.0) -> None:
+    def __init__(
+        self, client: KazooClient, guard_path: str, guard_version: int = -1, timeout: float | None = 10.0
+    ) -> None:
         self.guard_path = guard_path
         self._timeout = timeout
         self._txn = client.transaction()
         self._txn.check(guard_path, guard_version)
 
-    def create(self, path: str, value: bytes = b"", ephemeral: bool = False,
-               sequence: bool = False) -> GuardedTransaction:
+    def create(
+        self, path: str, value: bytes = b"", ephemeral: bool = False, sequence: bool = False
+    ) -> GuardedTransaction:
         self._txn.create(path, value, ephemeral=ephemeral, sequence=sequence)
         return self
 
@@ -68,7 +70,8 @@ class GuardedTransaction:
         return list(rest)
 
 
-def guarded_transaction(client: KazooClient, latch_node_path: str, latch_node_version: int = -1,
-                        timeout: float | None = 10.0) -> GuardedTransaction:
+def guarded_transaction(
+    client: KazooClient, latch_node_path: str, latch_node_version: int = -1, timeout: float | None = 10.0
+) -> GuardedTransaction:
     """A transaction that commits only while ``latch_node_path`` (at that version) exists."""
     return GuardedTransaction(client, latch_node_path, latch_node_version, timeout)

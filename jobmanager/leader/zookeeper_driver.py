@@ -100,8 +100,9 @@ class _Backoff:
 class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
     """Latch-based election under ``paths.leader_latch``; see the module docstring."""
 
-    def __init__(self, client: KazooClient, paths: ZkPaths, *, name: str | None = None,
-                 op_timeout: float = 10.0) -> None:
+    def __init__(
+        self, client: KazooClient, paths: ZkPaths, *, name: str | None = None, op_timeout: float = 10.0
+    ) -> None:
         self._client = client
         self._paths = paths
         self._id = uuid.uuid4().hex
@@ -178,21 +179,35 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
 
         def log_race(attempt: RetryCallState) -> None:
             error = attempt.outcome.exception() if attempt.outcome is not None else None
-            _log.info("%s: publishing leader address %s (session %s) raced with another writer (%r); "
-                      "looking again in %.2fs", self.name, address, session_id, error, attempt.upcoming_sleep)
+            _log.info(
+                "%s: publishing leader address %s (session %s) raced with another writer (%r); looking again in %.2fs",
+                self.name,
+                address,
+                session_id,
+                error,
+                attempt.upcoming_sleep,
+            )
 
         retrying = Retrying(
             stop=stop_after_attempt(_PUBLISH_ATTEMPTS) | stop_after_delay(self._op_timeout),
             wait=wait_exponential_jitter(multiplier=0.02, max=0.5, jitter=0.02),
-            retry=retry_if_exception_type(_PUBLISH_RACES), before_sleep=log_race, reraise=True)
+            retry=retry_if_exception_type(_PUBLISH_RACES),
+            before_sleep=log_race,
+            reraise=True,
+        )
         try:
             retrying(self._publish_once, session_id, path, data)
         except LeadershipLostError as exc:
             _log.info("%s: not publishing %s for session %s: %s", self.name, address, session_id, exc)
             return False
         except _PUBLISH_RACES as exc:
-            _log.warning("%s: publishing leader address %s still raced after %d attempts: %r",
-                         self.name, address, _PUBLISH_ATTEMPTS, exc)
+            _log.warning(
+                "%s: publishing leader address %s still raced after %d attempts: %r",
+                self.name,
+                address,
+                _PUBLISH_ATTEMPTS,
+                exc,
+            )
             return False
         except (KazooException, KazooTimeoutError) as exc:
             _log.warning("%s: publishing leader info failed: %r", self.name, exc)
@@ -281,8 +296,9 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
                 self._forget_node("latch node disappeared")
                 current = None
             if current is None and not mine:
-                created = self._call(self._client.create_async, f"{latch}/{self._prefix}",
-                                     ephemeral=True, sequence=True)
+                created = self._call(
+                    self._client.create_async, f"{latch}/{self._prefix}", ephemeral=True, sequence=True
+                )
                 self._node = created
                 _log.debug("%s: joined the election as %s", self.name, created)
                 continue  # list again, now with our node
@@ -346,8 +362,7 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
             path = self._paths.leader_connection_info
             data, stat = self._call(self._client.get_async, path)
             if self._node and json.loads(data or b"{}").get("session_id") in self._published:
-                guarded_transaction(self._client, self._node, -1, self._op_timeout).delete(
-                    path, stat.version).commit()
+                guarded_transaction(self._client, self._node, -1, self._op_timeout).delete(path, stat.version).commit()
         except (KazooException, KazooTimeoutError, LeadershipLostError, ValueError):
             pass
         try:

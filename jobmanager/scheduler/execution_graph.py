@@ -36,6 +36,8 @@ from typing import TypeAlias
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.states import ExecutionState, IllegalTransition, JobStatus, check_transition
 
+CANCEL_TIMEOUT = 10.0  # seconds a FAILING/CANCELLING job waits for its tasks' answers (a TaskManager may be gone)
+
 # -- states -------------------------------------------------------------------
 _J, _T = JobStatus, ExecutionState
 
@@ -45,7 +47,9 @@ JOB_TRANSITIONS: dict[JobStatus, tuple[JobStatus, ...]] = {
     _J.RUNNING: (_J.FINISHED, _J.FAILING, _J.CANCELLING),
     _J.FAILING: (_J.FAILED,),
     _J.CANCELLING: (_J.CANCELED,),
-    _J.FINISHED: (), _J.FAILED: (), _J.CANCELED: (),
+    _J.FINISHED: (),
+    _J.FAILED: (),
+    _J.CANCELED: (),
 }
 
 TASK_TRANSITIONS: dict[ExecutionState, tuple[ExecutionState, ...]] = {
@@ -53,7 +57,9 @@ TASK_TRANSITIONS: dict[ExecutionState, tuple[ExecutionState, ...]] = {
     _T.DEPLOYING: (_T.RUNNING, _T.FINISHED, _T.FAILED, _T.CANCELING, _T.CANCELED),
     _T.RUNNING: (_T.FINISHED, _T.FAILED, _T.CANCELING, _T.CANCELED),
     _T.CANCELING: (_T.CANCELED, _T.FINISHED, _T.FAILED),
-    _T.FINISHED: (), _T.CANCELED: (), _T.FAILED: (),
+    _T.FINISHED: (),
+    _T.CANCELED: (),
+    _T.FAILED: (),
 }
 
 
@@ -89,6 +95,7 @@ class TaskManagerLost:
 @dataclasses.dataclass(frozen=True)
 class GlobalFailure:
     """The job fails as a whole (e.g. too many failed checkpoints)."""
+
     reason: str
     now: float
 
@@ -103,8 +110,9 @@ class Tick:
     now: float
 
 
-ExecutionGraphEvent: TypeAlias = (SlotsAssigned | TaskStateReported | DeploymentFailed | TaskManagerLost
-                                  | GlobalFailure | CancelRequested | Tick)
+ExecutionGraphEvent: TypeAlias = (
+    SlotsAssigned | TaskStateReported | DeploymentFailed | TaskManagerLost | GlobalFailure | CancelRequested | Tick
+)
 
 
 # -- actions --------------------------------------------------------------------
@@ -164,8 +172,14 @@ def execution_id(job_id: str, attempt: int | str, chain_id: str, subtask: int) -
 
 
 class ExecutionGraph:
-    def __init__(self, job_id: str, chains: Iterable[ChainInfo], attempt: int = 0,
-                 cancel_timeout: float = 10.0, attempt_tag: str | None = None) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        chains: Iterable[ChainInfo],
+        attempt: int = 0,
+        cancel_timeout: float = CANCEL_TIMEOUT,
+        attempt_tag: str | None = None,
+    ) -> None:
         # attempt_tag names this attempt in execution ids; it must be unique across
         # JobManager leaders too (a new leader counts attempts from 0 again).
         self.attempt_tag = attempt_tag if attempt_tag is not None else str(attempt)
@@ -241,12 +255,16 @@ class ExecutionGraph:
         return self._check_done()
 
     def _on_deployment_failed(self, ev: DeploymentFailed) -> Actions:
-        return self._on_report(TaskStateReported(ev.execution_id, ExecutionState.FAILED,
-                                                 f"deployment failed: {ev.error}", ev.now))
+        return self._on_report(
+            TaskStateReported(ev.execution_id, ExecutionState.FAILED, f"deployment failed: {ev.error}", ev.now)
+        )
 
     def _on_tm_lost(self, ev: TaskManagerLost) -> Actions:
-        lost = [ex for ex in self.executions.values()
-                if ex.slot is not None and ex.slot.resource_id == ev.resource_id and not ex.state.terminal]
+        lost = [
+            ex
+            for ex in self.executions.values()
+            if ex.slot is not None and ex.slot.resource_id == ev.resource_id and not ex.state.terminal
+        ]
         if not lost:
             return []
         for ex in lost:
@@ -305,8 +323,11 @@ class ExecutionGraph:
                 self._set_task(ex, ExecutionState.CANCELED)
         return [CancelExecutions(tuple(ids))] if ids else []
 
-    _END_OF = {JobStatus.RUNNING: JobStatus.FINISHED, JobStatus.FAILING: JobStatus.FAILED,
-               JobStatus.CANCELLING: JobStatus.CANCELED}
+    _END_OF = {
+        JobStatus.RUNNING: JobStatus.FINISHED,
+        JobStatus.FAILING: JobStatus.FAILED,
+        JobStatus.CANCELLING: JobStatus.CANCELED,
+    }
 
     def _check_done(self) -> Actions:
         states = [ex.state for ex in self.executions.values()]

@@ -73,21 +73,27 @@ class FixedDelayRestart(RestartStrategy):
 
     def on_failure(self, now: float) -> RestartDecision:  # noqa: ARG002 — a fixed delay does not depend on time
         if self.restarts >= self.attempts:
-            return RestartDecision(
-                False, 0.0, f"restart attempts exhausted ({self.restarts} of {self.attempts})")
+            return RestartDecision(False, 0.0, f"restart attempts exhausted ({self.restarts} of {self.attempts})")
         self.restarts += 1
         return RestartDecision(
-            True, self.delay, f"restart attempt {self.restarts} of {self.attempts} "
-                              f"after {self.delay:g}s (fixed delay)")
+            True, self.delay, f"restart attempt {self.restarts} of {self.attempts} after {self.delay:g}s (fixed delay)"
+        )
 
     def __repr__(self) -> str:
         return f"FixedDelayRestart(attempts={self.attempts}, delay={self.delay:g})"
 
 
 class ExponentialDelayRestart(RestartStrategy):
-    def __init__(self, initial: float = 0.5, max_delay: float = 30.0, multiplier: float = 2.0,
-                 reset_after: float = 60.0, jitter: float = 0.0, attempts: int | None = None,
-                 rng: random.Random | None = None):
+    def __init__(
+        self,
+        initial: float = 0.5,
+        max_delay: float = 30.0,
+        multiplier: float = 2.0,
+        reset_after: float = 60.0,
+        jitter: float = 0.0,
+        attempts: int | None = None,
+        rng: random.Random | None = None,
+    ):
         self.initial = _check_float("initial", initial, minimum=0.0, strict=True)
         self.max_delay = _check_float("max_delay", max_delay, minimum=self.initial)
         self.multiplier = _check_float("multiplier", multiplier, minimum=1.0)
@@ -95,8 +101,8 @@ class ExponentialDelayRestart(RestartStrategy):
         self.jitter = _check_float("jitter", jitter, minimum=0.0, maximum=1.0)
         self.attempts = None if attempts is None else _check_int("attempts", attempts, minimum=0)
         self.rng = rng if rng is not None else random.Random()
-        self.backoff: float | None = None       # base delay of the last restart (None: fresh)
-        self.restarts = 0                       # restarts since the last reset
+        self.backoff: float | None = None  # base delay of the last restart (None: fresh)
+        self.restarts = 0  # restarts since the last reset
         self._restarted_at: float | None = None  # when the last restart was due
 
     def on_failure(self, now: float) -> RestartDecision:
@@ -104,8 +110,11 @@ class ExponentialDelayRestart(RestartStrategy):
             self._reset()
         if self.attempts is not None and self.restarts >= self.attempts:
             return RestartDecision(
-                False, 0.0, f"restart attempts exhausted ({self.restarts} of {self.attempts}) "
-                            f"within the backoff reset threshold of {self.reset_after:g}s")
+                False,
+                0.0,
+                f"restart attempts exhausted ({self.restarts} of {self.attempts}) "
+                f"within the backoff reset threshold of {self.reset_after:g}s",
+            )
         if self.backoff is None:
             self.backoff = self.initial
         else:
@@ -115,8 +124,10 @@ class ExponentialDelayRestart(RestartStrategy):
         self._restarted_at = now + delay
         limit = "" if self.attempts is None else f" of {self.attempts}"
         return RestartDecision(
-            True, delay, f"restart attempt {self.restarts}{limit} after {delay:g}s "
-                         f"(exponential delay, backoff {self.backoff:g}s)")
+            True,
+            delay,
+            f"restart attempt {self.restarts}{limit} after {delay:g}s (exponential delay, backoff {self.backoff:g}s)",
+        )
 
     def on_success(self, now: float) -> None:  # noqa: ARG002 — any success resets, whenever it happens
         self._reset()
@@ -133,9 +144,11 @@ class ExponentialDelayRestart(RestartStrategy):
         return min(max(base + self.rng.uniform(-spread, spread), 0.0), self.max_delay)
 
     def __repr__(self) -> str:
-        return (f"ExponentialDelayRestart(initial={self.initial:g}, max_delay={self.max_delay:g}, "
-                f"multiplier={self.multiplier:g}, reset_after={self.reset_after:g}, "
-                f"jitter={self.jitter:g}, attempts={self.attempts})")
+        return (
+            f"ExponentialDelayRestart(initial={self.initial:g}, max_delay={self.max_delay:g}, "
+            f"multiplier={self.multiplier:g}, reset_after={self.reset_after:g}, "
+            f"jitter={self.jitter:g}, attempts={self.attempts})"
+        )
 
 
 # -- configuration ------------------------------------------------------------------
@@ -151,18 +164,23 @@ def from_config(config: Mapping[str, str]) -> RestartStrategy:
     if name == "none":
         return NoRestart()
     if name == "fixed-delay":
-        return FixedDelayRestart(attempts=jo.FIXED_DELAY_ATTEMPTS.read(config),
-                                 delay=jo.FIXED_DELAY_DELAY.read(config))
+        return FixedDelayRestart(attempts=jo.FIXED_DELAY_ATTEMPTS.read(config), delay=jo.FIXED_DELAY_DELAY.read(config))
     initial = jo.EXPONENTIAL_INITIAL_BACKOFF.read(config)
     max_delay = jo.EXPONENTIAL_MAX_BACKOFF.read(config)
     if max_delay < initial:
-        raise jo.JobConfigError(f"{jo.EXPONENTIAL_MAX_BACKOFF.key}: expected a duration >= "
-                                f"{jo.EXPONENTIAL_INITIAL_BACKOFF.key} ({initial:g}s), got {max_delay:g}s",
-                                jo.EXPONENTIAL_MAX_BACKOFF.key)
+        raise jo.JobConfigError(
+            f"{jo.EXPONENTIAL_MAX_BACKOFF.key}: expected a duration >= "
+            f"{jo.EXPONENTIAL_INITIAL_BACKOFF.key} ({initial:g}s), got {max_delay:g}s",
+            jo.EXPONENTIAL_MAX_BACKOFF.key,
+        )
     return ExponentialDelayRestart(
-        initial=initial, max_delay=max_delay, multiplier=jo.EXPONENTIAL_MULTIPLIER.read(config),
-        reset_after=jo.EXPONENTIAL_RESET_THRESHOLD.read(config), jitter=jo.EXPONENTIAL_JITTER.read(config),
-        attempts=jo.EXPONENTIAL_ATTEMPTS.read(config))
+        initial=initial,
+        max_delay=max_delay,
+        multiplier=jo.EXPONENTIAL_MULTIPLIER.read(config),
+        reset_after=jo.EXPONENTIAL_RESET_THRESHOLD.read(config),
+        jitter=jo.EXPONENTIAL_JITTER.read(config),
+        attempts=jo.EXPONENTIAL_ATTEMPTS.read(config),
+    )
 
 
 # -- argument checks ----------------------------------------------------------------
@@ -172,8 +190,9 @@ def _check_int(name: str, value: object, minimum: int) -> int:
     return value
 
 
-def _check_float(name: str, value: SupportsFloat | str, minimum: float, maximum: float = math.inf,
-                 strict: bool = False) -> float:
+def _check_float(
+    name: str, value: SupportsFloat | str, minimum: float, maximum: float = math.inf, strict: bool = False
+) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):

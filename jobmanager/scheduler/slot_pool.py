@@ -46,6 +46,7 @@ holds nothing returns ``[]``. Illegal input (slots < 1, count < 1, a second
 request for a job that holds or awaits slots) raises ValueError before any
 state is touched.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -96,8 +97,9 @@ class SlotsReleased:
     job_id: str
 
 
-SlotPoolEvent: TypeAlias = (TaskManagerRegistered | HeartbeatReceived | TaskManagerDisconnected | Tick
-                            | SlotsRequested | SlotsReleased)
+SlotPoolEvent: TypeAlias = (
+    TaskManagerRegistered | HeartbeatReceived | TaskManagerDisconnected | Tick | SlotsRequested | SlotsReleased
+)
 
 
 # ---- actions --------------------------------------------------------------
@@ -211,8 +213,7 @@ class SlotPool:
         return [self._lose(ev.resource_id, ev.reason), *self._serve_waiting()]
 
     def _on_tick(self, ev: Tick) -> Actions:
-        expired = sorted(rid for rid, tm in self._tms.items()
-                         if ev.now - tm.last_heartbeat > self.heartbeat_timeout)
+        expired = sorted(rid for rid, tm in self._tms.items() if ev.now - tm.last_heartbeat > self.heartbeat_timeout)
         actions: Actions = []
         for rid in expired:
             silent_for = ev.now - self._tms[rid].last_heartbeat
@@ -284,8 +285,10 @@ class SlotPool:
         return sum(len(tm.free_indices()) for tm in self._tms.values())
 
     def taskmanagers(self) -> list[TaskManagerInfo]:
-        return [TaskManagerInfo(rid, tm.address, len(tm.owners), len(tm.free_indices()), tm.last_heartbeat)
-                for rid, tm in sorted(self._tms.items())]
+        return [
+            TaskManagerInfo(rid, tm.address, len(tm.owners), len(tm.free_indices()), tm.last_heartbeat)
+            for rid, tm in sorted(self._tms.items())
+        ]
 
     def allocation(self, job_id: str) -> tuple[SlotId, ...]:
         return tuple(self._allocations.get(job_id, ()))

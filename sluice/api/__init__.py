@@ -1,9 +1,9 @@
 """The job API: build a dataflow of PySpark bodies and submit it.
 
-    env = StreamExecutionEnvironment.get_execution_environment()
-    events = env.from_files("in/", format="json", schema="url string, user long, ts long")
-    events.key_by("url").count().sink_to(FileSink("out/"))
-    env.execute("page_views")
+env = StreamExecutionEnvironment.get_execution_environment()
+events = env.from_files("in/", format="json", schema="url string, user long, ts long")
+events.key_by("url").count().sink_to(FileSink("out/"))
+env.execute("page_views")
 """
 
 from sluice.api.connectors import FileSink

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,5 +18,5 @@ class FileSink:
     path: str
     columns: tuple[str, ...] | None = None
 
-    def payload(self) -> dict:
+    def payload(self) -> dict[str, Any]:
         return {"path": self.path, "columns": list(self.columns) if self.columns else None}

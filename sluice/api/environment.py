@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sluice import graph, states
 from sluice.api.datastream import DataStream
@@ -31,41 +32,47 @@ class JobExecutionResult:
 
 class StreamExecutionEnvironment:
     def __init__(self) -> None:
-        self._operators: dict[str, dict] = {}
-        self._edges: list[dict] = []
+        self._operators: dict[str, dict[str, Any]] = {}
+        self._edges: list[dict[str, Any]] = []
         self._parallelism = int(_context.get("parallelism") or 1)
         self._parallelism_forced = _context.get("parallelism") is not None
         self._max_parallelism = graph.DEFAULT_MAX_PARALLELISM
         self._config: dict[str, str] = {}
 
     @staticmethod
-    def get_execution_environment() -> "StreamExecutionEnvironment":
+    def get_execution_environment() -> StreamExecutionEnvironment:
         return StreamExecutionEnvironment()
 
     # -- settings -------------------------------------------------------------
-    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
         """Default parallelism of operators (`sluice run --parallelism` wins)."""
         if not self._parallelism_forced:
             self._parallelism = parallelism
         return self
 
-    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
         """Number of key groups; fixes how far a job can later be rescaled."""
         self._max_parallelism = max_parallelism
         return self
 
-    def enable_checkpointing(self, interval_ms: int) -> "StreamExecutionEnvironment":
+    def enable_checkpointing(self, interval_ms: int) -> StreamExecutionEnvironment:
         self._config["execution.checkpointing.interval"] = str(int(interval_ms))
         return self
 
-    def set_config(self, key: str, value: Any) -> "StreamExecutionEnvironment":
+    def set_config(self, key: str, value: Any) -> StreamExecutionEnvironment:
         self._config[key] = str(value)
         return self
 
     # -- sources --------------------------------------------------------------
-    def from_files(self, path: str, format: str = "json", schema: str | None = None,
-                   suffix: str | None = None, name: str | None = None,
-                   monitor_interval_ms: int | None = None) -> DataStream:
+    def from_files(
+        self,
+        path: str,
+        format: str = "json",
+        schema: str | None = None,
+        suffix: str | None = None,
+        name: str | None = None,
+        monitor_interval_ms: int | None = None,
+    ) -> DataStream:
         """Read every file under `path` (a directory, local or any pyarrow.fs URI)
         through Spark. Each file is a split; a split's offset is state.
         `format`: json (newline-delimited) or csv; `schema`: a Spark DDL string.
@@ -75,23 +82,27 @@ class StreamExecutionEnvironment:
         if format not in ("json", "csv", "text"):
             raise ValueError(f"from_files: unknown format {format!r}; use json, csv or text")
         if monitor_interval_ms is not None and not graph.positive_number(monitor_interval_ms):
-            raise ValueError(f"from_files: monitor_interval_ms must be a positive number of milliseconds "
-                             f"(or None for a bounded read), got {monitor_interval_ms!r}")
+            raise ValueError(
+                f"from_files: monitor_interval_ms must be a positive number of milliseconds "
+                f"(or None for a bounded read), got {monitor_interval_ms!r}"
+            )
         suffix = {"json": ".jsonl", "csv": ".csv", "text": ""}[format] if suffix is None else suffix
-        payload = {"path": path, "format": format, "schema": schema, "suffix": suffix}
+        payload: dict[str, Any] = {"path": path, "format": format, "schema": schema, "suffix": suffix}
         if monitor_interval_ms is not None:
             payload["monitor_interval"] = monitor_interval_ms / 1000
         return self._source(OperatorKind.SOURCE_FILES, payload, name or f"files {os.path.basename(path.rstrip('/'))}")
 
-    def from_generator(self, body: Callable, count: int | None = None, batch_size: int = 100_000,
-                       name: str | None = None) -> DataStream:
+    def from_generator(
+        self, body: Callable[[Any], Any], count: int | None = None, batch_size: int = 100_000, name: str | None = None
+    ) -> DataStream:
         """A deterministic, replayable source: `body(df)` turns a DataFrame of
         sequence numbers (column `id`) into records, inside Spark. `count`
         bounds the stream (None: unbounded); the offset is the next id."""
-        return self._source(OperatorKind.SOURCE_GENERATOR, {"body": body, "count": count, "batch_size": batch_size},
-                            name or "generator")
+        return self._source(
+            OperatorKind.SOURCE_GENERATOR, {"body": body, "count": count, "batch_size": batch_size}, name or "generator"
+        )
 
-    def from_collection(self, rows: Iterable[dict], name: str | None = None) -> DataStream:
+    def from_collection(self, rows: Iterable[dict[str, Any]], name: str | None = None) -> DataStream:
         """A small bounded source from Python dicts (for tests and examples)."""
         rows = list(rows)
         if rows and not all(isinstance(r, dict) for r in rows):
@@ -99,18 +110,18 @@ class StreamExecutionEnvironment:
         return self._source(OperatorKind.SOURCE_COLLECTION, {"rows": rows}, name or "collection")
 
     # -- graph ----------------------------------------------------------------
-    def _source(self, kind: OperatorKind, payload: dict, name: str) -> DataStream:
+    def _source(self, kind: OperatorKind, payload: dict[str, Any], name: str) -> DataStream:
         return DataStream(self, self._add(kind, payload, name))
 
-    def _add(self, kind: OperatorKind, payload: dict, name: str | None) -> str:
+    def _add(self, kind: OperatorKind, payload: dict[str, Any], name: str | None) -> str:
         op_id = f"{len(self._operators) + 1}-{kind}"
         self._operators[op_id] = {"kind": kind, "payload": payload, "name": name or kind, "parallelism": None}
         return op_id
 
-    def _connect(self, source: str, target: str, key: str = "",
-                 partitioning: Partitioning | None = None) -> None:
-        self._edges.append({"source": source, "target": target,
-                            "partitioning": Partitioning.HASH if key else partitioning, "key": key})
+    def _connect(self, source: str, target: str, key: str = "", partitioning: Partitioning | None = None) -> None:
+        self._edges.append(
+            {"source": source, "target": target, "partitioning": Partitioning.HASH if key else partitioning, "key": key}
+        )
 
     def _set_parallelism(self, op_id: str, parallelism: int) -> None:
         self._operators[op_id]["parallelism"] = parallelism
@@ -124,13 +135,20 @@ class StreamExecutionEnvironment:
             if p is None:
                 p = 1 if op["kind"] == OperatorKind.SOURCE_COLLECTION else self._parallelism
             par[op_id] = p
-            job.operators.add(id=op_id, name=op["name"], kind=states.to_proto(op["kind"]), parallelism=p,
-                              payload=graph.dumps_payload(op["payload"]))
+            job.operators.add(
+                id=op_id,
+                name=op["name"],
+                kind=states.to_proto(op["kind"]),
+                parallelism=p,
+                payload=graph.dumps_payload(op["payload"]),
+            )
         for e in self._edges:
             partitioning = e["partitioning"] or (
-                Partitioning.FORWARD if par[e["source"]] == par[e["target"]] else Partitioning.REBALANCE)
-            job.edges.add(source=e["source"], target=e["target"], partitioning=states.to_proto(partitioning),
-                          key=e["key"])
+                Partitioning.FORWARD if par[e["source"]] == par[e["target"]] else Partitioning.REBALANCE
+            )
+            job.edges.add(
+                source=e["source"], target=e["target"], partitioning=states.to_proto(partitioning), key=e["key"]
+            )
         return job
 
     # -- submission -----------------------------------------------------------

@@ -38,8 +38,9 @@ class CheckpointStorage:
         return f"{self.checkpoint_dir(checkpoint_id)}/_metadata"
 
     # -- TaskManager side ----------------------------------------------------------------
-    def write_keyed_state(self, checkpoint_id: int, operator_id: str, subtask: int, table: pa.Table,
-                          key_groups: tuple[int, int]) -> dict:
+    def write_keyed_state(
+        self, checkpoint_id: int, operator_id: str, subtask: int, table: pa.Table, key_groups: tuple[int, int]
+    ) -> dict:
         """Write one subtask's keyed state; returns its handle (path, key-group range, rows)."""
         directory = f"{self.checkpoint_dir(checkpoint_id)}/{operator_id}"
         self.fs.create_dir(directory, recursive=True)
@@ -105,5 +106,8 @@ class CheckpointStorage:
             infos = self.fs.get_file_info(pafs.FileSelector(self.job_dir, allow_not_found=True))
         except FileNotFoundError:
             return []
-        return sorted(int(i.base_name[4:]) for i in infos
-                      if i.type == pafs.FileType.Directory and i.base_name.startswith("chk-") and i.base_name[4:].isdigit())
+        return sorted(
+            int(i.base_name[4:])
+            for i in infos
+            if i.type == pafs.FileType.Directory and i.base_name.startswith("chk-") and i.base_name[4:].isdigit()
+        )

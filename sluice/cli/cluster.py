@@ -31,8 +31,9 @@ class ClusterError(Exception):
 
 def _spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
-        return subprocess.Popen(args, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+        return subprocess.Popen(
+            args, stdin=devnull, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True
+        )
 
 
 def _alive(pid: int) -> bool:
@@ -59,16 +60,24 @@ def running_cluster(cluster_dir: str) -> ClusterFile | None:
     return info if any(_alive(p.pid) for p in info.processes) else None
 
 
-def start(cluster_dir: str, jobmanagers: int = 1, taskmanagers: int = 2,
-          slots: int = config.TASKMANAGER_SLOTS.default, zookeeper: str | None = None, cluster_id: str | None = None,
-          timeout: float = 120.0, heartbeat_timeout: float = config.HEARTBEAT_TIMEOUT.default,
-          zk_session_timeout: float = config.ZOOKEEPER_SESSION_TIMEOUT.default) -> ClusterFile:
+def start(
+    cluster_dir: str,
+    jobmanagers: int = 1,
+    taskmanagers: int = 2,
+    slots: int = config.TASKMANAGER_SLOTS.default,
+    zookeeper: str | None = None,
+    cluster_id: str | None = None,
+    timeout: float = 120.0,
+    heartbeat_timeout: float = config.HEARTBEAT_TIMEOUT.default,
+    zk_session_timeout: float = config.ZOOKEEPER_SESSION_TIMEOUT.default,
+) -> ClusterFile:
     if jobmanagers < 1 or taskmanagers < 0 or slots < 1:
         raise ClusterError("need --jobmanagers >= 1, --taskmanagers >= 0 and --slots >= 1")
     cluster_dir = os.path.abspath(cluster_dir)
     if running_cluster(cluster_dir):
-        raise ClusterError(f"a cluster is already running in {cluster_dir}; stop it with "
-                           f"`sluice cluster stop --dir {cluster_dir}`")
+        raise ClusterError(
+            f"a cluster is already running in {cluster_dir}; stop it with `sluice cluster stop --dir {cluster_dir}`"
+        )
     log_dir, run_dir = os.path.join(cluster_dir, "log"), os.path.join(cluster_dir, "run")
     os.makedirs(log_dir, exist_ok=True)
     os.makedirs(run_dir, exist_ok=True)
@@ -78,6 +87,7 @@ def start(cluster_dir: str, jobmanagers: int = 1, taskmanagers: int = 2,
     try:
         if zookeeper is None:
             from sluice.zk.server import EmbeddedZooKeeper
+
             zk = EmbeddedZooKeeper(os.path.join(cluster_dir, "zookeeper"))
             zk.start(timeout=60)
             zk.detach()  # outlives this command; `cluster stop` ends it
@@ -86,29 +96,58 @@ def start(cluster_dir: str, jobmanagers: int = 1, taskmanagers: int = 2,
                 raise ClusterError(f"the embedded ZooKeeper has no process after starting; see {zk.log_path}")
             procs.append(ProcessEntry("zookeeper", zk.pid, zookeeper, str(zk.log_path)))
         # the named flags of `python -m jobmanager|taskmanager` (sluice/config.py OPTIONS)
-        common = [config.ZOOKEEPER_QUORUM.flag, zookeeper, config.CLUSTER_ID.flag, cluster_id,
-                  config.ZOOKEEPER_SESSION_TIMEOUT.flag, str(zk_session_timeout)]
-        roles = [("jobmanager", i, [config.HEARTBEAT_TIMEOUT.flag, str(heartbeat_timeout),
-                                    config.CHECKPOINTS_DIR.flag, os.path.join(cluster_dir, "checkpoints")])
-                 for i in range(jobmanagers)]
-        roles += [("taskmanager", i, [config.TASKMANAGER_SLOTS.flag, str(slots),
-                                      config.TASKMANAGER_RESOURCE_ID.flag, f"taskmanager-{i}-{cluster_id[-8:]}"])
-                  for i in range(taskmanagers)]
+        common = [
+            config.ZOOKEEPER_QUORUM.flag,
+            zookeeper,
+            config.CLUSTER_ID.flag,
+            cluster_id,
+            config.ZOOKEEPER_SESSION_TIMEOUT.flag,
+            str(zk_session_timeout),
+        ]
+        roles = [
+            (
+                "jobmanager",
+                i,
+                [
+                    config.HEARTBEAT_TIMEOUT.flag,
+                    str(heartbeat_timeout),
+                    config.CHECKPOINTS_DIR.flag,
+                    os.path.join(cluster_dir, "checkpoints"),
+                ],
+            )
+            for i in range(jobmanagers)
+        ]
+        roles += [
+            (
+                "taskmanager",
+                i,
+                [
+                    config.TASKMANAGER_SLOTS.flag,
+                    str(slots),
+                    config.TASKMANAGER_RESOURCE_ID.flag,
+                    f"taskmanager-{i}-{cluster_id[-8:]}",
+                ],
+            )
+            for i in range(taskmanagers)
+        ]
         pending = []
         for role, i, extra in roles:
             name = f"{role}-{i}"
             addr_file, log = os.path.join(run_dir, f"{name}.addr"), os.path.join(log_dir, f"{name}.log")
             _remove(addr_file)
-            p = _spawn([sys.executable, "-m", role, *common, *extra, config.LOG_FILE.flag, log,
-                        "--address-file", addr_file], log)
+            p = _spawn(
+                [sys.executable, "-m", role, *common, *extra, config.LOG_FILE.flag, log, "--address-file", addr_file],
+                log,
+            )
             started.append(p)
             pending.append((role, p, addr_file, log))
         deadline = time.monotonic() + timeout
         for role, p, addr_file, log in pending:
             while not os.path.exists(addr_file):
                 if p.poll() is not None:
-                    raise ClusterError(f"{role} (pid {p.pid}) exited with {p.returncode}; its log {log} ends:\n"
-                                       f"{_tail(log)}")
+                    raise ClusterError(
+                        f"{role} (pid {p.pid}) exited with {p.returncode}; its log {log} ends:\n{_tail(log)}"
+                    )
                 if time.monotonic() > deadline:
                     raise ClusterError(f"{role} (pid {p.pid}) did not start within {timeout}s; log {log}")
                 time.sleep(0.1)
@@ -135,8 +174,9 @@ def _wait_ready(info: ClusterFile, taskmanagers: int, slots: int, deadline: floa
         while time.monotonic() < deadline:
             for p in info.processes:
                 if not _alive(p.pid):
-                    raise ClusterError(f"{p.role} (pid {p.pid}) died during start; its log {p.log} ends:\n"
-                                       f"{_tail(p.log or '')}")
+                    raise ClusterError(
+                        f"{p.role} (pid {p.pid}) died during start; its log {p.log} ends:\n{_tail(p.log or '')}"
+                    )
             try:
                 overview = client.cluster()
                 if len(overview.taskmanagers) >= taskmanagers and overview.total_slots >= taskmanagers * slots:
@@ -184,13 +224,24 @@ def status(cluster_dir: str) -> dict[str, Any]:
     """The `cluster status --json` object: cluster.json's processes, each with `alive`, and the leader's view."""
     info = read_cluster_json(cluster_dir)
     rows = [{**p.to_json(), "alive": _alive(p.pid)} for p in info.processes]
-    out: dict[str, Any] = {"cluster_id": info.cluster_id, "zookeeper": info.zookeeper, "processes": rows,
-                           "leader": None, "taskmanagers_registered": 0, "total_slots": 0, "free_slots": 0}
+    out: dict[str, Any] = {
+        "cluster_id": info.cluster_id,
+        "zookeeper": info.zookeeper,
+        "processes": rows,
+        "leader": None,
+        "taskmanagers_registered": 0,
+        "total_slots": 0,
+        "free_slots": 0,
+    }
     try:
         with JobManagerClient(zookeeper=info.zookeeper, cluster_id=info.cluster_id, timeout=5) as c:
             ov = c.cluster()
-            out.update(leader=ov.leader, taskmanagers_registered=len(ov.taskmanagers), total_slots=ov.total_slots,
-                       free_slots=ov.free_slots)
+            out.update(
+                leader=ov.leader,
+                taskmanagers_registered=len(ov.taskmanagers),
+                total_slots=ov.total_slots,
+                free_slots=ov.free_slots,
+            )
     except SluiceError as exc:
         out["error"] = str(exc)
     return out

@@ -34,8 +34,12 @@ def _client_options(p: argparse.ArgumentParser) -> None:
 
 
 def _context(args: argparse.Namespace) -> dict[str, Any]:
-    return {"cluster_dir": args.cluster_dir or ".sluice", "zookeeper": args.zookeeper,
-            "cluster_id": args.cluster_id, "jobmanager": args.jobmanager}
+    return {
+        "cluster_dir": args.cluster_dir or ".sluice",
+        "zookeeper": args.zookeeper,
+        "cluster_id": args.cluster_id,
+        "jobmanager": args.jobmanager,
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,12 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--slots", type=int, default=config.TASKMANAGER_SLOTS.default, help="slots per TaskManager")
     s.add_argument("--zookeeper", default=None, help="use this ensemble instead of an embedded ZooKeeper")
     s.add_argument("--cluster-id", default=None)
-    s.add_argument("--heartbeat-timeout", type=config.arg_type(config.HEARTBEAT_TIMEOUT),
-                   default=config.HEARTBEAT_TIMEOUT.default,
-                   help="seconds (or 500ms, 2min) without heartbeat before a TaskManager is declared lost")
-    s.add_argument("--zk-session-timeout", type=config.arg_type(config.ZOOKEEPER_SESSION_TIMEOUT),
-                   default=config.ZOOKEEPER_SESSION_TIMEOUT.default,
-                   help="ZooKeeper session timeout of every process: sets JobManager failover time")
+    s.add_argument(
+        "--heartbeat-timeout",
+        type=config.arg_type(config.HEARTBEAT_TIMEOUT),
+        default=config.HEARTBEAT_TIMEOUT.default,
+        help="seconds (or 500ms, 2min) without heartbeat before a TaskManager is declared lost",
+    )
+    s.add_argument(
+        "--zk-session-timeout",
+        type=config.arg_type(config.ZOOKEEPER_SESSION_TIMEOUT),
+        default=config.ZOOKEEPER_SESSION_TIMEOUT.default,
+        help="ZooKeeper session timeout of every process: sets JobManager failover time",
+    )
     s.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster to be ready")
     for name in ("stop", "status"):
         c = csub.add_parser(name, help=f"{name} the cluster in --dir")
@@ -92,13 +102,17 @@ def main(argv: list[str] | None = None) -> None:
     job_args: list[str] = []
     if argv[:1] == ["run"] and "--" in argv:  # everything after `--` belongs to the job
         cut = argv.index("--")
-        argv, job_args = argv[:cut], argv[cut + 1:]
+        argv, job_args = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
     if args.command == "run":
         args.job_args = args.job_args + job_args
     try:
-        handler = getattr(args, "handler", None) or {"cluster": cmd_cluster, "run": cmd_run, "list": cmd_list,
-                                                      "status": cmd_status, "cancel": cmd_cancel}[args.command]
+        handler = (
+            getattr(args, "handler", None)
+            or {"cluster": cmd_cluster, "run": cmd_run, "list": cmd_list, "status": cmd_status, "cancel": cmd_cancel}[
+                args.command
+            ]
+        )
         code = handler(args)
     except SluiceError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -111,11 +125,21 @@ def main(argv: list[str] | None = None) -> None:
 # -- cluster ---------------------------------------------------------------------------
 def cmd_cluster(args: argparse.Namespace) -> int:
     from sluice.cli import cluster
+
     try:
         if args.action == "start":
             with err.status("starting the cluster (ZooKeeper, JobManagers, TaskManagers with Spark)..."):
-                info = cluster.start(args.dir, args.jobmanagers, args.taskmanagers, args.slots, args.zookeeper,
-                                     args.cluster_id, args.timeout, args.heartbeat_timeout, args.zk_session_timeout)
+                info = cluster.start(
+                    args.dir,
+                    args.jobmanagers,
+                    args.taskmanagers,
+                    args.slots,
+                    args.zookeeper,
+                    args.cluster_id,
+                    args.timeout,
+                    args.heartbeat_timeout,
+                    args.zk_session_timeout,
+                )
             _print_processes([p.to_json() for p in info.processes])
             console.print(f"cluster {info.cluster_id} ready; wrote {info.path(info.dir or args.dir)}")
         elif args.action == "stop":
@@ -127,8 +151,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                 print(json.dumps(out, indent=2))
             else:
                 _print_processes(out["processes"], show_alive=True)
-                console.print(f"leader: {out['leader'] or out.get('error')}; TaskManagers registered: "
-                              f"{out['taskmanagers_registered']}; slots free: {out['free_slots']}/{out['total_slots']}")
+                console.print(
+                    f"leader: {out['leader'] or out.get('error')}; TaskManagers registered: "
+                    f"{out['taskmanagers_registered']}; slots free: {out['free_slots']}/{out['total_slots']}"
+                )
     except cluster.ClusterError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
@@ -138,14 +164,20 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 def _print_processes(procs: list[dict[str, Any]], show_alive: bool = False) -> None:
     t = Table("role", "pid", "address", "log", *(["alive"] if show_alive else []))
     for p in procs:
-        t.add_row(p["role"], str(p["pid"]), p["address"], p.get("log", ""),
-                  *([("yes" if p["alive"] else "[red]no[/red]")] if show_alive else []))
+        t.add_row(
+            p["role"],
+            str(p["pid"]),
+            p["address"],
+            p.get("log", ""),
+            *([("yes" if p["alive"] else "[red]no[/red]")] if show_alive else []),
+        )
     console.print(t)
 
 
 # -- jobs ----------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from sluice.api.environment import set_execution_context
+
     if not os.path.isfile(args.jobfile):
         raise SluiceError(f"job file {args.jobfile!r} not found")
     if args.parallelism is not None and args.parallelism < 1:
@@ -155,6 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sys.argv = [args.jobfile, *job_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.jobfile)))
     from sluice.graph import JobValidationError
+
     try:
         runpy.run_path(args.jobfile, run_name="__main__")
     except JobValidationError as exc:
@@ -168,24 +201,47 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
     through json_format: fields by their proto names, every field present (an unset
     `optional` one is absent: null here), int64 as numbers, enums as numbers that become
     StrEnum names without prefix ("RUNNING"). Renamed keys and ISO times are mapped here."""
-    d = json_format.MessageToDict(info, always_print_fields_with_no_presence=True, preserving_proto_field_name=True,
-                                  use_integers_for_enums=True, unquote_int64_if_possible=True)
+    d = json_format.MessageToDict(
+        info,
+        always_print_fields_with_no_presence=True,
+        preserving_proto_field_name=True,
+        use_integers_for_enums=True,
+        unquote_int64_if_possible=True,
+    )
     return {
-        "job_id": d["job_id"], "name": d["name"], "state": from_proto(JobStatus, d["state"]),
+        "job_id": d["job_id"],
+        "name": d["name"],
+        "state": from_proto(JobStatus, d["state"]),
         "restarts": d["restarts"],
         "last_completed_checkpoint": d.get("last_completed_checkpoint"),
         "restored_checkpoint": d.get("restored_checkpoint"),
-        "leader": d["leader"], "message": d["message"], "failure": d["failure"] or None,
-        "submitted": _iso(d["submitted_ms"]), "ended": _iso(d["ended_ms"]) if d["ended_ms"] else None,
+        "leader": d["leader"],
+        "message": d["message"],
+        "failure": d["failure"] or None,
+        "submitted": _iso(d["submitted_ms"]),
+        "ended": _iso(d["ended_ms"]) if d["ended_ms"] else None,
         "slots_required": d["slots_required"],
-        "checkpoints": [{"id": c["checkpoint_id"], "status": from_proto(CheckpointStatus, c["status"]),
-                         "trigger": _iso(c["trigger_ms"]), "duration_ms": c["duration_ms"],
-                         "size_bytes": c["size_bytes"], "acks": c["acks"], "expected": c["expected"],
-                         **({"failure": c["failure"]} if c["failure"] else {})}
-                        for c in d["checkpoints"]],
-        "tasks": [{**{k: t[k] for k in _TASK_KEYS}, "state": from_proto(ExecutionState, t["state"]),
-                   **({"error": t["error"]} if t["error"] else {})}
-                  for t in d["tasks"]],
+        "checkpoints": [
+            {
+                "id": c["checkpoint_id"],
+                "status": from_proto(CheckpointStatus, c["status"]),
+                "trigger": _iso(c["trigger_ms"]),
+                "duration_ms": c["duration_ms"],
+                "size_bytes": c["size_bytes"],
+                "acks": c["acks"],
+                "expected": c["expected"],
+                **({"failure": c["failure"]} if c["failure"] else {}),
+            }
+            for c in d["checkpoints"]
+        ],
+        "tasks": [
+            {
+                **{k: t[k] for k in _TASK_KEYS},
+                "state": from_proto(ExecutionState, t["state"]),
+                **({"error": t["error"]} if t["error"] else {}),
+            }
+            for t in d["tasks"]
+        ],
     }
 
 
@@ -219,20 +275,34 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
-    console.print(f"[bold]{d['name']}[/bold] {d['job_id']}  {_styled(d['state'])}  restarts {d['restarts']}  "
-                  f"leader {d['leader']}", highlight=False)
+    console.print(
+        f"[bold]{d['name']}[/bold] {d['job_id']}  {_styled(d['state'])}  restarts {d['restarts']}  "
+        f"leader {d['leader']}",
+        highlight=False,
+    )
     if d["message"]:
         console.print(f"  {d['message']}", highlight=False)
     t = Table("operator", "subtask", "state", "taskmanager", "records in", "records out")
     for task in d["tasks"]:
-        t.add_row(task["operator"], str(task["subtask"]), _styled(task["state"]), task["taskmanager"],
-                  str(task["records_in"]), str(task["records_out"]))
+        t.add_row(
+            task["operator"],
+            str(task["subtask"]),
+            _styled(task["state"]),
+            task["taskmanager"],
+            str(task["records_in"]),
+            str(task["records_out"]),
+        )
     console.print(t)
     if d["checkpoints"]:
         ct = Table("checkpoint", "status", "duration", "size", "acks", title="checkpoints (most recent last)")
         for ck in d["checkpoints"][-10:]:
-            ct.add_row(str(ck["id"]), _styled(ck["status"]), f"{ck['duration_ms']} ms", format_size(ck["size_bytes"]),
-                       f"{ck['acks']}/{ck['expected']}")
+            ct.add_row(
+                str(ck["id"]),
+                _styled(ck["status"]),
+                f"{ck['duration_ms']} ms",
+                format_size(ck["size_bytes"]),
+                f"{ck['acks']}/{ck['expected']}",
+            )
         console.print(ct)
     if d["failure"]:
         console.print("[red]root cause:[/red]", highlight=False)
@@ -256,9 +326,15 @@ def format_size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-_COLORS: dict[str, str] = {JobStatus.RUNNING: "green", JobStatus.FINISHED: "blue", JobStatus.FAILED: "red",
-                           JobStatus.CANCELED: "yellow", JobStatus.RESTARTING: "yellow",
-                           CheckpointStatus.COMPLETED: "blue", CheckpointStatus.IN_PROGRESS: "green"}
+_COLORS: dict[str, str] = {
+    JobStatus.RUNNING: "green",
+    JobStatus.FINISHED: "blue",
+    JobStatus.FAILED: "red",
+    JobStatus.CANCELED: "yellow",
+    JobStatus.RESTARTING: "yellow",
+    CheckpointStatus.COMPLETED: "blue",
+    CheckpointStatus.IN_PROGRESS: "green",
+}
 
 
 def _styled(state: str) -> str:

@@ -29,9 +29,9 @@ from typing import Any
 from sluice import config
 
 # Health service names (grpc.health.v1) that probes use.
-JOBMANAGER_SERVICE = "sluice.v1.JobManager"     # SERVING on the leader only
+JOBMANAGER_SERVICE = "sluice.v1.JobManager"  # SERVING on the leader only
 TASKMANAGER_SERVICE = "sluice.v1.TaskExecutor"  # SERVING once the TaskManager is up and connected to ZooKeeper
-LIVENESS_SERVICE = "sluice.v1.Liveness"         # SERVING while the process's gRPC server runs (standbys too)
+LIVENESS_SERVICE = "sluice.v1.Liveness"  # SERVING while the process's gRPC server runs (standbys too)
 
 _EPILOG = """\
 precedence: built-in defaults < configuration file (--config, else $SLUICE_CONFIG)
@@ -43,26 +43,47 @@ def add_process_commands(subparsers: Any) -> None:
     """Add `jobmanager`, `taskmanager` and `health` to a `sluice` argparse subparsers object.
 
     Each sets `handler` (a function of the parsed args returning an exit code)."""
-    for role, summary in (("jobmanager", "run a JobManager (HA: several elect a leader through ZooKeeper)"),
-                          ("taskmanager", "run a TaskManager (task slots, one SparkSession)")):
+    for role, summary in (
+        ("jobmanager", "run a JobManager (HA: several elect a leader through ZooKeeper)"),
+        ("taskmanager", "run a TaskManager (task slots, one SparkSession)"),
+    ):
         p = subparsers.add_parser(
-            role, help=summary, description=f"{summary[0].upper()}{summary[1:]}.",
+            role,
+            help=summary,
+            description=f"{summary[0].upper()}{summary[1:]}.",
             epilog=_EPILOG.format(keys=", ".join(o.key for o in config.options_for(role))),
-            formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("--config", metavar="FILE", default=None,
-                       help=f"YAML configuration file (default: ${config.CONFIG_ENV}, else none)")
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument(
+            "--config",
+            metavar="FILE",
+            default=None,
+            help=f"YAML configuration file (default: ${config.CONFIG_ENV}, else none)",
+        )
         config.add_flags(p, role)
-        p.add_argument("-D", dest="assignments", metavar="KEY=VALUE", action="append", default=[],
-                       help="set any configuration key (after the file and environment; named flags win over -D)")
-        p.add_argument("--check", action="store_true",
-                       help="validate the merged configuration, print it as JSON and exit (0 = valid, 2 = invalid)")
+        p.add_argument(
+            "-D",
+            dest="assignments",
+            metavar="KEY=VALUE",
+            action="append",
+            default=[],
+            help="set any configuration key (after the file and environment; named flags win over -D)",
+        )
+        p.add_argument(
+            "--check",
+            action="store_true",
+            help="validate the merged configuration, print it as JSON and exit (0 = valid, 2 = invalid)",
+        )
         p.set_defaults(handler=lambda args, role=role: run_process(role, args))
 
-    h = subparsers.add_parser("health", help="check a server's gRPC health (exit 0 when SERVING)",
-                              description="Ask the grpc.health.v1 service of ADDRESS for the status of a service. "
-                                          "Exit 0 when SERVING, 1 otherwise. Services: '' (the server), "
-                                          f"{JOBMANAGER_SERVICE} (SERVING on the leading JobManager only), "
-                                          f"{TASKMANAGER_SERVICE}, {LIVENESS_SERVICE} (SERVING on standbys too).")
+    h = subparsers.add_parser(
+        "health",
+        help="check a server's gRPC health (exit 0 when SERVING)",
+        description="Ask the grpc.health.v1 service of ADDRESS for the status of a service. "
+        "Exit 0 when SERVING, 1 otherwise. Services: '' (the server), "
+        f"{JOBMANAGER_SERVICE} (SERVING on the leading JobManager only), "
+        f"{TASKMANAGER_SERVICE}, {LIVENESS_SERVICE} (SERVING on standbys too).",
+    )
     h.add_argument("address", metavar="ADDRESS", help="host:port, e.g. 127.0.0.1:6123")
     h.add_argument("--service", default="", help="health service name (default: '', the whole server)")
     h.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer (default 3)")
@@ -83,8 +104,13 @@ def _flags(role: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
 
 def settings_for(role: str, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> config.Settings:
     values, names = _flags(role, args)
-    return config.load(role, config_path=args.config, environ=os.environ if environ is None else environ,
-                       flags=values, flag_names=names)
+    return config.load(
+        role,
+        config_path=args.config,
+        environ=os.environ if environ is None else environ,
+        flags=values,
+        flag_names=names,
+    )
 
 
 def run_process(role: str, args: argparse.Namespace) -> int:
@@ -93,7 +119,7 @@ def run_process(role: str, args: argparse.Namespace) -> int:
         if args.check:
             print(json.dumps(settings.as_dict(), indent=2))
             return 0
-        settings.advertised_host()      # resolves rpc.advertised-host 'auto' on this machine: fails here, not later
+        settings.advertised_host()  # resolves rpc.advertised-host 'auto' on this machine: fails here, not later
     except config.ConfigError as exc:
         print(f"sluice {role}: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -112,7 +138,8 @@ def health_status(address: str, service: str = "", timeout: float = 3.0) -> str:
     try:
         with grpc.insecure_channel(address) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout
+            )
         return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     except grpc.RpcError as err:
         if err.code() == grpc.StatusCode.NOT_FOUND:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sluice.zk.paths import ZkPaths
 
@@ -56,5 +57,5 @@ class SerialExecutor:
             fn, args = item
             try:
                 fn(*args)
-            except Exception:  # a failing callback must not kill the thread
+            except Exception:  # noqa: BLE001 — a failing callback must not kill the thread
                 _log.exception("callback %r failed", fn)

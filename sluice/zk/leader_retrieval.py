@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -87,13 +87,13 @@ class LeaderRetriever:
             self._stopped = True
         self._executor.shutdown(timeout=10.0)
 
-    def __enter__(self) -> "LeaderRetriever":
+    def __enter__(self) -> LeaderRetriever:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _on_data(self, data: bytes | None, stat: object) -> bool | None:
+    def _on_data(self, data: bytes | None, _stat: object) -> bool | None:
         with self._lock:
             if self._stopped:
                 return False  # tells DataWatch to stop watching
@@ -123,7 +123,12 @@ def find_leader(zk_hosts: str, cluster_id: str, timeout: float = 30.0) -> tuple[
                 f"(looking for the leader of cluster {cluster_id!r})"
             ) from None
         found = threading.Event()
-        retriever = LeaderRetriever(client, ZkPaths(cluster_id), lambda address, _sid: address and found.set())
+
+        def on_leader(address: str | None, _session_id: str | None) -> None:
+            if address:
+                found.set()
+
+        retriever = LeaderRetriever(client, ZkPaths(cluster_id), on_leader)
         try:
             found.wait(max(0.0, deadline - time.monotonic()))
             leader = retriever.current

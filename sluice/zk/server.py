@@ -193,7 +193,7 @@ class EmbeddedZooKeeper:
 
     # -- lifecycle ----------------------------------------------------------------
 
-    def start(self, timeout: float = 30.0) -> "EmbeddedZooKeeper":
+    def start(self, timeout: float = 30.0) -> EmbeddedZooKeeper:
         """Start the server; returns once it serves requests on ``port``."""
         if self.running:
             return self
@@ -247,7 +247,7 @@ class EmbeddedZooKeeper:
         self._detached = True
         atexit.unregister(self._kill)
 
-    def restart(self, timeout: float = 30.0) -> "EmbeddedZooKeeper":
+    def restart(self, timeout: float = 30.0) -> EmbeddedZooKeeper:
         """Stop and start again with the same data directory and port."""
         self.stop()
         return self.start(timeout)
@@ -265,7 +265,7 @@ class EmbeddedZooKeeper:
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> "EmbeddedZooKeeper":
+    def __enter__(self) -> EmbeddedZooKeeper:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -304,7 +304,8 @@ class EmbeddedZooKeeper:
             "-XX:+UseSerialGC",
             "-Djava.awt.headless=true",
             f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
-            "-cp", classpath,
+            "-cp",
+            classpath,
             MAIN_CLASS,
             str(self.config_path),
         ]
@@ -312,8 +313,13 @@ class EmbeddedZooKeeper:
             log.write(f"\n=== sluice: starting ZooKeeper on port {self._port}: {' '.join(cmd)}\n".encode())
             log.flush()
             self._proc = subprocess.Popen(
-                cmd, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.data_dir, start_new_session=True, close_fds=True,
+                cmd,
+                stdin=devnull,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
+                close_fds=True,
             )
         if not self._detached:
             atexit.register(self._kill)  # never leave a server behind an interpreter exit
@@ -355,8 +361,9 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sluice.zk.server",
-                                     description="Run an embedded ZooKeeper in the foreground.")
+    parser = argparse.ArgumentParser(
+        prog="python -m sluice.zk.server", description="Run an embedded ZooKeeper in the foreground."
+    )
     parser.add_argument("--dir", required=True, help="data directory (config, data, zookeeper.log)")
     parser.add_argument("--port", type=int, default=0, help="client port (default: a free port)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

@@ -47,8 +47,9 @@ class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
     def __init__(self, partitions: PartitionManager) -> None:
         self.partitions = partitions
 
-    def Subscribe(self, request_iterator: Iterator[dataexchange_pb2.ConsumerMessage],
-                  context: grpc.ServicerContext) -> Iterator[dataexchange_pb2.DataMessage]:
+    def Subscribe(
+        self, request_iterator: Iterator[dataexchange_pb2.ConsumerMessage], context: grpc.ServicerContext
+    ) -> Iterator[dataexchange_pb2.DataMessage]:
         try:
             first = next(request_iterator)
         except StopIteration:
@@ -71,6 +72,7 @@ class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
                         credit.add(msg.credit)
             except Exception:  # noqa: BLE001 — the stream closed
                 pass
+
         threading.Thread(target=read_credits, daemon=True, name="credit-reader").start()
 
         sub = partition.subpartitions[req.subpartition]

@@ -80,8 +80,9 @@ class InputChannel:
         except Exception as exc:  # noqa: BLE001 — surfaces in the task thread
             if not self.gate.closed:
                 peer = exc.peer if isinstance(exc, ChannelError) else None
-                self.gate.fail(ChannelError(f"input from {self.partition_id}[{self.subpartition}] broke: {exc}",
-                                            peer=peer))
+                self.gate.fail(
+                    ChannelError(f"input from {self.partition_id}[{self.subpartition}] broke: {exc}", peer=peer)
+                )
 
     def run(self) -> None:
         raise NotImplementedError
@@ -91,8 +92,15 @@ class InputChannel:
 
 
 class LocalInputChannel(InputChannel):
-    def __init__(self, gate: InputGate, index: int, partition_id: str, subpartition: int, credit: int,
-                 partitions: PartitionManager) -> None:
+    def __init__(
+        self,
+        gate: InputGate,
+        index: int,
+        partition_id: str,
+        subpartition: int,
+        credit: int,
+        partitions: PartitionManager,
+    ) -> None:
         super().__init__(gate, index, partition_id, subpartition, credit)
         self.partitions = partitions
         self._space = threading.Semaphore(credit)
@@ -129,15 +137,19 @@ class LocalInputChannel(InputChannel):
 
 
 class RemoteInputChannel(InputChannel):
-    def __init__(self, gate: InputGate, index: int, partition_id: str, subpartition: int, credit: int,
-                 address: str) -> None:
+    def __init__(
+        self, gate: InputGate, index: int, partition_id: str, subpartition: int, credit: int, address: str
+    ) -> None:
         super().__init__(gate, index, partition_id, subpartition, credit)
         self.address = address
         self._requests: queue.Queue[int | None] = queue.Queue()
 
     def _request_iter(self) -> Iterator[dataexchange_pb2.ConsumerMessage]:
-        yield dataexchange_pb2.ConsumerMessage(request=dataexchange_pb2.PartitionRequest(
-            partition_id=self.partition_id, subpartition=self.subpartition, initial_credit=self.credit))
+        yield dataexchange_pb2.ConsumerMessage(
+            request=dataexchange_pb2.PartitionRequest(
+                partition_id=self.partition_id, subpartition=self.subpartition, initial_credit=self.credit
+            )
+        )
         while True:
             n = self._requests.get()
             if n is None:
@@ -148,10 +160,14 @@ class RemoteInputChannel(InputChannel):
         with grpc.insecure_channel(self.address, options=rpc.CHANNEL_OPTIONS) as channel:
             stub = dataexchange_pb2_grpc.DataExchangeStub(channel)
             # The producer may not be deployed yet: subscribe again until the deadline.
-            retrying = Retrying(stop=stop_after_delay(CONNECT_TIMEOUT) | stop_when_event_set(self.gate.closed_event),
-                                wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
-                                retry=retry_if_exception_type(_ProducerNotReady),
-                                sleep=self._sleep, before_sleep=self._log_wait, reraise=True)
+            retrying = Retrying(
+                stop=stop_after_delay(CONNECT_TIMEOUT) | stop_when_event_set(self.gate.closed_event),
+                wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
+                retry=retry_if_exception_type(_ProducerNotReady),
+                sleep=self._sleep,
+                before_sleep=self._log_wait,
+                reraise=True,
+            )
             try:
                 retrying(self._subscribe, stub)
             except _ProducerNotReady as exc:
@@ -163,9 +179,16 @@ class RemoteInputChannel(InputChannel):
         self.gate.closed_event.wait(seconds)  # closing the gate ends the wait
 
     def _log_wait(self, state: RetryCallState) -> None:
-        log.debug("%s waiting for partition %s[%d] at %s (attempt %d: %s); subscribing again in %.2fs",
-                  self.gate.tag, self.partition_id, self.subpartition, self.address, state.attempt_number,
-                  state.outcome.exception() if state.outcome else "", state.upcoming_sleep)
+        log.debug(
+            "%s waiting for partition %s[%d] at %s (attempt %d: %s); subscribing again in %.2fs",
+            self.gate.tag,
+            self.partition_id,
+            self.subpartition,
+            self.address,
+            state.attempt_number,
+            state.outcome.exception() if state.outcome else "",
+            state.upcoming_sleep,
+        )
 
     def _subscribe(self, stub: dataexchange_pb2_grpc.DataExchangeStub) -> None:
         """One subscription: deliver what arrives until END (raises _ProducerNotReady to retry)."""
@@ -190,8 +213,11 @@ class RemoteInputChannel(InputChannel):
         except grpc.RpcError as err:
             if self.gate.closed:
                 return
-            if err.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE) and not self.buffer \
-                    and not self.received_any:
+            if (
+                err.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE)
+                and not self.buffer
+                and not self.received_any
+            ):
                 raise _ProducerNotReady(err) from None
             raise ChannelError(f"{self.address}: {err.code().name}: {err.details()}", peer=self.address) from None
         finally:
@@ -240,15 +266,18 @@ class InputGate:
         with self._cond:
             self._cond.notify_all()
 
-    def poll_all(self, timeout: float,
-                 is_blocked: Callable[[int], bool] = lambda _channel: False) -> list[tuple[InputChannel, Item]]:
+    def poll_all(
+        self, timeout: float, is_blocked: Callable[[int], bool] = lambda _channel: False
+    ) -> list[tuple[InputChannel, Item]]:
         """Everything buffered on the channels that are not blocked, in order, up to and
         including each channel's next barrier (after a barrier the channel may be blocked
         for alignment). Waits up to `timeout` for the first item; returns credit for the
         batches taken."""
         with self._cond:
+
             def ready() -> bool:
                 return any(c.buffer and not is_blocked(c.global_index) for c in self.channels)
+
             if not ready() and self._error is None:
                 self._cond.wait(timeout)
             if self._error is not None:

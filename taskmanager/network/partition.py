@@ -20,9 +20,9 @@ from typing import Any, TypeAlias
 class ItemKind(enum.StrEnum):
     """What an item in a subpartition or input channel carries."""
 
-    BATCH = "batch"      # a pyarrow.Table of records
+    BATCH = "batch"  # a pyarrow.Table of records
     BARRIER = "barrier"  # a checkpoint barrier: its checkpoint id
-    END = "end"          # end of the partition: None
+    END = "end"  # end of the partition: None
 
 
 BATCH, BARRIER, END = ItemKind.BATCH, ItemKind.BARRIER, ItemKind.END
@@ -81,8 +81,13 @@ class ResultPartition:
     """Released when every consumer took its END (pipelined, consumed once),
     or at once when the producer fails or is cancelled."""
 
-    def __init__(self, partition_id: str, num_subpartitions: int, capacity: int,
-                 on_consumed: Callable[[str], None] = lambda _pid: None) -> None:
+    def __init__(
+        self,
+        partition_id: str,
+        num_subpartitions: int,
+        capacity: int,
+        on_consumed: Callable[[str], None] = lambda _pid: None,
+    ) -> None:
         self.partition_id = partition_id
         self.subpartitions = [ResultSubpartition(capacity) for _ in range(num_subpartitions)]
         self._pending = set(range(num_subpartitions))

@@ -27,8 +27,16 @@ from taskmanager.spark_engine import Batch
 
 
 class RecordWriter:
-    def __init__(self, partition: ResultPartition, partitioning: Partitioning, key: str, subtask: int,
-                 max_parallelism: int, combiner: Combiner | None, cancelled: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        partition: ResultPartition,
+        partitioning: Partitioning,
+        key: str,
+        subtask: int,
+        max_parallelism: int,
+        combiner: Combiner | None,
+        cancelled: Callable[[], bool],
+    ) -> None:
         self.partition = partition
         self.partitioning = partitioning
         self.key = key

@@ -52,8 +52,13 @@ def combine(table: pa.Table, key: str, aggs: Aggs) -> pa.Table:
         names.append(out)
     merged = table.group_by([key, KEY_GROUP], use_threads=False).aggregate(specs)
     produced = [("count_all" if fn == "count" else f"{col}_{fn}") for fn, col in aggs.values()]
-    return pa.table({key: merged.column(key), KEY_GROUP: merged.column(KEY_GROUP),
-                     **{n: merged.column(p) for n, p in zip(names, produced, strict=True)}})
+    return pa.table(
+        {
+            key: merged.column(key),
+            KEY_GROUP: merged.column(KEY_GROUP),
+            **{n: merged.column(p) for n, p in zip(names, produced, strict=True)},
+        }
+    )
 
 
 class PartialAggregates:
@@ -89,7 +94,8 @@ class KeyedAggregate(Operator):
         if table.num_rows == 0:
             return None
         merged = table.group_by([self.key, KEY_GROUP]).aggregate(
-            [(out, _MERGE[fn]) for out, (fn, _c) in self.aggs.items()])
+            [(out, _MERGE[fn]) for out, (fn, _c) in self.aggs.items()]
+        )
         keys = merged.column(self.key).to_pylist()
         kgs = merged.column(KEY_GROUP).to_pylist()
         partials = [merged.column(f"{out}_{_MERGE[fn]}").to_pylist() for out, (fn, _c) in self.aggs.items()]

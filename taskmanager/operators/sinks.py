@@ -50,8 +50,9 @@ class FileSinkWriter(Operator):
 
     is_sink: ClassVar[bool] = True
 
-    def __init__(self, payload: Payload, subtask: int, job_id: str, restored: int, exactly_once: bool,
-                 tag: str = "") -> None:
+    def __init__(
+        self, payload: Payload, subtask: int, job_id: str, restored: int, exactly_once: bool, tag: str = ""
+    ) -> None:
         self.tag = tag  # the task's correlation ids, on each log line
         self.fs, self.dir = resolve(payload["path"])
         self.columns = payload.get("columns")

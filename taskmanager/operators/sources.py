@@ -38,8 +38,15 @@ class FileSource(Source):
 
     MAX_FILES_PER_BATCH = 64
 
-    def __init__(self, payload: Payload, subtask: int, parallelism: int, engine: SparkEngine, target: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        payload: Payload,
+        subtask: int,
+        parallelism: int,
+        engine: SparkEngine,
+        target: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.engine, self.clock = engine, clock
         self.format = payload["format"]
         self.schema = payload.get("schema")
@@ -90,12 +97,12 @@ class FileSource(Source):
                 self._discover()
                 if not self.files:
                     return IDLE
-            paths, self.files = self.files[:self.files_per_batch], self.files[self.files_per_batch:]
+            paths, self.files = self.files[: self.files_per_batch], self.files[self.files_per_batch :]
             self.done.update(os.path.basename(p) for p in paths)
         else:  # self.files: all my files; the offset is how many were read
             if self.offset >= len(self.files):
                 return None
-            paths = self.files[self.offset:self.offset + self.files_per_batch]
+            paths = self.files[self.offset : self.offset + self.files_per_batch]
         self.offset += len(paths)
         reader = self.engine.spark.read
         if self.schema:
@@ -145,7 +152,7 @@ class CollectionSource(Source):
     def next_batch(self) -> Batch | None:
         if self.offset >= len(self.rows) or not self.rows:
             return None
-        table = pa.Table.from_pylist(self.rows[self.offset:])
+        table = pa.Table.from_pylist(self.rows[self.offset :])
         self.offset = len(self.rows)
         return Batch(self.engine, table=table)
 

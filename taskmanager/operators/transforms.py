@@ -29,6 +29,7 @@ class SparkBody(Operator):
 
     def process(self, batch: Batch) -> Batch:
         from pyspark.sql import Column, DataFrame
+
         df = batch.dataframe()
         is_filter = self.kind == OperatorKind.FILTER
         if self.kind == OperatorKind.SELECT:
@@ -40,6 +41,8 @@ class SparkBody(Operator):
             if is_filter and isinstance(out, Column):
                 out = df.filter(out)
         if not isinstance(out, DataFrame):
-            raise BodyError(f"{self.kind} body of {self.name!r} returned {type(out).__name__}; "
-                            "it must return a pyspark DataFrame" + (" or a boolean Column" if is_filter else ""))
+            raise BodyError(
+                f"{self.kind} body of {self.name!r} returned {type(out).__name__}; "
+                "it must return a pyspark DataFrame" + (" or a boolean Column" if is_filter else "")
+            )
         return Batch(batch.engine, df=out)

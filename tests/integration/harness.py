@@ -24,16 +24,25 @@ JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
 
 def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
     """Run the CLI capturing its output (a background process holding our pipes would hang this)."""
-    proc = subprocess.run([*SLUICE, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          cwd=REPO)
+    proc = subprocess.run(
+        [*SLUICE, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=REPO
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"sluice {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
 class LocalCluster:
-    def __init__(self, directory: str, taskmanagers: int = 2, slots: int = 2, zookeeper: str | None = None,
-                 cluster_id: str | None = None, jobmanagers: int = 1, zk_session_timeout: float | None = None):
+    def __init__(
+        self,
+        directory: str,
+        taskmanagers: int = 2,
+        slots: int = 2,
+        zookeeper: str | None = None,
+        cluster_id: str | None = None,
+        jobmanagers: int = 1,
+        zk_session_timeout: float | None = None,
+    ):
         self.dir = str(directory)
         self.jobmanagers, self.zk_session_timeout = jobmanagers, zk_session_timeout
         self.taskmanagers, self.slots = taskmanagers, slots
@@ -41,9 +50,19 @@ class LocalCluster:
         self.info: dict = {}
         self.extra: list[subprocess.Popen] = []
 
-    def start(self) -> "LocalCluster":
-        args = ["cluster", "start", "--dir", self.dir, "--taskmanagers", str(self.taskmanagers),
-                "--slots", str(self.slots), "--jobmanagers", str(self.jobmanagers)]
+    def start(self) -> LocalCluster:
+        args = [
+            "cluster",
+            "start",
+            "--dir",
+            self.dir,
+            "--taskmanagers",
+            str(self.taskmanagers),
+            "--slots",
+            str(self.slots),
+            "--jobmanagers",
+            str(self.jobmanagers),
+        ]
         if self.zk_session_timeout:
             args += ["--zk-session-timeout", str(self.zk_session_timeout)]
         if self.zookeeper:
@@ -96,10 +115,25 @@ class LocalCluster:
     def start_taskmanager(self, slots: int, log_name: str) -> subprocess.Popen:
         log = os.path.join(self.dir, "log", log_name)
         with open(log, "ab") as out:
-            p = subprocess.Popen([sys.executable, "-m", "taskmanager", "--zookeeper", self.info["zookeeper"],
-                                  "--cluster-id", self.info["cluster_id"], "--slots", str(slots),
-                                  "--log-file", log], stdout=out, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
+            p = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "taskmanager",
+                    "--zookeeper",
+                    self.info["zookeeper"],
+                    "--cluster-id",
+                    self.info["cluster_id"],
+                    "--slots",
+                    str(slots),
+                    "--log-file",
+                    log,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.extra.append(p)
         return p
 

@@ -9,15 +9,15 @@ import time
 
 import grpc
 import pytest
-
 from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, read_counts, sluice
 from helpers import wait_until
+
 from sluice import graph, states
 from sluice.client import SluiceError
 from sluice.v1 import common_pb2, dataexchange_pb2, dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_grpc
 
 sys.path.insert(0, EXAMPLES)
-from generate_page_views import generate  # noqa: E402
+from generate_page_views import generate
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,11 @@ def cluster(tmp_path_factory):
 
 
 def wait_state(cluster, job_id, states, timeout=120):
-    return wait_until(lambda: (s := cluster.status(job_id))["state"] in states and s,
-                      timeout=timeout, message=f"job {job_id} in {states}")
+    return wait_until(
+        lambda: (s := cluster.status(job_id))["state"] in states and s,
+        timeout=timeout,
+        message=f"job {job_id} in {states}",
+    )
 
 
 def test_cluster_json_lists_every_process(cluster):
@@ -49,8 +52,14 @@ def test_cluster_json_lists_every_process(cluster):
 
 def test_page_views_exact_counts_over_two_taskmanagers(cluster, tmp_path):
     expected = generate(str(tmp_path / "in"), events=60_000, files=6, urls=2_000, seed=11)
-    job_id = cluster.run(os.path.join(EXAMPLES, "page_views.py"), "--input", str(tmp_path / "in"),
-                         "--output", str(tmp_path / "out"), parallelism=2)
+    job_id = cluster.run(
+        os.path.join(EXAMPLES, "page_views.py"),
+        "--input",
+        str(tmp_path / "in"),
+        "--output",
+        str(tmp_path / "out"),
+        parallelism=2,
+    )
     status = wait_state(cluster, job_id, ("FINISHED", "FAILED", "CANCELED"))
     assert status["state"] == "FINISHED", status
     final, lines = read_counts(str(tmp_path / "out"))
@@ -96,11 +105,13 @@ def test_slow_sink_holds_the_source_back(cluster, tmp_path):
     """Credit-based flow control: in-flight data stays bounded while the consumer is slow."""
     job_id = cluster.run(os.path.join(JOBS, "slow_sink.py"), str(tmp_path / "out"), "0.5", parallelism=2)
     try:
+
         def totals():
             s = cluster.status(job_id)
             src = sum(t["records_out"] for t in s["tasks"] if t["operator"] == "numbers")
             dst = sum(t["records_in"] for t in s["tasks"] if t["operator"] != "numbers")
             return src, dst
+
         wait_until(lambda: totals()[1] >= 4000, timeout=120, message="the slow sink receiving data")
         # 2 producers x 2 consumers x (2 queued + 2 credit + 1 in the sender) + 2 in process, of 1000 rows
         bound = 22 * 1000
@@ -116,15 +127,23 @@ def test_slow_sink_holds_the_source_back(cluster, tmp_path):
     finally:
         sluice("cancel", job_id, "--cluster-dir", cluster.dir, check=False)
         assert wait_state(cluster, job_id, ("CANCELED", "FAILED", "FINISHED"))["state"] == "CANCELED"
-    overview = wait_until(lambda: (o := cluster.client().cluster()).free_slots == o.total_slots and o,
-                          timeout=30, message="slots freed after cancel")
+    overview = wait_until(
+        lambda: (o := cluster.client().cluster()).free_slots == o.total_slots and o,
+        timeout=30,
+        message="slots freed after cancel",
+    )
     assert overview.total_slots == 4
 
 
 # -- bad input ----------------------------------------------------------------------------------
 def _op(job, id, kind, parallelism=1, payload=None, name=""):
-    job.operators.add(id=id, name=name or id, kind=states.to_proto(graph.OperatorKind(kind)), parallelism=parallelism,
-                      payload=graph.dumps_payload(payload if payload is not None else {}))
+    job.operators.add(
+        id=id,
+        name=name or id,
+        kind=states.to_proto(graph.OperatorKind(kind)),
+        parallelism=parallelism,
+        payload=graph.dumps_payload(payload if payload is not None else {}),
+    )
 
 
 def _valid_job(tmp_path) -> common_pb2.JobGraph:
@@ -140,16 +159,29 @@ def _valid_job(tmp_path) -> common_pb2.JobGraph:
 
 
 BAD_JOBS = {
-    "cycle": (lambda j: j.edges.add(source="map", target="map", partitioning=states.to_proto(graph.Partitioning.FORWARD)), "edges"),
+    "cycle": (
+        lambda j: j.edges.add(source="map", target="map", partitioning=states.to_proto(graph.Partitioning.FORWARD)),
+        "edges",
+    ),
     "unknown operator": (lambda j: setattr(j.operators[1], "kind", 999), "operators[1].kind"),
     "zero parallelism": (lambda j: setattr(j.operators[1], "parallelism", 0), "operators[1].parallelism"),
     "parallelism above max": (lambda j: setattr(j.operators[1], "parallelism", 129), "operators[1].parallelism"),
-    "body not callable": (lambda j: setattr(j.operators[1], "payload", graph.dumps_payload({"body": 42})),
-                          "operators[1].body"),
-    "payload does not unpickle": (lambda j: setattr(j.operators[1], "payload", b"\x80\x05garbage"),
-                                  "operators[1].payload"),
-    "missing input directory": (lambda j: setattr(j.operators[0], "payload", graph.dumps_payload(
-        {"path": "/nonexistent/sluice-input", "format": "json", "suffix": ".jsonl"})), "operators[0].path"),
+    "body not callable": (
+        lambda j: setattr(j.operators[1], "payload", graph.dumps_payload({"body": 42})),
+        "operators[1].body",
+    ),
+    "payload does not unpickle": (
+        lambda j: setattr(j.operators[1], "payload", b"\x80\x05garbage"),
+        "operators[1].payload",
+    ),
+    "missing input directory": (
+        lambda j: setattr(
+            j.operators[0],
+            "payload",
+            graph.dumps_payload({"path": "/nonexistent/sluice-input", "format": "json", "suffix": ".jsonl"}),
+        ),
+        "operators[0].path",
+    ),
 }
 
 
@@ -175,8 +207,18 @@ def test_unknown_job_id_not_found(cluster):
 
 
 def test_cli_rejects_missing_input_before_submitting(cluster, tmp_path):
-    proc = sluice("run", os.path.join(EXAMPLES, "page_views.py"), "--cluster-dir", cluster.dir, "--",
-                  "--input", str(tmp_path / "missing"), "--output", str(tmp_path / "out"), check=False)
+    proc = sluice(
+        "run",
+        os.path.join(EXAMPLES, "page_views.py"),
+        "--cluster-dir",
+        cluster.dir,
+        "--",
+        "--input",
+        str(tmp_path / "missing"),
+        "--output",
+        str(tmp_path / "out"),
+        check=False,
+    )
     assert proc.returncode == 2
     assert "does not exist" in proc.stderr and "path" in proc.stderr
 
@@ -193,7 +235,8 @@ def test_taskmanager_rejects_foreign_sessions_and_bad_requests(cluster):
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         exchange = dataexchange_pb2_grpc.DataExchangeStub(ch)
         request = dataexchange_pb2.ConsumerMessage(
-            request=dataexchange_pb2.PartitionRequest(partition_id="nope", subpartition=0, initial_credit=1))
+            request=dataexchange_pb2.PartitionRequest(partition_id="nope", subpartition=0, initial_credit=1)
+        )
         with pytest.raises(grpc.RpcError) as err:
             list(exchange.Subscribe(iter([request]), timeout=10))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
@@ -203,6 +246,7 @@ def test_no_bad_input_crashed_a_process(cluster):
     """Runs after the bad-input tests in this module: every process is still up and serving."""
     out = sluice("cluster", "status", "--dir", cluster.dir, "--json").stdout
     import json
+
     status = json.loads(out)
     assert all(p["alive"] for p in status["processes"]), status
     assert status["leader"] and status["taskmanagers_registered"] == 2

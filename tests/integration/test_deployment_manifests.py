@@ -55,6 +55,7 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 def cli_is_wired() -> bool:
     from sluice.cli.main import build_parser
+
     for action in build_parser()._actions:
         if isinstance(action, argparse._SubParsersAction):
             return {"jobmanager", "taskmanager", "health"} <= set(action.choices)
@@ -99,6 +100,7 @@ def _interpolate(value: str) -> str:
         if m.group(0) == "$$":
             return "$"
         return os.environ.get(m.group(1)) or (m.group(3) or "")
+
     return re.sub(r"\$\$|\$\{(\w+)(:?-([^}]*))?\}", sub, value)
 
 
@@ -119,9 +121,12 @@ def is_sluice_image(image: str) -> bool:
 
 
 def compose_processes() -> list[str]:
-    return [name for name, svc in compose()["services"].items()
-            if is_sluice_image(_interpolate(svc.get("image", ""))) and compose_command(svc)[:1] in (["jobmanager"],
-                                                                                                  ["taskmanager"])]
+    return [
+        name
+        for name, svc in compose()["services"].items()
+        if is_sluice_image(_interpolate(svc.get("image", "")))
+        and compose_command(svc)[:1] in (["jobmanager"], ["taskmanager"])
+    ]
 
 
 # -- k8s ---------------------------------------------------------------------------------------
@@ -161,8 +166,10 @@ def sluice_containers(docs: list[dict]) -> list[tuple[dict, dict, dict]]:
     out = []
     for workload, template in pod_templates(docs):
         for c in template["spec"]["containers"]:
-            if is_sluice_image(c["image"]) and (c.get("args") or c.get("command") or [])[:1] in (["jobmanager"],
-                                                                                               ["taskmanager"]):
+            if is_sluice_image(c["image"]) and (c.get("args") or c.get("command") or [])[:1] in (
+                ["jobmanager"],
+                ["taskmanager"],
+            ):
                 out.append((workload, template, c))
     return out
 
@@ -180,10 +187,12 @@ def find(docs: list[dict], kind: str, name: str) -> dict:
 
 def k8s_expand(value: str, env: dict[str, str]) -> str:
     """Kubernetes' $(VAR) expansion: defined variables are replaced, $$ is a literal $."""
+
     def sub(m: re.Match) -> str:
         if m.group(0) == "$$":
             return "$"
         return env.get(m.group(1), m.group(0))
+
     return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, value)
 
 
@@ -195,7 +204,7 @@ class PodContainer:
     pod_name: str
     args: list[str]
     env: dict[str, str]
-    mounts: dict[str, str] = field(default_factory=dict)   # mountPath -> volume name
+    mounts: dict[str, str] = field(default_factory=dict)  # mountPath -> volume name
 
 
 def prepare(docs: list[dict], workload: dict, template: dict, container: dict, tmp_path: Path) -> PodContainer:
@@ -203,8 +212,13 @@ def prepare(docs: list[dict], workload: dict, template: dict, container: dict, t
     written under tmp_path and their paths rewritten to there."""
     name = workload["metadata"]["name"]
     pod_name = f"{name}-0" if workload["kind"] == "StatefulSet" else f"{name}-5d8f7c9b4-x2x7q"
-    fields = {"metadata.name": pod_name, "metadata.namespace": DUMMY_NAMESPACE, "status.podIP": DUMMY_POD_IP,
-              "spec.nodeName": "node-1", "status.hostIP": "10.0.0.1"}
+    fields = {
+        "metadata.name": pod_name,
+        "metadata.namespace": DUMMY_NAMESPACE,
+        "status.podIP": DUMMY_POD_IP,
+        "spec.nodeName": "node-1",
+        "status.hostIP": "10.0.0.1",
+    }
     assert not container.get("envFrom"), "envFrom is not handled by this test"
     env: dict[str, str] = {}
     for e in container.get("env", []):
@@ -235,7 +249,7 @@ def prepare(docs: list[dict], workload: dict, template: dict, container: dict, t
     def local(value: str) -> str:
         for prefix, replacement in rewrite.items():
             if value.startswith(prefix):
-                return replacement + value[len(prefix):]
+                return replacement + value[len(prefix) :]
         return value
 
     args = [local(k8s_expand(a, env)) for a in (container.get("command") or []) + (container.get("args") or [])]
@@ -260,7 +274,7 @@ def test_a_compose_file_matches_the_compose_spec():
 
 def test_a_the_compose_validator_is_not_vacuous(tmp_path):
     broken = compose()
-    broken["services"]["taskmanager"]["restart_policy"] = "always"   # not a Compose key
+    broken["services"]["taskmanager"]["restart_policy"] = "always"  # not a Compose key
     path = tmp_path / "docker-compose.yml"
     path.write_text(yaml.safe_dump(broken))
     proc = run([tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(path)])
@@ -278,7 +292,7 @@ def test_b_k8s_manifest_is_valid_strict(path):
 
 def test_b_the_k8s_validator_is_not_vacuous(tmp_path):
     docs = [d for d in yaml.safe_load_all((K8S / "jobmanager.yaml").read_text()) if d]
-    docs[0]["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}   # misspelt field
+    docs[0]["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}  # misspelt field
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     proc = run([tool("kubernetes-validate"), "--strict", str(path)])
@@ -294,8 +308,15 @@ def test_c_kustomize_renders_every_resource(rendered):
     got = {(d["kind"], d["metadata"]["name"]) for d in rendered}
     assert got == expected
     kinds = {k for k, _ in got}
-    assert {"Namespace", "ConfigMap", "Service", "StatefulSet", "Deployment", "PersistentVolumeClaim",
-            "PodDisruptionBudget"} <= kinds
+    assert {
+        "Namespace",
+        "ConfigMap",
+        "Service",
+        "StatefulSet",
+        "Deployment",
+        "PersistentVolumeClaim",
+        "PodDisruptionBudget",
+    } <= kinds
     namespace = kustomization()["namespace"]
     for d in rendered:
         if d["kind"] != "Namespace":
@@ -356,8 +377,9 @@ def test_d_compose_shared_checkpoint_volume():
     assert len(dirs) == 1 and None not in dirs, f"one checkpoint dir for every process, got {dirs}"
     ckpt = dirs.pop()
     shared = set.intersection(*mounts.values())
-    assert any(src in data["volumes"] and (ckpt + "/").startswith(dst.rstrip("/") + "/") for src, dst in shared), \
+    assert any(src in data["volumes"] and (ckpt + "/").startswith(dst.rstrip("/") + "/") for src, dst in shared), (
         f"{ckpt} must be on one named volume mounted at the same path in every Sluice container: {mounts}"
+    )
 
 
 def test_d_compose_zookeeper_and_jobmanagers():
@@ -388,9 +410,11 @@ def test_d_k8s_container_configuration(which, rendered, tmp_path):
     # container ports and native gRPC probes
     assert [p["containerPort"] for p in container["ports"]] == [port]
     by_name = {p["name"]: p["containerPort"] for p in container["ports"] if "name" in p}
-    expected = {"readinessProbe": processes.JOBMANAGER_SERVICE if role == "jobmanager"
-                else processes.TASKMANAGER_SERVICE,
-                "livenessProbe": processes.LIVENESS_SERVICE, "startupProbe": processes.LIVENESS_SERVICE}
+    expected = {
+        "readinessProbe": processes.JOBMANAGER_SERVICE if role == "jobmanager" else processes.TASKMANAGER_SERVICE,
+        "livenessProbe": processes.LIVENESS_SERVICE,
+        "startupProbe": processes.LIVENESS_SERVICE,
+    }
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         if probe not in container:
             assert probe == "startupProbe", f"{which} has no {probe}"
@@ -429,8 +453,12 @@ def test_d_k8s_container_configuration(which, rendered, tmp_path):
         zk_set = next(d for d in rendered if d["kind"] == "StatefulSet" and d["spec"]["serviceName"] == service)
         assert pod.rsplit("-", 1)[0] == zk_set["metadata"]["name"]
         assert int(pod.rsplit("-", 1)[1]) < zk_set["spec"]["replicas"]
-        zk_ports = [p["containerPort"] for c in zk_set["spec"]["template"]["spec"]["containers"]
-                    for p in c["ports"] if p.get("name") == "client"]
+        zk_ports = [
+            p["containerPort"]
+            for c in zk_set["spec"]["template"]["spec"]["containers"]
+            for p in c["ports"]
+            if p.get("name") == "client"
+        ]
         assert zk_ports == [int(zk_port or 2181)]
 
 
@@ -442,8 +470,11 @@ def test_d_k8s_shared_checkpoint_volume(rendered, tmp_path):
     claims = set()
     for workload, template, container in sluice_containers(rendered):
         volumes = {v["name"]: v for v in template["spec"]["volumes"]}
-        hits = [volumes[m["name"]] for m in container["volumeMounts"]
-                if (ckpt + "/").startswith(m["mountPath"].rstrip("/") + "/")]
+        hits = [
+            volumes[m["name"]]
+            for m in container["volumeMounts"]
+            if (ckpt + "/").startswith(m["mountPath"].rstrip("/") + "/")
+        ]
         assert hits and "persistentVolumeClaim" in hits[0], f"{workload['metadata']['name']}: {ckpt} not on a PVC"
         claims.add(hits[0]["persistentVolumeClaim"]["claimName"])
     assert len(claims) == 1
@@ -460,8 +491,7 @@ def test_d_k8s_zookeeper_ensemble(rendered):
     assert c["image"].startswith("zookeeper:3.8")
     env = {e["name"]: e.get("value") for e in c["env"]}
     servers = env["ZOO_SERVERS"].split()
-    assert servers == [f"server.{i + 1}=zookeeper-{i}.{headless['metadata']['name']}:2888:3888;2181"
-                       for i in range(3)]
+    assert servers == [f"server.{i + 1}=zookeeper-{i}.{headless['metadata']['name']}:2888:3888;2181" for i in range(3)]
     # ZOO_MY_ID = ordinal + 1, computed without "$(" (Kubernetes would try to expand it)
     script = c["args"][0]
     assert "$(" not in script and "ZOO_MY_ID" in script and "/docker-entrypoint.sh" in script
@@ -522,7 +552,7 @@ def test_dockerfile_runs_sluice_as_non_root_with_java(rendered):
     assert "openjdk-17-jre-headless" in runs and "pip install" in runs
     assert [json.loads(rest) for word, rest in ins if word == "ENTRYPOINT"] == [["sluice"]]
     user = [rest for word, rest in ins if word == "USER"][-1]
-    uid = int(user.split(":")[0])          # numeric, so runAsNonRoot can verify it
+    uid = int(user.split(":")[0])  # numeric, so runAsNonRoot can verify it
     assert uid != 0
     exposed = {int(p.split("/")[0]) for word, rest in ins if word == "EXPOSE" for p in rest.split()}
     for _, template, c in sluice_containers(rendered):
@@ -533,12 +563,19 @@ def test_dockerfile_runs_sluice_as_non_root_with_java(rendered):
 
 
 def test_dockerignore_keeps_what_the_image_copies():
-    ignore = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
+    ignore = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert ignore[0] == "*", "allow-list style: everything else stays out of the build context"
     kept = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
-    copied = {src.rstrip("/") for word, rest in dockerfile_instructions() if word == "COPY" and "--from" not in rest
-              for src in rest.split()[:-1]}
+    copied = {
+        src.rstrip("/")
+        for word, rest in dockerfile_instructions()
+        if word == "COPY" and "--from" not in rest
+        for src in rest.split()[:-1]
+    }
     assert copied <= kept, copied - kept
     for src in copied:
         assert (ROOT / src).exists(), src
@@ -579,6 +616,7 @@ def test_e_a_compose_typo_would_be_caught():
 @pytest.fixture
 def health_server():
     from sluice import rpc
+
     server = rpc.Server("127.0.0.1", 0, ["sluice.v1.TaskExecutor"])
     server.start()
     yield server
@@ -612,8 +650,7 @@ def test_health_unreachable_and_bad_address(capsys):
 # == the process commands, flags and liveness service ==============================================================
 def test_sluice_cli_has_the_process_commands():
     assert cli_is_wired()
-    proc = run([sys.executable, "-m", "sluice.cli", "health", "127.0.0.1:1", "--timeout", "1"],
-               env=clean_env({}))
+    proc = run([sys.executable, "-m", "sluice.cli", "health", "127.0.0.1:1", "--timeout", "1"], env=clean_env({}))
     assert proc.returncode == 1 and "UNREACHABLE" in proc.stdout
 
 
@@ -641,8 +678,10 @@ def test_process_mains_accept_the_generated_argv(which, monkeypatch, tmp_path):
     settings = processes.settings_for(role, ns, environ=clean_env(env))
 
     import importlib
+
     server = importlib.import_module(f"{role}.server")
     import threading
+
     built = []
 
     class Recorder:
@@ -658,14 +697,15 @@ def test_process_mains_accept_the_generated_argv(which, monkeypatch, tmp_path):
 
     done = threading.Event()
     done.set()
-    monkeypatch.setattr(server, {"jobmanager": "JobManagerProcess", "taskmanager": "TaskManagerProcess"}[role],
-                        Recorder)
+    monkeypatch.setattr(
+        server, {"jobmanager": "JobManagerProcess", "taskmanager": "TaskManagerProcess"}[role], Recorder
+    )
     monkeypatch.setattr(server.rpc, "on_sigterm", lambda callback: done)
     monkeypatch.setattr(server.logs, "setup", lambda *a, **kw: None)
-    server.main(settings.argv())          # argparse exits 2 on a flag the main lacks
+    server.main(settings.argv())  # argparse exits 2 on a flag the main lacks
     assert len(built) == 1
     a, kw = built[0]
-    assert len(a) == 1 and isinstance(a[0], config.Settings) and not kw   # both processes take Settings
+    assert len(a) == 1 and isinstance(a[0], config.Settings) and not kw  # both processes take Settings
     assert a[0].values == {**settings.values, "rpc.advertised-host": a[0]["rpc.advertised-host"]}
     flat = [str(v) for v in a[0].values.values()] + [str(a[0].advertised_host())]
     argv = settings.argv()
@@ -675,8 +715,18 @@ def test_process_mains_accept_the_generated_argv(which, monkeypatch, tmp_path):
 def test_liveness_service_is_serving_on_a_standby_jobmanager():
     from jobmanager.server import JobManagerProcess
     from sluice import rpc
-    jm = JobManagerProcess(config.resolve("jobmanager", flag_values={         # never connects
-        "zookeeper.quorum": "127.0.0.1:1", "cluster.id": "liveness-test", "rpc.host": "127.0.0.1", "rpc.port": "0"}))
+
+    jm = JobManagerProcess(
+        config.resolve(
+            "jobmanager",
+            flag_values={  # never connects
+                "zookeeper.quorum": "127.0.0.1:1",
+                "cluster.id": "liveness-test",
+                "rpc.host": "127.0.0.1",
+                "rpc.port": "0",
+            },
+        )
+    )
     jm.server.start()
     try:
         assert processes.health_status(jm.address, processes.JOBMANAGER_SERVICE) == "NOT_SERVING"

@@ -139,7 +139,10 @@ def test_debian_classpath():
 def test_foreground_runner_stops_on_sigterm(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "sluice.zk.server", "--dir", str(tmp_path / "zk")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
     )
     server_pid = None
     try:

@@ -11,15 +11,15 @@ import time
 
 import psutil
 import pytest
+from harness import JOBS, LocalCluster, sluice
+from helpers import wait_until
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from test_recovery import assert_exactly_once, start_page_views, wait_for
 
-from harness import EXAMPLES, JOBS, LocalCluster, sluice
-from helpers import wait_until
 from sluice.states import JobStatus, from_proto
 from sluice.zk.paths import ZkPaths
 from sluice.zk.server import EmbeddedZooKeeper
-from test_recovery import assert_exactly_once, start_page_views, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -31,10 +31,16 @@ def ha_cluster(tmp_path):
     made = []
 
     def make(jobmanagers: int = 2, taskmanagers: int = 2) -> LocalCluster:
-        c = LocalCluster(tmp_path / f"cluster{len(made)}", taskmanagers=taskmanagers, slots=2,
-                         jobmanagers=jobmanagers, zk_session_timeout=SESSION_TIMEOUT)
+        c = LocalCluster(
+            tmp_path / f"cluster{len(made)}",
+            taskmanagers=taskmanagers,
+            slots=2,
+            jobmanagers=jobmanagers,
+            zk_session_timeout=SESSION_TIMEOUT,
+        )
         made.append(c)
         return c.start()
+
     yield make
     for c in made:
         c.stop()
@@ -57,12 +63,18 @@ def kill9(pid: int) -> None:
 def test_kill_leader_mid_job(ha_cluster, tmp_path):
     cluster = ha_cluster(jobmanagers=2)
     job_id, expected = start_page_views(cluster, tmp_path, events=400_000, files=160)
-    status = wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
-                      "a completed checkpoint")
+    status = wait_for(
+        cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
+    )
     old_leader = status["leader"]
     kill9(pid_at(cluster, old_leader))
-    status = wait_for(cluster, job_id, lambda s: s["leader"] != old_leader and s["state"] in ("RUNNING", "FINISHED"),
-                      "the job running (or done) under a new leader", timeout=60)
+    status = wait_for(
+        cluster,
+        job_id,
+        lambda s: s["leader"] != old_leader and s["state"] in ("RUNNING", "FINISHED"),
+        "the job running (or done) under a new leader",
+        timeout=60,
+    )
     assert status["restored_checkpoint"] is not None
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=240)
     assert status["state"] == "FINISHED", status
@@ -75,9 +87,17 @@ def test_three_leader_kills_in_a_row(ha_cluster, tmp_path):
     job_id, expected = start_page_views(cluster, tmp_path, events=600_000, files=240)
     killed = []
     for _ in range(3):
-        status = wait_for(cluster, job_id, lambda s: s["state"] in ("RUNNING", "FINISHED") and s["leader"] not in killed
-                          and (s["state"] == "FINISHED" or s["last_completed_checkpoint"]), "a leading JobManager",
-                          timeout=90)
+        status = wait_for(
+            cluster,
+            job_id,
+            lambda s: (
+                s["state"] in ("RUNNING", "FINISHED")
+                and s["leader"] not in killed
+                and (s["state"] == "FINISHED" or s["last_completed_checkpoint"])
+            ),
+            "a leading JobManager",
+            timeout=90,
+        )
         if status["state"] == "FINISHED":
             break
         killed.append(status["leader"])
@@ -93,15 +113,21 @@ def test_paused_leader_is_fenced(ha_cluster, tmp_path):
     old leader neither completes a checkpoint nor writes a pointer, and TaskManagers reject it."""
     cluster = ha_cluster(jobmanagers=2)
     job_id, expected = start_page_views(cluster, tmp_path, events=400_000, files=160, interval=200)
-    status = wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
-                      "a completed checkpoint")
+    status = wait_for(
+        cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
+    )
     old_leader = status["leader"]
     old_pid = pid_at(cluster, old_leader)
     old_log = next(p["log"] for p in cluster.info["processes"] if p["pid"] == old_pid)
     os.kill(old_pid, signal.SIGSTOP)
     try:
-        wait_for(cluster, job_id, lambda s: s["leader"] != old_leader and s["state"] in ("RUNNING", "FINISHED"),
-                 "a new leader running the job", timeout=SESSION_TIMEOUT * 6)
+        wait_for(
+            cluster,
+            job_id,
+            lambda s: s["leader"] != old_leader and s["state"] in ("RUNNING", "FINISHED"),
+            "a new leader running the job",
+            timeout=SESSION_TIMEOUT * 6,
+        )
     finally:
         resumed_at = time.time()
         os.kill(old_pid, signal.SIGCONT)
@@ -137,8 +163,9 @@ def _ts(line: str) -> float | None:
 def test_zookeeper_restart_mid_job(ha_cluster, tmp_path):
     cluster = ha_cluster(jobmanagers=2)
     job_id, expected = start_page_views(cluster, tmp_path, events=400_000, files=160)
-    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
-             "a completed checkpoint")
+    wait_for(
+        cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
+    )
     zk_proc = next(p for p in cluster.info["processes"] if p["role"] == "zookeeper")
     port = int(zk_proc["address"].rsplit(":", 1)[1])
     kill9(zk_proc["pid"])
@@ -160,12 +187,18 @@ def test_cancelled_job_stays_cancelled_after_failover(ha_cluster, tmp_path):
     status = wait_for(cluster, job_id, lambda s: s["state"] == "CANCELED", "the job cancelled")
     old_leader = status["leader"]
     kill9(pid_at(cluster, old_leader))
-    status = wait_until(lambda: (s := cluster.status(job_id))["leader"] != old_leader and s, timeout=60,
-                        message="a new leader answering")
+    status = wait_until(
+        lambda: (s := cluster.status(job_id))["leader"] != old_leader and s,
+        timeout=60,
+        message="a new leader answering",
+    )
     assert status["state"] == "CANCELED"
     with cluster.client() as client:
-        overview = wait_until(lambda: (o := client.cluster()).total_slots == 4 and o, timeout=30,
-                              message="TaskManagers registered with the new leader")
+        overview = wait_until(
+            lambda: (o := client.cluster()).total_slots == 4 and o,
+            timeout=30,
+            message="TaskManagers registered with the new leader",
+        )
         assert overview.free_slots == 4, "a cancelled job was resurrected"
         assert {j.job_id: from_proto(JobStatus, j.state) for j in client.list()}[job_id] == JobStatus.CANCELED
 
@@ -175,8 +208,9 @@ def test_sigterm_hands_leadership_over_before_the_session_timeout(ha_cluster, tm
     ZooKeeper session of the old leader would have expired."""
     cluster = ha_cluster(jobmanagers=2)
     job_id, expected = start_page_views(cluster, tmp_path, events=300_000, files=120)
-    status = wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
-                      "a completed checkpoint")
+    status = wait_for(
+        cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
+    )
     old_leader = status["leader"]
     pid = pid_at(cluster, old_leader)
     t0 = time.monotonic()
@@ -189,6 +223,7 @@ def test_sigterm_hands_leadership_over_before_the_session_timeout(ha_cluster, tm
         def new_leader():
             data = read_leader_info(zk, path)
             return data and old_leader.encode() not in data
+
         wait_until(new_leader, timeout=SESSION_TIMEOUT, message="a standby leading")
         took = time.monotonic() - t0
     finally:

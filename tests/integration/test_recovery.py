@@ -13,12 +13,11 @@ import uuid
 
 import psutil
 import pytest
-
 from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, read_counts, sluice
 from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
-from generate_page_views import generate  # noqa: E402
+from generate_page_views import generate
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +27,16 @@ def cluster_factory(tmp_path, zookeeper):
     made = []
 
     def make(taskmanagers: int = 2, slots: int = 2) -> LocalCluster:
-        c = LocalCluster(tmp_path / f"cluster{len(made)}", taskmanagers=taskmanagers, slots=slots,
-                         zookeeper=zookeeper.connect_string, cluster_id=f"rec-{uuid.uuid4().hex[:8]}")
+        c = LocalCluster(
+            tmp_path / f"cluster{len(made)}",
+            taskmanagers=taskmanagers,
+            slots=slots,
+            zookeeper=zookeeper.connect_string,
+            cluster_id=f"rec-{uuid.uuid4().hex[:8]}",
+        )
         made.append(c)
         return c.start()
+
     yield make
     for c in made:
         c.stop()
@@ -39,8 +44,16 @@ def cluster_factory(tmp_path, zookeeper):
 
 def start_page_views(cluster, tmp_path, events=300_000, files=120, interval=300):
     expected = generate(str(tmp_path / "in"), events=events, files=files, urls=3_000, seed=5)
-    job_id = cluster.run(os.path.join(EXAMPLES, "page_views.py"), "--input", str(tmp_path / "in"),
-                         "--output", str(tmp_path / "out"), "--checkpoint-interval", str(interval), parallelism=2)
+    job_id = cluster.run(
+        os.path.join(EXAMPLES, "page_views.py"),
+        "--input",
+        str(tmp_path / "in"),
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint-interval",
+        str(interval),
+        parallelism=2,
+    )
     return job_id, expected
 
 
@@ -88,8 +101,9 @@ def restored_offsets(cluster) -> list[str]:
 def test_kill_taskmanager_after_a_checkpoint(cluster_factory, tmp_path):
     cluster = cluster_factory()
     job_id, expected = start_page_views(cluster, tmp_path)
-    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
-             "a completed checkpoint")
+    wait_for(
+        cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
+    )
     kill_taskmanager_running(cluster, job_id)
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=240)
     assert status["state"] == "FINISHED", status
@@ -104,12 +118,21 @@ def test_kill_taskmanager_after_a_checkpoint(cluster_factory, tmp_path):
 def test_two_taskmanager_kills_in_a_row(cluster_factory, tmp_path):
     cluster = cluster_factory(taskmanagers=3)
     job_id, expected = start_page_views(cluster, tmp_path, events=400_000, files=160)
-    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
-             "a completed checkpoint")
+    wait_for(
+        cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
+    )
     first = kill_taskmanager_running(cluster, job_id)
-    status = wait_for(cluster, job_id, lambda s: s["restarts"] >= 1 and s["state"] == "RUNNING"
-                      and s["last_completed_checkpoint"] and s["last_completed_checkpoint"] > (s["restored_checkpoint"] or 0),
-                      "a checkpoint completed after the first restore")
+    status = wait_for(
+        cluster,
+        job_id,
+        lambda s: (
+            s["restarts"] >= 1
+            and s["state"] == "RUNNING"
+            and s["last_completed_checkpoint"]
+            and s["last_completed_checkpoint"] > (s["restored_checkpoint"] or 0)
+        ),
+        "a checkpoint completed after the first restore",
+    )
     if status["state"] == "RUNNING":
         kill_taskmanager_running(cluster, job_id, exclude=(first,))
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=240)
@@ -121,8 +144,16 @@ def test_two_taskmanager_kills_in_a_row(cluster_factory, tmp_path):
 def test_kill_during_a_checkpoint(cluster_factory, tmp_path):
     cluster = cluster_factory()
     job_id, expected = start_page_views(cluster, tmp_path, interval=100)
-    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING"
-             and any(c["status"] == "IN_PROGRESS" for c in s["checkpoints"]), "a checkpoint in progress")
+    wait_for(
+        cluster,
+        job_id,
+        lambda s: (
+            s["last_completed_checkpoint"]
+            and s["state"] == "RUNNING"
+            and any(c["status"] == "IN_PROGRESS" for c in s["checkpoints"])
+        ),
+        "a checkpoint in progress",
+    )
     kill_taskmanager_running(cluster, job_id)
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=240)
     assert status["state"] == "FINISHED", status
@@ -139,8 +170,9 @@ def test_corrupted_metadata_fails_recovery_loudly(cluster_factory, tmp_path):
     with open(metadata, "w") as f:
         f.write("{not json")
     kill_taskmanager_running(cluster, job_id)
-    status = wait_for(cluster, job_id, lambda s: s["state"] in ("FAILED", "FINISHED", "CANCELED"), "the job to fail",
-                      timeout=120)
+    status = wait_for(
+        cluster, job_id, lambda s: s["state"] in ("FAILED", "FINISHED", "CANCELED"), "the job to fail", timeout=120
+    )
     assert status["state"] == "FAILED"
     assert metadata in status["failure"] and "unreadable" in status["failure"], status["failure"]
     human = sluice("status", job_id, "--cluster-dir", cluster.dir).stdout
@@ -162,16 +194,29 @@ def test_monitored_directory_files_arriving_across_a_kill(cluster_factory, tmp_p
             os.replace(staged / name, monitored / name)
 
     arrive(names[:10])
-    job_id = cluster.run(os.path.join(EXAMPLES, "page_views.py"), "--input", str(monitored),
-                         "--output", str(tmp_path / "out"), "--checkpoint-interval", "300",
-                         "--monitor-interval", "100", parallelism=2)
-    wait_for(cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING",
-             "a completed checkpoint")
+    job_id = cluster.run(
+        os.path.join(EXAMPLES, "page_views.py"),
+        "--input",
+        str(monitored),
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint-interval",
+        "300",
+        "--monitor-interval",
+        "100",
+        parallelism=2,
+    )
+    wait_for(
+        cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
+    )
     arrive(names[10:50])
     kill_taskmanager_running(cluster, job_id)
     arrive(names[50:])
-    wait_until(lambda: read_counts(str(tmp_path / "out"))[0] == expected, timeout=240,
-               message="the counts of every file that arrived to be committed")
+    wait_until(
+        lambda: read_counts(str(tmp_path / "out"))[0] == expected,
+        timeout=240,
+        message="the counts of every file that arrived to be committed",
+    )
     status = cluster.status(job_id)
     assert status["state"] == "RUNNING" and status["restarts"] >= 1, status
     assert cluster.client().cancel(job_id)

@@ -164,6 +164,7 @@ def test_guarded_transaction_reports_the_failing_operation(election):
     a, ca = started(election, "a")
     session_id = granted(ca)
     from kazoo.exceptions import NoNodeError
+
     with pytest.raises(NoNodeError):
         a.guarded_transaction(session_id).create("/ok").delete("/missing").commit()
     assert not election.admin.exists("/ok")

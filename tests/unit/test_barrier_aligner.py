@@ -1,4 +1,5 @@
 """Scripted event sequences against the TaskManager's pure BarrierAligner."""
+
 import copy
 
 import pytest
@@ -152,7 +153,7 @@ def test_two_channels_newer_barrier_subsumes_alignment():
 def test_two_channels_outdated_barrier_during_newer_alignment():
     a = BarrierAligner(2)
     a.handle(B(0, 1))
-    a.handle(B(1, 3))            # subsumes 1, aligns 3 with channel 1 blocked
+    a.handle(B(1, 3))  # subsumes 1, aligns 3 with channel 1 blocked
     [old] = a.handle(B(0, 2))
     assert isinstance(old, Ignored) and old.reason == "outdated barrier 2 on channel 0 (aligning 3)"
     assert a.current == 3 and blocked(a) == [1]
@@ -295,7 +296,7 @@ def test_three_channels_subsuming_barrier_that_completes_at_once():
     a = BarrierAligner(3)
     a.handle(B(0, 1))
     a.handle(B(1, 1))
-    a.handle(EOP(0))              # blocked channels end: forgotten, not waited for
+    a.handle(EOP(0))  # blocked channels end: forgotten, not waited for
     a.handle(EOP(1))
     assert a.current == 1 and blocked(a) == []
     # the newer barrier on the only live channel subsumes 1 and aligns 2 at once
@@ -328,8 +329,7 @@ def test_three_channels_abort_notice_then_next_checkpoint():
     a = BarrierAligner(3)
     a.handle(B(0, 6))
     a.handle(B(1, 6))
-    assert a.handle(CheckpointAbortedNotice(6)) == [
-        AlignmentAborted(6, "aborted by the JobManager"), Unblock((0, 1))]
+    assert a.handle(CheckpointAbortedNotice(6)) == [AlignmentAborted(6, "aborted by the JobManager"), Unblock((0, 1))]
     assert kinds(a.handle(B(2, 6))) == [Ignored]
     assert kinds(a.handle(CheckpointAbortedNotice(6))) == [Ignored]
     for ch in (2, 1):

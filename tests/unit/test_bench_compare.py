@@ -18,8 +18,8 @@ from taskmanager.spark_engine import Batch
 from taskmanager.task import SOURCE_BATCH_LOG, SOURCE_SNAPSHOT_LOG, task_tag
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-import compare  # noqa: E402
-from generate_page_views import generate  # noqa: E402
+import compare
+from generate_page_views import generate
 
 JOB, OTHER = "a1b2c3d4e5f6a7b8", "ffffeeeeddddcccc"
 
@@ -39,8 +39,9 @@ def taskmanager_log(tmp_path):
 
 
 def sink(tmp_path, job: str, subtask: int) -> FileSinkWriter:
-    return FileSinkWriter({"path": str(tmp_path / f"out-{job}")}, subtask, job, 0, True,
-                          tag=task_tag(job, 1, "agg", subtask))
+    return FileSinkWriter(
+        {"path": str(tmp_path / f"out-{job}")}, subtask, job, 0, True, tag=task_tag(job, 1, "agg", subtask)
+    )
 
 
 def commit_one(writer: FileSinkWriter, checkpoint_id: int) -> None:
@@ -73,7 +74,9 @@ def test_task_and_sink_log_lines_parse_into_one_jobs_batches_and_latencies(tmp_p
     files = sorted(os.listdir(data))
     lines = [sum(1 for _ in open(os.path.join(data, f))) for f in files]
     assert [(b["subtask"], b["lo"], b["hi"], b["events"]) for b in jl.batches] == [
-        (0, 0, 1, lines[0]), (1, 0, 2, lines[1] + lines[3])]
+        (0, 0, 1, lines[0]),
+        (1, 0, 2, lines[1] + lines[3]),
+    ]
     assert [(s["subtask"], s["checkpoint"], s["offset"]) for s in jl.snapshots] == [(0, 1, 1), (1, 2, 2)]
     assert set(jl.commits) == {1}
     pairs, missing = jl.latencies()
@@ -96,5 +99,5 @@ def test_timeline_spreads_each_batch_over_its_duration_and_keeps_every_event():
     tl = compare.timeline(batches, origin=100.0)
     assert sum(rate * compare.BIN for _t, rate in tl) == pytest.approx(5000)
     rates = dict(tl)
-    assert rates[0.0] == pytest.approx(4000)          # only the long batch: 4000 events/s
-    assert rates[0.5] == pytest.approx(4000 + 4000)   # plus 1000 events in 0.25 s
+    assert rates[0.0] == pytest.approx(4000)  # only the long batch: 4000 events/s
+    assert rates[0.5] == pytest.approx(4000 + 4000)  # plus 1000 events in 0.25 s

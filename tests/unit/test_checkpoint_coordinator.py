@@ -1,4 +1,5 @@
 """Scripted event sequences against the pure CheckpointCoordinator; exact actions asserted."""
+
 from __future__ import annotations
 
 import copy
@@ -36,8 +37,9 @@ ALL = SRC + SINK
 
 
 def make(interval=10.0, now=0.0, counter=None, restored=None, **cfg) -> CheckpointCoordinator:
-    return CheckpointCoordinator("j", CheckpointConfig(interval, **cfg), counter or InMemoryCheckpointIDCounter(),
-                                 SRC, ALL, now, restored)
+    return CheckpointCoordinator(
+        "j", CheckpointConfig(interval, **cfg), counter or InMemoryCheckpointIDCounter(), SRC, ALL, now, restored
+    )
 
 
 def ack(c, eid, cid, now, size=1):
@@ -86,7 +88,7 @@ def test_min_pause_counts_from_the_end_of_the_last_checkpoint():
     assert c.handle(Tick(10)) == [TriggerCheckpoint(1, 10, SRC, False)]
     ack_all(c, 1, 14)
     c.handle(CheckpointPersisted(1, 15))
-    assert c.handle(Tick(20)) == []   # interval elapsed, pause not
+    assert c.handle(Tick(20)) == []  # interval elapsed, pause not
     assert c.handle(Tick(22.9)) == []
     assert c.handle(Tick(23)) == [TriggerCheckpoint(2, 23, SRC, False)]
     c.handle(Decline(SRC[0], 2, "busy", 24))  # an abort ends a checkpoint too
@@ -108,8 +110,10 @@ def test_normal_completion_persists_before_announcing():
     assert ack(c, SRC[0], 1, 11, size=5) == [AckResult(SRC[0], 1, AckOutcome.SUCCESS)]
     assert ack(c, SRC[1], 1, 11, size=6) == [AckResult(SRC[1], 1, AckOutcome.SUCCESS)]
     assert c.history() == [CheckpointStats(1, CheckpointStatus.IN_PROGRESS, 10, None, 11, 2, 3, "")]
-    assert ack(c, SINK[0], 1, 12, size=7) == [AckResult(SINK[0], 1, AckOutcome.SUCCESS),
-                                               PersistCheckpoint(1, handles(1), False)]
+    assert ack(c, SINK[0], 1, 12, size=7) == [
+        AckResult(SINK[0], 1, AckOutcome.SUCCESS),
+        PersistCheckpoint(1, handles(1), False),
+    ]
     assert c.history() == [CheckpointStats(1, CheckpointStatus.PERSISTING, 10, None, 18, 3, 3, "")]
     assert c.latest_completed() is None
     assert c.handle(Tick(500)) == []  # PERSISTING never times out; nothing new is triggered
@@ -184,10 +188,13 @@ def test_decline_aborts_and_counts():
     assert c.handle(Decline(SRC[0], 2, "wrong id", 11)) == []
     assert c.handle(Decline("j/9/x/0", 1, "foreign", 11)) == []
     assert c.handle(Decline(SINK[0], 1, "not ready", 12)) == [
-        NotifyAborted(1, ALL, f"checkpoint 1 declined by {SINK[0]}: not ready"), DiscardCheckpoint(1)]
+        NotifyAborted(1, ALL, f"checkpoint 1 declined by {SINK[0]}: not ready"),
+        DiscardCheckpoint(1),
+    ]
     assert c.consecutive_failures == 1 and c.pending_id is None and c.latest_completed() is None
-    assert c.history() == [CheckpointStats(1, CheckpointStatus.FAILED, 10, 12, 0, 0, 3,
-                                           f"checkpoint 1 declined by {SINK[0]}: not ready")]
+    assert c.history() == [
+        CheckpointStats(1, CheckpointStatus.FAILED, 10, 12, 0, 0, 3, f"checkpoint 1 declined by {SINK[0]}: not ready")
+    ]
     assert c.handle(Decline(SINK[0], 1, "again", 13)) == []
 
 
@@ -220,7 +227,9 @@ def test_task_loss_aborts_uncounted_and_suspends():
     c.handle(Tick(10))
     ack(c, SRC[0], 1, 11)
     assert c.handle(TasksLost("TaskManager tm-1 lost", 12)) == [
-        NotifyAborted(1, ALL, "checkpoint 1 aborted, tasks lost: TaskManager tm-1 lost"), DiscardCheckpoint(1)]
+        NotifyAborted(1, ALL, "checkpoint 1 aborted, tasks lost: TaskManager tm-1 lost"),
+        DiscardCheckpoint(1),
+    ]
     assert c.consecutive_failures == 0
     assert c.handle(Tick(100)) == []
     assert c.handle(TasksLost("again", 100)) == []
@@ -247,12 +256,16 @@ def test_more_than_tolerable_consecutive_failures_fail_the_job():
     for cid, t in ((3, 40), (4, 50)):
         assert c.handle(Tick(t)) == [TriggerCheckpoint(cid, t, SRC, False)]
         assert c.handle(Decline(SRC[0], cid, "b", t + 1)) == [
-            NotifyAborted(cid, ALL, f"checkpoint {cid} declined by {SRC[0]}: b"), DiscardCheckpoint(cid)]
+            NotifyAborted(cid, ALL, f"checkpoint {cid} declined by {SRC[0]}: b"),
+            DiscardCheckpoint(cid),
+        ]
     c.handle(Tick(60))
     actions = c.handle(Decline(SRC[1], 5, "c", 61))
     assert actions[:2] == [NotifyAborted(5, ALL, f"checkpoint 5 declined by {SRC[1]}: c"), DiscardCheckpoint(5)]
-    assert actions[2] == FailJob(f"job j: 3 consecutive failed checkpoints exceed tolerable_failures=2; "
-                                 f"last: checkpoint 5 declined by {SRC[1]}: c")
+    assert actions[2] == FailJob(
+        f"job j: 3 consecutive failed checkpoints exceed tolerable_failures=2; "
+        f"last: checkpoint 5 declined by {SRC[1]}: c"
+    )
     assert len(actions) == 3
     assert c.handle(Tick(1000)) == []
     assert c.handle(Resume(1000)) == []
@@ -263,10 +276,14 @@ def test_more_than_tolerable_consecutive_failures_fail_the_job():
 def test_zero_tolerable_failures_fail_on_the_first():
     c = make(timeout=5)
     c.handle(Tick(10))
-    assert c.handle(Tick(15)) == [NotifyAborted(1, ALL, "checkpoint 1 expired after 5s (0/3 acks)"),
-                                  DiscardCheckpoint(1),
-                                  FailJob("job j: 1 consecutive failed checkpoints exceed tolerable_failures=0; "
-                                          "last: checkpoint 1 expired after 5s (0/3 acks)")]
+    assert c.handle(Tick(15)) == [
+        NotifyAborted(1, ALL, "checkpoint 1 expired after 5s (0/3 acks)"),
+        DiscardCheckpoint(1),
+        FailJob(
+            "job j: 1 consecutive failed checkpoints exceed tolerable_failures=0; "
+            "last: checkpoint 1 expired after 5s (0/3 acks)"
+        ),
+    ]
 
 
 # -- retention ------------------------------------------------------------------------
@@ -315,12 +332,16 @@ def test_final_checkpoint_aborts_an_in_progress_one_uncounted():
     c.handle(Tick(10))
     ack(c, SRC[0], 1, 11)
     assert c.handle(FinalCheckpointRequested(12)) == [
-        NotifyAborted(1, ALL, "checkpoint 1 superseded by the final checkpoint"), DiscardCheckpoint(1),
-        TriggerCheckpoint(2, 12, ALL, True)]
+        NotifyAborted(1, ALL, "checkpoint 1 superseded by the final checkpoint"),
+        DiscardCheckpoint(1),
+        TriggerCheckpoint(2, 12, ALL, True),
+    ]
     assert c.consecutive_failures == 0
     assert ack(c, SRC[0], 1, 13) == [AckResult(SRC[0], 1, AckOutcome.DISCARDED)]
-    assert [(s.checkpoint_id, s.status) for s in c.history()] == [(1, CheckpointStatus.FAILED),
-                                                                  (2, CheckpointStatus.IN_PROGRESS)]
+    assert [(s.checkpoint_id, s.status) for s in c.history()] == [
+        (1, CheckpointStatus.FAILED),
+        (2, CheckpointStatus.IN_PROGRESS),
+    ]
 
 
 def test_final_checkpoint_waits_for_a_persisting_one():
@@ -367,8 +388,10 @@ def test_suspend_stops_triggering_and_resume_restarts_the_interval_clock():
     assert c.handle(Tick(29)) == []
     assert c.handle(Tick(30)) == [TriggerCheckpoint(1, 30, SRC, False)]
     c.handle(Suspend(31))  # a pending checkpoint still completes or times out
-    assert c.handle(Tick(90)) == [NotifyAborted(1, ALL, "checkpoint 1 expired after 60s (0/3 acks)"),
-                                  DiscardCheckpoint(1)]
+    assert c.handle(Tick(90)) == [
+        NotifyAborted(1, ALL, "checkpoint 1 expired after 60s (0/3 acks)"),
+        DiscardCheckpoint(1),
+    ]
     assert c.handle(Tick(200)) == []
 
 
@@ -398,19 +421,29 @@ def test_history_is_bounded_to_the_last_fifty():
 
 
 # -- illegal input ---------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs", [
-    dict(interval="10"), dict(interval=10, timeout=0), dict(interval=10, timeout=-1),
-    dict(interval=10, min_pause=-0.1), dict(interval=10, max_concurrent=2), dict(interval=10, max_concurrent=0),
-    dict(interval=10, tolerable_failures=-1), dict(interval=10, tolerable_failures=1.5),
-    dict(interval=10, retained=0), dict(interval=10, retained=True),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(interval="10"),
+        dict(interval=10, timeout=0),
+        dict(interval=10, timeout=-1),
+        dict(interval=10, min_pause=-0.1),
+        dict(interval=10, max_concurrent=2),
+        dict(interval=10, max_concurrent=0),
+        dict(interval=10, tolerable_failures=-1),
+        dict(interval=10, tolerable_failures=1.5),
+        dict(interval=10, retained=0),
+        dict(interval=10, retained=True),
+    ],
+)
 def test_bad_config_is_rejected(kwargs):
     with pytest.raises(ValueError):
         CheckpointConfig(**kwargs)
 
 
-@pytest.mark.parametrize("sources,executions", [
-    ((), ALL), (("x",), ALL), (SRC, ()), (SRC, ALL + (SRC[0],)), (SRC + SRC[:1], ALL)])
+@pytest.mark.parametrize(
+    "sources,executions", [((), ALL), (("x",), ALL), (SRC, ()), (SRC, ALL + (SRC[0],)), (SRC + SRC[:1], ALL)]
+)
 def test_bad_executions_are_rejected(sources, executions):
     with pytest.raises(ValueError):
         CheckpointCoordinator("j", CheckpointConfig(10), InMemoryCheckpointIDCounter(), sources, executions, 0)

@@ -6,6 +6,7 @@
 (for ZooKeeper: one on a fresh chroot). The base is not named ``Test...`` so
 pytest does not collect it on its own.
 """
+
 from __future__ import annotations
 
 import abc

@@ -32,9 +32,20 @@ def test_env_names_follow_the_rule():
 
 
 def test_every_key_of_the_brief_exists():
-    for key in ("zookeeper.quorum", "cluster.id", "rpc.host", "rpc.port", "rpc.advertised-host",
-                "taskmanager.slots", "heartbeat.timeout", "zookeeper.session-timeout", "state.checkpoints.dir",
-                "spark.master", "spark.remote", "log.file"):
+    for key in (
+        "zookeeper.quorum",
+        "cluster.id",
+        "rpc.host",
+        "rpc.port",
+        "rpc.advertised-host",
+        "taskmanager.slots",
+        "heartbeat.timeout",
+        "zookeeper.session-timeout",
+        "state.checkpoints.dir",
+        "spark.master",
+        "spark.remote",
+        "log.file",
+    ):
         assert key in config.BY_KEY
 
 
@@ -49,8 +60,7 @@ def test_defaults_match_the_process_mains():
 
 
 def test_file_then_env_then_flags(tmp_path):
-    path = write(tmp_path, "zookeeper.quorum: file:2181\nrpc.port: 1111\ncluster.id: from-file\n"
-                           "heartbeat.timeout: 9\n")
+    path = write(tmp_path, "zookeeper.quorum: file:2181\nrpc.port: 1111\ncluster.id: from-file\nheartbeat.timeout: 9\n")
     env = {"SLUICE_RPC_PORT": "2222", "SLUICE_CLUSTER_ID": "from-env", "HOME": "/x", "PATH": "/bin"}
     s = load("jobmanager", config_path=path, environ=env, flags={"rpc.port": "3333"})
     assert s["zookeeper.quorum"] == "file:2181" and s.sources["zookeeper.quorum"] == f"file {path}"
@@ -93,12 +103,32 @@ def test_non_config_sluice_variables_are_ignored():
 
 # -- argv for the process mains ---------------------------------------------------------------
 def test_argv_for_jobmanager():
-    s = resolve("jobmanager", ZK, {"rpc.host": "0.0.0.0", "rpc.advertised-host": "jm-0"},
-                {"rpc.port": "6123", "state.checkpoints.dir": "/ckpt"})
-    assert s.argv() == ["--zookeeper", "zk:2181", "--cluster-id", "default", "--host", "0.0.0.0", "--port", "6123",
-                        "--advertised-host", "jm-0", "--heartbeat-timeout", "6", "--heartbeat-interval", "1",
-                        "--zk-session-timeout", "6",
-                        "--checkpoint-dir", "/ckpt"]
+    s = resolve(
+        "jobmanager",
+        ZK,
+        {"rpc.host": "0.0.0.0", "rpc.advertised-host": "jm-0"},
+        {"rpc.port": "6123", "state.checkpoints.dir": "/ckpt"},
+    )
+    assert s.argv() == [
+        "--zookeeper",
+        "zk:2181",
+        "--cluster-id",
+        "default",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "6123",
+        "--advertised-host",
+        "jm-0",
+        "--heartbeat-timeout",
+        "6",
+        "--heartbeat-interval",
+        "1",
+        "--zk-session-timeout",
+        "6",
+        "--checkpoint-dir",
+        "/ckpt",
+    ]
 
 
 def test_argv_for_taskmanager_leaves_unset_options_out():
@@ -106,14 +136,22 @@ def test_argv_for_taskmanager_leaves_unset_options_out():
     argv = s.argv()
     assert argv[argv.index("--slots") + 1] == "3"
     assert argv[argv.index("--heartbeat-interval") + 1] == "0.5"
-    for absent in ("--advertised-host", "--spark-master", "--spark-remote", "--resource-id", "--log-file",
-                   "--checkpoint-dir", "--heartbeat-timeout"):
+    for absent in (
+        "--advertised-host",
+        "--spark-master",
+        "--spark-remote",
+        "--resource-id",
+        "--log-file",
+        "--checkpoint-dir",
+        "--heartbeat-timeout",
+    ):
         assert absent not in argv
 
 
 def test_advertised_host_auto_resolves_when_the_process_starts():
-    s = resolve("taskmanager", ZK, {"rpc.host": "0.0.0.0", "rpc.advertised-host": "AUTO"},
-                resolve_host=lambda: "172.18.0.5")
+    s = resolve(
+        "taskmanager", ZK, {"rpc.host": "0.0.0.0", "rpc.advertised-host": "AUTO"}, resolve_host=lambda: "172.18.0.5"
+    )
     assert s["rpc.advertised-host"] == "auto"
     argv = s.argv()
     assert argv[argv.index("--advertised-host") + 1] == "172.18.0.5"
@@ -123,11 +161,12 @@ def test_advertised_host_auto_resolves_when_the_process_starts():
 def test_advertised_host_auto_that_does_not_resolve():
     def fail():
         raise OSError("Name or service not known")
+
     s = resolve("taskmanager", ZK, {"rpc.host": "0.0.0.0", "rpc.advertised-host": "auto"}, resolve_host=fail)
-    assert any("would fail" in n for n in s.notes)             # --check still passes: it may run elsewhere
+    assert any("would fail" in n for n in s.notes)  # --check still passes: it may run elsewhere
     assert s.as_dict()["argv"][s.as_dict()["argv"].index("--advertised-host") + 1] == "auto"
     with pytest.raises(ConfigError, match="rpc.advertised-host: cannot resolve 'auto'"):
-        s.argv()                                               # starting the process does not
+        s.argv()  # starting the process does not
 
 
 def test_bare_ipv6_addresses_get_brackets():
@@ -164,8 +203,9 @@ def test_bad_port(raw):
 
 def test_bad_port_in_file_names_the_file(tmp_path):
     path = write(tmp_path, "zookeeper.quorum: zk:2181\nrpc.port: sixty\n")
-    with pytest.raises(ConfigError,
-                       match=rf"rpc\.port: expected an integer port 0-65535, got 'sixty' \(from file {path}\)"):
+    with pytest.raises(
+        ConfigError, match=rf"rpc\.port: expected an integer port 0-65535, got 'sixty' \(from file {path}\)"
+    ):
         load("jobmanager", config_path=path, environ={})
 
 
@@ -174,19 +214,22 @@ def test_bad_value_is_an_error_even_when_overridden():
         resolve("jobmanager", ZK, {"rpc.port": "x"}, {"rpc.port": "6123"})
 
 
-@pytest.mark.parametrize("key,raw,words", [
-    ("taskmanager.slots", "0", "at least 1"),
-    ("taskmanager.slots", "two", "integer"),
-    ("heartbeat.timeout", "-3", "positive"),
-    ("heartbeat.timeout", "6 days", "duration in seconds, or with a unit ms, s, min or h"),
-    ("heartbeat.timeout", "0ms", "positive"),
-    ("zookeeper.session-timeout", "nan", "positive"),
-    ("zookeeper.quorum", "zk:99999", "bad port"),
-    ("zookeeper.quorum", "a b:2181", "host:port"),
-    ("rpc.host", "host:6123", "without a port"),
-    ("rpc.host", "http://x", "host name"),
-    ("cluster.id", "  ", "non-empty"),
-])
+@pytest.mark.parametrize(
+    "key,raw,words",
+    [
+        ("taskmanager.slots", "0", "at least 1"),
+        ("taskmanager.slots", "two", "integer"),
+        ("heartbeat.timeout", "-3", "positive"),
+        ("heartbeat.timeout", "6 days", "duration in seconds, or with a unit ms, s, min or h"),
+        ("heartbeat.timeout", "0ms", "positive"),
+        ("zookeeper.session-timeout", "nan", "positive"),
+        ("zookeeper.quorum", "zk:99999", "bad port"),
+        ("zookeeper.quorum", "a b:2181", "host:port"),
+        ("rpc.host", "host:6123", "without a port"),
+        ("rpc.host", "http://x", "host name"),
+        ("cluster.id", "  ", "non-empty"),
+    ],
+)
 def test_bad_values(key, raw, words):
     with pytest.raises(ConfigError, match=rf"^{key.replace('.', '[.]')}: .*{words}") as e:
         resolve("taskmanager", {**ZK, key: raw})
@@ -213,11 +256,13 @@ def test_spark_master_and_remote_exclude_each_other():
         resolve("taskmanager", {**ZK, "spark.remote": "http://x"})
 
 
-@pytest.mark.parametrize("raw,seconds", [(9, 9.0), ("9", 9.0), ("9s", 9.0), ("500ms", 0.5), ("2min", 120.0),
-                                         ("1 h", 3600.0), (2.5, 2.5)])
+@pytest.mark.parametrize(
+    "raw,seconds", [(9, 9.0), ("9", 9.0), ("9s", 9.0), ("500ms", 0.5), ("2min", 120.0), ("1 h", 3600.0), (2.5, 2.5)]
+)
 def test_durations_take_units_and_bare_numbers_are_seconds(raw, seconds):
-    s = resolve("jobmanager", {**ZK, "heartbeat.timeout": raw, "zookeeper.session-timeout": raw,
-                               "heartbeat.interval": "100ms"})
+    s = resolve(
+        "jobmanager", {**ZK, "heartbeat.timeout": raw, "zookeeper.session-timeout": raw, "heartbeat.interval": "100ms"}
+    )
     assert s.get(config.HEARTBEAT_TIMEOUT) == seconds and s.get(config.ZOOKEEPER_SESSION_TIMEOUT) == seconds
 
 
@@ -231,11 +276,14 @@ def test_flag_of_the_other_role_is_rejected():
         resolve("jobmanager", ZK, flag_values={"taskmanager.slots": "3"})
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("", "not valid YAML|mapping"),
-    ("- a\n- b\n", "must be a mapping"),
-    ("a: [\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("", "not valid YAML|mapping"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("a: [\n", "not valid YAML"),
+    ],
+)
 def test_malformed_files(tmp_path, text, msg):
     path = write(tmp_path, text or "[]")
     with pytest.raises(ConfigError, match=msg):
@@ -290,7 +338,7 @@ def test_the_mains_and_the_cli_take_their_defaults_from_the_table():
     assert params["heartbeat_timeout"].default is config.HEARTBEAT_TIMEOUT.default
     assert params["zk_session_timeout"].default is config.ZOOKEEPER_SESSION_TIMEOUT.default
     assert params["slots"].default is config.TASKMANAGER_SLOTS.default
-    for name in ("heartbeat_timeout", "heartbeat_interval"):      # required: the process passes its settings
+    for name in ("heartbeat_timeout", "heartbeat_interval"):  # required: the process passes its settings
         assert inspect.signature(Dispatcher).parameters[name].default is inspect.Parameter.empty
     args = build_parser().parse_args(["cluster", "start"])
     assert (args.heartbeat_timeout, args.zk_session_timeout, args.slots) == (6.0, 6.0, 2)
@@ -299,6 +347,7 @@ def test_the_mains_and_the_cli_take_their_defaults_from_the_table():
 
 def test_cluster_start_rejects_a_bad_duration_naming_the_flag(capsys):
     from sluice.cli.main import build_parser
+
     with pytest.raises(SystemExit):
         build_parser().parse_args(["cluster", "start", "--zk-session-timeout", "soon"])
     assert "--zk-session-timeout: expected a positive duration" in capsys.readouterr().err
@@ -307,37 +356,68 @@ def test_cluster_start_rejects_a_bad_duration_naming_the_flag(capsys):
 # -- python -m jobmanager: the same flags, the same Settings ------------------------------------
 def test_jobmanager_main_builds_settings_from_the_table_flags(monkeypatch):
     import jobmanager.server
+
     seen = []
-    monkeypatch.setattr(jobmanager.server, "run", lambda settings, address_file=None: seen.append((settings,
-                                                                                                   address_file)))
-    monkeypatch.setenv("SLUICE_CLUSTER_ID", "ignored")     # `python -m jobmanager` reads its flags alone
-    jobmanager.server.main(["--zookeeper", "H:1", "--cluster-id", "C", "--port", "0", "--heartbeat-timeout", "6",
-                            "--checkpoint-dir", "/d", "--log-file", "/l", "--address-file", "/a"])
-    (settings, address_file), = seen
+    monkeypatch.setattr(
+        jobmanager.server, "run", lambda settings, address_file=None: seen.append((settings, address_file))
+    )
+    monkeypatch.setenv("SLUICE_CLUSTER_ID", "ignored")  # `python -m jobmanager` reads its flags alone
+    jobmanager.server.main(
+        [
+            "--zookeeper",
+            "H:1",
+            "--cluster-id",
+            "C",
+            "--port",
+            "0",
+            "--heartbeat-timeout",
+            "6",
+            "--checkpoint-dir",
+            "/d",
+            "--log-file",
+            "/l",
+            "--address-file",
+            "/a",
+        ]
+    )
+    ((settings, address_file),) = seen
     assert address_file == "/a" and settings.role == "jobmanager"
-    assert settings.values == {**resolve("jobmanager", {"zookeeper.quorum": "H:1"}).values, "cluster.id": "C",
-                               "state.checkpoints.dir": "/d", "log.file": "/l"}
+    assert settings.values == {
+        **resolve("jobmanager", {"zookeeper.quorum": "H:1"}).values,
+        "cluster.id": "C",
+        "state.checkpoints.dir": "/d",
+        "log.file": "/l",
+    }
     assert settings.sources["heartbeat.timeout"] == "flag --heartbeat-timeout"
 
 
 def test_jobmanager_main_accepts_the_argv_of_settings(monkeypatch):
     import jobmanager.server
+
     seen = []
     monkeypatch.setattr(jobmanager.server, "run", lambda settings, _address_file=None: seen.append(settings))
-    s = resolve("jobmanager", ZK, {"rpc.host": "0.0.0.0", "rpc.advertised-host": "jm-0", "heartbeat.timeout": "1500ms"},
-                {"rpc.port": "6123", "state.checkpoints.dir": "/ckpt"})
+    s = resolve(
+        "jobmanager",
+        ZK,
+        {"rpc.host": "0.0.0.0", "rpc.advertised-host": "jm-0", "heartbeat.timeout": "1500ms"},
+        {"rpc.port": "6123", "state.checkpoints.dir": "/ckpt"},
+    )
     jobmanager.server.main(s.argv())
     assert seen[0].values == s.values
 
 
-@pytest.mark.parametrize("argv,words", [
-    ([], "the following arguments are required: --zookeeper"),
-    (["--zookeeper", "zk:1", "--port", "http"], "rpc.port: expected an integer port"),
-    (["--zookeeper", "zk:1", "--heartbeat-timeout", "soon"], "heartbeat.timeout: expected a positive duration"),
-    (["--zookeeper", "zk:1", "--slots", "2"], "unrecognized arguments: --slots"),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        ([], "the following arguments are required: --zookeeper"),
+        (["--zookeeper", "zk:1", "--port", "http"], "rpc.port: expected an integer port"),
+        (["--zookeeper", "zk:1", "--heartbeat-timeout", "soon"], "heartbeat.timeout: expected a positive duration"),
+        (["--zookeeper", "zk:1", "--slots", "2"], "unrecognized arguments: --slots"),
+    ],
+)
 def test_jobmanager_main_errors_exit_2_naming_the_key(argv, words, capsys):
     import jobmanager.server
+
     with pytest.raises(SystemExit) as e:
         jobmanager.server.main(argv)
     assert e.value.code == 2 and words in capsys.readouterr().err
@@ -361,8 +441,11 @@ def run(argv, monkeypatch, env=None) -> int:
 
 def test_check_prints_merged_json(monkeypatch, capsys, tmp_path):
     path = write(tmp_path, "zookeeper.quorum: zk:2181\nrpc.port: 1\n")
-    code = run(["taskmanager", "--config", path, "--slots", "4", "-D", "rpc.port=7", "--check"], monkeypatch,
-               {"SLUICE_CLUSTER_ID": "c1"})
+    code = run(
+        ["taskmanager", "--config", path, "--slots", "4", "-D", "rpc.port=7", "--check"],
+        monkeypatch,
+        {"SLUICE_CLUSTER_ID": "c1"},
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["role"] == "taskmanager" and out["config_file"] == path
@@ -381,8 +464,7 @@ def test_check_fails_with_exit_2_naming_the_key(monkeypatch, capsys):
     assert run(["jobmanager", "--zookeeper", "zk:1", "--port", "http", "--check"], monkeypatch) == 2
     err = capsys.readouterr().err
     assert "rpc.port" in err and "--port" in err
-    assert run(["jobmanager", "--check"], monkeypatch, {"SLUICE_ZOOKEEPER_QUORUM": "zk:1",
-                                                         "SLUICE_RPC_PROT": "1"}) == 2
+    assert run(["jobmanager", "--check"], monkeypatch, {"SLUICE_ZOOKEEPER_QUORUM": "zk:1", "SLUICE_RPC_PROT": "1"}) == 2
     assert "SLUICE_RPC_PROT" in capsys.readouterr().err
     assert run(["jobmanager", "--zookeeper", "zk:1", "-D", "bogus.key=1", "--check"], monkeypatch) == 2
     assert "bogus.key" in capsys.readouterr().err
@@ -390,19 +472,34 @@ def test_check_fails_with_exit_2_naming_the_key(monkeypatch, capsys):
 
 def test_without_check_the_jobmanager_runs_with_the_settings(monkeypatch):
     import jobmanager.server
+
     seen = []
     monkeypatch.setattr(jobmanager.server, "run", lambda settings: seen.append(settings))
     monkeypatch.setattr(jobmanager.server, "main", lambda _argv: pytest.fail("no argv round trip for the JobManager"))
     assert run(["jobmanager", "--zookeeper", "zk:1", "--port", "6123"], monkeypatch) == 0
     (settings,) = seen
-    assert settings.argv() == ["--zookeeper", "zk:1", "--cluster-id", "default", "--host", "127.0.0.1", "--port",
-                               "6123", "--heartbeat-timeout", "6", "--heartbeat-interval", "1",
-                               "--zk-session-timeout", "6"]
+    assert settings.argv() == [
+        "--zookeeper",
+        "zk:1",
+        "--cluster-id",
+        "default",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "6123",
+        "--heartbeat-timeout",
+        "6",
+        "--heartbeat-interval",
+        "1",
+        "--zk-session-timeout",
+        "6",
+    ]
     assert settings.sources["rpc.port"] == "flag --port"
 
 
 def test_without_check_the_taskmanager_runs_with_the_settings(monkeypatch):
     import taskmanager.server
+
     seen = []
     monkeypatch.setattr(taskmanager.server, "run", lambda settings: seen.append(settings))
     monkeypatch.setattr(taskmanager.server, "main", lambda _argv: pytest.fail("no argv round trip for the TaskManager"))
@@ -413,15 +510,18 @@ def test_without_check_the_taskmanager_runs_with_the_settings(monkeypatch):
 
 def test_without_check_auto_that_does_not_resolve_exits_2(monkeypatch, capsys):
     monkeypatch.setattr(config, "_own_address", lambda: (_ for _ in ()).throw(OSError("no name")))
-    assert run(["jobmanager", "--zookeeper", "zk:1", "--host", "0.0.0.0", "--advertised-host", "auto"],
-               monkeypatch) == 2
+    assert (
+        run(["jobmanager", "--zookeeper", "zk:1", "--host", "0.0.0.0", "--advertised-host", "auto"], monkeypatch) == 2
+    )
     assert "cannot resolve 'auto'" in capsys.readouterr().err
 
 
 def test_docs_show_the_current_reference_table():
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[2]
     for doc in ("README.md", "docs/configuration.md"):
         assert config.reference() in (root / doc).read_text(), (
             f"the process options table in {doc} is stale: run `make docs-config` "
-            "(python -m sluice.reference_docs README.md docs/configuration.md)")
+            "(python -m sluice.reference_docs README.md docs/configuration.md)"
+        )

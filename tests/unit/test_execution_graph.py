@@ -1,4 +1,5 @@
 """Scripted event sequences against the pure ExecutionGraph; exact actions asserted."""
+
 import copy
 
 import pytest
@@ -149,8 +150,13 @@ def test_one_failed_task_cancels_exactly_the_others_then_fails_with_root_cause()
     actions = g.handle(TaskStateReported(AGG1, "FAILED", TRACEBACK, now=2.0))
     assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING), CancelExecutions((SRC0, SRC1, AGG0))]
     assert g.state == JobStatus.FAILING
-    assert task_states(g) == {SRC0: "CANCELING", SRC1: "CANCELING", AGG0: "CANCELING",
-                              AGG1: "FAILED", SINK0: "FINISHED"}
+    assert task_states(g) == {
+        SRC0: "CANCELING",
+        SRC1: "CANCELING",
+        AGG0: "CANCELING",
+        AGG1: "FAILED",
+        SINK0: "FINISHED",
+    }
     assert g.executions[AGG1].error == TRACEBACK
 
     assert g.handle(TaskStateReported(SRC0, "CANCELED", now=3.0)) == []
@@ -193,8 +199,10 @@ def test_deployment_failure_fails_the_job_like_a_task_failure():
     g = new_graph()
     g.handle(SlotsAssigned(SLOTS, 0.0))
     actions = g.handle(DeploymentFailed(SRC1, "connection refused", 1.0))
-    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING),
-                       CancelExecutions((SRC0, AGG0, AGG1, SINK0))]
+    assert actions == [
+        JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING),
+        CancelExecutions((SRC0, AGG0, AGG1, SINK0)),
+    ]
     assert "deployment failed: connection refused" in g.failure
     assert g.executions[SRC1].state == "FAILED"
 
@@ -216,8 +224,10 @@ def test_cancel_while_failing_is_ignored_and_the_end_stays_failed():
 def test_global_failure_while_created_fails_at_once():
     g = new_graph()
     actions = g.handle(GlobalFailure("too many failed checkpoints", 1.0))
-    assert actions == [JobStatusChanged(JobStatus.CREATED, JobStatus.FAILED),
-                       JobTerminated(JobStatus.FAILED, "too many failed checkpoints")]
+    assert actions == [
+        JobStatusChanged(JobStatus.CREATED, JobStatus.FAILED),
+        JobTerminated(JobStatus.FAILED, "too many failed checkpoints"),
+    ]
     assert set(task_states(g).values()) == {"CANCELED"}
 
 
@@ -228,8 +238,10 @@ def test_global_failure_while_running_cancels_everything_then_fails():
     actions = []
     for eid in ALL:
         actions += g.handle(TaskStateReported(eid, "CANCELED", now=3.0))
-    assert actions == [JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED),
-                       JobTerminated(JobStatus.FAILED, "too many failed checkpoints")]
+    assert actions == [
+        JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED),
+        JobTerminated(JobStatus.FAILED, "too many failed checkpoints"),
+    ]
 
 
 def test_global_failure_after_a_task_failure_keeps_the_first_root_cause():
@@ -253,15 +265,16 @@ def test_taskmanager_lost_fails_exactly_its_executions():
     g = running_graph()
     actions = g.handle(TaskManagerLost("tm-b", "heartbeat timeout", 2.0))
     assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING), CancelExecutions((SRC0, AGG0, SINK0))]
-    assert task_states(g) == {SRC0: "CANCELING", SRC1: "FAILED", AGG0: "CANCELING",
-                              AGG1: "FAILED", SINK0: "CANCELING"}
+    assert task_states(g) == {SRC0: "CANCELING", SRC1: "FAILED", AGG0: "CANCELING", AGG1: "FAILED", SINK0: "CANCELING"}
     assert "tm-b" in g.executions[SRC1].error and "heartbeat timeout" in g.executions[SRC1].error
     assert "tm-b" in g.failure and "heartbeat timeout" in g.failure
     actions = []
     for eid in (SRC0, AGG0, SINK0):
         actions += g.handle(TaskStateReported(eid, "CANCELED", now=3.0))
-    assert actions == [JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED),
-                       JobTerminated(JobStatus.FAILED, g.failure)]
+    assert actions == [
+        JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED),
+        JobTerminated(JobStatus.FAILED, g.failure),
+    ]
 
 
 def test_losing_an_unrelated_taskmanager_changes_nothing():
@@ -285,8 +298,10 @@ def test_taskmanager_lost_while_cancelling_ends_canceled():
     g.handle(TaskStateReported(AGG0, "CANCELED", now=2.5))
     g.handle(TaskStateReported(SINK0, "CANCELED", now=2.5))
     actions = g.handle(TaskManagerLost("tm-b", "gone", 3.0))
-    assert actions == [JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
-                       JobTerminated(JobStatus.CANCELED, "")]
+    assert actions == [
+        JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
+        JobTerminated(JobStatus.CANCELED, ""),
+    ]
 
 
 # -- cancel -----------------------------------------------------------------------
@@ -306,15 +321,19 @@ def test_cancel_while_running_cancels_running_tasks_then_ends_canceled():
     g = running_graph()
     g.handle(TaskStateReported(SRC0, "FINISHED", now=1.5))
     actions = g.handle(CancelRequested(2.0))
-    assert actions == [JobStatusChanged(JobStatus.RUNNING, JobStatus.CANCELLING),
-                       CancelExecutions((SRC1, AGG0, AGG1, SINK0))]
+    assert actions == [
+        JobStatusChanged(JobStatus.RUNNING, JobStatus.CANCELLING),
+        CancelExecutions((SRC1, AGG0, AGG1, SINK0)),
+    ]
     assert g.state == JobStatus.CANCELLING
     assert g.handle(TaskStateReported(SRC1, "CANCELED", now=3.0)) == []
     assert g.handle(TaskStateReported(AGG0, "CANCELED", now=3.0)) == []
     assert g.handle(TaskStateReported(AGG1, "FINISHED", now=3.0)) == []  # finished before the cancel landed
     actions = g.handle(TaskStateReported(SINK0, "CANCELED", now=3.0))
-    assert actions == [JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
-                       JobTerminated(JobStatus.CANCELED, "")]
+    assert actions == [
+        JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
+        JobTerminated(JobStatus.CANCELED, ""),
+    ]
     assert g.state == JobStatus.CANCELED
 
 
@@ -334,8 +353,10 @@ def test_cancel_timeout_forces_canceled():
     assert g.handle(Tick(100.0 + TIMEOUT - 0.001)) == []
     assert g.state == JobStatus.CANCELLING
     actions = g.handle(Tick(100.0 + TIMEOUT))
-    assert actions == [JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
-                       JobTerminated(JobStatus.CANCELED, "")]
+    assert actions == [
+        JobStatusChanged(JobStatus.CANCELLING, JobStatus.CANCELED),
+        JobTerminated(JobStatus.CANCELED, ""),
+    ]
     assert set(task_states(g).values()) == {"CANCELED"}
     assert "no answer to cancel" in g.executions[SINK0].error
     assert g.executions[SRC0].error == ""  # answered in time
@@ -360,12 +381,16 @@ def test_tick_while_running_does_nothing():
 
 
 # -- stale reports --------------------------------------------------------------------
-@pytest.mark.parametrize("report", [
-    TaskStateReported("job1/0/src/0", "RUNNING", now=5.0),           # duplicate
-    TaskStateReported("job1/0/nope/0", "FAILED", "x", now=5.0),      # unknown execution
-    TaskStateReported("job1/1/src/0", "FAILED", "x", now=5.0),       # another attempt's execution
-    TaskStateReported("job1/0/src/0", "DEPLOYING", now=5.0),         # going backwards
-], ids=["duplicate", "unknown", "other-attempt", "backwards"])
+@pytest.mark.parametrize(
+    "report",
+    [
+        TaskStateReported("job1/0/src/0", "RUNNING", now=5.0),  # duplicate
+        TaskStateReported("job1/0/nope/0", "FAILED", "x", now=5.0),  # unknown execution
+        TaskStateReported("job1/1/src/0", "FAILED", "x", now=5.0),  # another attempt's execution
+        TaskStateReported("job1/0/src/0", "DEPLOYING", now=5.0),  # going backwards
+    ],
+    ids=["duplicate", "unknown", "other-attempt", "backwards"],
+)
 def test_stale_reports_are_ignored_while_running(report):
     g = running_graph()
     before = snapshot(g)
@@ -406,8 +431,10 @@ ILLEGAL_TASK = [(a, b) for a in TASK_STATES for b in TASK_STATES if b not in TAS
 
 
 def test_transition_tables_are_closed_and_terminal_states_are_final():
-    for table, terminal in ((JOB_TRANSITIONS, [s for s in JobStatus if s.terminal]),
-                            (TASK_TRANSITIONS, [s for s in ExecutionState if s.terminal])):
+    for table, terminal in (
+        (JOB_TRANSITIONS, [s for s in JobStatus if s.terminal]),
+        (TASK_TRANSITIONS, [s for s in ExecutionState if s.terminal]),
+    ):
         for src, targets in table.items():
             assert set(targets) <= set(table), src
             assert src not in targets, src

@@ -2,6 +2,7 @@
 by exactly one subtask, and a restored source reads only what its checkpoint
 had not. Spark is replaced by a reader that records the paths it is asked
 for; the clock is an input."""
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,13 @@ def put(directory, name: str) -> None:
 
 
 def source(directory, subtask=0, parallelism=1, clock=None) -> FileSource:
-    payload = {"path": str(directory), "format": "json", "schema": "url string, user long, ts long",
-               "suffix": ".jsonl", "monitor_interval": 1.0}
+    payload = {
+        "path": str(directory),
+        "format": "json",
+        "schema": "url string, user long, ts long",
+        "suffix": ".jsonl",
+        "monitor_interval": 1.0,
+    }
     return FileSource(payload, subtask, parallelism, Engine(), clock=clock or Clock())
 
 

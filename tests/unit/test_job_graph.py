@@ -1,5 +1,6 @@
 """Job graphs built through the job API (never executed): chaining, slot needs,
 and validation errors that name the offending field."""
+
 import pytest
 
 from sluice import graph, states
@@ -130,8 +131,11 @@ def test_fan_in_starts_a_chain():
     a.union(b).print()
     job = env.get_job_graph()
     graph.validate(job)
-    assert chains_of(job) == [(("1-source_generator",), 1), (("2-source_generator",), 1),
-                              (("3-map", "4-sink_print"), 1)]
+    assert chains_of(job) == [
+        (("1-source_generator",), 1),
+        (("2-source_generator",), 1),
+        (("3-map", "4-sink_print"), 1),
+    ]
     assert [e.source for e in graph.build_chains(job)[2].inputs] == ["1-source_generator", "2-source_generator"]
 
 
@@ -173,10 +177,17 @@ def test_a_valid_job_returns_its_payloads():
 def test_cycle_is_rejected_on_edges():
     body = graph.dumps_payload({"body": upper})
     job = common_pb2.JobGraph(name="cycle")
-    job.operators.add(id="s", kind=states.to_proto(OperatorKind.SOURCE_GENERATOR), parallelism=1, payload=graph.dumps_payload({"body": gen}))
+    job.operators.add(
+        id="s",
+        kind=states.to_proto(OperatorKind.SOURCE_GENERATOR),
+        parallelism=1,
+        payload=graph.dumps_payload({"body": gen}),
+    )
     job.operators.add(id="a", kind=states.to_proto(OperatorKind.MAP), parallelism=1, payload=body)
     job.operators.add(id="b", kind=states.to_proto(OperatorKind.MAP), parallelism=1, payload=body)
-    job.operators.add(id="out", kind=states.to_proto(OperatorKind.SINK_PRINT), parallelism=1, payload=graph.dumps_payload({}))
+    job.operators.add(
+        id="out", kind=states.to_proto(OperatorKind.SINK_PRINT), parallelism=1, payload=graph.dumps_payload({})
+    )
     for src, dst in (("s", "a"), ("a", "b"), ("b", "a"), ("b", "out")):
         job.edges.add(source=src, target=dst, partitioning=states.to_proto(Partitioning.FORWARD))
     with pytest.raises(JobValidationError) as info:

@@ -2,6 +2,7 @@
 in-memory gateway (no sockets): the status says at once whether a failing job
 will restart, and the restart delay counts from the failure, not from the end
 of cancelling the other tasks."""
+
 from __future__ import annotations
 
 import pytest
@@ -72,9 +73,18 @@ def cancelled(jm: JobMaster, eids: list[str], now: float) -> None:
 
 def test_restart_delay_counts_from_the_failure():
     gw = Gateway()
-    jm = JobMaster("j1", job_graph(**{"restart-strategy": "fixed-delay",
-                                      "restart-strategy.fixed-delay.attempts": "2",
-                                      "restart-strategy.fixed-delay.delay": "2s"}), gw, None, now=0.0)
+    jm = JobMaster(
+        "j1",
+        job_graph(
+            **{
+                "restart-strategy": "fixed-delay",
+                "restart-strategy.fixed-delay.attempts": "2",
+                "restart-strategy.fixed-delay.delay": "2s",
+            }
+        ),
+        gw,
+        None,
+    )
     jm.start(0.0)
     eids = running(jm, gw, 0.0)
     fail_one(jm, eids, 10.0)
@@ -90,7 +100,7 @@ def test_restart_delay_counts_from_the_failure():
 
 def test_cancelling_longer_than_the_delay_restarts_as_soon_as_tasks_stopped():
     gw = Gateway()
-    jm = JobMaster("j1", job_graph(**{"restart-strategy.fixed-delay.delay": "500ms"}), gw, None, now=0.0)
+    jm = JobMaster("j1", job_graph(**{"restart-strategy.fixed-delay.delay": "500ms"}), gw, None)
     jm.start(0.0)
     eids = running(jm, gw, 0.0)
     fail_one(jm, eids, 1.0)
@@ -100,13 +110,16 @@ def test_cancelling_longer_than_the_delay_restarts_as_soon_as_tasks_stopped():
     assert jm.attempt == 1
 
 
-@pytest.mark.parametrize("config", [
-    {"restart-strategy": "none"},
-    {"restart-strategy.fixed-delay.attempts": "0"},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"restart-strategy": "none"},
+        {"restart-strategy.fixed-delay.attempts": "0"},
+    ],
+)
 def test_failing_without_restart_left_is_not_shown_as_restarting(config):
     gw = Gateway()
-    jm = JobMaster("j1", job_graph(**config), gw, None, now=0.0)
+    jm = JobMaster("j1", job_graph(**config), gw, None)
     jm.start(0.0)
     eids = running(jm, gw, 0.0)
     fail_one(jm, eids, 1.0)
@@ -119,8 +132,12 @@ def test_failing_without_restart_left_is_not_shown_as_restarting(config):
 
 def test_last_attempt_failing_is_not_shown_as_restarting():
     gw = Gateway()
-    jm = JobMaster("j1", job_graph(**{"restart-strategy.fixed-delay.attempts": "1",
-                                      "restart-strategy.fixed-delay.delay": "0"}), gw, None, now=0.0)
+    jm = JobMaster(
+        "j1",
+        job_graph(**{"restart-strategy.fixed-delay.attempts": "1", "restart-strategy.fixed-delay.delay": "0"}),
+        gw,
+        None,
+    )
     jm.start(0.0)
     eids = running(jm, gw, 0.0)
     fail_one(jm, eids, 1.0)
@@ -137,7 +154,7 @@ def test_last_attempt_failing_is_not_shown_as_restarting():
 
 def test_cancel_while_failing_ends_canceled_not_restarting():
     gw = Gateway()
-    jm = JobMaster("j1", job_graph(), gw, None, now=0.0)
+    jm = JobMaster("j1", job_graph(), gw, None)
     jm.start(0.0)
     eids = running(jm, gw, 0.0)
     fail_one(jm, eids, 1.0)

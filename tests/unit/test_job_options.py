@@ -267,7 +267,7 @@ def test_submit_turns_a_bad_option_into_a_config_validation_error():
     env.set_config("restart-strategy.fixed-delay.delay", "soon")
     env.from_collection([{"k": "a"}]).print()
     with pytest.raises(ValueError, match=r"^restart-strategy\.fixed-delay\.delay: expected a non-negative duration"):
-        JobMaster("j", env.get_job_graph("bad"), gateway=None, checkpoint_dir=None, now=0.0)
+        JobMaster("j", env.get_job_graph("bad"), gateway=None, checkpoint_dir=None)
 
 
 # -- the reference tables in the documentation ------------------------------------------------

@@ -3,6 +3,7 @@ sockets: proto enums become sluice.states members on the way in and back on the 
 out, bad values are INVALID_ARGUMENT naming the field, a report from another leader
 session is FAILED_PRECONDITION, heartbeat metrics find their job by the job id they
 carry, and a task failing on an unreachable peer gets exactly that peer probed."""
+
 from __future__ import annotations
 
 import grpc
@@ -69,28 +70,32 @@ def running_job(d: Dispatcher) -> tuple[str, list[str]]:
 
 
 def report(job_id: str, eid: str, state: int, session: str = SESSION, **fields) -> jobmanager_pb2.TaskExecutionState:
-    return jobmanager_pb2.TaskExecutionState(leader_session_id=session, job_id=job_id, execution_id=eid,
-                                             state=state, **fields)
+    return jobmanager_pb2.TaskExecutionState(
+        leader_session_id=session, job_id=job_id, execution_id=eid, state=state, **fields
+    )
 
 
 def test_task_state_arrives_as_a_member(dispatcher):
     job_id, eids = running_job(dispatcher)
-    resp, _ = call(rm(dispatcher).UpdateTaskExecutionState,
-                   report(job_id, eids[0], to_proto(ExecutionState.RUNNING)))
+    resp, _ = call(rm(dispatcher).UpdateTaskExecutionState, report(job_id, eids[0], to_proto(ExecutionState.RUNNING)))
     assert resp.accepted
     state = dispatcher._jobs[job_id].graph.executions[eids[0]].state
     assert state is ExecutionState.RUNNING
 
 
-@pytest.mark.parametrize("field,fields", [
-    ("state", {"state": 0}),                                  # UNSPECIFIED
-    ("state", {"state": 99}),                                 # not a value of the enum
-    ("failure_cause", {"state": to_proto(ExecutionState.FAILED), "failure_cause": 99}),
-])
+@pytest.mark.parametrize(
+    "field,fields",
+    [
+        ("state", {"state": 0}),  # UNSPECIFIED
+        ("state", {"state": 99}),  # not a value of the enum
+        ("failure_cause", {"state": to_proto(ExecutionState.FAILED), "failure_cause": 99}),
+    ],
+)
 def test_bad_enum_values_are_invalid_arguments_naming_the_field(dispatcher, field, fields):
     job_id, eids = running_job(dispatcher)
-    request = jobmanager_pb2.TaskExecutionState(leader_session_id=SESSION, job_id=job_id, execution_id=eids[0],
-                                                **fields)
+    request = jobmanager_pb2.TaskExecutionState(
+        leader_session_id=SESSION, job_id=job_id, execution_id=eids[0], **fields
+    )
     resp, context = call(rm(dispatcher).UpdateTaskExecutionState, request)
     assert resp is None and context.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert f"{field}:" in context.details
@@ -99,8 +104,10 @@ def test_bad_enum_values_are_invalid_arguments_naming_the_field(dispatcher, fiel
 
 def test_a_report_from_another_leader_session_is_a_failed_precondition(dispatcher):
     job_id, eids = running_job(dispatcher)
-    resp, context = call(rm(dispatcher).UpdateTaskExecutionState,
-                         report(job_id, eids[0], to_proto(ExecutionState.RUNNING), session="old-session"))
+    resp, context = call(
+        rm(dispatcher).UpdateTaskExecutionState,
+        report(job_id, eids[0], to_proto(ExecutionState.RUNNING), session="old-session"),
+    )
     assert resp is None and context.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "old-session" in context.details
 
@@ -111,8 +118,12 @@ def test_states_leave_as_proto_enums(dispatcher):
     info, _ = call(jm.GetJob, jobmanager_pb2.GetJobRequest(job_id=job_id))
     assert from_proto(JobStatus, info.state) is JobStatus.RUNNING
     assert {from_proto(ExecutionState, t.state) for t in info.tasks} == {ExecutionState.DEPLOYING}
-    ack, _ = call(rm(dispatcher).AcknowledgeCheckpoint, jobmanager_pb2.AcknowledgeCheckpointRequest(
-        leader_session_id=SESSION, job_id=job_id, execution_id=eids[0], checkpoint_id=1, state_handle=b"{}"))
+    ack, _ = call(
+        rm(dispatcher).AcknowledgeCheckpoint,
+        jobmanager_pb2.AcknowledgeCheckpointRequest(
+            leader_session_id=SESSION, job_id=job_id, execution_id=eids[0], checkpoint_id=1, state_handle=b"{}"
+        ),
+    )
     assert from_proto(AckOutcome, ack.outcome) is AckOutcome.UNKNOWN  # checkpointing is off
     cancelled, _ = call(jm.CancelJob, jobmanager_pb2.CancelJobRequest(job_id=job_id))
     assert from_proto(JobStatus, cancelled.state) is JobStatus.RUNNING  # until the tasks stopped
@@ -120,9 +131,14 @@ def test_states_leave_as_proto_enums(dispatcher):
 
 def test_heartbeat_metrics_find_their_job_by_job_id(dispatcher):
     job_id, eids = running_job(dispatcher)
-    request = jobmanager_pb2.HeartbeatRequest(resource_id="tm-a", leader_session_id=SESSION, tasks=[
-        jobmanager_pb2.TaskMetrics(job_id=job_id, execution_id=eids[0], records_in=5, records_out=3),
-        jobmanager_pb2.TaskMetrics(job_id="another-job", execution_id=eids[1], records_in=9, records_out=9)])
+    request = jobmanager_pb2.HeartbeatRequest(
+        resource_id="tm-a",
+        leader_session_id=SESSION,
+        tasks=[
+            jobmanager_pb2.TaskMetrics(job_id=job_id, execution_id=eids[0], records_in=5, records_out=3),
+            jobmanager_pb2.TaskMetrics(job_id="another-job", execution_id=eids[1], records_in=9, records_out=9),
+        ],
+    )
     resp, _ = call(rm(dispatcher).Heartbeat, request)
     assert resp.known
     assert dispatcher._jobs[job_id].metrics == {eids[0]: (5, 3)}
@@ -132,8 +148,14 @@ def test_a_peer_unreachable_failure_probes_exactly_that_peer(dispatcher):
     job_id, eids = running_job(dispatcher)
     probed = []
     dispatcher._probe = lambda resource_id, address, session: probed.append((resource_id, address, session))
-    failed = report(job_id, eids[0], to_proto(ExecutionState.FAILED), error="ChannelError: 127.0.0.1:7001 gone",
-                    failure_cause=to_proto(FailureCause.PEER_UNREACHABLE), unreachable_peer="127.0.0.1:7002")
+    failed = report(
+        job_id,
+        eids[0],
+        to_proto(ExecutionState.FAILED),
+        error="ChannelError: 127.0.0.1:7001 gone",
+        failure_cause=to_proto(FailureCause.PEER_UNREACHABLE),
+        unreachable_peer="127.0.0.1:7002",
+    )
     call(rm(dispatcher).UpdateTaskExecutionState, failed)
     dispatcher._rpc.shutdown(wait=True)
     assert probed == [("tm-b", "127.0.0.1:7002", SESSION)]
@@ -143,8 +165,13 @@ def test_a_task_error_probes_nobody_whatever_its_traceback_says(dispatcher):
     job_id, eids = running_job(dispatcher)
     probed = []
     dispatcher._probe = lambda *probe: probed.append(probe)
-    failed = report(job_id, eids[0], to_proto(ExecutionState.FAILED), error="ChannelError: 127.0.0.1:7002 gone",
-                    failure_cause=to_proto(FailureCause.TASK_ERROR))
+    failed = report(
+        job_id,
+        eids[0],
+        to_proto(ExecutionState.FAILED),
+        error="ChannelError: 127.0.0.1:7002 gone",
+        failure_cause=to_proto(FailureCause.TASK_ERROR),
+    )
     call(rm(dispatcher).UpdateTaskExecutionState, failed)
     dispatcher._rpc.shutdown(wait=True)
     assert probed == []

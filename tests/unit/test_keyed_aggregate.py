@@ -1,5 +1,6 @@
 """KeyedAggregate fed Arrow batches of producer partials (no Spark): the running
 update stream it emits, batch after batch."""
+
 import pyarrow as pa
 import pytest
 
@@ -52,41 +53,77 @@ def test_output_schema_is_key_then_aggregates_without_key_group():
 
 def test_running_updates_across_batches():
     op = new_op()
-    assert updates(op.process(batch([
-        ("/a", 2, 100, 10, 20),
-        ("/b", 1, 5, 7, 7),
-    ]))) == {"/a": (2, 100, 10, 20), "/b": (1, 5, 7, 7)}
+    assert updates(
+        op.process(
+            batch(
+                [
+                    ("/a", 2, 100, 10, 20),
+                    ("/b", 1, 5, 7, 7),
+                ]
+            )
+        )
+    ) == {"/a": (2, 100, 10, 20), "/b": (1, 5, 7, 7)}
 
-    assert updates(op.process(batch([
-        ("/a", 3, 50, 4, 15),     # new min, max unchanged
-        ("/c", 1, 1, 1, 1),
-    ]))) == {"/a": (5, 150, 4, 20), "/c": (1, 1, 1, 1)}
+    assert updates(
+        op.process(
+            batch(
+                [
+                    ("/a", 3, 50, 4, 15),  # new min, max unchanged
+                    ("/c", 1, 1, 1, 1),
+                ]
+            )
+        )
+    ) == {"/a": (5, 150, 4, 20), "/c": (1, 1, 1, 1)}
 
-    assert updates(op.process(batch([
-        ("/b", 4, 20, 8, 30),     # new max, min unchanged
-    ]))) == {"/b": (5, 25, 7, 30)}
+    assert updates(
+        op.process(
+            batch(
+                [
+                    ("/b", 4, 20, 8, 30),  # new max, min unchanged
+                ]
+            )
+        )
+    ) == {"/b": (5, 25, 7, 30)}
 
-    assert updates(op.process(batch([
-        ("/a", 1, 1, 3, 99),
-        ("/b", 1, 0, 1, 2),
-        ("/c", 2, 2, 0, 0),
-    ]))) == {"/a": (6, 151, 3, 99), "/b": (6, 25, 1, 30), "/c": (3, 3, 0, 1)}
+    assert updates(
+        op.process(
+            batch(
+                [
+                    ("/a", 1, 1, 3, 99),
+                    ("/b", 1, 0, 1, 2),
+                    ("/c", 2, 2, 0, 0),
+                ]
+            )
+        )
+    ) == {"/a": (6, 151, 3, 99), "/b": (6, 25, 1, 30), "/c": (3, 3, 0, 1)}
 
 
 def test_repeated_keys_in_one_batch_are_merged_before_folding():
     """Partials for the same key from two producers arrive in one batch."""
     op = new_op()
-    out = updates(op.process(batch([
-        ("/a", 2, 10, 5, 9),      # producer 0
-        ("/b", 1, 1, 1, 1),
-        ("/a", 3, 30, 2, 7),      # producer 1
-        ("/a", 1, 1, 6, 12),      # producer 2
-    ])))
+    out = updates(
+        op.process(
+            batch(
+                [
+                    ("/a", 2, 10, 5, 9),  # producer 0
+                    ("/b", 1, 1, 1, 1),
+                    ("/a", 3, 30, 2, 7),  # producer 1
+                    ("/a", 1, 1, 6, 12),  # producer 2
+                ]
+            )
+        )
+    )
     assert out == {"/a": (6, 41, 2, 12), "/b": (1, 1, 1, 1)}
-    out = updates(op.process(batch([
-        ("/a", 1, 1, 3, 3),
-        ("/a", 1, 1, 1, 4),
-    ])))
+    out = updates(
+        op.process(
+            batch(
+                [
+                    ("/a", 1, 1, 3, 3),
+                    ("/a", 1, 1, 1, 4),
+                ]
+            )
+        )
+    )
     assert out == {"/a": (8, 43, 1, 12)}
 
 
@@ -166,7 +203,7 @@ def test_result_is_independent_of_batch_boundaries(n_batches):
     final = {}
     size = -(-len(rows) // n_batches)
     for start in range(0, len(rows), size):
-        final.update(updates(op.process(batch(rows[start:start + size]))))
+        final.update(updates(op.process(batch(rows[start : start + size]))))
     expected = {}
     for k, n, total, lo, hi in rows:
         e = expected.get(k, (0, 0, lo, hi))

@@ -77,9 +77,11 @@ def started(election, name: str) -> tuple[LeaderElectionDriver, RecordingContend
 
 def granted(contender: RecordingContender, count: int = 1) -> str:
     """Wait for the contender's ``count``-th grant while it is leader; return its session id."""
+
     def check():
         grants = contender.grants
         return len(grants) >= count and contender.session_id == grants[-1] and grants[-1]
+
     return wait_until(check, DEADLINE, f"{contender.name} to be granted leadership #{count}")
 
 
@@ -238,7 +240,7 @@ def test_late_callbacks_of_an_old_session_are_dropped():
     current = {"session": "s2"}
     contender = RecordingContender()
     notifier = ContenderNotifier(contender, lambda sid: sid == current["session"], "test")
-    notifier.grant("s1")   # revoked before it could be delivered
+    notifier.grant("s1")  # revoked before it could be delivered
     notifier.revoke("s1")  # so its revoke is dropped too
     notifier.grant("s2")
     notifier.revoke("s1")  # a late revoke of an old session does not touch s2

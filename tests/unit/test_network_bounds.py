@@ -1,5 +1,6 @@
 """Bounded exchange between tasks on one TaskManager (threads, no sockets):
 subpartition capacity, consumer credit, END handling, key-group ranges."""
+
 from __future__ import annotations
 
 import threading
@@ -45,8 +46,8 @@ class Producer(threading.Thread):
     def __init__(self, sub: ResultSubpartition, items, cancelled: CancelFlag):
         super().__init__(daemon=True)
         self.sub, self.items, self.cancelled = sub, list(items), cancelled
-        self.attempted = 0   # items handed to add()
-        self.added = 0       # add() calls that returned
+        self.attempted = 0  # items handed to add()
+        self.added = 0  # add() calls that returned
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -83,7 +84,7 @@ def test_control_items_never_block_on_a_full_subpartition():
     sub = ResultSubpartition(capacity=1)
     cancelled = CancelFlag()
     sub.add((BATCH, table(0)), cancelled)
-    sub.add((BARRIER, 7), cancelled)   # returns at once although full
+    sub.add((BARRIER, 7), cancelled)  # returns at once although full
     sub.add((END, None), cancelled)
     assert cancelled.checks == 0
     assert sub.backlog() == 3
@@ -167,8 +168,11 @@ def test_consumer_that_never_polls_bounds_what_the_producer_can_produce(local_ex
     p = Producer(sub, [(BATCH, table(i)) for i in range(50)] + [(END, None)], CancelFlag())
     gate.start()
     p.start()
-    wait_until(lambda: len(channel.buffer) == CREDIT and sub.backlog() == CAPACITY, DEADLINE,
-               "channel filled to its credit and subpartition to its capacity")
+    wait_until(
+        lambda: len(channel.buffer) == CREDIT and sub.backlog() == CAPACITY,
+        DEADLINE,
+        "channel filled to its credit and subpartition to its capacity",
+    )
     # nothing can move any more: the producer stays blocked on its next batch
     checks = p.cancelled.checks
     wait_until(blocked(p, checks), DEADLINE, "producer blocked by backpressure")
@@ -179,6 +183,7 @@ def test_consumer_that_never_polls_bounds_what_the_producer_can_produce(local_ex
 
     # taking the batches returns credit, and the rest flows through in order
     seen, ends = [], 0
+
     def drain():
         nonlocal ends
         for ch, item in gate.poll_all(timeout=0.1):
@@ -188,6 +193,7 @@ def test_consumer_that_never_polls_bounds_what_the_producer_can_produce(local_ex
             elif item[0] == END:
                 ends += 1
         return ends
+
     wait_until(drain, DEADLINE, "END from the producer", interval=0.001)
     assert seen == list(range(50))
     assert ends == 1
@@ -258,8 +264,8 @@ def test_gate_finishes_only_when_every_channel_ended():
 def test_key_groups_map_contiguously_and_evenly_to_subtasks(max_parallelism):
     for p in range(1, max_parallelism + 1):
         owners = [owner(kg, p, max_parallelism) for kg in range(max_parallelism)]
-        assert owners == sorted(owners), (p, owners)            # contiguous ranges, in subtask order
-        assert set(owners) == set(range(p)), p                  # every subtask gets a range
+        assert owners == sorted(owners), (p, owners)  # contiguous ranges, in subtask order
+        assert set(owners) == set(range(p)), p  # every subtask gets a range
         sizes = [owners.count(i) for i in range(p)]
         assert max(sizes) - min(sizes) <= 1, (p, sizes)
         assert sum(sizes) == max_parallelism

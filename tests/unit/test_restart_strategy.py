@@ -1,4 +1,5 @@
 """The JobManager's pure restart strategies and their configuration."""
+
 import dataclasses
 import random
 
@@ -70,8 +71,9 @@ def test_fixed_delay_zero_attempts():
     assert d == RestartDecision(False, 0.0, "restart attempts exhausted (0 of 0)")
 
 
-@pytest.mark.parametrize("attempts, delay", [(-1, 1.0), (1.5, 1.0), (True, 1.0), (1, -0.1),
-                                             (1, float("nan")), (1, float("inf")), (1, "x")])
+@pytest.mark.parametrize(
+    "attempts, delay", [(-1, 1.0), (1.5, 1.0), (True, 1.0), (1, -0.1), (1, float("nan")), (1, float("inf")), (1, "x")]
+)
 def test_fixed_delay_rejects_bad_arguments(attempts, delay):
     with pytest.raises(ValueError):
         FixedDelayRestart(attempts, delay)
@@ -86,7 +88,13 @@ def test_exponential_doubles_up_to_max():
 def test_exponential_defaults():
     s = ExponentialDelayRestart()
     assert (s.initial, s.max_delay, s.multiplier, s.reset_after, s.jitter, s.attempts) == (
-        0.5, 30.0, 2.0, 60.0, 0.0, None)
+        0.5,
+        30.0,
+        2.0,
+        60.0,
+        0.0,
+        None,
+    )
     # unlimited attempts; reaches and stays at the 30 s cap
     ds = delays(s, [float(i) for i in range(20)])
     assert ds[:7] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0]
@@ -105,8 +113,8 @@ def test_exponential_resets_after_a_long_enough_run():
     # restart due at failure + delay; a failure more than reset_after after
     # that starts over from initial
     s = ExponentialDelayRestart(initial=1.0, max_delay=100.0, reset_after=10.0)
-    assert delays(s, [0.0, 1.0, 3.0]) == [1.0, 2.0, 4.0]   # restart due at 7.0
-    assert delays(s, [17.0]) == [8.0]                       # ran exactly 10 s: no reset
+    assert delays(s, [0.0, 1.0, 3.0]) == [1.0, 2.0, 4.0]  # restart due at 7.0
+    assert delays(s, [17.0]) == [8.0]  # ran exactly 10 s: no reset
     # restart due at 25.0; fails at 35.5 -> ran 10.5 s > 10 s
     assert delays(s, [35.5, 36.0]) == [1.0, 2.0]
 
@@ -127,7 +135,7 @@ def test_exponential_on_success_resets_backoff_and_attempts():
 
 def test_exponential_attempts_exhausted_until_reset():
     s = ExponentialDelayRestart(initial=1.0, reset_after=10.0, attempts=2)
-    assert delays(s, [0.0, 1.0]) == [1.0, 2.0]          # restart due at 3.0
+    assert delays(s, [0.0, 1.0]) == [1.0, 2.0]  # restart due at 3.0
     d = s.on_failure(4.0)
     assert d.restart is False and d.delay == 0.0
     assert d.reason.startswith("restart attempts exhausted (2 of 2)")
@@ -162,15 +170,26 @@ def test_exponential_jitter_uses_the_rng():
     class Fixed(random.Random):
         def uniform(self, _a: float, b: float) -> float:
             return b
+
     s = ExponentialDelayRestart(initial=2.0, max_delay=100.0, jitter=0.25, rng=Fixed())
     assert delays(s, [0.0, 1.0]) == [2.5, 5.0]
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"initial": 0.0}, {"initial": -1.0}, {"initial": 2.0, "max_delay": 1.0},
-    {"multiplier": 0.5}, {"reset_after": 0.0}, {"jitter": -0.1}, {"jitter": 1.5},
-    {"attempts": -1}, {"attempts": 2.0}, {"initial": float("nan")},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"initial": 0.0},
+        {"initial": -1.0},
+        {"initial": 2.0, "max_delay": 1.0},
+        {"multiplier": 0.5},
+        {"reset_after": 0.0},
+        {"jitter": -0.1},
+        {"jitter": 1.5},
+        {"attempts": -1},
+        {"attempts": 2.0},
+        {"initial": float("nan")},
+    ],
+)
 def test_exponential_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         ExponentialDelayRestart(**kwargs)
@@ -189,16 +208,29 @@ def test_from_config_none():
 
 
 def test_from_config_fixed_delay():
-    s = from_config({"restart-strategy": "fixed-delay",
-                     "restart-strategy.fixed-delay.attempts": "5",
-                     "restart-strategy.fixed-delay.delay": "2"})
+    s = from_config(
+        {
+            "restart-strategy": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "5",
+            "restart-strategy.fixed-delay.delay": "2",
+        }
+    )
     assert isinstance(s, FixedDelayRestart) and (s.attempts, s.delay) == (5, 2.0)
 
 
-@pytest.mark.parametrize("text, seconds", [
-    ("0.25", 0.25), ("500ms", 0.5), ("500 ms", 0.5), ("2s", 2.0), ("1min", 60.0),
-    ("1 h", 3600.0), ("0", 0.0), ("1e-1", 0.1),
-])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("0.25", 0.25),
+        ("500ms", 0.5),
+        ("500 ms", 0.5),
+        ("2s", 2.0),
+        ("1min", 60.0),
+        ("1 h", 3600.0),
+        ("0", 0.0),
+        ("1e-1", 0.1),
+    ],
+)
 def test_from_config_durations(text, seconds):
     s = from_config({"restart-strategy.fixed-delay.delay": text})
     assert s.delay == pytest.approx(seconds)
@@ -208,73 +240,121 @@ def test_from_config_exponential_delay_defaults():
     s = from_config({"restart-strategy": "exponential-delay"})
     assert isinstance(s, ExponentialDelayRestart)
     assert (s.initial, s.max_delay, s.multiplier, s.reset_after, s.jitter, s.attempts) == (
-        0.5, 30.0, 2.0, 60.0, 0.0, None)
+        0.5,
+        30.0,
+        2.0,
+        60.0,
+        0.0,
+        None,
+    )
 
 
 def test_from_config_exponential_delay_all_keys():
-    s = from_config({
-        "restart-strategy": "exponential-delay",
-        "restart-strategy.exponential-delay.initial-backoff": "1s",
-        "restart-strategy.exponential-delay.max-backoff": "1min",
-        "restart-strategy.exponential-delay.backoff-multiplier": "1.5",
-        "restart-strategy.exponential-delay.reset-backoff-threshold": "10min",
-        "restart-strategy.exponential-delay.jitter-factor": "0.1",
-        "restart-strategy.exponential-delay.attempts": "7",
-    })
+    s = from_config(
+        {
+            "restart-strategy": "exponential-delay",
+            "restart-strategy.exponential-delay.initial-backoff": "1s",
+            "restart-strategy.exponential-delay.max-backoff": "1min",
+            "restart-strategy.exponential-delay.backoff-multiplier": "1.5",
+            "restart-strategy.exponential-delay.reset-backoff-threshold": "10min",
+            "restart-strategy.exponential-delay.jitter-factor": "0.1",
+            "restart-strategy.exponential-delay.attempts": "7",
+        }
+    )
     assert (s.initial, s.max_delay, s.multiplier, s.reset_after, s.jitter, s.attempts) == (
-        1.0, 60.0, 1.5, 600.0, 0.1, 7)
+        1.0,
+        60.0,
+        1.5,
+        600.0,
+        0.1,
+        7,
+    )
 
 
 def test_from_config_ignores_keys_of_other_strategies_and_unrelated_keys():
-    s = from_config({"restart-strategy": "none",
-                     "restart-strategy.fixed-delay.attempts": "9",
-                     "state.checkpoints.dir": "file:///tmp/x"})
+    s = from_config(
+        {
+            "restart-strategy": "none",
+            "restart-strategy.fixed-delay.attempts": "9",
+            "state.checkpoints.dir": "file:///tmp/x",
+        }
+    )
     assert isinstance(s, NoRestart)
 
 
-@pytest.mark.parametrize("config, key, accepted", [
-    ({"restart-strategy": "failure-rate"}, "restart-strategy",
-     "none, fixed-delay, exponential-delay"),
-    ({"restart-strategy.fixed-delay.attempts": "three"},
-     "restart-strategy.fixed-delay.attempts", "non-negative integer"),
-    ({"restart-strategy.fixed-delay.attempts": "-1"},
-     "restart-strategy.fixed-delay.attempts", "non-negative integer"),
-    ({"restart-strategy.fixed-delay.delay": "soon"},
-     "restart-strategy.fixed-delay.delay", "duration in seconds"),
-    ({"restart-strategy.fixed-delay.delay": "-1"},
-     "restart-strategy.fixed-delay.delay", "duration in seconds"),
-    ({"restart-strategy.fixed-delay.delay": "5 days"},
-     "restart-strategy.fixed-delay.delay", "duration in seconds"),
-    ({"restart-strategy": "exponential-delay",
-      "restart-strategy.exponential-delay.initial-backoff": "0"},
-     "restart-strategy.exponential-delay.initial-backoff", "positive duration"),
-    ({"restart-strategy": "exponential-delay",
-      "restart-strategy.exponential-delay.max-backoff": "0.1"},
-     "restart-strategy.exponential-delay.max-backoff", "initial-backoff"),
-    ({"restart-strategy": "exponential-delay",
-      "restart-strategy.exponential-delay.backoff-multiplier": "0.5"},
-     "restart-strategy.exponential-delay.backoff-multiplier", ">= 1.0"),
-    ({"restart-strategy": "exponential-delay",
-      "restart-strategy.exponential-delay.backoff-multiplier": "nan"},
-     "restart-strategy.exponential-delay.backoff-multiplier", ">= 1.0"),
-    ({"restart-strategy": "exponential-delay",
-      "restart-strategy.exponential-delay.reset-backoff-threshold": "0s"},
-     "restart-strategy.exponential-delay.reset-backoff-threshold", "positive duration"),
-    ({"restart-strategy": "exponential-delay",
-      "restart-strategy.exponential-delay.jitter-factor": "2"},
-     "restart-strategy.exponential-delay.jitter-factor", "between 0.0 and 1.0"),
-    ({"restart-strategy": "exponential-delay",
-      "restart-strategy.exponential-delay.attempts": "1.5"},
-     "restart-strategy.exponential-delay.attempts", "non-negative integer"),
-    ({"restart-strategy.fixed-delay.atempts": "3"},
-     "restart-strategy.fixed-delay.atempts", "restart-strategy.fixed-delay.attempts"),
-    ({"restart-strategy.exponential-delay.max-backof": "3"},
-     "restart-strategy.exponential-delay.max-backof", "restart-strategy.exponential-delay.max-backoff"),
-    ({"restart-strategy.failure-rate.delay": "3"},
-     "restart-strategy.failure-rate.delay", "unknown job option"),
-    ({"restart-strategy": "none", "restart-strategy.fixed-delay.delay": "soon"},   # checked though not chosen
-     "restart-strategy.fixed-delay.delay", "duration in seconds"),
-])
+@pytest.mark.parametrize(
+    "config, key, accepted",
+    [
+        ({"restart-strategy": "failure-rate"}, "restart-strategy", "none, fixed-delay, exponential-delay"),
+        (
+            {"restart-strategy.fixed-delay.attempts": "three"},
+            "restart-strategy.fixed-delay.attempts",
+            "non-negative integer",
+        ),
+        (
+            {"restart-strategy.fixed-delay.attempts": "-1"},
+            "restart-strategy.fixed-delay.attempts",
+            "non-negative integer",
+        ),
+        ({"restart-strategy.fixed-delay.delay": "soon"}, "restart-strategy.fixed-delay.delay", "duration in seconds"),
+        ({"restart-strategy.fixed-delay.delay": "-1"}, "restart-strategy.fixed-delay.delay", "duration in seconds"),
+        ({"restart-strategy.fixed-delay.delay": "5 days"}, "restart-strategy.fixed-delay.delay", "duration in seconds"),
+        (
+            {"restart-strategy": "exponential-delay", "restart-strategy.exponential-delay.initial-backoff": "0"},
+            "restart-strategy.exponential-delay.initial-backoff",
+            "positive duration",
+        ),
+        (
+            {"restart-strategy": "exponential-delay", "restart-strategy.exponential-delay.max-backoff": "0.1"},
+            "restart-strategy.exponential-delay.max-backoff",
+            "initial-backoff",
+        ),
+        (
+            {"restart-strategy": "exponential-delay", "restart-strategy.exponential-delay.backoff-multiplier": "0.5"},
+            "restart-strategy.exponential-delay.backoff-multiplier",
+            ">= 1.0",
+        ),
+        (
+            {"restart-strategy": "exponential-delay", "restart-strategy.exponential-delay.backoff-multiplier": "nan"},
+            "restart-strategy.exponential-delay.backoff-multiplier",
+            ">= 1.0",
+        ),
+        (
+            {
+                "restart-strategy": "exponential-delay",
+                "restart-strategy.exponential-delay.reset-backoff-threshold": "0s",
+            },
+            "restart-strategy.exponential-delay.reset-backoff-threshold",
+            "positive duration",
+        ),
+        (
+            {"restart-strategy": "exponential-delay", "restart-strategy.exponential-delay.jitter-factor": "2"},
+            "restart-strategy.exponential-delay.jitter-factor",
+            "between 0.0 and 1.0",
+        ),
+        (
+            {"restart-strategy": "exponential-delay", "restart-strategy.exponential-delay.attempts": "1.5"},
+            "restart-strategy.exponential-delay.attempts",
+            "non-negative integer",
+        ),
+        (
+            {"restart-strategy.fixed-delay.atempts": "3"},
+            "restart-strategy.fixed-delay.atempts",
+            "restart-strategy.fixed-delay.attempts",
+        ),
+        (
+            {"restart-strategy.exponential-delay.max-backof": "3"},
+            "restart-strategy.exponential-delay.max-backof",
+            "restart-strategy.exponential-delay.max-backoff",
+        ),
+        ({"restart-strategy.failure-rate.delay": "3"}, "restart-strategy.failure-rate.delay", "unknown job option"),
+        (
+            {"restart-strategy": "none", "restart-strategy.fixed-delay.delay": "soon"},  # checked though not chosen
+            "restart-strategy.fixed-delay.delay",
+            "duration in seconds",
+        ),
+    ],
+)
 def test_from_config_bad_values_name_the_key_and_accepted_values(config, key, accepted):
     with pytest.raises(ValueError) as e:
         from_config(config)

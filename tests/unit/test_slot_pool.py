@@ -1,4 +1,5 @@
 """Scripted event sequences against the pure SlotPool; exact actions asserted."""
+
 import copy
 
 import pytest
@@ -42,9 +43,7 @@ def test_allocation_spreads_across_taskmanagers():
     assert pool.handle(SlotsRequested("job1", 2, 1.0)) == [
         SlotsAllocated("job1", (SlotId("tm-a", 0), SlotId("tm-b", 0)))
     ]
-    assert pool.handle(SlotsRequested("job2", 1, 1.0)) == [
-        SlotsAllocated("job2", (SlotId("tm-a", 1),))
-    ]
+    assert pool.handle(SlotsRequested("job2", 1, 1.0)) == [SlotsAllocated("job2", (SlotId("tm-a", 1),))]
     assert pool.allocation("job1") == (SlotId("tm-a", 0), SlotId("tm-b", 0))
     assert pool.total_slots() == 4 and pool.free_slots() == 1
     assert pool.taskmanagers() == [
@@ -57,8 +56,9 @@ def test_placement_prefers_most_free_then_resource_id():
     pool = pool_with(reg("tm-b", slots=3), reg("tm-a", slots=1), reg("tm-c", slots=3))
     # free b3 c3 a1 -> b; b2 c3 a1 -> c; b2 c2 a1 -> b; b1 c2 a1 -> c; a1 b1 c1 -> a (tie by id)
     assert pool.handle(SlotsRequested("job1", 5, 0.0)) == [
-        SlotsAllocated("job1", (SlotId("tm-b", 0), SlotId("tm-c", 0), SlotId("tm-b", 1),
-                                SlotId("tm-c", 1), SlotId("tm-a", 0)))
+        SlotsAllocated(
+            "job1", (SlotId("tm-b", 0), SlotId("tm-c", 0), SlotId("tm-b", 1), SlotId("tm-c", 1), SlotId("tm-a", 0))
+        )
     ]
 
 
@@ -78,9 +78,7 @@ def test_waiting_then_allocated_when_taskmanager_joins():
 def test_request_larger_than_cluster_waits_on_empty_cluster():
     pool = pool_with()
     assert pool.handle(SlotsRequested("job1", 4, 0.0)) == [JobWaitingForSlots("job1", 4, 0)]
-    assert pool.handle(reg("tm-a", slots=4)) == [
-        SlotsAllocated("job1", tuple(SlotId("tm-a", i) for i in range(4)))
-    ]
+    assert pool.handle(reg("tm-a", slots=4)) == [SlotsAllocated("job1", tuple(SlotId("tm-a", i) for i in range(4)))]
 
 
 def test_two_waiting_jobs_served_fifo():
@@ -113,9 +111,7 @@ def test_release_frees_slots_and_serves_waiting_job():
     pool = pool_with(reg("tm-a"), reg("tm-b"))
     pool.handle(SlotsRequested("job1", 3, 0.0))
     assert pool.handle(SlotsRequested("job2", 2, 1.0)) == [JobWaitingForSlots("job2", 2, 1)]
-    assert pool.handle(SlotsReleased("job1")) == [
-        SlotsAllocated("job2", (SlotId("tm-a", 0), SlotId("tm-b", 0)))
-    ]
+    assert pool.handle(SlotsReleased("job1")) == [SlotsAllocated("job2", (SlotId("tm-a", 0), SlotId("tm-b", 0)))]
     assert pool.allocation("job1") == ()
     assert pool.free_slots() == 2
     # The released job may ask again.
@@ -135,11 +131,11 @@ def test_release_of_unknown_job_is_a_no_op_and_release_cancels_a_wait():
 
 def test_heartbeat_timeout_loses_taskmanager_with_affected_jobs():
     pool = pool_with(reg("tm-a"), reg("tm-b"))
-    pool.handle(SlotsRequested("job-z", 2, 0.0))   # tm-a:0, tm-b:0
-    pool.handle(SlotsRequested("job-a", 1, 0.0))   # tm-a:1
-    pool.handle(SlotsRequested("job-w", 2, 0.0))   # waits, 1 free
+    pool.handle(SlotsRequested("job-z", 2, 0.0))  # tm-a:0, tm-b:0
+    pool.handle(SlotsRequested("job-a", 1, 0.0))  # tm-a:1
+    pool.handle(SlotsRequested("job-w", 2, 0.0))  # waits, 1 free
     assert pool.handle(HeartbeatReceived("tm-b", 5.0)) == []
-    assert pool.handle(Tick(10.0)) == []            # exactly the timeout: still alive
+    assert pool.handle(Tick(10.0)) == []  # exactly the timeout: still alive
     # tm-a had no free slot, so `available` is unchanged: no JobWaitingForSlots.
     assert pool.handle(Tick(10.5)) == [
         TaskManagerLost("tm-a", "tm-a:6122", "no heartbeat for 10.5s (timeout 10s)", ("job-a", "job-z")),
@@ -189,8 +185,8 @@ def test_unknown_heartbeat_and_disconnect_get_explicit_outcome():
 
 def test_disconnect_loses_taskmanager_and_updates_waiting():
     pool = pool_with(reg("tm-a"), reg("tm-b"))
-    pool.handle(SlotsRequested("job1", 1, 0.0))    # tm-a:0
-    pool.handle(SlotsRequested("job2", 9, 0.0))    # waits, told 3
+    pool.handle(SlotsRequested("job1", 1, 0.0))  # tm-a:0
+    pool.handle(SlotsRequested("job2", 9, 0.0))  # waits, told 3
     assert pool.handle(TaskManagerDisconnected("tm-a", "TaskManager shut down")) == [
         TaskManagerLost("tm-a", "tm-a:6122", "TaskManager shut down", ("job1",)),
         JobWaitingForSlots("job2", 9, 2),
@@ -204,19 +200,22 @@ def test_reregistration_same_address_and_slots_refreshes_heartbeat():
     pool = pool_with(reg("tm-a"))
     pool.handle(SlotsRequested("job1", 1, 0.0))
     assert pool.handle(reg("tm-a", now=8.0)) == []
-    assert pool.allocation("job1") == (SlotId("tm-a", 0),)   # allocation untouched
-    assert pool.handle(Tick(17.0)) == []                       # refreshed at 8.0
+    assert pool.allocation("job1") == (SlotId("tm-a", 0),)  # allocation untouched
+    assert pool.handle(Tick(17.0)) == []  # refreshed at 8.0
     assert pool.taskmanagers() == [TaskManagerInfo("tm-a", "tm-a:6122", 2, 1, 8.0)]
 
 
-@pytest.mark.parametrize("changed", [
-    dict(address="10.0.0.9:6122"),
-    dict(slots=3),
-])
+@pytest.mark.parametrize(
+    "changed",
+    [
+        dict(address="10.0.0.9:6122"),
+        dict(slots=3),
+    ],
+)
 def test_reregistration_with_different_address_or_slots_is_a_loss(changed):
     pool = pool_with(reg("tm-a"))
     pool.handle(SlotsRequested("job1", 2, 0.0))
-    pool.handle(SlotsRequested("job2", 2, 0.0))    # waits, told 0
+    pool.handle(SlotsRequested("job2", 2, 0.0))  # waits, told 0
     new = dict(slots=2, now=4.0) | changed
     assert pool.handle(reg("tm-a", **new)) == [
         TaskManagerLost("tm-a", "tm-a:6122", "re-registered with a different address/slots", ("job1",)),
@@ -227,14 +226,17 @@ def test_reregistration_with_different_address_or_slots_is_a_loss(changed):
     assert pool.taskmanagers()[0].last_heartbeat == 4.0
 
 
-@pytest.mark.parametrize("event", [
-    TaskManagerRegistered("tm-x", "x:1", 0, 1.0),
-    TaskManagerRegistered("tm-a", "other:1", -1, 1.0),   # would otherwise be a loss of tm-a
-    SlotsRequested("job3", 0, 1.0),
-    SlotsRequested("job3", -2, 1.0),
-    SlotsRequested("job1", 1, 1.0),                      # already holds slots
-    SlotsRequested("job2", 1, 1.0),                      # already waiting
-])
+@pytest.mark.parametrize(
+    "event",
+    [
+        TaskManagerRegistered("tm-x", "x:1", 0, 1.0),
+        TaskManagerRegistered("tm-a", "other:1", -1, 1.0),  # would otherwise be a loss of tm-a
+        SlotsRequested("job3", 0, 1.0),
+        SlotsRequested("job3", -2, 1.0),
+        SlotsRequested("job1", 1, 1.0),  # already holds slots
+        SlotsRequested("job2", 1, 1.0),  # already waiting
+    ],
+)
 def test_invalid_input_raises_and_leaves_state_unchanged(event):
     pool = pool_with(reg("tm-a"))
     pool.handle(SlotsRequested("job1", 1, 0.0))

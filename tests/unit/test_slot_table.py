@@ -1,4 +1,5 @@
 """Scripted event sequences against the TaskManager's pure TaskSlotTable."""
+
 import copy
 
 import pytest

@@ -1,5 +1,6 @@
 """The Python vocabulary (sluice/states.py, sluice/graph.py) and the proto enums
 name the same sets: a value added on one side only fails here."""
+
 import pytest
 
 from sluice import graph, states

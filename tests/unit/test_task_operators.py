@@ -207,7 +207,7 @@ class FakeStub:
     def __init__(self, interval_ms: int) -> None:
         self.interval_ms = interval_ms
 
-    def RegisterTaskManager(self, request, timeout):  # noqa: ARG002 — the gRPC stub's signature
+    def RegisterTaskManager(self, request, timeout):
         return jobmanager_pb2.RegisterTaskManagerResponse(
             leader_session_id="s2", heartbeat_interval_ms=self.interval_ms
         )

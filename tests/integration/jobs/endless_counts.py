@@ -1,5 +1,6 @@
 """An unbounded keyed count over a generator, slowed down so that it runs
 until cancelled: `sluice run endless_counts.py -- OUTPUT_DIR CHECKPOINT_MS`."""
+
 import sys
 import time
 

@@ -1,4 +1,5 @@
 """A job whose map body raises: the job must end FAILED with the traceback."""
+
 from sluice.api import StreamExecutionEnvironment
 
 

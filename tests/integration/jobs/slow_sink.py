@@ -3,6 +3,7 @@ backpressure must hold the generator back.
 
     sluice run slow_sink.py -- OUTPUT_DIR [SECONDS_PER_BATCH]
 """
+
 import sys
 import time
 
@@ -18,7 +19,8 @@ def slow(df):
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
-numbers = env.from_generator(lambda ids: ids.selectExpr("id", "id % 97 AS k"), count=50_000_000,
-                             batch_size=1000, name="numbers")
+numbers = env.from_generator(
+    lambda ids: ids.selectExpr("id", "id % 97 AS k"), count=50_000_000, batch_size=1000, name="numbers"
+)
 numbers.rebalance().map(slow, name="slow").sink_to(FileSink(out), name="sink")
 env.execute("slow_sink")
