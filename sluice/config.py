@@ -656,7 +656,7 @@ def default_text(option: Option[Any]) -> str:
 
 def reference() -> str:
     """The Markdown table of every key, its variable, flag, roles, default and meaning
-    (README.md, docs/configuration.md and docs/deployment.md embed it)."""
+    (README.md and docs/configuration.md embed it; sluice/reference_docs.py writes it there)."""
     rows = ["| key | environment variable | flag | roles | default | meaning |", "|---|---|---|---|---|---|"]
     for o in OPTIONS:
         meaning = o.help.replace(" (required)", "").replace("|", "\\|")
