@@ -305,7 +305,10 @@ class Dispatcher:
             now = self.clock()
             self._pool_event(sp.Tick(now))
             for job in list(self._jobs.values()):
-                job.tick(now)
+                try:
+                    job.tick(now)
+                except Exception:  # e.g. the checkpoint id counter gave up: the other jobs still tick
+                    log.exception("[job %s] tick failed", job.job_id)
 
     # -- gateway for JobMasters (called under the lock) ----------------------------------------------
     def request_slots(self, job_id: str, count: int) -> None:
