@@ -513,7 +513,7 @@ class JobMaster:
                 partition_id=pid,
                 target_chain=target.id,
                 partitioning=edge.partitioning,
-                key=edge.key,
+                keys=edge.keys,
                 num_subpartitions=target.parallelism,
             )
         return tdd

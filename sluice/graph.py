@@ -38,6 +38,7 @@ class OperatorKind(enum.StrEnum):
     AGGREGATE = "aggregate"
     SINK_FILE = "sink_file"
     SINK_PRINT = "sink_print"
+    SINK_SQLITE = "sink_sqlite"
 
 
 class Partitioning(enum.StrEnum):
@@ -218,8 +219,8 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             raise JobValidationError(
                 f"{where}.partitioning", f"{exc}; known: {', '.join(p.name for p in Partitioning)}"
             ) from None
-        if partitioning == Partitioning.HASH and not e.key:
-            raise JobValidationError(f"{where}.key", "a hash edge needs a key column (key_by)")
+        if partitioning == Partitioning.HASH and not e.keys:
+            raise JobValidationError(f"{where}.keys", "a hash edge needs a key column (key_by)")
         if partitioning == Partitioning.FORWARD and par[e.source] != par[e.target]:
             raise JobValidationError(
                 f"{where}.partitioning",
@@ -240,7 +241,11 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             raise JobValidationError(where, f"sink {op.id!r} cannot have outputs")
         if kind == OperatorKind.AGGREGATE:
             key = payloads[op.id]["key"]
-            if len(ins[op.id]) != 1 or partitioning_of(ins[op.id][0]) != Partitioning.HASH or ins[op.id][0].key != key:
+            if (
+                len(ins[op.id]) != 1
+                or partitioning_of(ins[op.id][0]) != Partitioning.HASH
+                or list(ins[op.id][0].keys) != [key]
+            ):
                 raise JobValidationError(where, f"aggregate {op.id!r} must follow key_by({key!r})")
     if not any(kinds[o] in SINK_KINDS for o in kinds):
         raise JobValidationError("operators", "the job has no sink; add sink_to(...) or print()")

@@ -89,6 +89,7 @@ class FailureCause(enum.StrEnum):
 
     TASK_ERROR = "TASK_ERROR"
     PEER_UNREACHABLE = "PEER_UNREACHABLE"
+    NON_RECOVERABLE = "NON_RECOVERABLE"
 
 
 # -- proto conversion -----------------------------------------------------------------

@@ -162,7 +162,15 @@ class Task:
                 target = specs[out.target_chain]
                 combiner = combiner_for(graph.kind_of(target), graph.loads_payload(target.payload))
             self._writers.append(
-                RecordWriter(partition, partitioning, out.key, tdd.subtask_index, self.maxp, combiner, self.cancelled)
+                RecordWriter(
+                    partition,
+                    partitioning,
+                    out.keys[0] if out.keys else "",
+                    tdd.subtask_index,
+                    self.maxp,
+                    combiner,
+                    self.cancelled,
+                )
             )
             self.partitions.register(partition)
         head = specs[tdd.operator_ids[0]]

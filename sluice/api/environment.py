@@ -147,7 +147,10 @@ class StreamExecutionEnvironment:
                 Partitioning.FORWARD if par[e["source"]] == par[e["target"]] else Partitioning.REBALANCE
             )
             job.edges.add(
-                source=e["source"], target=e["target"], partitioning=states.to_proto(partitioning), key=e["key"]
+                source=e["source"],
+                target=e["target"],
+                partitioning=states.to_proto(partitioning),
+                keys=[e["key"]] if e["key"] else [],
             )
         return job
 

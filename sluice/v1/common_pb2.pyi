@@ -49,6 +49,7 @@ class OperatorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATOR_KIND_AGGREGATE: _ClassVar[OperatorKind]
     OPERATOR_KIND_SINK_FILE: _ClassVar[OperatorKind]
     OPERATOR_KIND_SINK_PRINT: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SINK_SQLITE: _ClassVar[OperatorKind]
 
 class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -88,6 +89,7 @@ OPERATOR_KIND_SELECT: OperatorKind
 OPERATOR_KIND_AGGREGATE: OperatorKind
 OPERATOR_KIND_SINK_FILE: OperatorKind
 OPERATOR_KIND_SINK_PRINT: OperatorKind
+OPERATOR_KIND_SINK_SQLITE: OperatorKind
 PARTITIONING_UNSPECIFIED: Partitioning
 PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning
@@ -95,30 +97,32 @@ PARTITIONING_REBALANCE: Partitioning
 PARTITIONING_BROADCAST: Partitioning
 
 class OperatorSpec(_message.Message):
-    __slots__ = ("id", "name", "kind", "parallelism", "payload")
+    __slots__ = ("id", "name", "kind", "parallelism", "payload", "output_schema")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     kind: OperatorKind
     parallelism: int
     payload: bytes
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[OperatorKind, str]] = ..., parallelism: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    output_schema: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[OperatorKind, str]] = ..., parallelism: _Optional[int] = ..., payload: _Optional[bytes] = ..., output_schema: _Optional[str] = ...) -> None: ...
 
 class EdgeSpec(_message.Message):
-    __slots__ = ("source", "target", "partitioning", "key")
+    __slots__ = ("source", "target", "partitioning", "keys")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     PARTITIONING_FIELD_NUMBER: _ClassVar[int]
-    KEY_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
     source: str
     target: str
     partitioning: Partitioning
-    key: str
-    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., partitioning: _Optional[_Union[Partitioning, str]] = ..., key: _Optional[str] = ...) -> None: ...
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., partitioning: _Optional[_Union[Partitioning, str]] = ..., keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class JobGraph(_message.Message):
     __slots__ = ("name", "operators", "edges", "max_parallelism", "config")
@@ -142,7 +146,7 @@ class JobGraph(_message.Message):
     def __init__(self, name: _Optional[str] = ..., operators: _Optional[_Iterable[_Union[OperatorSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeSpec, _Mapping]]] = ..., max_parallelism: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out")
+    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed")
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     SUBTASK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +154,8 @@ class TaskStatus(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
     operator: str
     subtask: int
     state: ExecutionState
@@ -157,10 +163,12 @@ class TaskStatus(_message.Message):
     error: str
     records_in: int
     records_out: int
-    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    records_sent: int
+    records_malformed: int
+    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints")
+    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +184,7 @@ class JobInfo(_message.Message):
     SLOTS_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     SLOTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    EXCEPTIONS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     state: JobState
@@ -191,7 +200,24 @@ class JobInfo(_message.Message):
     slots_required: int
     slots_available: int
     checkpoints: _containers.RepeatedCompositeFieldContainer[CheckpointStats]
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ...) -> None: ...
+    exceptions: _containers.RepeatedCompositeFieldContainer[ExceptionEntry]
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ...) -> None: ...
+
+class ExceptionEntry(_message.Message):
+    __slots__ = ("time_ms", "attempt", "task", "cause", "traceback", "restarted")
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    RESTARTED_FIELD_NUMBER: _ClassVar[int]
+    time_ms: int
+    attempt: int
+    task: str
+    cause: str
+    traceback: str
+    restarted: bool
+    def __init__(self, time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., task: _Optional[str] = ..., cause: _Optional[str] = ..., traceback: _Optional[str] = ..., restarted: _Optional[bool] = ...) -> None: ...
 
 class CheckpointStats(_message.Message):
     __slots__ = ("checkpoint_id", "status", "trigger_ms", "duration_ms", "size_bytes", "failure", "acks", "expected")

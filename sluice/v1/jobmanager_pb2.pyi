@@ -21,6 +21,7 @@ class FailureCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FAILURE_CAUSE_UNSPECIFIED: _ClassVar[FailureCause]
     FAILURE_CAUSE_TASK_ERROR: _ClassVar[FailureCause]
     FAILURE_CAUSE_PEER_UNREACHABLE: _ClassVar[FailureCause]
+    FAILURE_CAUSE_NON_RECOVERABLE: _ClassVar[FailureCause]
 ACK_OUTCOME_UNSPECIFIED: AckOutcome
 ACK_OUTCOME_SUCCESS: AckOutcome
 ACK_OUTCOME_DUPLICATE: AckOutcome
@@ -29,6 +30,7 @@ ACK_OUTCOME_DISCARDED: AckOutcome
 FAILURE_CAUSE_UNSPECIFIED: FailureCause
 FAILURE_CAUSE_TASK_ERROR: FailureCause
 FAILURE_CAUSE_PEER_UNREACHABLE: FailureCause
+FAILURE_CAUSE_NON_RECOVERABLE: FailureCause
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("job",)
@@ -169,16 +171,20 @@ class SlotStatus(_message.Message):
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("job_id", "execution_id", "records_in", "records_out")
+    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     execution_id: str
     records_in: int
     records_out: int
-    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    records_sent: int
+    records_malformed: int
+    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("resource_id", "leader_session_id", "slots", "tasks")
@@ -199,7 +205,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input", "failure_cause", "unreachable_peer")
+    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input", "failure_cause", "unreachable_peer", "records_sent", "records_malformed")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -212,6 +218,8 @@ class TaskExecutionState(_message.Message):
     END_OF_INPUT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_CAUSE_FIELD_NUMBER: _ClassVar[int]
     UNREACHABLE_PEER_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     leader_session_id: str
     job_id: str
@@ -224,7 +232,9 @@ class TaskExecutionState(_message.Message):
     end_of_input: bool
     failure_cause: FailureCause
     unreachable_peer: str
-    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ...) -> None: ...
+    records_sent: int
+    records_malformed: int
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ...) -> None: ...
 
 class UpdateTaskExecutionStateResponse(_message.Message):
     __slots__ = ("accepted",)

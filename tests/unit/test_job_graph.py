@@ -33,7 +33,7 @@ def chains_of(job):
 
 
 def edges_of(job):
-    return [(e.source, e.target, graph.partitioning_of(e), e.key) for e in job.edges]
+    return [(e.source, e.target, graph.partitioning_of(e), ",".join(e.keys)) for e in job.edges]
 
 
 def field_of(job, **kwargs) -> str:
@@ -77,7 +77,12 @@ def test_key_by_breaks_the_chain_with_a_hash_edge():
     ]
     first, second = graph.build_chains(job)
     [out] = first.outputs
-    assert (out.source, out.target, graph.partitioning_of(out), out.key) == ("2-map", "3-aggregate", "hash", "url")
+    assert (out.source, out.target, graph.partitioning_of(out), ",".join(out.keys)) == (
+        "2-map",
+        "3-aggregate",
+        "hash",
+        "url",
+    )
     assert list(second.inputs) == [out]
     owners = graph.chain_of(graph.build_chains(job))
     assert owners["2-map"].id == "1-source_generator" and owners["4-sink_print"].id == "3-aggregate"
@@ -328,7 +333,7 @@ def test_aggregate_not_after_key_by():
     graph.validate(job)
     assert graph.partitioning_of(job.edges[0]) == Partitioning.HASH
     job.edges[0].partitioning = states.to_proto(Partitioning.REBALANCE)
-    job.edges[0].key = ""
+    del job.edges[0].keys[:]
     with pytest.raises(JobValidationError) as info:
         graph.validate(job)
     assert info.value.field == "operators[1]"
@@ -339,7 +344,7 @@ def test_aggregate_keyed_by_another_column():
     env = StreamExecutionEnvironment()
     env.from_generator(gen).key_by("url").count().print()
     job = env.get_job_graph()
-    job.edges[0].key = "user"
+    job.edges[0].keys[:] = ["user"]
     assert field_of(job) == "operators[1]"
 
 
@@ -347,8 +352,8 @@ def test_hash_edge_without_key():
     env = StreamExecutionEnvironment()
     env.from_generator(gen).key_by("url").count().print()
     job = env.get_job_graph()
-    job.edges[0].key = ""
-    assert field_of(job) == "edges[0].key"
+    del job.edges[0].keys[:]
+    assert field_of(job) == "edges[0].keys"
 
 
 def test_unknown_aggregation_function():
