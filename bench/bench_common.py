@@ -21,6 +21,28 @@ import psutil
 from sluice.cli.main import format_size
 
 
+def _commit() -> str:
+    """The commit measured, marked when the working tree differs from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return (head or "unknown") + (" with uncommitted changes" if dirty else "")
+
+
 def machine_facts() -> dict:
     try:
         java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
@@ -41,6 +63,7 @@ def machine_facts() -> dict:
     date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
     return {
         "date": date,
+        "commit": _commit(),
         "cores": os.cpu_count(),
         "cpu": cpu,
         "ram": f"{psutil.virtual_memory().total / 2**30:.1f} GiB",

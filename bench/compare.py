@@ -630,7 +630,7 @@ def report(
         f"## {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} — Sluice vs. Spark Structured Streaming "
         f"({cfg.size}, one invocation)",
         "",
-        f"Command: `{command}`",
+        f"Command: `{command}` at commit {facts['commit']}",
         "",
         f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
         f"{facts['java']}, load average at start {facts['load']}.",
