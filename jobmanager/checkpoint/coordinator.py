@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter
+from sluice import job_options as jo
 from sluice.states import AckOutcome, CheckpointStatus, check_transition
 
 HISTORY_SIZE = 50
@@ -77,11 +78,12 @@ def _int(x: object) -> bool:
 @dataclasses.dataclass(frozen=True)
 class CheckpointConfig:
     interval: float | None  # seconds; None or <= 0 disables periodic checkpoints
-    timeout: float = 60.0
-    min_pause: float = 0.0  # between the end of one checkpoint and the next trigger
+    # defaults: the job options' (sluice/job_options.py)
+    timeout: float = jo.CHECKPOINTING_TIMEOUT.default
+    min_pause: float = jo.CHECKPOINTING_MIN_PAUSE.default  # between the end of one checkpoint and the next trigger
     max_concurrent: int = 1  # only 1 is supported
-    tolerable_failures: int = 0  # consecutive failed checkpoints tolerated
-    retained: int = 2  # completed checkpoints kept
+    tolerable_failures: int = jo.CHECKPOINTING_TOLERABLE_FAILURES.default  # consecutive failed checkpoints tolerated
+    retained: int = jo.CHECKPOINTS_NUM_RETAINED.default  # completed checkpoints kept
 
     def __post_init__(self) -> None:
         i, t, p, m, f, r = (

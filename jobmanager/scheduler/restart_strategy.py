@@ -86,12 +86,12 @@ class FixedDelayRestart(RestartStrategy):
 class ExponentialDelayRestart(RestartStrategy):
     def __init__(
         self,
-        initial: float = 0.5,
-        max_delay: float = 30.0,
-        multiplier: float = 2.0,
-        reset_after: float = 60.0,
-        jitter: float = 0.0,
-        attempts: int | None = None,
+        initial: float = jo.EXPONENTIAL_INITIAL_BACKOFF.default,
+        max_delay: float = jo.EXPONENTIAL_MAX_BACKOFF.default,
+        multiplier: float = jo.EXPONENTIAL_MULTIPLIER.default,
+        reset_after: float = jo.EXPONENTIAL_RESET_THRESHOLD.default,
+        jitter: float = jo.EXPONENTIAL_JITTER.default,
+        attempts: int | None = jo.EXPONENTIAL_ATTEMPTS.default,
         rng: random.Random | None = None,
     ):
         self.initial = _check_float("initial", initial, minimum=0.0, strict=True)
