@@ -1,15 +1,18 @@
 """`make demo`: a local HA cluster runs the reference job on sample data.
 
 Starts ZooKeeper, 2 JobManagers and 2 TaskManagers in the background,
-runs examples/page_views.py (parallelism 2) on generated page-view events,
-prints the top URLs and the job's checkpoint summary, checks the counts
-against an independent computation, and stops the cluster.
+runs examples/page_views.py (parallelism 2) on generated page-view events
+with its counts upserted into a SQLite table too (`--sqlite`), prints the
+top URLs from that table and the job's checkpoint summary, checks the
+table and the file sink's final lines (`sluice.read_output`) against an
+independent computation, and stops the cluster.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -18,6 +21,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from generate_page_views import generate
+
+from sluice import read_output
 
 SLUICE = [sys.executable, "-m", "sluice.cli"]
 
@@ -34,6 +39,7 @@ def sluice(*args: str, capture: bool = False) -> str:
 def main() -> None:
     work = tempfile.mkdtemp(prefix="sluice-demo-")
     cluster_dir, data, out = (os.path.join(work, d) for d in ("cluster", "events", "counts"))
+    db = os.path.join(work, "counts.db")
     events = int(os.environ.get("DEMO_EVENTS", "200000"))
     print(f"generating {events} page-view events under {data}")
     expected = generate(data, events=events, files=8, urls=10_000, seed=7)
@@ -55,6 +61,8 @@ def main() -> None:
                 data,
                 "--output",
                 out,
+                "--sqlite",
+                db,
                 capture=True,
             )
             .strip()
@@ -70,26 +78,25 @@ def main() -> None:
         sluice("status", job_id, "--cluster-dir", cluster_dir)
         if status["state"] != "FINISHED":
             raise SystemExit(f"page_views ended {status['state']}: {status.get('failure')}")
-        final: dict[str, int] = {}
-        for name in sorted(os.listdir(out)):
-            if name.startswith((".", "_")):
-                continue
-            with open(os.path.join(out, name)) as f:
-                for line in f:
-                    url, count = line.rstrip("\n").rsplit(",", 1)
-                    final[url] = max(final.get(url, 0), int(count))
-        print(f"\nprocessed {events} events in {elapsed:.1f}s (submission to FINISHED); top URLs:")
-        for url, count in sorted(final.items(), key=lambda kv: -kv[1])[:10]:
+        with sqlite3.connect(db) as conn:  # one row per url: its count as of the last commit
+            final: dict[str, int] = dict(conn.execute("SELECT url, count FROM page_views"))
+            top = conn.execute("SELECT url, count FROM page_views ORDER BY count DESC, url LIMIT 10").fetchall()
+        conn.close()
+        print(f"\nprocessed {events} events in {elapsed:.1f}s (submission to FINISHED); top URLs (SQLite {db}):")
+        for url, count in top:
             print(f"  {count:>8}  {url}")
         last = status["last_completed_checkpoint"]
         print(
             f"\ncheckpoints: last completed {last if last is not None else 'none'}, "
             f"restored from {status['restored_checkpoint']}, restarts {status['restarts']}"
         )
-        if final != expected:
-            wrong = sum(1 for u in expected if final.get(u) != expected[u])
-            raise SystemExit(f"counts differ from the independent computation for {wrong} urls")
-        print(f"counts match the independent computation for all {len(expected)} urls")
+        lines = read_output(out, final=True, columns=["url", "count"])  # the file sink's last line per url
+        from_files = {url: int(count) for url, count in zip(lines["url"], lines["count"], strict=True)}
+        for what, counts in (("the SQLite table", final), ("the file sink", from_files)):
+            if counts != expected:
+                wrong = sum(1 for u in expected if counts.get(u) != expected[u])
+                raise SystemExit(f"counts in {what} differ from the independent computation for {wrong} urls")
+        print(f"counts match the independent computation for all {len(expected)} urls (SQLite table and file sink)")
     finally:
         sluice("cluster", "stop", "--dir", cluster_dir)
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import grpc
 
 from jobmanager.errors import JobNotFound, NotLeader, StaleLeaderSession
-from jobmanager.job_master import JobMaster
+from jobmanager.job_master import JobMaster, TaskRecords
 from jobmanager.leader.driver import LeadershipLostError
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import slot_pool as sp
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sluice.jobmanager")
 
-HeartbeatMetrics = tuple[str, str, int, int]  # (job id, execution id, records in, records out) of one task
+HeartbeatMetrics = tuple[str, str, TaskRecords]  # (job id, execution id, record counters) of one task
 
 
 class Dispatcher:
@@ -234,10 +234,10 @@ class Dispatcher:
             actions = self._pool.handle(sp.HeartbeatReceived(resource_id, self.clock()))
             if any(isinstance(a, sp.UnknownTaskManager) for a in actions):
                 return False
-            for job_id, eid, rin, rout in metrics:
+            for job_id, eid, records in metrics:
                 job = self._jobs.get(job_id)
                 if job is not None and eid in job.graph.executions:
-                    job.metrics[eid] = (rin, rout)
+                    job.metrics[eid] = records
             return True
 
     def update_task_state(
@@ -247,7 +247,7 @@ class Dispatcher:
         execution_id: str,
         state: ExecutionState,
         error: str,
-        records: tuple[int, int] = (0, 0),
+        records: tuple[int, ...] = (0, 0, 0, 0),  # TaskRecords: in, out, sent, malformed
         end_of_input: bool = False,
         failure_cause: FailureCause | None = None,
         unreachable_peer: str = "",
@@ -268,7 +268,9 @@ class Dispatcher:
                 " (end of input)" if end_of_input else "",
                 f": {error.strip().splitlines()[-1]}" if error else "",
             )
-            accepted = job.on_task_state(execution_id, state, error, records, end_of_input, self.clock())
+            accepted = job.on_task_state(
+                execution_id, state, error, records, end_of_input, self.clock(), cause=failure_cause
+            )
             if failure_cause == FailureCause.PEER_UNREACHABLE and unreachable_peer:
                 self._probe_peer(job_id, unreachable_peer)
             return accepted

@@ -8,30 +8,55 @@ a new attempt restores every task from the latest completed checkpoint,
 read back from storage — a checkpoint that cannot be read fails the job
 loudly, never a silent start from empty state.
 
+A deterministic failure fails the job without asking the restart strategy
+(`_decide`): a task's NON_RECOVERABLE report, or the same task error on two
+consecutive attempts with no checkpoint completed in between
+(`RepeatedFailureDetector`, jobmanager/scheduler/restart_strategy.py).
+
+Exception history, as Flink keeps it: the root cause of every failed attempt
+— restarted or final — with its time, attempt, task, one-line cause and
+traceback (at most `TRACEBACK_LIMIT` characters), the last `HISTORY_SIZE`
+entries, in `JobInfo.exceptions`. An ended job's JobInfo goes to the job
+result store, so its history outlives a JobManager failover; a running job
+taken over by a new leader starts a fresh history there.
+
 All methods run under the dispatcher's lock; storage writes and RPCs run on
 its thread pool and come back through `gateway.locked`.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, assert_never, cast
+from typing import Any, NamedTuple, Protocol, assert_never, cast
 
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
 from jobmanager.scheduler import execution_graph as eg
-from jobmanager.scheduler.restart_strategy import RestartDecision, RestartStrategy, from_config
+from jobmanager.scheduler.restart_strategy import (
+    FailureSignature,
+    RepeatedFailureDetector,
+    RestartDecision,
+    RestartStrategy,
+    exception_line,
+    exception_type,
+    from_config,
+)
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice import graph
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
-from sluice.states import AckOutcome, ExecutionState, JobStatus, to_proto
+from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, to_proto
 from sluice.v1 import common_pb2, taskmanager_pb2
 
 log = logging.getLogger("sluice.jobmanager.job")
+
+HISTORY_SIZE = 32  # exception history entries kept per job
+TRACEBACK_LIMIT = 8192  # characters of a traceback kept in the history (the job result store is a ZooKeeper node)
 
 
 class Gateway(Protocol):
@@ -70,6 +95,37 @@ def checkpoint_config(config: dict[str, str]) -> cc.CheckpointConfig | None:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class TaskRecords(NamedTuple):
+    """A task's record counters as its TaskManager last reported them (heartbeats and task
+    states); `TaskStatus` in proto/sluice/v1/common.proto says what each counts."""
+
+    records_in: int = 0
+    records_out: int = 0  # rows the task's chain produced (a source: rows read), before pre-aggregation
+    records_sent: int = 0  # rows sent to the next tasks, after pre-aggregation
+    records_malformed: int = 0  # input rows the source could not parse
+
+
+@dataclasses.dataclass(frozen=True)
+class ExceptionEntry:
+    """One entry of the exception history (`ExceptionEntry` in proto/sluice/v1/common.proto)."""
+
+    time_ms: int
+    attempt: int
+    task: str
+    cause: str
+    traceback: str
+    restarted: bool
+
+
+def bounded(text: str, limit: int = TRACEBACK_LIMIT) -> str:
+    """`text` cut to about `limit` characters: its head and its tail, where a traceback says what failed."""
+    if len(text) <= limit:
+        return text
+    head = limit // 8
+    tail = limit - head
+    return f"{text[:head]}\n... ({len(text) - limit} characters cut) ...\n{text[-tail:]}"
 
 
 class JobMaster:
@@ -112,8 +168,11 @@ class JobMaster:
         # whether the job will restart, and the restart delay runs while tasks cancel.
         self._decision: RestartDecision | None = None
         self._failed_at = 0.0
+        self._failed_ms = 0
+        self.repeated = RepeatedFailureDetector()
+        self.exceptions: collections.deque[ExceptionEntry] = collections.deque(maxlen=HISTORY_SIZE)
         self._old_history: list[cc.CheckpointStats] = []
-        self.metrics: dict[str, tuple[int, int]] = {}
+        self.metrics: dict[str, TaskRecords] = {}
         self._restore_states: dict[tuple[str, int], bytes] = {}
         self.graph = eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout)  # replaced by start()
         self.coordinator: cc.CheckpointCoordinator | None = None
@@ -175,15 +234,22 @@ class JobMaster:
         self.message = message
 
     def on_task_state(
-        self, eid: str, state: ExecutionState, error: str, records: tuple[int, int], end_of_input: bool, now: float
+        self,
+        eid: str,
+        state: ExecutionState,
+        error: str,
+        records: Sequence[int],
+        end_of_input: bool,
+        now: float,
+        cause: FailureCause | None = None,
     ) -> bool:
         if eid not in self.graph.executions:
             return False
-        self.metrics[eid] = records
+        self.metrics[eid] = TaskRecords(*records)
         if end_of_input and state == ExecutionState.RUNNING:
             self._on_end_of_input(eid, now)
             return True
-        actions = self.graph.handle(eg.TaskStateReported(eid, state, error, now))
+        actions = self.graph.handle(eg.TaskStateReported(eid, state, error, now, cause))
         self._apply(actions, now)
         return not any(isinstance(a, eg.Ignored) for a in actions)
 
@@ -273,8 +339,10 @@ class JobMaster:
         if action.new == JobStatus.RUNNING and self.ckpt_config is not None:
             self._start_coordinator(now)
         elif action.new in (JobStatus.FAILING, JobStatus.CANCELLING):
-            if action.new == JobStatus.FAILING and not self._cancel_requested:
-                self._decision, self._failed_at = self.restart.on_failure(now), now
+            if action.new == JobStatus.FAILING:
+                self._failed_ms = _now_ms()
+                if not self._cancel_requested:
+                    self._decision, self._failed_at = self._decide(now), now
             coordinator = self.coordinator
             if coordinator is not None:
                 self._apply_checkpoint(coordinator, coordinator.handle(cc.TasksLost(f"job {action.new}", now)), now)
@@ -284,11 +352,16 @@ class JobMaster:
         if self.coordinator is not None:
             self._old_history += self.coordinator.history()
         decided, self._decision = self._decision, None
+        if state == JobStatus.FAILED and self._cancel_requested:  # cancelled while failing: not restarted
+            self._record_exception(failure, restarted=False)
         if state != JobStatus.FAILED or self._cancel_requested:
             self._finish(state if not self._cancel_requested else JobStatus.CANCELED, failure, now)
             return
         # An attempt that failed before it ran (CREATED -> FAILED) is decided here.
-        decision, failed_at = (decided, self._failed_at) if decided else (self.restart.on_failure(now), now)
+        if decided is None:
+            self._failed_ms = _now_ms()
+        decision, failed_at = (decided, self._failed_at) if decided else (self._decide(now), now)
+        self._record_exception(failure, restarted=decision.restart)
         if not decision.restart:
             log.error("%s failed and will not restart (%s):\n%s", self.tag, decision.reason, failure)
             self._finish(JobStatus.FAILED, f"{failure}\n(not restarted: {decision.reason})", now)
@@ -296,9 +369,42 @@ class JobMaster:
         self.restarts += 1
         self.failure = failure
         self._restart_at = max(now, failed_at + decision.delay)  # the delay counts from the failure
-        log.warning(
-            "%s failed; %s. Cause: %s", self.tag, decision.reason, failure.strip().splitlines()[-1] if failure else ""
+        log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason, self.exceptions[-1].cause)
+
+    def _decide(self, now: float) -> RestartDecision:
+        """Restart after the current attempt's failure? A deterministic failure (see the module
+        docstring) is not restarted and uses no attempt of the restart strategy."""
+        root = self.graph.root_cause
+        if root is None:
+            self.repeated.on_failure(None)
+            return self.restart.on_failure(now)
+        line = exception_line(root.error)
+        if root.cause == FailureCause.NON_RECOVERABLE:
+            self.repeated.on_failure(None)
+            kind = exception_type(line) or "see the cause"
+            return RestartDecision(False, 0.0, f"non-recoverable error ({kind}) in task {root.task}")
+        signature = FailureSignature(root.chain_id, line) if root.cause == FailureCause.TASK_ERROR and line else None
+        if self.repeated.on_failure(signature):
+            chain = self.chain_by_id[root.chain_id].name
+            return RestartDecision(
+                False,
+                0.0,
+                f"the same error in task {chain} on {self.repeated.repeats} consecutive attempts "
+                f"with no checkpoint completed in between: a deterministic error ({line})",
+            )
+        return self.restart.on_failure(now)
+
+    def _record_exception(self, failure: str, restarted: bool) -> None:
+        """Into the exception history: the root cause of the attempt that just failed."""
+        root = self.graph.root_cause
+        text = root.error if root is not None else failure
+        task = root.task if root is not None else ""
+        self.exceptions.append(
+            ExceptionEntry(
+                self._failed_ms or _now_ms(), self.attempt, task, exception_line(text), bounded(text), restarted
+            )
         )
+        self._failed_ms = 0
 
     def _restart(self, now: float, first_attempt: int | None = None) -> None:
         """A new attempt that restores every task from the latest completed checkpoint."""
@@ -312,6 +418,10 @@ class JobMaster:
                 )
             except CheckpointCorrupt as exc:
                 log.error("%s cannot restore: %s", self.tag, exc)
+                failure = f"restore failed: {exc}"
+                self.exceptions.append(
+                    ExceptionEntry(_now_ms(), self.attempt, "", exception_line(failure), bounded(failure), False)
+                )
                 self._finish(JobStatus.FAILED, f"restore failed: {exc}", now)
                 return
             self.restored_checkpoint = self.latest.checkpoint_id
@@ -432,6 +542,7 @@ class JobMaster:
                     self.latest = coordinator.latest_completed()
                     self._notify("NotifyCheckpointComplete", action.targets, action.checkpoint_id, action.final)
                     self.restart.on_success(now)
+                    self.repeated.on_success()  # progress: a repeated error is no longer a replay of the same input
                 case cc.NotifyAborted():
                     log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
                     if self.graph.state == JobStatus.RUNNING:
@@ -546,7 +657,7 @@ class JobMaster:
             info.restored_checkpoint = self.restored_checkpoint
         if not self.terminal:
             if self._restart_at is not None:
-                cause = self.failure.strip().splitlines()[-1] if self.failure else "failure"
+                cause = self.exceptions[-1].cause if self.exceptions else "failure"
                 info.message = f"restarting after: {cause}"
             elif g.state == JobStatus.FAILING:
                 info.message = "failing: cancelling the remaining tasks" + (
@@ -558,15 +669,17 @@ class JobMaster:
                 info.message = "cancelling"
         for ex in g.executions.values():
             address = self.gateway.address_of(ex.slot.resource_id) if ex.slot is not None else ""
-            rin, rout = self.metrics.get(ex.execution_id, (0, 0))
+            records = self.metrics.get(ex.execution_id, TaskRecords())
             info.tasks.add(
                 operator=ex.name,
                 subtask=ex.subtask,
                 state=to_proto(ex.state),
                 taskmanager=address or (ex.slot.resource_id if ex.slot else ""),
                 error=ex.error,
-                records_in=rin,
-                records_out=rout,
+                records_in=records.records_in,
+                records_out=records.records_out,
+                records_sent=records.records_sent,
+                records_malformed=records.records_malformed,
             )
         history = self._old_history + (self.coordinator.history() if self.coordinator is not None else [])
         for st in history[-50:]:
@@ -580,6 +693,15 @@ class JobMaster:
                 failure=st.failure,
                 acks=st.acks,
                 expected=st.expected,
+            )
+        for e in self.exceptions:
+            info.exceptions.add(
+                time_ms=e.time_ms,
+                attempt=e.attempt,
+                task=e.task,
+                cause=e.cause,
+                traceback=e.traceback,
+                restarted=e.restarted,
             )
         return info
 

@@ -20,6 +20,7 @@ import grpc
 
 from jobmanager.dispatcher import Dispatcher
 from jobmanager.errors import JobNotFound, NotLeader, StaleLeaderSession
+from jobmanager.job_master import TaskRecords
 from sluice.graph import JobValidationError
 from sluice.states import ExecutionState, FailureCause, from_proto, to_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
@@ -131,7 +132,10 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
     def Heartbeat(
         self, request: jobmanager_pb2.HeartbeatRequest, _context: grpc.ServicerContext
     ) -> jobmanager_pb2.HeartbeatResponse:
-        metrics = [(t.job_id, t.execution_id, t.records_in, t.records_out) for t in request.tasks]
+        metrics = [
+            (t.job_id, t.execution_id, TaskRecords(t.records_in, t.records_out, t.records_sent, t.records_malformed))
+            for t in request.tasks
+        ]
         known = self.dispatcher.heartbeat(request.resource_id, request.leader_session_id, metrics)
         return jobmanager_pb2.HeartbeatResponse(known=known)
 
@@ -147,7 +151,7 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
             request.execution_id,
             state,
             request.error,
-            (request.records_in, request.records_out),
+            TaskRecords(request.records_in, request.records_out, request.records_sent, request.records_malformed),
             request.end_of_input,
             failure_cause=cause,
             unreachable_peer=request.unreachable_peer,

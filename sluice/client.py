@@ -3,8 +3,15 @@
 Finds the leader from ZooKeeper (via cluster.json or a connect string) or
 from a list of JobManager addresses, and follows it through a failover:
 calls that fail with UNAVAILABLE or DEADLINE_EXCEEDED re-resolve the leader
-and retry (tenacity, exponential backoff with jitter) until the client's
-`timeout`.
+and retry (tenacity, exponential backoff with jitter).
+
+How long it retries depends on what it has seen. Until a JobManager answered
+or ZooKeeper named a leader, nothing says a cluster is there (nothing
+listening, ZooKeeper down or without a leader, a dead address): the client
+gives up after `connect_timeout` (`CONNECT_TIMEOUT`, 5 s; `--timeout` on the
+CLI) with an error saying so. Once it has seen a JobManager, an unavailable
+one is a failover in progress: it retries for `timeout` (30 s) — a new
+leader takes a ZooKeeper session timeout to be elected.
 """
 
 from __future__ import annotations
@@ -25,8 +32,13 @@ from sluice.states import JobStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
 
 log = logging.getLogger("sluice.client")
+# kazoo logs every refused connection while the client looks for ZooKeeper; the client reports
+# the outcome itself (SluiceError). Without logging set up, nothing of kazoo's reaches stderr.
+logging.getLogger("kazoo.client").addHandler(logging.NullHandler())
 R = TypeVar("R")
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+CONNECT_TIMEOUT = 5.0  # seconds to find a JobManager before a cluster has been seen (`--timeout`)
+PROBE_TIMEOUT = 2.0  # seconds for one JobManager of an address list to answer
 
 
 class SluiceError(Exception):
@@ -69,38 +81,72 @@ class JobManagerClient:
         cluster_id: str = config.CLUSTER_ID.default,
         jobmanagers: list[str] | None = None,
         timeout: float = 30.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ):
+        """`connect_timeout`: how long to look for a JobManager until one answered or ZooKeeper
+        named a leader; `timeout`: how long to follow a failover after that (both in seconds)."""
         if not zookeeper and not jobmanagers:
             raise SluiceError("give a ZooKeeper connect string or JobManager addresses")
+        if not connect_timeout > 0 or not timeout > 0:
+            raise SluiceError(f"timeouts must be positive, got connect_timeout={connect_timeout}, timeout={timeout}")
         self.zookeeper = zookeeper
         self.cluster_id = cluster_id
         self.jobmanagers = jobmanagers or []
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self._address: str | None = None
         self._channel: grpc.Channel | None = None
         self._stub: jobmanager_pb2_grpc.JobManagerStub | None = None
+        self._seen_cluster = False  # a JobManager answered, or ZooKeeper named a leader
+        self._call_started = 0.0
+        self._answered_by: str | None = None  # the JobManager that answered last
+        # Told (on the caller's thread) when another JobManager answers than the last one, and
+        # when a call first finds its JobManager unavailable; `wait(progress=True)` prints them.
+        self.on_leader_change: Callable[[str], None] | None = None
+        self.on_unavailable: Callable[[str], None] | None = None
 
     @classmethod
     def from_context(cls, ctx: dict[str, Any]) -> JobManagerClient:
-        """From CLI-style options: jobmanager, zookeeper (+cluster_id), or cluster_dir."""
+        """From CLI-style options: jobmanager, zookeeper (+cluster_id), or cluster_dir; and
+        timeout (the connect timeout, seconds)."""
+        connect_timeout = float(ctx.get("timeout") or CONNECT_TIMEOUT)
         if ctx.get("jobmanager"):
-            return cls(jobmanagers=[a.strip() for a in ctx["jobmanager"].split(",") if a.strip()])
+            return cls(
+                jobmanagers=[a.strip() for a in ctx["jobmanager"].split(",") if a.strip()],
+                connect_timeout=connect_timeout,
+            )
         if ctx.get("zookeeper"):
-            return cls(zookeeper=ctx["zookeeper"], cluster_id=ctx.get("cluster_id") or config.CLUSTER_ID.default)
+            return cls(
+                zookeeper=ctx["zookeeper"],
+                cluster_id=ctx.get("cluster_id") or config.CLUSTER_ID.default,
+                connect_timeout=connect_timeout,
+            )
         info = read_cluster_json(ctx.get("cluster_dir") or os.environ.get("SLUICE_CLUSTER_DIR", ".sluice"))
         return cls(
             zookeeper=info.zookeeper,
             cluster_id=info.cluster_id,
             jobmanagers=[p.address for p in info.of_role("jobmanager")],
+            connect_timeout=connect_timeout,
         )
+
+    @property
+    def budget(self) -> float:
+        """Seconds a call keeps retrying: `connect_timeout` until a cluster was seen, then `timeout`."""
+        return self.timeout if self._seen_cluster else min(self.connect_timeout, self.timeout)
+
+    def _remaining(self) -> float:
+        return max(0.0, self._call_started + self.budget - time.monotonic())
 
     # -- leader resolution ----------------------------------------------------
     def _resolve(self) -> str:
+        """The leader's address, within the time left of the current call."""
         if self.zookeeper:
             from sluice.zk.leader_retrieval import find_leader
 
+            left = self._remaining() * (0.6 if self.jobmanagers else 1.0)  # leave time for the address list
             try:
-                address, _ = find_leader(self.zookeeper, self.cluster_id, timeout=min(self.timeout, 15.0))
+                address, _ = find_leader(self.zookeeper, self.cluster_id, timeout=round(max(0.5, min(left, 15.0)), 1))
+                self._seen_cluster = True
                 return address
             except Exception as exc:  # noqa: BLE001 — fall back to the address list
                 if not self.jobmanagers:
@@ -110,9 +156,14 @@ class JobManagerClient:
         for address in self.jobmanagers:
             channel = grpc.insecure_channel(address)
             try:
-                jobmanager_pb2_grpc.JobManagerStub(channel).ListJobs(jobmanager_pb2.ListJobsRequest(), timeout=2)
+                jobmanager_pb2_grpc.JobManagerStub(channel).ListJobs(
+                    jobmanager_pb2.ListJobsRequest(), timeout=max(0.2, min(PROBE_TIMEOUT, self._remaining()))
+                )
+                self._seen_cluster = True
                 return address
             except grpc.RpcError as err:
+                if _from_standby(err):
+                    self._seen_cluster = True
                 leader = _leader_hint(err)
                 if leader:
                     return leader
@@ -139,26 +190,56 @@ class JobManagerClient:
     def _call(self, what: str, fn: Callable[[jobmanager_pb2_grpc.JobManagerStub], R]) -> R:
         """Run `fn(stub)`; on UNAVAILABLE or DEADLINE_EXCEEDED find the leader again and retry,
         backing off 0.1 s doubling to 1 s with jitter, while the next attempt would start
-        within `timeout` of the first. `what` (the call and its job id) names it in the log."""
+        within `budget` of the first. `what` (the call and its job id) names it in the log."""
+        self._call_started = time.monotonic()
         retrying = Retrying(
-            stop=stop_before_delay(self.timeout),  # never sleep past the caller's timeout
+            stop=lambda state: stop_before_delay(self.budget)(state),  # never sleep past the budget
             wait=wait_exponential_jitter(multiplier=0.1, max=1.0, jitter=0.1),  # "initial" is deprecated in 9.2
             retry=retry_if_exception_type(_LeaderUnavailable),
-            before_sleep=lambda state: _log_retry(what, state),
+            before_sleep=lambda state: self._before_retry(what, state),
             reraise=True,
         )
         try:
             return retrying(self._attempt, fn)
         except _LeaderUnavailable as exc:
-            raise SluiceError(f"the JobManager is unavailable ({exc.reason})", grpc.StatusCode.UNAVAILABLE) from None
+            if not self._seen_cluster:
+                raise SluiceError(
+                    f"cannot reach a JobManager within {self.budget:g}s ({exc.reason}). Is the cluster running? "
+                    "(--timeout SECONDS waits longer)",
+                    grpc.StatusCode.UNAVAILABLE,
+                ) from None
+            raise SluiceError(
+                f"the JobManager is unavailable ({exc.reason}); no leader answered within {self.budget:g}s",
+                grpc.StatusCode.UNAVAILABLE,
+            ) from None
+
+    def _before_retry(self, what: str, state: RetryCallState) -> None:
+        _log_retry(what, state)
+        if self.on_unavailable is not None and state.attempt_number == 1:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            self.on_unavailable(str(exc))
+
+    def _answered(self) -> None:
+        """The JobManager at `_address` answered: a cluster is there; tell a leader change."""
+        self._seen_cluster = True
+        previous, self._answered_by = self._answered_by, self._address
+        if previous is not None and self._address is not None and self._address != previous:
+            log.info("leader changed: now %s (was %s)", self._address, previous)
+            if self.on_leader_change is not None:
+                self.on_leader_change(self._address)
 
     def _attempt(self, fn: Callable[[jobmanager_pb2_grpc.JobManagerStub], R]) -> R:
         """One try of `fn` against the leader; _LeaderUnavailable when another may succeed."""
         try:
-            return fn(self._connect())
+            result = fn(self._connect())
+            self._answered()
+            return result
         except grpc.RpcError as err:
             if err.code() not in RETRYABLE:
+                self._answered()
                 raise SluiceError(err.details() or str(err.code()), err.code()) from None
+            if _from_standby(err):
+                self._seen_cluster = True
             reason = f"{self._address}: {err.details()}"
         except SluiceError as err:
             if err.code != grpc.StatusCode.UNAVAILABLE:
@@ -203,22 +284,41 @@ class JobManagerClient:
     def wait(
         self, job_id: str, timeout: float | None = None, progress: bool = False, poll: float = 0.5
     ) -> common_pb2.JobInfo:
-        """Poll until the job is FINISHED, FAILED or CANCELED."""
+        """Poll until the job is FINISHED, FAILED or CANCELED, following the leader through a
+        failover. With `progress`, print to stderr each change of state or message, each new
+        entry of the job's exception history, and `leader changed: now <address>`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         last_line = None
-        while True:
-            info = self.get(job_id)
-            state = from_proto(JobStatus, info.state)
-            if progress:
-                line = f"{state}" + (f" — {info.message}" if info.message else "")
-                if line != last_line:
-                    print(f"  {job_id}: {line}", flush=True, file=sys.stderr)
-                    last_line = line
-            if state.terminal:
-                return info
-            if deadline is not None and time.monotonic() > deadline:
-                raise SluiceError(f"job {job_id} still {state} after {timeout}s")
-            time.sleep(poll)
+        printed: set[tuple[int, int, str, str]] = set()
+
+        def say(line: str) -> None:
+            print(f"  {job_id}: {line}", flush=True, file=sys.stderr)
+
+        hooks = self.on_leader_change, self.on_unavailable
+        if progress:
+            self.on_leader_change = lambda address: say(f"leader changed: now {address}")
+            self.on_unavailable = lambda reason: say(f"JobManager unavailable ({reason}); finding the leader")
+        try:
+            while True:
+                info = self.get(job_id)
+                state = from_proto(JobStatus, info.state)
+                if progress:
+                    for e in info.exceptions:
+                        key = (e.time_ms, e.attempt, e.task, e.cause)
+                        if key not in printed:
+                            printed.add(key)
+                            say(_exception_line(e))
+                    line = f"{state}" + (f" — {info.message}" if info.message else "")
+                    if line != last_line:
+                        say(line)
+                        last_line = line
+                if state.terminal:
+                    return info
+                if deadline is not None and time.monotonic() > deadline:
+                    raise SluiceError(f"job {job_id} still {state} after {timeout}s")
+                time.sleep(poll)
+        finally:
+            self.on_leader_change, self.on_unavailable = hooks
 
     def close(self) -> None:
         self._reset()
@@ -241,6 +341,17 @@ def _log_retry(what: str, state: RetryCallState) -> None:
         wait,
         state.attempt_number + 1,
     )
+
+
+def _exception_line(e: common_pb2.ExceptionEntry) -> str:
+    """One exception-history entry as the attached CLI prints it."""
+    where = f" in task {e.task}" if e.task else ""
+    return f"attempt {e.attempt} failed{where}: {e.cause} ({'restarting' if e.restarted else 'not restarted'})"
+
+
+def _from_standby(err: grpc.RpcError) -> bool:
+    """A standby JobManager answered (jobmanager/servicers.py, `translated`): a cluster is there."""
+    return err.code() == grpc.StatusCode.UNAVAILABLE and "standby" in (err.details() or "")
 
 
 def _leader_hint(err: grpc.RpcError) -> str | None:

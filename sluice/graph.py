@@ -18,6 +18,7 @@ from typing import Any
 
 import cloudpickle
 
+from sluice import schema as schemas
 from sluice import states
 from sluice.v1 import common_pb2
 
@@ -56,8 +57,18 @@ states.register_proto(Partitioning, common_pb2.Partitioning, "PARTITIONING_")
 SOURCE_KINDS = (OperatorKind.SOURCE_FILES, OperatorKind.SOURCE_GENERATOR, OperatorKind.SOURCE_COLLECTION)
 BODY_KINDS = (OperatorKind.MAP, OperatorKind.FILTER, OperatorKind.FLAT_MAP)
 TRANSFORM_KINDS = (*BODY_KINDS, OperatorKind.SELECT, OperatorKind.AGGREGATE)
-SINK_KINDS = (OperatorKind.SINK_FILE, OperatorKind.SINK_PRINT)
-AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max")
+SINK_KINDS = (OperatorKind.SINK_FILE, OperatorKind.SINK_PRINT, OperatorKind.SINK_SQLITE)
+AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
+NUMERIC_AGGREGATES = ("sum", "avg")  # need a numeric input column
+
+
+def aggregate_keys(payload: dict[str, Any]) -> list[str]:
+    """An aggregate payload's key columns, in key order (`keys`; a job graph built before
+    composite keys carried one column as `key`)."""
+    keys = payload.get("keys")
+    if keys is None and payload.get("key"):
+        keys = [payload["key"]]
+    return list(keys or [])
 
 
 def kind_of(op: common_pb2.OperatorSpec) -> OperatorKind:
@@ -221,6 +232,10 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             ) from None
         if partitioning == Partitioning.HASH and not e.keys:
             raise JobValidationError(f"{where}.keys", "a hash edge needs a key column (key_by)")
+        if any(not k for k in e.keys) or len(set(e.keys)) != len(e.keys):
+            raise JobValidationError(
+                f"{where}.keys", f"key columns must be distinct non-empty names, got {list(e.keys)}"
+            )
         if partitioning == Partitioning.FORWARD and par[e.source] != par[e.target]:
             raise JobValidationError(
                 f"{where}.partitioning",
@@ -240,16 +255,69 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
         if kind in SINK_KINDS and outs[op.id]:
             raise JobValidationError(where, f"sink {op.id!r} cannot have outputs")
         if kind == OperatorKind.AGGREGATE:
-            key = payloads[op.id]["key"]
+            keys = aggregate_keys(payloads[op.id])
             if (
                 len(ins[op.id]) != 1
                 or partitioning_of(ins[op.id][0]) != Partitioning.HASH
-                or list(ins[op.id][0].keys) != [key]
+                or list(ins[op.id][0].keys) != keys
             ):
-                raise JobValidationError(where, f"aggregate {op.id!r} must follow key_by({key!r})")
+                raise JobValidationError(
+                    where, f"aggregate {op.id!r} must follow key_by({', '.join(repr(k) for k in keys)})"
+                )
     if not any(kinds[o] in SINK_KINDS for o in kinds):
         raise JobValidationError("operators", "the job has no sink; add sink_to(...) or print()")
+    _check_columns(job, payloads, kinds, ins)
     return payloads
+
+
+def output_schemas(job: common_pb2.JobGraph) -> dict[str, schemas.Schema | None]:
+    """Each operator's carried output schema (`OperatorSpec.output_schema`), None when empty."""
+    out: dict[str, schemas.Schema | None] = {}
+    for i, op in enumerate(job.operators):
+        try:
+            out[op.id] = schemas.parse(op.output_schema) if op.output_schema else None
+        except schemas.SchemaError as exc:
+            raise JobValidationError(f"operators[{i}].output_schema", str(exc)) from None
+    return out
+
+
+def require_columns(field: str, schema: schemas.Schema | None, columns: Any) -> None:
+    """JobValidationError at `field` for the first of `columns` that `schema` lacks
+    (nothing when the schema is unknown: a check never rejects on a guess)."""
+    if schema is None:
+        return
+    for c in columns:
+        if c not in schema:
+            raise JobValidationError(field, schema.missing(c))
+
+
+def _check_columns(
+    job: common_pb2.JobGraph, payloads: dict[str, dict], kinds: dict[str, OperatorKind], ins: dict[str, list]
+) -> None:
+    """Key columns of hash edges, aggregate inputs and sink columns against the carried
+    output schemas (plain proto fields, except what only a payload says: the aggregates and
+    the sink's columns, already unpickled by validate)."""
+    carried = output_schemas(job)
+    for j, e in enumerate(job.edges):
+        if partitioning_of(e) == Partitioning.HASH:
+            require_columns(f"edges[{j}].keys", carried[e.source], e.keys)
+    for i, op in enumerate(job.operators):
+        inputs = [carried[e.source] for e in ins[op.id]]
+        p = payloads[op.id]
+        if kinds[op.id] == OperatorKind.AGGREGATE and inputs:
+            for out, (fn, col) in p["aggs"].items():
+                if fn == "count":
+                    continue  # counts rows: its column is not read
+                field = f"operators[{i}].aggs.{out}"
+                require_columns(field, inputs[0], [col])
+                t = inputs[0].type_of(col) if inputs[0] is not None else None
+                if fn in NUMERIC_AGGREGATES and t is not None and t != schemas.UNKNOWN and not schemas.is_numeric(t):
+                    raise JobValidationError(field, f"{fn} needs a numeric column; {col!r} is {t}")
+        elif kinds[op.id] in (OperatorKind.SINK_FILE, OperatorKind.SINK_SQLITE):
+            for schema in inputs:
+                if kinds[op.id] == OperatorKind.SINK_SQLITE:  # its key columns are written too
+                    require_columns(f"operators[{i}].key", schema, p.get("key") or [])
+                require_columns(f"operators[{i}].columns", schema, p.get("columns") or [])
 
 
 def positive_number(x) -> bool:
@@ -273,11 +341,25 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKin
         if count is not None and (not isinstance(count, int) or count < 0):
             raise JobValidationError(f"{where}.count", f"must be a non-negative int or None, got {count!r}")
     elif kind == OperatorKind.SOURCE_FILES:
+        from sluice import schema_inference  # the reader options' rules (local: only file sources need them)
+
         interval = p.get("monitor_interval")
         if interval is not None and not positive_number(interval):
             raise JobValidationError(
                 f"{where}.monitor_interval", f"must be a positive number of seconds or absent, got {interval!r}"
             )
+        if p.get("format") not in schema_inference.FORMATS:
+            raise JobValidationError(
+                f"{where}.format", f"unknown format {p.get('format')!r}; known: {', '.join(schema_inference.FORMATS)}"
+            )
+        schema = p.get("schema")
+        if schema is not None and not (isinstance(schema, str) and schema.strip()):
+            raise JobValidationError(f"{where}.schema", f"must be a Spark DDL string or absent, got {schema!r}")
+        try:
+            options = schema_inference.check_options(p["format"], p.get("options"))
+            schema_inference.check_corrupt_column(schema, options)
+        except schema_inference.ReaderOptionError as exc:
+            raise JobValidationError(f"{where}.{exc.field}", exc.message) from None
         if not check_paths:
             return
         from sluice.storage import list_files  # local import: pyarrow is heavy
@@ -291,10 +373,20 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKin
                 f"{where}.path", f"no input files ending in {p.get('suffix')!r} under {p['path']!r}"
             )
     elif kind == OperatorKind.AGGREGATE:
+        keys = aggregate_keys(p)
+        if not keys or not all(isinstance(k, str) and k for k in keys) or len(set(keys)) != len(keys):
+            raise JobValidationError(f"{where}.keys", f"an aggregate needs distinct key column names, got {keys!r}")
         aggs = p.get("aggs") or {}
-        if not aggs:
+        if not isinstance(aggs, dict) or not aggs:
             raise JobValidationError(f"{where}.aggs", "an aggregate needs at least one aggregation")
-        for out, (fn, _col) in aggs.items():
+        for out, spec in aggs.items():
+            if not (isinstance(spec, (tuple, list)) and len(spec) == 2 and all(isinstance(x, str) for x in spec)):
+                raise JobValidationError(f"{where}.aggs.{out}", f"expected a (function, column) pair, got {spec!r}")
+            fn = spec[0]
+            if not isinstance(out, str) or not out or out.startswith("__") or out in keys:
+                raise JobValidationError(
+                    f"{where}.aggs.{out}", "an output name must be non-empty, not a key column, not start with '__'"
+                )
             if fn not in AGGREGATE_FUNCTIONS:
                 raise JobValidationError(
                     f"{where}.aggs.{out}", f"unknown aggregation {fn!r}; known: {', '.join(AGGREGATE_FUNCTIONS)}"
@@ -302,3 +394,43 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKin
     elif kind == OperatorKind.SINK_FILE:
         if not p.get("path"):
             raise JobValidationError(f"{where}.path", "a file sink needs an output path")
+    elif kind == OperatorKind.SINK_SQLITE:  # the runtime: taskmanager/operators/sqlite_sink.py
+        db_path, table, key, columns = p.get("db_path"), p.get("table"), p.get("key"), p.get("columns")
+        if not isinstance(db_path, str) or not db_path or db_path == ":memory:" or db_path.startswith("file:"):
+            raise JobValidationError(f"{where}.db_path", f"a SQLite sink needs a database file path, got {db_path!r}")
+        if not (
+            isinstance(table, str)
+            and table.isascii()
+            and table.isidentifier()
+            and not table.lower().startswith(("sqlite_", "_sluice_"))
+        ):
+            raise JobValidationError(
+                f"{where}.table",
+                "must be a table name of letters, digits and '_', not starting with a digit, "
+                f"'sqlite_' or '_sluice_'; got {table!r}",
+            )
+
+        def names(x: Any) -> list[str] | None:
+            ok = isinstance(x, (list, tuple)) and x and all(isinstance(c, str) and c for c in x)
+            return list(x) if ok and len(set(x)) == len(x) else None
+
+        if (key := names(key)) is None:
+            raise JobValidationError(f"{where}.key", f"needs one or more distinct column names, got {p.get('key')!r}")
+        if columns is not None:
+            if (columns := names(columns)) is None:
+                raise JobValidationError(
+                    f"{where}.columns", f"must be absent or one or more distinct column names, got {p.get('columns')!r}"
+                )
+            if missing := [k for k in key if k not in columns]:
+                raise JobValidationError(
+                    f"{where}.key", f"key column {', '.join(missing)} not among the columns {', '.join(columns)}"
+                )
+        timeout = p.get("timeout_s")
+        if timeout is not None and not positive_number(timeout):
+            raise JobValidationError(f"{where}.timeout_s", f"must be a positive number of seconds, got {timeout!r}")
+        if check_paths:
+            import os.path
+
+            directory = os.path.dirname(os.path.abspath(db_path))
+            if not os.path.isdir(directory):
+                raise JobValidationError(f"{where}.db_path", f"the database's directory {directory} does not exist")

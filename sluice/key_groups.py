@@ -1,8 +1,14 @@
 """Key groups: the one place that maps keys to key groups and key groups to
 subtasks (Flink's KeyGroupRangeAssignment).
 
-A key belongs to key group ``pmod(xxhash64(key), max_parallelism)``, computed
-inside Spark so that every process and run agrees. Key group ``kg`` belongs to
+A key belongs to key group ``pmod(xxhash64(k1, k2, ...), max_parallelism)``,
+computed inside Spark so that every process and run agrees. A composite key
+hashes its tuple with Spark's several-column xxhash64 (the hash of each column
+seeds the next; a null column leaves the running hash as it is), so a
+one-column key hashes exactly as before composite keys existed.
+``key_group_of`` is the same function in pure Python (for tests and tools; the
+runtime uses the Spark expression); tests/unit/test_key_groups.py pins both to
+values Spark computed. Key group ``kg`` belongs to
 operator subtask ``kg * parallelism // max_parallelism``, so each subtask owns
 one contiguous range of key groups (``key_group_range``). Keyed state is
 written with its key group per row (column ``KEY_GROUP``) and tagged with the
@@ -19,6 +25,9 @@ the functions that need them), so the JobManager can use it too.
 
 from __future__ import annotations
 
+import math
+import struct
+from collections.abc import Sequence
 from typing import Any
 
 KEY_GROUP = "__kg"  # column holding a row's key group (int32), in exchanged batches and keyed state
@@ -47,11 +56,119 @@ def owners(key_groups: Any, parallelism: int, max_parallelism: int) -> Any:
     return pc.divide(pc.multiply(key_groups.cast(pa.int64()), parallelism), max_parallelism)
 
 
-def spark_key_group(key_column: str, max_parallelism: int) -> Any:
-    """The Spark column computing the key group of `key_column`, named ``KEY_GROUP`` (int)."""
+def spark_key_group(key_columns: str | Sequence[str], max_parallelism: int) -> Any:
+    """The Spark column computing the key group of the key `key_columns` (a column name, or
+    one or more names in key order), named ``KEY_GROUP`` (int)."""
     from pyspark.sql import functions as F
 
-    return F.pmod(F.xxhash64(F.col(key_column)), F.lit(max_parallelism)).cast("int").alias(KEY_GROUP)
+    columns = [key_columns] if isinstance(key_columns, str) else list(key_columns)
+    if not columns:
+        raise ValueError("a key needs at least one column")
+    hashed = F.xxhash64(*[F.col(c) for c in columns])
+    return F.pmod(hashed, F.lit(max_parallelism)).cast("int").alias(KEY_GROUP)
+
+
+# -- the same function in pure Python -----------------------------------------------------------
+SEED = 42  # Spark's XxHash64 seed
+_M = (1 << 64) - 1
+_P1, _P2, _P3, _P4, _P5 = (
+    0x9E3779B185EBCA87,
+    0xC2B2AE3D27D4EB4F,
+    0x165667B19E3779F9,
+    0x85EBCA77C2B2AE63,
+    0x27D4EB2F165667C5,
+)
+
+
+def key_group_of(key: Sequence[Any], max_parallelism: int, types: Sequence[str] | None = None) -> int:
+    """The key group of one key tuple (one value per key column, in key order), as
+    ``spark_key_group`` computes it. `types` names each column's Spark type (string,
+    int, bigint, smallint, tinyint, boolean, double, float, date); by default it is
+    taken from the Python value: str -> string, bool -> boolean, int -> bigint,
+    float -> double."""
+    return xxhash64(key, types) % max_parallelism
+
+
+def xxhash64(values: Sequence[Any], types: Sequence[str] | None = None, seed: int = SEED) -> int:
+    """Spark's ``xxhash64(c1, c2, ...)`` of one row (a signed 64-bit int)."""
+    if types is not None and len(types) != len(values):
+        raise ValueError(f"{len(values)} values but {len(types)} types")
+    h = seed & _M
+    for i, v in enumerate(values):
+        if v is None:
+            continue  # Spark: a null column leaves the hash unchanged
+        h = _xxh64(_bytes_of(v, types[i] if types is not None else None), h)
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def _bytes_of(v: Any, type_: str | None) -> bytes:
+    """The bytes Spark hashes for a value of `type_`: 4 bytes for int-sized types, 8 for
+    bigint and double, the UTF-8 bytes of a string."""
+    t = type_ or (
+        "string"
+        if isinstance(v, str)
+        else "boolean"
+        if isinstance(v, bool)
+        else "bigint"
+        if isinstance(v, int)
+        else "double"
+        if isinstance(v, float)
+        else ""
+    )
+    if t == "string":
+        return str(v).encode("utf-8")
+    if t == "boolean":
+        return struct.pack("<i", 1 if v else 0)
+    if t in ("int", "integer", "smallint", "short", "tinyint", "byte", "date"):
+        return struct.pack("<i", v.toordinal() - 719163 if t == "date" else int(v))
+    if t in ("bigint", "long"):
+        return struct.pack("<q", int(v))
+    if t == "double":
+        d = float(v)
+        return struct.pack("<d", 0.0 if d == 0.0 else (math.nan if math.isnan(d) else d))
+    if t == "float":
+        f = float(v)
+        return struct.pack("<f", 0.0 if f == 0.0 else (math.nan if math.isnan(f) else f))
+    raise ValueError(f"key_group_of: cannot hash {v!r} as {type_ or type(v).__name__}")
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M
+
+
+def _round(acc: int, lane: int) -> int:
+    return (_rotl((acc + lane * _P2) & _M, 31) * _P1) & _M
+
+
+def _xxh64(data: bytes, seed: int) -> int:
+    """XXH64 of `data` (unsigned), as Spark's XXH64.hashUnsafeBytes / hashInt / hashLong."""
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + _P1 + _P2) & _M, (seed + _P2) & _M, seed, (seed - _P1) & _M]
+        while i <= n - 32:
+            for j in range(4):
+                v[j] = _round(v[j], int.from_bytes(data[i + 8 * j : i + 8 * j + 8], "little"))
+            i += 32
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M
+        for lane in v:
+            h = ((h ^ _round(0, lane)) * _P1 + _P4) & _M
+    else:
+        h = (seed + _P5) & _M
+    h = (h + n) & _M
+    while i + 8 <= n:
+        h = (_rotl(h ^ _round(0, int.from_bytes(data[i : i + 8], "little")), 27) * _P1 + _P4) & _M
+        i += 8
+    if i + 4 <= n:
+        h = (_rotl(h ^ (int.from_bytes(data[i : i + 4], "little") * _P1 & _M), 23) * _P2 + _P3) & _M
+        i += 4
+    while i < n:
+        h = (_rotl(h ^ (data[i] * _P5 & _M), 11) * _P1) & _M
+        i += 1
+    h ^= h >> 33
+    h = (h * _P2) & _M
+    h ^= h >> 29
+    h = (h * _P3) & _M
+    return h ^ (h >> 32)
 
 
 def _check(parallelism: int, max_parallelism: int) -> None:

@@ -172,6 +172,8 @@ class LeaderConnection:
             state=cast(common_pb2.ExecutionState, to_proto(state)),
             records_in=task.records_in,
             records_out=task.records_out,
+            records_sent=task.records_sent,
+            records_malformed=task.records_malformed,
             end_of_input=end_of_input,
         )
         if failure is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from typing import Any
 
@@ -34,6 +35,8 @@ class SparkEngine:
 
     def start(self) -> None:
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+        if self.master.startswith("local"):  # Spark's Python workers (pandas_udf, mapInPandas): this interpreter,
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # not `python3` on PATH (no venv packages)
         from pyspark.sql import SparkSession
 
         t0 = time.monotonic()

@@ -106,8 +106,21 @@ class Task:
 
     @property
     def records_out(self) -> int:
-        """Rows written to result partitions, or to the sink for a sink chain."""
-        return sum(w.records_out for w in self._writers) + self._sink_rows
+        """Rows the chain produced: for a source chain without other operators, the rows read
+        (malformed rows dropped); counted before any pre-aggregation for the next tasks (every
+        output gets the same rows, so the first one's count is the chain's), or the sink's input
+        for a sink chain."""
+        return (self._writers[0].records_produced if self._writers else 0) + self._sink_rows
+
+    @property
+    def records_sent(self) -> int:
+        """Rows sent to the next tasks: after pre-aggregation, summed over outputs and targets."""
+        return sum(w.records_sent for w in self._writers)
+
+    @property
+    def records_malformed(self) -> int:
+        """Input rows the chain's source could not parse (sluice/schema_inference.py, the modes)."""
+        return self._source.records_malformed if self._source is not None else 0
 
     @property
     def checkpointing(self) -> bool:
@@ -165,7 +178,7 @@ class Task:
                 RecordWriter(
                     partition,
                     partitioning,
-                    out.keys[0] if out.keys else "",
+                    list(out.keys),
                     tdd.subtask_index,
                     self.maxp,
                     combiner,
@@ -249,7 +262,14 @@ class Task:
                     self._drain_control(wait=0.2)
             self._uploader.shutdown(wait=True)
             self.state = ExecutionState.FINISHED
-            log.info("%s finished: %d records in, %d out", self.tag, self.records_in, self.records_out)
+            log.info(
+                "%s finished: %d records in, %d out, %d sent, %d malformed",
+                self.tag,
+                self.records_in,
+                self.records_out,
+                self.records_sent,
+                self.records_malformed,
+            )
             self.reports.report(self, ExecutionState.FINISHED)
         except TaskCancelled:
             self._abort()

@@ -74,7 +74,12 @@ class TaskRegistry:
         with self._lock:
             return [
                 jobmanager_pb2.TaskMetrics(
-                    job_id=t.job_id, execution_id=t.execution_id, records_in=t.records_in, records_out=t.records_out
+                    job_id=t.job_id,
+                    execution_id=t.execution_id,
+                    records_in=t.records_in,
+                    records_out=t.records_out,
+                    records_sent=t.records_sent,
+                    records_malformed=t.records_malformed,
                 )
                 for t in self._tasks.values()
             ]

@@ -11,7 +11,9 @@ job is RUNNING. TaskManagers report each execution's state
 The first FAILED execution (or a lost TaskManager) fails the job: the other
 executions are cancelled and, once they all reached a terminal state (or
 `cancel_timeout` passed — a TaskManager may be gone), the job is FAILED with
-the first failure as root cause. A cancel request works the same way and ends
+the first failure as root cause (`root_cause`: the task, its reported
+`FailureCause` and its error, which the JobMaster's failure classification
+and exception history read). A cancel request works the same way and ends
 CANCELED.
 
 Inputs are events, outputs are actions; time arrives in events. Reports that
@@ -34,7 +36,7 @@ from collections.abc import Iterable
 from typing import TypeAlias
 
 from jobmanager.scheduler.slot_pool import SlotId
-from sluice.states import ExecutionState, IllegalTransition, JobStatus, check_transition
+from sluice.states import ExecutionState, FailureCause, IllegalTransition, JobStatus, check_transition
 
 CANCEL_TIMEOUT = 10.0  # seconds a FAILING/CANCELLING job waits for its tasks' answers (a TaskManager may be gone)
 
@@ -76,6 +78,7 @@ class TaskStateReported:
     state: ExecutionState  # a plain name ("RUNNING") is accepted and coerced by handle()
     error: str = ""
     now: float = 0.0
+    cause: FailureCause | None = None  # with FAILED: the cause the TaskManager reported
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +152,16 @@ Actions: TypeAlias = list[ExecutionGraphAction]
 
 # -- model ----------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
+class RootCause:
+    """The failure that failed an attempt (the first one; later ones are its consequences)."""
+
+    task: str  # "<chain name> (<subtask+1>/<parallelism>)"; "" for a job-wide cause (lost TaskManager, global)
+    chain_id: str  # "" for a job-wide cause
+    error: str  # the task's traceback, or the reason
+    cause: FailureCause | None = None  # as the task reported it; None when no task reported it
+
+
+@dataclasses.dataclass(frozen=True)
 class ChainInfo:
     id: str
     name: str
@@ -188,6 +201,7 @@ class ExecutionGraph:
         self.cancel_timeout = cancel_timeout
         self.state = JobStatus.CREATED
         self.failure = ""
+        self.root_cause: RootCause | None = None  # set with `failure`
         self._ending_since: float | None = None
         self.executions: dict[str, Execution] = {}
         for c in chains:
@@ -246,12 +260,14 @@ class ExecutionGraph:
             return [Ignored(f"report {state} for {ev.execution_id} before deployment")]
         self._set_task(ex, state)
         where = f"task {ex.name} ({ex.subtask + 1}/{self._parallelism(ex)})"
+        task = where.removeprefix("task ")
         if state == ExecutionState.FAILED:
             ex.error = ev.error
-            return self._fail(f"{where} failed:\n{ev.error}", ev.now)
+            return self._fail(f"{where} failed:\n{ev.error}", ev.now, RootCause(task, ex.chain_id, ev.error, ev.cause))
         if state == ExecutionState.CANCELED and self.state == JobStatus.RUNNING:  # nobody asked: cannot finish
             ex.error = ev.error or "cancelled on its TaskManager"
-            return self._fail(f"{where} was cancelled unexpectedly: {ex.error}", ev.now)
+            failure = f"{where} was cancelled unexpectedly: {ex.error}"
+            return self._fail(failure, ev.now, RootCause(task, ex.chain_id, failure))
         return self._check_done()
 
     def _on_deployment_failed(self, ev: DeploymentFailed) -> Actions:
@@ -270,15 +286,16 @@ class ExecutionGraph:
         for ex in lost:
             self._set_task(ex, ExecutionState.FAILED)
             ex.error = f"TaskManager {ev.resource_id} lost: {ev.reason}"
-        return self._fail(f"TaskManager {ev.resource_id} lost: {ev.reason}", ev.now)
+        failure = f"TaskManager {ev.resource_id} lost: {ev.reason}"
+        return self._fail(failure, ev.now, RootCause("", "", failure))
 
     def _on_global_failure(self, ev: GlobalFailure) -> Actions:
         if self.state == JobStatus.CREATED:
             for ex in self.executions.values():
                 self._set_task(ex, ExecutionState.CANCELED)
-            self.failure = ev.reason
+            self.failure, self.root_cause = ev.reason, RootCause("", "", ev.reason)
             return [*self._set_job(JobStatus.FAILED), JobTerminated(JobStatus.FAILED, ev.reason)]
-        return self._fail(ev.reason, ev.now)
+        return self._fail(ev.reason, ev.now, RootCause("", "", ev.reason))
 
     def _on_cancel(self, ev: CancelRequested) -> Actions:
         if self.state.terminal or self.state == JobStatus.CANCELLING:
@@ -305,10 +322,10 @@ class ExecutionGraph:
         return self._check_done()
 
     # -- helpers ----------------------------------------------------------------
-    def _fail(self, failure: str, now: float) -> Actions:
+    def _fail(self, failure: str, now: float, root: RootCause) -> Actions:
         if self.state in (JobStatus.FAILING, JobStatus.CANCELLING) or self.state.terminal:
             return self._check_done()
-        self.failure = failure
+        self.failure, self.root_cause = failure, root
         actions = self._set_job(JobStatus.FAILING)
         self._ending_since = now
         return actions + self._cancel_running() + self._check_done()

@@ -27,6 +27,26 @@ backoff is about recent trouble reset it.
 ``from_config`` builds one from the job's string configuration (Flink's
 ``restart-strategy`` keys, declared in sluice/job_options.py); a bad value
 raises ``ValueError`` naming the key and what it accepts.
+
+Deterministic failures
+----------------------
+Some failures cannot succeed on a retry; restarting only burns attempts (and
+the restart delays) before the job fails anyway. The JobMaster asks before
+the strategy, so such a failure fails the job at once and uses no attempt:
+
+* a task reported ``FailureCause.NON_RECOVERABLE`` (the TaskManager's
+  conservative classification, ``Failure.of`` in
+  taskmanager/task_messages.py: an import error, a body that cannot be
+  unpickled, a Spark analysis error on a column, a missing Arrow field);
+* ``RepeatedFailureDetector``: the same error — the same exception type and
+  message (``exception_line``) from the same operator (chain) — failed
+  ``repeats`` (2) consecutive attempts, and no checkpoint completed between
+  them. Both attempts restored the same state and replayed the same input, so
+  the error is deterministic. Only task errors count: a lost TaskManager, an
+  unreachable peer, a failed deployment, a failed checkpoint, an unexpected
+  cancel and the errors of ``TRANSIENT_ERRORS`` (connection and timeout
+  errors a flaky service raises) end a streak, as does a completed
+  checkpoint (``on_success``).
 """
 
 from __future__ import annotations
@@ -34,6 +54,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import SupportsFloat
@@ -149,6 +170,84 @@ class ExponentialDelayRestart(RestartStrategy):
             f"multiplier={self.multiplier:g}, reset_after={self.reset_after:g}, "
             f"jitter={self.jitter:g}, attempts={self.attempts})"
         )
+
+
+# -- deterministic failures -----------------------------------------------------------
+# Exception types (the last dotted part of the name) that a retry may well get past:
+# a repeated one is never taken for a deterministic error.
+TRANSIENT_ERRORS = frozenset(
+    {
+        "OSError",
+        "IOError",
+        "ConnectionError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+        "ConnectionAbortedError",
+        "BrokenPipeError",
+        "TimeoutError",
+        "timeout",
+        "MemoryError",
+        "Py4JNetworkError",
+    }
+)
+_MAX_LINE = 500
+_EXC_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+
+
+def exception_line(text: str) -> str:
+    """The one line that says what went wrong: for a Python traceback (``traceback.format_exc``),
+    the first line of the last exception (``ValueError: bad record``: the first line after the
+    last ``  File`` frame that is not indented, else the last line); otherwise the first
+    non-empty line. At most 500 characters."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    if frames:
+        after = (line for line in lines[frames[-1] + 1 :] if not line[0].isspace())
+        line = next(after, lines[-1].strip())
+    else:
+        line = lines[0].strip() if lines else ""
+    return line if len(line) <= _MAX_LINE else line[: _MAX_LINE - 3] + "..."
+
+
+def exception_type(line: str) -> str:
+    """The exception's type name in an ``exception_line`` (``pkg.mod.Err: msg`` -> ``Err``), or ""."""
+    match = _EXC_TYPE.match(line)
+    return match.group(1).rsplit(".", 1)[-1] if match else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class FailureSignature:
+    """What makes two failures the same: the operator chain and the exception line."""
+
+    chain_id: str
+    error: str
+
+
+class RepeatedFailureDetector:
+    """Flags the same task error on ``repeats`` consecutive attempts with no checkpoint
+    completed in between (see the module docstring)."""
+
+    def __init__(self, repeats: int = 2):
+        self.repeats = _check_int("repeats", repeats, minimum=2)
+        self._last: FailureSignature | None = None
+        self._streak = 0
+
+    def on_failure(self, signature: FailureSignature | None) -> bool:
+        """An attempt failed with `signature` (None: not a task error, or a transient one).
+        True when this makes the failure deterministic."""
+        if signature is None or exception_type(signature.error) in TRANSIENT_ERRORS:
+            self._last, self._streak = None, 0
+            return False
+        self._streak = self._streak + 1 if signature == self._last else 1
+        self._last = signature
+        return self._streak >= self.repeats
+
+    def on_success(self) -> None:
+        """A checkpoint completed: the job made progress, the next attempt replays other input."""
+        self._last, self._streak = None, 0
+
+    def __repr__(self) -> str:
+        return f"RepeatedFailureDetector(repeats={self.repeats}, streak={self._streak})"
 
 
 # -- configuration ------------------------------------------------------------------

@@ -6,8 +6,8 @@ events.key_by("url").count().sink_to(FileSink("out/"))
 env.execute("page_views")
 """
 
-from sluice.api.connectors import FileSink
+from sluice.api.connectors import FileSink, SqliteSink
 from sluice.api.datastream import DataStream, KeyedStream
 from sluice.api.environment import JobExecutionResult, StreamExecutionEnvironment
 
-__all__ = ["StreamExecutionEnvironment", "DataStream", "KeyedStream", "FileSink", "JobExecutionResult"]
+__all__ = ["StreamExecutionEnvironment", "DataStream", "KeyedStream", "FileSink", "SqliteSink", "JobExecutionResult"]

@@ -1,15 +1,29 @@
-"""DataStream and KeyedStream: the fluent half of the job API."""
+"""DataStream and KeyedStream: the fluent half of the job API.
+
+Output columns (what a sink's `columns`, a later `key_by` or `select` name):
+a keyed aggregate emits every key column, in key order, then one column per
+aggregate: `count()` -> `count`, `sum("v")` / `min("v")` / `max("v")` /
+`avg("v")` -> `v`, `aggregate(total=("sum", "v"))` -> `total`. The client
+derives each operator's columns where it can (sluice/schema.py; `stream.schema`
+shows them), and the job is rejected at submit when a key, an aggregate input
+or a sink column names a column that is not there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sluice.api.connectors import FileSink
-from sluice.graph import OperatorKind, Partitioning
+from sluice import schema as schemas
+from sluice.api.connectors import FileSink, SqliteSink
+from sluice.graph import AGGREGATE_FUNCTIONS, OperatorKind, Partitioning
 
 # A PySpark function DataFrame -> DataFrame (a filter's may return a boolean Column).
 Body = Callable[[Any], Any]
+# An output schema given by the user: a Spark DDL string or a pyspark StructType.
+SchemaLike = Any
+
+KEY_BY_USAGE = 'key_by() takes column names: key_by("a") or key_by("a", "b") or key_by(["a", "b"])'
 
 if TYPE_CHECKING:
     from sluice.api.environment import StreamExecutionEnvironment
@@ -25,13 +39,17 @@ class DataStream:
         self._partitioning = partitioning  # of the edges out of this view (None = forward when possible)
 
     # -- stateless transformations ------------------------------------------
-    def map(self, body: Body, name: str | None = None) -> DataStream:
-        """`body(df) -> df`, one output row per input row by convention."""
-        return self._then(OperatorKind.MAP, {"body": body}, name)
+    def map(self, body: Body, name: str | None = None, output_schema: SchemaLike = None) -> DataStream:
+        """`body(df) -> df`, one output row per input row by convention.
+        `output_schema` (a DDL string such as "url string, n bigint", or a StructType)
+        declares the columns `body` returns, so that later keys and sink columns are
+        checked at submit; without it the columns after a map are unknown."""
+        return self._declared(OperatorKind.MAP, body, name, output_schema)
 
-    def flat_map(self, body: Body, name: str | None = None) -> DataStream:
-        """`body(df) -> df` producing any number of rows per input row (e.g. with explode)."""
-        return self._then(OperatorKind.FLAT_MAP, {"body": body}, name)
+    def flat_map(self, body: Body, name: str | None = None, output_schema: SchemaLike = None) -> DataStream:
+        """`body(df) -> df` producing any number of rows per input row (e.g. with explode).
+        `output_schema`: as for `map`."""
+        return self._declared(OperatorKind.FLAT_MAP, body, name, output_schema)
 
     def filter(self, predicate: Body | str, name: str | None = None) -> DataStream:
         """Keep rows matching `predicate`: a SQL condition string, or
@@ -39,13 +57,19 @@ class DataStream:
         return self._then(OperatorKind.FILTER, {"body": predicate}, name)
 
     def select(self, *exprs: str, name: str | None = None) -> DataStream:
-        """Project with SQL expressions, e.g. `select("url", "user * 2 AS u2")`."""
+        """Project with SQL expressions, e.g. `select("url", "user * 2 AS u2")`. The output
+        columns are known before running for `*`, plain columns, `expr AS alias` and
+        `col alias` (sluice/schema.py); name computed columns with AS."""
         return self._then(OperatorKind.SELECT, {"columns": list(exprs)}, name)
 
     # -- partitioning ---------------------------------------------------------
-    def key_by(self, column: str) -> KeyedStream:
-        """Partition by `column` (key groups: xxhash64(key) mod max_parallelism)."""
-        return KeyedStream(self, column)
+    def key_by(self, *columns: str | Sequence[str]) -> KeyedStream:
+        """Partition by one or more key columns: `key_by("url")`, `key_by("country", "device")`
+        or `key_by(["country", "device"])`. A key's key group is
+        pmod(xxhash64(k1, k2, ...), max_parallelism) (sluice/key_groups.py). Rows with a null
+        in any key column are dropped before the exchange, counted and logged by the
+        producer (taskmanager/network/record_writer.py)."""
+        return KeyedStream(self, key_columns(columns))
 
     def rebalance(self) -> DataStream:
         """Round-robin whole batches to the next operator's subtasks."""
@@ -56,17 +80,28 @@ class DataStream:
         return DataStream(self._env, self._op_id, Partitioning.BROADCAST)
 
     def union(self, *others: DataStream, name: str | None = None) -> DataStream:
-        """Merge streams of the same schema."""
+        """Merge streams of the same schema (batches pass through as they are: the columns
+        after a union are known when every input's are and their names agree)."""
         op = self._then(OperatorKind.MAP, {"body": _identity}, name or "union")
+        self._env._operators[op._op_id]["union"] = True
         for other in others:
             self._env._connect(other._op_id, op._op_id, partitioning=other._partitioning)
         return op
 
     # -- sinks ----------------------------------------------------------------
-    def sink_to(self, sink: FileSink, name: str | None = None) -> DataStream:
-        if not isinstance(sink, FileSink):
-            raise TypeError(f"sink_to expects a FileSink, got {type(sink).__name__}")
-        return self._then(OperatorKind.SINK_FILE, sink.payload(), name or "file sink")
+    def sink_to(self, sink: FileSink | SqliteSink, name: str | None = None) -> DataStream:
+        """Write to `sink`. Its `columns` are checked at submit against this stream's
+        columns when they are known (`schema`). A `SqliteSink` needs each key's rows to
+        reach one of its subtasks: give it the parallelism of the keyed aggregate before
+        it (the default: they chain) or parallelism 1."""
+        if isinstance(sink, FileSink):
+            return self._then(OperatorKind.SINK_FILE, sink.payload(), name or "file sink")
+        if isinstance(sink, SqliteSink):
+            stream = self._then(OperatorKind.SINK_SQLITE, sink.payload(), name or "sqlite sink")
+            # the sink's identity in the database's commit table (taskmanager/operators/sqlite_sink.py)
+            self._env._operators[stream._op_id]["payload"]["sink_id"] = stream._op_id
+            return stream
+        raise TypeError(f"sink_to expects a FileSink or a SqliteSink, got {type(sink).__name__}")
 
     def print(self, name: str | None = None) -> DataStream:
         """Print rows to the TaskManager's log (its .out), as Flink's print() does."""
@@ -81,39 +116,135 @@ class DataStream:
         self._env._operators[self._op_id]["name"] = name
         return self
 
-    def _then(self, kind: OperatorKind, payload: dict[str, Any], name: str | None, key: str = "") -> DataStream:
+    @property
+    def schema(self) -> schemas.Schema | None:
+        """The columns of this stream as the client derives them (sluice/schema.py):
+        None when they cannot be known before running (after a map without
+        `output_schema`); a column of type `unknown` has a known name only."""
+        return self._env._schemas()[self._op_id]
+
+    def _then(
+        self, kind: OperatorKind, payload: dict[str, Any], name: str | None, keys: Sequence[str] = ()
+    ) -> DataStream:
         op_id = self._env._add(kind, payload, name)
-        self._env._connect(self._op_id, op_id, key=key, partitioning=self._partitioning)
+        self._env._connect(self._op_id, op_id, keys=keys, partitioning=self._partitioning)
         return DataStream(self._env, op_id)
+
+    def _declared(self, kind: OperatorKind, body: Body, name: str | None, output_schema: SchemaLike) -> DataStream:
+        """A body operator with the columns its user declared (checked before anything is added)."""
+        declared = None if output_schema is None else schemas.to_schema(output_schema, f"{kind}(output_schema=...)")
+        stream = self._then(kind, {"body": body}, name)
+        if declared is not None:
+            self._env._operators[stream._op_id]["schema"] = declared
+        return stream
 
 
 class KeyedStream:
-    """A stream partitioned by a key column; aggregations keep running
+    """A stream partitioned by one or more key columns; aggregations keep running
     per-key state in the runtime and emit a key's new row when it changes
-    (an update stream)."""
+    (an update stream). Output: every key column in key order, then one column
+    per aggregate, named as listed on each method."""
 
-    def __init__(self, stream: DataStream, key: str):
+    def __init__(self, stream: DataStream, keys: Sequence[str]):
         self._stream = stream
-        self.key = key
+        self.keys: tuple[str, ...] = tuple(keys)
 
     def count(self, name: str = "count") -> DataStream:
+        """Rows per key, in column `name` (default `count`, bigint)."""
         return self.aggregate(**{name: ("count", "*")})
 
     def sum(self, column: str, name: str | None = None) -> DataStream:
-        return self.aggregate(**{name or column: ("sum", column)})
+        """Running sum of `column`, in column `name` (default: `column` itself). bigint for
+        integer columns, double for floating ones; NULLs are skipped."""
+        return self.aggregate(**{name or _column("sum", column): ("sum", column)})
 
     def min(self, column: str, name: str | None = None) -> DataStream:
-        return self.aggregate(**{name or column: ("min", column)})
+        """Running minimum of `column`, in column `name` (default: `column`), of its type."""
+        return self.aggregate(**{name or _column("min", column): ("min", column)})
 
     def max(self, column: str, name: str | None = None) -> DataStream:
-        return self.aggregate(**{name or column: ("max", column)})
+        """Running maximum of `column`, in column `name` (default: `column`), of its type."""
+        return self.aggregate(**{name or _column("max", column): ("max", column)})
+
+    def avg(self, column: str, name: str | None = None) -> DataStream:
+        """Running mean of the non-NULL values of `column`, in column `name` (default:
+        `column`), a double. Kept as (sum, count) in state and on the wire, so it is
+        exact across the shuffle and a restore; NULL until a value arrives."""
+        return self.aggregate(**{name or _column("avg", column): ("avg", column)})
 
     def aggregate(self, **aggs: tuple[str, str]) -> DataStream:
-        """Running aggregates, e.g. `aggregate(views=("count", "*"), last=("max", "ts"))`.
-        Functions: count, sum, min, max (mergeable, so batches are pre-aggregated
-        in Spark before the shuffle)."""
-        payload = {"key": self.key, "aggs": {k: tuple(v) for k, v in aggs.items()}}
-        return self._stream._then(OperatorKind.AGGREGATE, payload, f"aggregate by {self.key}", key=self.key)
+        """Running aggregates, each output column named by its keyword, e.g.
+        `aggregate(views=("count", "*"), total=("sum", "bytes"), mean=("avg", "bytes"))`
+        emits the key columns, then `views`, `total`, `mean`. Functions: count, sum, min,
+        max, avg (all mergeable, so batches are pre-aggregated before the shuffle)."""
+        checked = _check_aggs(aggs, self.keys)
+        payload = {"keys": list(self.keys), "aggs": checked}
+        name = f"aggregate by {', '.join(self.keys)}"
+        return self._stream._then(OperatorKind.AGGREGATE, payload, name, keys=self.keys)
+
+
+def key_columns(args: Sequence[Any]) -> tuple[str, ...]:
+    """The key columns of `key_by(*args)`; a TypeError or ValueError naming the bad argument."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        columns, where = list(args[0]), "key_by([...]): item"
+    else:
+        columns, where = list(args), "key_by(): argument"
+    if not columns:
+        raise TypeError(f"key_by() got no column; {KEY_BY_USAGE}")
+    seen: set[str] = set()
+    for i, c in enumerate(columns, 1):
+        if not isinstance(c, str):
+            raise TypeError(f"{where} {i} is {_describe(c)}, not a column name; {KEY_BY_USAGE}")
+        if not c.strip():
+            raise ValueError(f"{where} {i} is an empty string, not a column name; {KEY_BY_USAGE}")
+        if c in seen:
+            raise ValueError(f"{where} {i}: column {c!r} is given twice; {KEY_BY_USAGE}")
+        seen.add(c)
+    return tuple(columns)
+
+
+def _describe(value: Any) -> str:
+    kind = type(value).__name__
+    if kind == "Column":  # a pyspark Column: key_by takes names, Spark expressions go in select()
+        return f"a pyspark Column ({value!r}; select() it into a named column first)"
+    if isinstance(value, (list, tuple)):
+        return f"a {kind} ({value!r}; pass one list, or names as separate arguments)"
+    if callable(value):
+        return f"a function ({getattr(value, '__name__', kind)}; key selectors are column names)"
+    return f"a {kind} ({value!r})"
+
+
+def _column(fn: str, column: Any) -> str:
+    if not isinstance(column, str) or not column:
+        raise TypeError(f"{fn}() takes a column name (a non-empty string), got {_describe(column)}")
+    return column
+
+
+def _check_aggs(aggs: dict[str, Any], keys: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """`aggregate(**aggs)` checked in the client: (function, column) pairs of known functions,
+    output names that neither repeat a key column nor start with `__` (internal columns)."""
+    if not aggs:
+        raise TypeError('aggregate() needs at least one output, e.g. aggregate(total=("sum", "v"))')
+    out: dict[str, tuple[str, str]] = {}
+    for name, spec in aggs.items():
+        if not (isinstance(spec, (tuple, list)) and len(spec) == 2 and all(isinstance(x, str) for x in spec)):
+            raise TypeError(
+                f"aggregate({name}=...): expected a (function, column) pair such as ('sum', 'v'), got {spec!r}"
+            )
+        fn, column = spec
+        if fn not in AGGREGATE_FUNCTIONS:
+            raise ValueError(f"aggregate({name}=...): unknown function {fn!r}; known: {', '.join(AGGREGATE_FUNCTIONS)}")
+        if not column:
+            raise ValueError(f"aggregate({name}=...): the column is empty (count takes '*')")
+        if name in keys:
+            raise ValueError(
+                f"aggregate({name}=...): {name!r} is also a key column and the output keeps the key columns; "
+                f"name the aggregate otherwise, e.g. {fn}({column!r}, name='{fn}_{column}')"
+            )
+        if name.startswith("__"):
+            raise ValueError(f"aggregate({name}=...): names starting with '__' are reserved for internal columns")
+        out[name] = (fn, column)
+    return out
 
 
 def _identity(df: Any) -> Any:

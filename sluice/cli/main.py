@@ -13,10 +13,11 @@ from typing import Any
 from google.protobuf import json_format
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from sluice import config
 from sluice.cli.processes import add_process_commands
-from sluice.client import JobManagerClient, SluiceError
+from sluice.client import CONNECT_TIMEOUT, JobManagerClient, SluiceError
 from sluice.states import CheckpointStatus, ExecutionState, JobStatus, from_proto
 from sluice.v1 import common_pb2
 
@@ -31,6 +32,14 @@ def _client_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--zookeeper", default=None, help="ZooKeeper connect string")
     g.add_argument("--cluster-id", default=None, help="cluster id in ZooKeeper (with --zookeeper)")
     g.add_argument("--jobmanager", default=None, help="host:port[,host:port...] of JobManagers")
+    g.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"give up when no JobManager answers within SECONDS (default {CONNECT_TIMEOUT:g}); "
+        "a failover once connected is followed longer",
+    )
 
 
 def _context(args: argparse.Namespace) -> dict[str, Any]:
@@ -39,6 +48,7 @@ def _context(args: argparse.Namespace) -> dict[str, Any]:
         "zookeeper": args.zookeeper,
         "cluster_id": args.cluster_id,
         "jobmanager": args.jobmanager,
+        "timeout": args.timeout,
     }
 
 
@@ -93,6 +103,25 @@ def build_parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cancel", help="cancel a job")
     ca.add_argument("job_id")
     _client_options(ca)
+
+    out = sub.add_parser(
+        "output",
+        help="print a file sink's committed output: the update stream, or the last value per key",
+        description="Print the committed lines of a file sink's output directory in commit order "
+        "(file-name order; names starting with '.' or '_' are skipped), or with --final the last "
+        "line of each key. The files have no header: --columns names the fields.",
+    )
+    out.add_argument("path", help="the file sink's directory (or a pyarrow.fs URI)")
+    out.add_argument("--final", action="store_true", help="only the last line of each key (its final value)")
+    out.add_argument("--key", default=None, help="key column(s), comma-separated (default: the first column)")
+    out.add_argument("--columns", default=None, help="names of the fields, comma-separated (default: _c0,_c1,...)")
+    out.add_argument(
+        "--format",
+        choices=("csv", "json"),
+        default="csv",
+        help="csv: lines as written, without header; json: one object per line, typed values",
+    )
+    out.set_defaults(handler=cmd_output)
     add_process_commands(sub)  # jobmanager, taskmanager, health
     return ap
 
@@ -186,14 +215,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     set_execution_context(**_context(args), parallelism=args.parallelism, detach=args.detach, progress=True)
     sys.argv = [args.jobfile, *job_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.jobfile)))
+    from sluice.cli.job_file import ddl_types_without_session, explain
     from sluice.graph import JobValidationError
 
     try:
-        runpy.run_path(args.jobfile, run_name="__main__")
+        with ddl_types_without_session():  # @pandas_udf("long") in the job file (sluice/cli/job_file.py)
+            runpy.run_path(args.jobfile, run_name="__main__")
     except JobValidationError as exc:
         err.print(f"[red]invalid job:[/red] {exc}", highlight=False)
         return 2
+    except Exception as exc:
+        message = explain(exc)
+        if message is None:
+            raise
+        err.print(Text.assemble(("error:", "red"), f" {_job_file_line(exc, args.jobfile)}{message}"), highlight=False)
+        return 2
     return 0
+
+
+def _job_file_line(exc: BaseException, jobfile: str) -> str:
+    """`job.py:12: ` for the job file's last line in `exc`'s traceback, or ""."""
+    import traceback
+
+    path = os.path.abspath(jobfile)
+    lines = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.abspath(f.filename) == path]
+    return f"{jobfile}:{lines[-1].lineno}: " if lines else ""
 
 
 def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
@@ -242,11 +288,35 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
             }
             for t in d["tasks"]
         ],
+        "exceptions": [
+            {
+                "time": _iso(e["time_ms"]),
+                "attempt": e["attempt"],
+                "task": e["task"],
+                "cause": e["cause"],
+                "traceback": e["traceback"],
+                "restarted": e["restarted"],
+            }
+            for e in d["exceptions"]
+        ],
     }
 
 
 # the keys of a task in `status --json`, in order; all but state are TaskStatus fields as they are
-_TASK_KEYS = ("operator", "subtask", "state", "taskmanager", "records_in", "records_out")
+_TASK_KEYS = (
+    "operator",
+    "subtask",
+    "state",
+    "taskmanager",
+    "records_in",
+    "records_out",
+    "records_sent",
+    "records_malformed",
+)
+
+
+# what `list --json` leaves out of each job's `status --json` object
+_NOT_LISTED = ("tasks", "exceptions")
 
 
 def _iso(ms: int) -> str:
@@ -257,7 +327,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
         jobs = c.list()
     if args.json:
-        print(json.dumps([{k: v for k, v in _job_dict(j).items() if k != "tasks"} for j in jobs], indent=2))
+        print(json.dumps([{k: v for k, v in _job_dict(j).items() if k not in _NOT_LISTED} for j in jobs], indent=2))
         return 0
     t = Table("job id", "name", "state", "submitted", "restarts")
     t.columns[0].no_wrap = True
@@ -282,7 +352,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     if d["message"]:
         console.print(f"  {d['message']}", highlight=False)
-    t = Table("operator", "subtask", "state", "taskmanager", "records in", "records out")
+    t = Table("operator", "subtask", "state", "taskmanager", "records in", "records out", "sent", "malformed")
     for task in d["tasks"]:
         t.add_row(
             task["operator"],
@@ -291,6 +361,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             task["taskmanager"],
             str(task["records_in"]),
             str(task["records_out"]),
+            str(task["records_sent"]),
+            str(task["records_malformed"]),
         )
     console.print(t)
     if d["checkpoints"]:
@@ -304,10 +376,29 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"{ck['acks']}/{ck['expected']}",
             )
         console.print(ct)
+    _print_exceptions(d["exceptions"])
     if d["failure"]:
         console.print("[red]root cause:[/red]", highlight=False)
         console.print(d["failure"], highlight=False, markup=False)
     return 0
+
+
+def _print_exceptions(entries: list[dict[str, Any]], last: int = 5) -> None:
+    """The last few entries of the exception history, one cause line each (`--json`: all, with tracebacks)."""
+    if not entries:
+        return
+    shown = entries[-last:]
+    more = f", {len(entries) - len(shown)} earlier in status --json" if len(entries) > len(shown) else ""
+    et = Table("time", "attempt", "task", "cause", "restarted", title=f"exceptions (most recent last{more})")
+    for e in shown:
+        et.add_row(
+            e["time"],
+            str(e["attempt"]),
+            Text(e["task"] or "-"),
+            Text(e["cause"]),  # not markup: a cause may hold [brackets]
+            "yes" if e["restarted"] else "[red]no[/red]",
+        )
+    console.print(et)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -315,6 +406,45 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         state = c.cancel(args.job_id)
     console.print(f"cancel requested for {args.job_id} (state {state})")
     return 0
+
+
+# -- output ----------------------------------------------------------------------------------
+def cmd_output(args: argparse.Namespace) -> int:
+    """`sluice output`: what sluice.output.read_output reads, as csv or JSON lines on stdout."""
+    from sluice.output import read_output
+
+    def names(value: str | None) -> list[str] | None:
+        return [n.strip() for n in value.split(",")] if value is not None else None
+
+    try:
+        frame = read_output(
+            args.path,
+            final=args.final,
+            key=names(args.key),
+            columns=names(args.columns),
+            dtype=str if args.format == "csv" else None,  # csv: every value's text as written
+        )
+    except (OSError, ValueError) as exc:
+        raise SluiceError(str(exc)) from None
+    try:
+        if args.format == "csv":
+            sys.stdout.write(frame.to_csv(header=False, index=False, lineterminator="\n"))
+        else:
+            for record in frame.to_dict(orient="records"):
+                sys.stdout.write(json.dumps(record, default=_json_value) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `sluice output ... | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _json_value(value: Any) -> Any:
+    """numpy scalars and pandas' NA as JSON values."""
+    import pandas as pd
+
+    if hasattr(value, "item"):
+        return value.item()
+    return None if pd.isna(value) else str(value)
 
 
 def format_size(n: float) -> str:

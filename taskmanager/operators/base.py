@@ -25,6 +25,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, Self
 
 import pyarrow as pa
@@ -64,8 +65,8 @@ class Combiner(Protocol):
         """The value columns it reads, besides the key and its key group."""
         ...
 
-    def combine(self, table: pa.Table, key: str) -> pa.Table:
-        """One batch (key, key group, `columns()`) pre-aggregated to what the operator consumes."""
+    def combine(self, table: pa.Table, keys: Sequence[str]) -> pa.Table:
+        """One batch (key columns, key group, `columns()`) pre-aggregated to what the operator consumes."""
         ...
 
 
@@ -123,6 +124,7 @@ class Source(abc.ABC):
 
     offset: int  # progress, for log lines (batch and snapshot lines tools read)
     idle_wait: float = 0.1  # seconds to wait for control messages after next_batch() returned IDLE
+    records_malformed: int = 0  # input rows it could not parse (a metric; a file source counts them)
 
     @abc.abstractmethod
     def next_batch(self) -> Batch | Idle | None:

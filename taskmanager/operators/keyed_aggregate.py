@@ -1,31 +1,66 @@
 """Running keyed aggregates with state owned by the runtime.
 
 Input batches arrive hash-partitioned by key group and already
-pre-aggregated by the producers (a combiner in Spark: per key, the batch's
-partial count/sum/min/max). This operator merges the partials of a batch
-(Arrow group_by, in C++), then folds them into its keyed state and emits the
-new value of every key that changed: an update stream.
+pre-aggregated by the producers (a combiner, `PartialAggregates`: per key, the
+batch's partial count/sum/min/max, and (sum, count) for an avg). This
+operator merges the partials of a batch (Arrow group_by over every key
+column, in C++), then folds them into its keyed state and emits the new value
+of every key that changed: an update stream. Output: every key column in key
+order, then one column per aggregate, named as the aggregate's output (see
+sluice/api/datastream.py).
 
-State: key -> [key_group, value per aggregate]. It is partitioned by key
-group (sluice/key_groups.py) so that snapshots can be written per key-group
-range, and restored at another parallelism.
+State: key -> [key_group, partial...], one partial per aggregate and two for
+an avg (its sum and its count, so a mean is exact across the shuffle and a
+restore). A one-column key is the plain value, a composite key the tuple of
+its columns' values. It is partitioned by key group (sluice/key_groups.py) so
+that snapshots can be written per key-group range, and restored at another
+parallelism. A snapshot is an Arrow table: one column per key column (named
+as the key), `KEY_GROUP`, then one column per partial, named as the
+aggregate's output, with `__count_<output>` after an avg's sum. A
+one-column key without avg therefore snapshots exactly as before composite
+keys and avg existed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Self
 
 import pyarrow as pa
 
-from sluice.graph import OperatorKind
+from sluice.graph import OperatorKind, aggregate_keys
 from sluice.key_groups import KEY_GROUP
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.spark_engine import Batch
 
-__all__ = ["KEY_GROUP", "Aggs", "KeyedAggregate", "PartialAggregates", "combine", "combiner_columns"]
+__all__ = [
+    "KEY_GROUP",
+    "Aggs",
+    "KeyedAggregate",
+    "PartialAggregates",
+    "avg_count_column",
+    "combine",
+    "combiner_columns",
+    "partial_columns",
+]
 
 Aggs = dict[str, tuple[str, str]]  # output column -> (function, input column)
-_MERGE = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
+_MERGE = {"count": "sum", "sum": "sum", "min": "min", "max": "max", "avg": "sum"}
+
+
+def avg_count_column(out: str) -> str:
+    """The partial (and state) column that holds the count of avg `out`; its sum is in `out`."""
+    return f"__count_{out}"
+
+
+def partial_columns(aggs: Aggs) -> list[tuple[str, str]]:
+    """(column, how partials of it merge) for every partial a combiner sends, in order."""
+    cols = []
+    for out, (fn, _col) in aggs.items():
+        cols.append((out, _MERGE[fn]))
+        if fn == "avg":
+            cols.append((avg_count_column(out), "sum"))
+    return cols
 
 
 def _fold(fn: str, old: Any, new: Any) -> Any:
@@ -38,31 +73,40 @@ def _fold(fn: str, old: Any, new: Any) -> Any:
     return min(old, new) if fn == "min" else max(old, new)
 
 
+def _grouped(table: pa.Table, keys: list[str], specs: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Arrow group_by: (the key columns, the aggregated columns in `specs` order), by position
+    (two specs may produce the same name, and Arrow versions differ in where keys go)."""
+    merged = table.group_by(keys, use_threads=False).aggregate(specs)
+    n = len(keys)
+    if merged.column_names[:n] == keys:
+        return merged.columns[:n], merged.columns[n:]
+    return merged.columns[-n:], merged.columns[:-n]
+
+
 def combiner_columns(aggs: Aggs) -> list[str]:
     """The value columns the producer-side partial aggregation reads."""
     return sorted({col for fn, col in aggs.values() if fn != "count"})
 
 
-def combine(table: pa.Table, key: str, aggs: Aggs) -> pa.Table:
+def combine(table: pa.Table, keys: Sequence[str], aggs: Aggs) -> pa.Table:
     """Producer-side partial aggregation (a combiner) of one batch: one row per
-    (key, key group) with the partial count/sum/min/max, named as the outputs."""
-    specs, names = [], []
-    for out, (fn, col) in aggs.items():
-        specs.append(([], "count_all") if fn == "count" else (col, fn))
-        names.append(out)
-    merged = table.group_by([key, KEY_GROUP], use_threads=False).aggregate(specs)
-    produced = [("count_all" if fn == "count" else f"{col}_{fn}") for fn, col in aggs.values()]
-    return pa.table(
-        {
-            key: merged.column(key),
-            KEY_GROUP: merged.column(KEY_GROUP),
-            **{n: merged.column(p) for n, p in zip(names, produced, strict=True)},
-        }
-    )
+    (key, key group) with the partials, named as `partial_columns`."""
+    specs: list[Any] = []
+    for fn, col in aggs.values():
+        if fn == "count":
+            specs.append(([], "count_all"))
+        elif fn == "avg":
+            specs += [(col, "sum"), (col, "count")]  # count: the non-null values, as SQL's AVG
+        else:
+            specs.append((col, fn))
+    group = [*keys, KEY_GROUP]
+    key_cols, agg_cols = _grouped(table, group, specs)
+    names = [c for c, _m in partial_columns(aggs)]
+    return pa.Table.from_arrays([*key_cols, *agg_cols], names=[*group, *names])
 
 
 class PartialAggregates:
-    """The combiner of a keyed aggregate: a producer's partial count/sum/min/max per key and batch."""
+    """The combiner of a keyed aggregate: a producer's partials per key and batch."""
 
     def __init__(self, aggs: Aggs) -> None:
         self.aggs = aggs
@@ -70,16 +114,17 @@ class PartialAggregates:
     def columns(self) -> list[str]:
         return combiner_columns(self.aggs)
 
-    def combine(self, table: pa.Table, key: str) -> pa.Table:
-        return combine(table, key, self.aggs)
+    def combine(self, table: pa.Table, keys: Sequence[str]) -> pa.Table:
+        return combine(table, keys, self.aggs)
 
 
 class KeyedAggregate(Operator):
     def __init__(self, payload: Payload, name: str) -> None:
         self.name = name
-        self.key: str = payload["key"]
+        self.keys: list[str] = aggregate_keys(payload)
         self.aggs: Aggs = dict(payload["aggs"])
-        self.state: dict[Any, list[Any]] = {}
+        self.partials = partial_columns(self.aggs)
+        self.state: dict[Any, list[Any]] = {}  # key (a value, or a tuple of several) -> [kg, partial...]
 
     @classmethod
     def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one class per kind
@@ -89,40 +134,53 @@ class KeyedAggregate(Operator):
     def combiner_for(cls, payload: Payload) -> PartialAggregates:
         return PartialAggregates(dict(payload["aggs"]))
 
+    def _key_list(self, columns: Sequence[Any]) -> list[Any]:
+        if len(self.keys) == 1:
+            return list(columns[0].to_pylist())
+        return list(zip(*(c.to_pylist() for c in columns), strict=True))
+
     def process(self, batch: Batch) -> Batch | None:
         table = batch.table()
         if table.num_rows == 0:
             return None
-        merged = table.group_by([self.key, KEY_GROUP]).aggregate(
-            [(out, _MERGE[fn]) for out, (fn, _c) in self.aggs.items()]
-        )
-        keys = merged.column(self.key).to_pylist()
-        kgs = merged.column(KEY_GROUP).to_pylist()
-        partials = [merged.column(f"{out}_{_MERGE[fn]}").to_pylist() for out, (fn, _c) in self.aggs.items()]
-        fns = [fn for fn, _c in self.aggs.values()]
+        key_cols, merged = _grouped(table, [*self.keys, KEY_GROUP], [(c, m) for c, m in self.partials])
+        nk = len(self.keys)
+        keys = self._key_list(key_cols[:nk])
+        kgs = key_cols[nk].to_pylist()
+        partials = [c.to_pylist() for c in merged]
+        merges = [m for _c, m in self.partials]
+        width = len(merges)
         out_keys: list[Any] = []
-        out_cols: list[list[Any]] = [[] for _ in self.aggs]
+        out_entries: list[list[Any]] = []
         state = self.state
         for i, key in enumerate(keys):
             entry = state.get(key)
             if entry is None:
-                entry = state[key] = [kgs[i]] + [None] * len(fns)
+                entry = state[key] = [kgs[i]] + [None] * width
                 changed = True
             else:
                 changed = False
-            for j, fn in enumerate(fns):
-                new = _fold(fn, entry[j + 1], partials[j][i])
+            for j in range(width):
+                new = _fold(merges[j], entry[j + 1], partials[j][i])
                 changed = changed or new != entry[j + 1]
                 entry[j + 1] = new
             if changed:  # an update stream: only keys whose value changed
                 out_keys.append(key)
-                for j in range(len(fns)):
-                    out_cols[j].append(entry[j + 1])
+                out_entries.append(entry[1:])
         if not out_keys:
             return None
-        columns = {self.key: pa.array(out_keys, type=merged.column(self.key).type)}
-        for j, out in enumerate(self.aggs):
-            columns[out] = pa.array(out_cols[j], type=merged.column(f"{out}_{_MERGE[fns[j]]}").type)
+        columns: dict[str, Any] = {}
+        for k, name in enumerate(self.keys):
+            values = out_keys if nk == 1 else [key[k] for key in out_keys]
+            columns[name] = pa.array(values, type=key_cols[k].type)
+        j = 0
+        for out, (fn, _c) in self.aggs.items():
+            if fn == "avg":
+                columns[out] = pa.array([_mean(e[j], e[j + 1]) for e in out_entries], pa.float64())
+                j += 2
+            else:
+                columns[out] = pa.array([e[j] for e in out_entries], type=merged[j].type)
+                j += 1
         return Batch(batch.engine, table=pa.table(columns))
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -136,17 +194,29 @@ class KeyedAggregate(Operator):
         """A consistent copy of the state (taken on the task thread; written elsewhere)."""
         keys = list(self.state)
         entries = list(self.state.values())
-        columns = {self.key: keys, KEY_GROUP: pa.array([e[0] for e in entries], pa.int32())}
-        for j, out in enumerate(self.aggs):
-            columns[out] = [e[j + 1] for e in entries]
+        columns: dict[str, Any] = {}
+        if len(self.keys) == 1:
+            columns[self.keys[0]] = keys
+        else:
+            for k, name in enumerate(self.keys):
+                columns[name] = [key[k] for key in keys]
+        columns[KEY_GROUP] = pa.array([e[0] for e in entries], pa.int32())
+        for j, (col, _m) in enumerate(self.partials):
+            columns[col] = [e[j + 1] for e in entries]
         return pa.table(columns)
 
     def restore_table(self, table: pa.Table | None) -> None:
         self.state = {}
         if table is None:
             return
-        keys = table.column(self.key).to_pylist()
+        keys = self._key_list([table.column(k) for k in self.keys])
         kgs = table.column(KEY_GROUP).to_pylist()
-        values = [table.column(out).to_pylist() for out in self.aggs]
+        values = [table.column(col).to_pylist() for col, _m in self.partials]
         for i, key in enumerate(keys):
             self.state[key] = [kgs[i]] + [v[i] for v in values]
+
+
+def _mean(total: Any, count: Any) -> float | None:
+    if total is None or not count:
+        return None
+    return float(total) / count

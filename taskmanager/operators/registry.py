@@ -11,6 +11,7 @@ from sluice.graph import OperatorKind
 from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.sinks import FileSinkWriter, PrintSink
+from taskmanager.operators.sqlite_sink import SqliteSinkWriter
 from taskmanager.operators.transforms import SparkBody
 
 OPERATORS: dict[OperatorKind, type[Operator]] = {
@@ -21,6 +22,7 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.AGGREGATE: KeyedAggregate,
     OperatorKind.SINK_FILE: FileSinkWriter,
     OperatorKind.SINK_PRINT: PrintSink,
+    OperatorKind.SINK_SQLITE: SqliteSinkWriter,
 }
 
 

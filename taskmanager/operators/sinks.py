@@ -1,6 +1,7 @@
 """Sinks. The file sink writes each subtask's rows to a hidden in-progress
 file and makes it visible with an atomic rename when it commits (at the end
-of the input; with checkpoints, when a checkpoint completes)."""
+of the input; with checkpoints, when a checkpoint completes). The upsert sink
+into SQLite is in taskmanager/operators/sqlite_sink.py."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ class FileSinkWriter(Operator):
     the restored checkpoint are committed (idempotent) and every other hidden
     file of this subtask is deleted (abort). Without checkpointing, a part is
     committed at the end of the input.
+
+    A part in progress or pending is `.part-<subtask>-<job8>-<token>-<n>.inprogress`;
+    committed, it is `part-<checkpoint id, 12 digits>-<subtask, 5 digits>-<job8>-<token>.csv`
+    (`committed_name`), so file-name order is commit order.
     """
 
     is_sink: ClassVar[bool] = True
@@ -58,12 +63,12 @@ class FileSinkWriter(Operator):
         self.columns = payload.get("columns")
         self.subtask = subtask
         self.exactly_once = exactly_once
-        self.owner = f"part-{subtask}-{job_id[:8]}"  # every attempt of this subtask
-        # Names sort by the checkpoint an attempt restored from, then part number: only the
-        # last attempt restored from a checkpoint commits anything. The token keeps names
-        # of different deployments apart.
-        self.prefix = f"{self.owner}-{restored:06d}"
+        self.job8 = job_id[:8]
+        # Hidden names of every attempt of this subtask start with "." + owner (restore deletes
+        # them); the token keeps names of different deployments apart.
+        self.owner = f"part-{subtask}-{self.job8}"
         self.token = uuid.uuid4().hex[:6]
+        self.restored = restored  # the checkpoint this deployment restored from (0: none)
         self.fs.create_dir(self.dir, recursive=True)
         self.counter = 0
         self._stream: Any = None  # a pyarrow output stream while a part is open
@@ -77,7 +82,7 @@ class FileSinkWriter(Operator):
         return cls(payload, ctx.subtask, ctx.job_id, ctx.restore_checkpoint_id, ctx.checkpointing, tag=ctx.tag)
 
     def _open(self) -> None:
-        self._staging = f"{self.dir}/.{self.prefix}-{self.counter:06d}-{self.token}.inprogress"
+        self._staging = f"{self.dir}/.{self.owner}-{self.token}-{self.counter:06d}.inprogress"
         self._stream = self.fs.open_output_stream(self._staging)
 
     def process(self, batch: Batch) -> None:
@@ -93,11 +98,23 @@ class FileSinkWriter(Operator):
         self._stream.write(data)
         return None
 
-    def _close_part(self) -> tuple[str, str] | None:
+    def committed_name(self, checkpoint_id: int) -> str:
+        """The visible name of the part closed by checkpoint `checkpoint_id` (0: no checkpoints).
+
+        Names sort in commit order: the checkpoint id comes first, zero-padded. Ids only grow
+        across attempts and leaders (the counter is in ZooKeeper), an attempt restored from
+        checkpoint c commits only parts of ids above c, and nothing of an id above c was
+        committed before (c is the latest completed one). So reading every visible part in
+        file-name order, line by line, replays the update stream in commit order, and the
+        last line of a key is its latest committed value (sluice/output.py relies on it).
+        """
+        return f"{self.dir}/part-{checkpoint_id:012d}-{self.subtask:05d}-{self.job8}-{self.token}.csv"
+
+    def _close_part(self, checkpoint_id: int) -> tuple[str, str] | None:
         if self._stream is None:
             return None
         self._stream.close()
-        final = f"{self.dir}/{self.prefix}-{self.counter:06d}-{self.token}.csv"
+        final = self.committed_name(checkpoint_id)
         staged = self._staging
         assert staged is not None  # set with the stream
         self._stream = self._staging = None
@@ -113,7 +130,7 @@ class FileSinkWriter(Operator):
     # -- checkpoints ------------------------------------------------------------------------
     def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:
         """Pre-commit: close the part of this epoch; it commits when checkpoint_id completes."""
-        part = self._close_part()
+        part = self._close_part(checkpoint_id)
         if part is not None:
             self.pending.append((*part, checkpoint_id))
         return OperatorSnapshot(inline={"pending": [[staged, final] for staged, final, _ in self.pending]})
@@ -145,7 +162,7 @@ class FileSinkWriter(Operator):
 
     def end_input(self) -> Batch | None:
         if not self.exactly_once:  # with checkpoints, the final checkpoint commits
-            part = self._close_part()
+            part = self._close_part(self.restored)  # no checkpoints: 0, the id of no checkpoint
             if part:
                 self._commit(*part)
                 log.info("%s committed %s", self.tag, os.path.basename(part[1]))

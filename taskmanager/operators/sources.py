@@ -4,6 +4,10 @@ sequence number of a generator."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import logging
+import operator
 import os
 import time
 import zlib
@@ -12,12 +16,20 @@ from typing import Any
 
 import pyarrow as pa
 
+from sluice import schema as schemas
+from sluice import schema_inference
 from sluice.graph import OperatorKind
 from sluice.storage import list_files
 from taskmanager.operators.base import IDLE, Idle, Payload, Source
 from taskmanager.spark_engine import Batch, SparkEngine
 
 __all__ = ["IDLE", "CollectionSource", "FileSource", "GeneratorSource", "Source", "make_source"]
+
+log = logging.getLogger("sluice.taskmanager.sources")
+
+CORRUPT_COLUMN = f"{schema_inference.INTERNAL_PREFIX}_corrupt_record"  # malformed rows' text, never emitted
+PENDING_OBSERVATIONS = 16  # batches whose malformed-row count is not known yet (kept, then forgotten)
+FINAL_OBSERVATION_WAIT = 1.0  # seconds to wait for the last batch's count at the end of the input
 
 
 class FileSource(Source):
@@ -34,7 +46,25 @@ class FileSource(Source):
     crc32(name) % p, so that files arriving later never move an earlier one
     to another subtask. Its state is then the names of the files it has read
     (which grows with the input, as a continuous file enumerator's does);
-    writers must make a file visible atomically (write `.name`, rename)."""
+    writers must make a file visible atomically (write `.name`, rename).
+
+    Reading: the payload's schema is fixed (inferred at submit when the user
+    gave none: sluice/schema_inference.py) and its reader options go to
+    Spark as they are. Malformed rows of CSV and JSON, in one Spark pass:
+    unless the mode is FAILFAST (Spark then fails the read), the files are read
+    PERMISSIVE with a corrupt-record column (the user's when the schema has
+    it, else CORRUPT_COLUMN, added here and dropped before anything sees it);
+    a row is malformed when that column is set. `DataFrame.observe` counts
+    rows and malformed rows while the chain's own Spark action runs (no second
+    pass over the files), and the task reports the count as
+    `records_malformed` (`batch_done` collects it). Which rows go on:
+    DROPMALFORMED drops every malformed row; PERMISSIVE keeps them (nulls
+    where a value could not be parsed, the text in the user's corrupt-record
+    column) except, without such a column, a malformed row whose every
+    column is null: it carries nothing, and would only be keyed under a
+    null key, so it is dropped. The observed metrics read every column of
+    the schema, so Spark parses whole rows and a row is malformed whatever
+    columns the job reads later."""
 
     MAX_FILES_PER_BATCH = 64
 
@@ -49,7 +79,8 @@ class FileSource(Source):
     ) -> None:
         self.engine, self.clock = engine, clock
         self.format = payload["format"]
-        self.schema = payload.get("schema")
+        self.options: dict[str, Any] = dict(payload.get("options") or {})
+        self.mode = schema_inference.mode_of(self.options)
         self.path, self.suffix = payload["path"], payload.get("suffix", "")
         self.subtask, self.parallelism = subtask, parallelism
         self.monitor_interval: float | None = payload.get("monitor_interval")
@@ -57,6 +88,15 @@ class FileSource(Source):
         self.done: set[str] = set()  # monitoring: names of the files read
         self._listed_at = float("-inf")
         listed = list_files(self.path, self.suffix)  # a missing input directory fails the task in both modes
+        self.schema: str | None = payload.get("schema")
+        if not self.schema and self.format != "text":
+            # A job graph built without from_files' inference: infer here, from the same first files
+            # for every subtask, once per deployment (never per batch).
+            self.schema = schema_inference.infer_schema(self.path, self.format, self.options, self.suffix)
+        self._read_plan: _ReadPlan | None = None  # CSV and JSON: built with the first batch
+        self._pending: list[Any] = []  # observations of batches read, not collected yet
+        self.records_malformed = 0
+        self.records_read = 0  # rows read, malformed ones included (when observed)
         self.files = [] if self.monitor_interval else listed[subtask::parallelism]
         self.files_per_batch = 1
         self.target = target
@@ -85,7 +125,9 @@ class FileSource(Source):
         self.files = sorted(set(self.files) | {p for p in list_files(self.path, self.suffix) if self._mine(p)})
 
     def batch_done(self, seconds: float) -> None:
-        """Adapt the files per batch to how long the last batch took through the chain."""
+        """Adapt the files per batch to how long the last batch took through the chain, and
+        collect the malformed-row counts of the batches the chain has run."""
+        self._collect(0.0)
         if seconds < self.target:
             self.files_per_batch = min(self.files_per_batch * 2, self.MAX_FILES_PER_BATCH)
         elif seconds > 2 * self.target:
@@ -101,19 +143,127 @@ class FileSource(Source):
             self.done.update(os.path.basename(p) for p in paths)
         else:  # self.files: all my files; the offset is how many were read
             if self.offset >= len(self.files):
+                self._collect(FINAL_OBSERVATION_WAIT)
                 return None
             paths = self.files[self.offset : self.offset + self.files_per_batch]
         self.offset += len(paths)
-        reader = self.engine.spark.read
-        if self.schema:
-            reader = reader.schema(self.schema)
-        if self.format == "json":
-            df = reader.json(paths)
-        elif self.format == "csv":
-            df = reader.option("header", "true").csv(paths)
+        return Batch(self.engine, df=self._read(paths))
+
+    # -- reading --------------------------------------------------------------------------------
+    def _read(self, paths: list[str]) -> Any:
+        """A DataFrame of the rows of `paths` that go on (see the class docstring)."""
+        reader = self.engine.spark.read.options(**schema_inference.spark_options(self.options))
+        if self.format == "text":
+            return reader.text(paths)
+        if self.mode == "FAILFAST":
+            return reader.schema(self.schema).format(self.format).load(paths)
+        from pyspark.sql import Observation
+
+        plan = self._plan()
+        df = (
+            reader.schema(plan.schema)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", plan.corrupt)
+            .format(self.format)
+            .load(paths)
+        )
+        observation = Observation()
+        df = df.observe(observation, *plan.metrics)
+        self._pending = [*self._pending[-(PENDING_OBSERVATIONS - 1) :], observation]
+        if plan.keep is not None:
+            df = df.filter(plan.keep)
+        return df if plan.internal is None else df.drop(plan.internal)
+
+    def _plan(self) -> _ReadPlan:
+        """How this source reads CSV or JSON with malformed rows (built once: Spark expressions are
+        unresolved until they meet a DataFrame, so every batch reuses them)."""
+        if self._read_plan is not None:
+            return self._read_plan
+        from pyspark.sql import functions as F
+
+        assert self.schema, "CSV and JSON always have a schema: given, or inferred in __init__"
+        parsed = schemas.parse_or_none(self.schema)
+        if parsed is not None:
+            columns = parsed.names
+        else:  # a DDL Sluice's parser does not model (sluice/schema.py): Spark knows the names
+            columns = list(self.engine.spark.createDataFrame([], self.schema).columns)
+        user_column = schema_inference.corrupt_column_of(self.options)
+        if user_column not in columns:
+            user_column = None
+        corrupt = user_column or CORRUPT_COLUMN
+        malformed = F.col(_quoted(corrupt)).isNotNull()
+        empty = functools.reduce(
+            operator.and_, [F.col(_quoted(c)).isNull() for c in columns if c != corrupt], F.lit(True)
+        )
+        metrics = (
+            F.count(F.lit(1)).alias("rows"),
+            F.count(F.when(malformed, 1)).alias("malformed"),
+            F.count(F.when(malformed & empty, 1)).alias("empty"),  # reads every column: whole rows are parsed
+        )
+        if self.mode == "DROPMALFORMED":
+            keep = ~malformed
+        elif user_column is None:
+            keep = ~(malformed & empty)
         else:
-            df = reader.text(paths)
-        return Batch(self.engine, df=df)
+            keep = None  # PERMISSIVE with the user's column: every row goes on, the malformed with their text
+        self._read_plan = _ReadPlan(
+            schema=self.schema if user_column else f"{self.schema}, {CORRUPT_COLUMN} string",
+            corrupt=corrupt,
+            internal=None if user_column else CORRUPT_COLUMN,
+            metrics=metrics,
+            keep=keep,
+        )
+        return self._read_plan
+
+    def _collect(self, wait: float) -> None:
+        """Add up the malformed rows of the batches whose Spark action has run (the observation is
+        complete then); wait up to `wait` seconds for the others."""
+        deadline = time.monotonic() + wait  # real time: the source's clock is for listing only
+        while True:
+            left = []
+            for observation in self._pending:
+                metrics = _observed(observation)
+                if metrics is None:
+                    left.append(observation)
+                    continue
+                self.records_read += int(metrics.get("rows") or 0)
+                self.records_malformed += int(metrics.get("malformed") or 0)
+            self._pending = left
+            if not left or time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ReadPlan:
+    """How a file source reads CSV or JSON that may hold malformed rows (FileSource._plan)."""
+
+    schema: str  # the DDL Spark reads with: the payload's, plus the internal corrupt-record column
+    corrupt: str  # the corrupt-record column Spark fills
+    internal: str | None  # that column when Sluice added it (dropped before the chain sees the rows)
+    metrics: tuple[Any, ...]  # observed per batch: rows, malformed, empty
+    keep: Any  # the condition of the rows that go on (None: all)
+
+
+def _quoted(column: str) -> str:
+    """A column name as Spark's col() takes it literally (dots and spaces included)."""
+    return "`" + column.replace("`", "``") + "`"
+
+
+def _observed(observation: Any) -> dict[str, Any] | None:
+    """An observation's metrics once its batch's first Spark action ended, else None (never blocks:
+    a batch that no operator materialized has none). A failed action counts nothing."""
+    try:
+        jvm_observation = getattr(observation, "_jo", None)
+        if jvm_observation is not None:  # classic Spark: the JVM object completes a future
+            if not jvm_observation.future().isCompleted():
+                return None
+            return dict(observation.get)
+        result = observation.get  # Spark Connect: {} until the action's result arrived
+        return dict(result) if result else None
+    except Exception as exc:  # noqa: BLE001 — a metric: the action's own failure fails the task
+        log.debug("malformed-row count unavailable: %s", exc)
+        return {}
 
 
 class GeneratorSource(Source):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import time
 
 import grpc
 import pytest
@@ -84,7 +86,11 @@ def test_other_errors_are_not_retried(monkeypatch):
 
 def test_gives_up_within_the_timeout(monkeypatch):
     stub = Stub([RpcError(grpc.StatusCode.UNAVAILABLE, "down")] * 100)
-    with pytest.raises(SluiceError, match=r"^the JobManager is unavailable \(jm:1: down\)$") as e:
+    with pytest.raises(
+        SluiceError,
+        match=r"^cannot reach a JobManager within 0.5s \(jm:1: down\). Is the cluster running\? "
+        r"\(--timeout SECONDS waits longer\)$",
+    ) as e:
         client_with(stub, monkeypatch, timeout=0.5).get("j1")
     assert e.value.code == grpc.StatusCode.UNAVAILABLE
     assert 2 <= stub.calls <= 6  # 0.1-0.2 s, then 0.2-0.3 s, ...: no sleep past the timeout
@@ -99,9 +105,113 @@ def test_no_leader_found_is_retried_then_reported(monkeypatch):
         raise SluiceError("no JobManager at jm:1 is leading", grpc.StatusCode.UNAVAILABLE)
 
     monkeypatch.setattr(client, "_connect", connect)
-    with pytest.raises(SluiceError, match=r"^the JobManager is unavailable \(no JobManager at jm:1 is leading\)$"):
+    with pytest.raises(
+        SluiceError, match=r"^cannot reach a JobManager within 0.3s \(no JobManager at jm:1 is leading\)"
+    ):
         client.get("j1")
     assert len(tries) >= 2
+
+
+# -- connect timeout and failover --------------------------------------------------------------
+def test_connect_timeout_bounds_the_search_until_a_jobmanager_answered(monkeypatch):
+    stub = Stub([RpcError(grpc.StatusCode.UNAVAILABLE, "connection refused")] * 100)
+    client = client_with(stub, monkeypatch, timeout=30.0)
+    client.connect_timeout = 0.4
+    started = time.monotonic()
+    with pytest.raises(SluiceError, match=r"^cannot reach a JobManager within 0.4s"):
+        client.get("j1")
+    assert time.monotonic() - started < 1.0
+
+
+def test_once_a_jobmanager_answered_an_outage_is_a_failover_followed_for_timeout(monkeypatch):
+    info = common_pb2.JobInfo(job_id="j1")
+    stub = Stub([info, *[RpcError(grpc.StatusCode.UNAVAILABLE, "down")] * 100])
+    client = client_with(stub, monkeypatch, timeout=1.5)
+    client.connect_timeout = 0.05  # less than the first backoff: would not retry at all
+    assert client.get("j1") == info
+    started = time.monotonic()
+    with pytest.raises(
+        SluiceError, match=r"^the JobManager is unavailable \(jm:1: down\); no leader answered within 1.5s$"
+    ):
+        client.get("j1")
+    assert 0.5 < time.monotonic() - started < 2.0  # the failover budget, not the connect timeout
+
+
+def test_a_standby_answering_means_a_cluster_is_there(monkeypatch):
+    info = common_pb2.JobInfo(job_id="j1")
+    standby = RpcError(grpc.StatusCode.UNAVAILABLE, "this JobManager is a standby and no leader is known yet")
+    stub = Stub([standby] * 2 + [info])
+    client = client_with(stub, monkeypatch, timeout=10.0)
+    client.connect_timeout = 0.05  # would give up at once, but a standby answered: an election is under way
+    assert client.get("j1") == info
+
+
+def test_the_client_tells_when_another_jobmanager_answers(monkeypatch):
+    info = common_pb2.JobInfo(job_id="j1")
+    client = JobManagerClient(jobmanagers=["jm:1", "jm:2"])
+    stub = Stub([info, RpcError(grpc.StatusCode.UNAVAILABLE, "gone"), info, info])
+    addresses = iter(["jm:1", "jm:2", "jm:2"])
+
+    def connect():
+        if client._stub is None:
+            client._address = next(addresses)
+            client._stub = stub
+        return stub
+
+    monkeypatch.setattr(client, "_connect", connect)
+    changes, outages = [], []
+    client.on_leader_change, client.on_unavailable = changes.append, outages.append
+    for _ in range(3):
+        client.get("j1")
+    assert changes == ["jm:2"] and outages == ["jm:1: gone"]
+
+
+def test_wait_prints_history_entries_and_leader_changes(monkeypatch, capsys):
+    running = common_pb2.JobInfo(job_id="j1", state=to_proto(JobStatus.RUNNING))
+    restarting = common_pb2.JobInfo(
+        job_id="j1", state=to_proto(JobStatus.RESTARTING), message="restarting after: ValueError: bad"
+    )
+    restarting.exceptions.add(time_ms=1, attempt=0, task="map (1/2)", cause="ValueError: bad", restarted=True)
+    failed = common_pb2.JobInfo(job_id="j1", state=to_proto(JobStatus.FAILED))
+    failed.exceptions.extend(restarting.exceptions)
+    failed.exceptions.add(time_ms=2, attempt=1, cause="TaskManager tm-1 lost: no heartbeat", restarted=False)
+    client = JobManagerClient(jobmanagers=["jm:1"])
+    answers = iter([("jm:1", running), ("jm:1", restarting), ("jm:2", restarting), ("jm:2", failed)])
+
+    def get(_job_id):
+        client._address, info = next(answers)
+        client._answered()
+        return info
+
+    monkeypatch.setattr(client, "get", get)
+    assert client.wait("j1", progress=True, poll=0) == failed
+    assert capsys.readouterr().err.splitlines() == [
+        "  j1: RUNNING",
+        "  j1: attempt 0 failed in task map (1/2): ValueError: bad (restarting)",
+        "  j1: RESTARTING — restarting after: ValueError: bad",
+        "  j1: leader changed: now jm:2",
+        "  j1: attempt 1 failed: TaskManager tm-1 lost: no heartbeat (not restarted)",
+        "  j1: FAILED",
+    ]
+    assert client.on_leader_change is None  # the hooks are the caller's again
+
+
+@pytest.mark.parametrize(
+    "where",
+    [{"jobmanager": "127.0.0.1:1"}, {"zookeeper": "127.0.0.1:1"}],
+    ids=["nothing-listening", "no-zookeeper"],
+)
+def test_an_unreachable_cluster_is_an_error_within_the_connect_timeout(where):
+    client = JobManagerClient.from_context({**where, "timeout": 1})
+    started = time.monotonic()
+    with pytest.raises(SluiceError, match=r"^cannot reach a JobManager within 1s .*Is the cluster running\?"):
+        client.list()
+    assert time.monotonic() - started < 3.0
+
+
+def test_bad_timeouts_are_refused():
+    with pytest.raises(SluiceError, match="timeouts must be positive"):
+        JobManagerClient(jobmanagers=["jm:1"], connect_timeout=0)
 
 
 # -- cluster.json ------------------------------------------------------------------------------
@@ -207,8 +317,24 @@ def test_status_json_contract():
         taskmanager="t:1",
         records_in=7,
         records_out=12_345_678_901,
+        records_sent=2_468,
+        records_malformed=3,
     )
     info.tasks.add(operator="sink", state=to_proto(ExecutionState.FAILED), error="Traceback")
+    info.exceptions.add(
+        time_ms=1_700_000_003_000,
+        attempt=0,
+        cause="TaskManager tm-1 lost: no heartbeat for 6s (timeout 6s)",
+        traceback="TaskManager tm-1 lost: no heartbeat for 6s (timeout 6s)",
+        restarted=True,
+    )
+    info.exceptions.add(
+        time_ms=1_700_000_004_000,
+        attempt=1,
+        task="sink (1/1)",
+        cause="ValueError: boom",
+        traceback="Traceback ...\nValueError: boom",
+    )
     expected = {
         "job_id": "j",
         "name": "n",
@@ -251,6 +377,8 @@ def test_status_json_contract():
                 "taskmanager": "t:1",
                 "records_in": 7,
                 "records_out": 12_345_678_901,
+                "records_sent": 2_468,
+                "records_malformed": 3,
             },
             {
                 "operator": "sink",
@@ -259,9 +387,105 @@ def test_status_json_contract():
                 "taskmanager": "",
                 "records_in": 0,
                 "records_out": 0,
+                "records_sent": 0,
+                "records_malformed": 0,
                 "error": "Traceback",
+            },
+        ],
+        "exceptions": [
+            {
+                "time": "2023-11-14T22:13:23+00:00",
+                "attempt": 0,
+                "task": "",
+                "cause": "TaskManager tm-1 lost: no heartbeat for 6s (timeout 6s)",
+                "traceback": "TaskManager tm-1 lost: no heartbeat for 6s (timeout 6s)",
+                "restarted": True,
+            },
+            {
+                "time": "2023-11-14T22:13:24+00:00",
+                "attempt": 1,
+                "task": "sink (1/1)",
+                "cause": "ValueError: boom",
+                "traceback": "Traceback ...\nValueError: boom",
+                "restarted": False,
             },
         ],
     }
     got = _job_dict(info)
     assert json.dumps(got, indent=2) == json.dumps(expected, indent=2)  # the same keys in the same order
+
+
+def test_status_prints_the_last_exceptions_with_their_cause_lines(monkeypatch, capsys):
+    from sluice.cli import main as cli
+
+    info = common_pb2.JobInfo(job_id="j", name="n", state=to_proto(JobStatus.FINISHED), restarts=6)
+    for attempt in range(7):
+        info.exceptions.add(
+            time_ms=1_700_000_000_000 + attempt,
+            attempt=attempt,
+            task="map [x] (1/2)",
+            cause=f"ValueError: [bad] record {attempt}",
+            traceback="long\ntraceback",
+            restarted=True,
+        )
+
+    class Client:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_exc):
+            pass
+
+        def get(self, _job_id):
+            return info
+
+    monkeypatch.setattr(cli.JobManagerClient, "from_context", staticmethod(lambda _ctx: Client()))
+    monkeypatch.setattr(cli, "console", cli.Console(width=200))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["status", "j"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert "exceptions (most recent last, 2 earlier in status --json)" in out
+    assert "ValueError: [bad] record 6" in out and "ValueError: [bad] record 2" in out and "record 1" not in out
+    assert "map [x] (1/2)" in out and "traceback" not in out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["status", "j1"], ["list"], ["cancel", "j1"], ["run", "JOBFILE"]],
+    ids=lambda c: c[0],
+)
+@pytest.mark.parametrize("where", ["nothing-listening", "dead-cluster"])
+def test_client_commands_against_an_unreachable_cluster_fail_within_the_timeout(
+    command, where, tmp_path, monkeypatch, capsys
+):
+    """A killed cluster (cluster.json left behind, nothing answers) or an address nothing listens on."""
+    from sluice.cli.main import main
+
+    job = tmp_path / "job.py"
+    job.write_text(
+        "from sluice.api import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "env.from_collection([{'k': 1}]).print()\n"
+        "env.execute('tiny')\n"
+    )
+    monkeypatch.setattr(sys, "argv", ["sluice"])  # `run` sets sys.argv for the job file
+    monkeypatch.setattr(sys, "path", list(sys.path))  # ... and puts its directory first
+    dead = {**CLUSTER_JSON, "zookeeper": "127.0.0.1:1"}
+    dead["processes"] = [{**p, "address": "127.0.0.1:1"} for p in CLUSTER_JSON["processes"]]
+    ClusterFile.from_json(dead, "cluster.json").write(str(tmp_path))
+    target = ["--jobmanager", "127.0.0.1:1"] if where == "nothing-listening" else ["--cluster-dir", str(tmp_path)]
+    args = [str(job) if a == "JOBFILE" else a for a in command]
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as e:
+        main([*args, *target, "--timeout", "0.5"])
+    assert e.value.code == 1 and time.monotonic() - started < 3.0
+    assert "cannot reach a JobManager within 0.5s" in capsys.readouterr().err
+
+
+def test_a_stopped_cluster_says_how_to_start_one(tmp_path, capsys):
+    from sluice.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["status", "j1", "--cluster-dir", str(tmp_path)])
+    assert e.value.code == 1 and "no cluster found" in capsys.readouterr().err

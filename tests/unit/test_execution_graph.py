@@ -17,13 +17,14 @@ from jobmanager.scheduler.execution_graph import (
     Ignored,
     JobStatusChanged,
     JobTerminated,
+    RootCause,
     SlotsAssigned,
     TaskManagerLost,
     TaskStateReported,
     Tick,
 )
 from jobmanager.scheduler.slot_pool import SlotId
-from sluice.states import ExecutionState, IllegalTransition, JobStatus
+from sluice.states import ExecutionState, FailureCause, IllegalTransition, JobStatus
 
 JOB = "job1"
 TIMEOUT = 10.0
@@ -52,7 +53,7 @@ def running_graph() -> ExecutionGraph:
 
 
 def snapshot(g: ExecutionGraph):
-    return copy.deepcopy((g.state, g.failure, g._ending_since, g.executions))
+    return copy.deepcopy((g.state, g.failure, g.root_cause, g._ending_since, g.executions))
 
 
 def task_states(g: ExecutionGraph) -> dict:
@@ -182,6 +183,32 @@ def test_first_failure_stays_the_root_cause():
     [term] = terminations(actions)
     assert term.state == JobStatus.FAILED
     assert "first boom" in term.failure and "second boom" not in term.failure
+
+
+def test_root_cause_names_the_first_failure_its_task_and_reported_cause():
+    g = running_graph()
+    assert g.root_cause is None
+    g.handle(TaskStateReported(AGG1, "FAILED", TRACEBACK, now=2.0, cause=FailureCause.NON_RECOVERABLE))
+    g.handle(TaskStateReported(SRC0, "FAILED", "second boom", now=2.5, cause=FailureCause.TASK_ERROR))
+    assert g.root_cause == RootCause("aggregate (2/2)", "agg", TRACEBACK, FailureCause.NON_RECOVERABLE)
+
+
+@pytest.mark.parametrize(
+    ("event", "root"),
+    [
+        (TaskManagerLost("tm-b", "no heartbeat", 2.0), RootCause("", "", "TaskManager tm-b lost: no heartbeat")),
+        (GlobalFailure("checkpointing failed: x", 2.0), RootCause("", "", "checkpointing failed: x")),
+        (DeploymentFailed(SRC1, "refused", 2.0), RootCause("source -> map (2/2)", "src", "deployment failed: refused")),
+        (
+            TaskStateReported(SRC1, "CANCELED", "killed", 2.0),
+            RootCause("source -> map (2/2)", "src", "task source -> map (2/2) was cancelled unexpectedly: killed"),
+        ),
+    ],
+)
+def test_root_cause_of_failures_no_task_reported(event, root):
+    g = running_graph()
+    g.handle(event)
+    assert g.root_cause == root  # no reported cause: never taken for a task error
 
 
 def test_failure_of_the_last_running_task_fails_the_job_at_once():

@@ -1,7 +1,8 @@
 """FileSource with monitor_interval: files that appear later are read once,
 by exactly one subtask, and a restored source reads only what its checkpoint
 had not. Spark is replaced by a reader that records the paths it is asked
-for; the clock is an input."""
+for; the clock is an input. Also: how the source adds up malformed rows from
+its batches' observations, without Spark."""
 
 from __future__ import annotations
 
@@ -14,22 +15,11 @@ from sluice.api import FileSink, StreamExecutionEnvironment
 from taskmanager.operators.sources import IDLE, FileSource
 
 
-class Reader:
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
+class PathsSource(FileSource):
+    """A FileSource whose batches are the lists of paths it would hand to Spark."""
 
-    def schema(self, _ddl):
-        return self
-
-    def json(self, paths):
-        self.calls.append([os.path.basename(p) for p in paths])
+    def _read(self, paths: list[str]):
         return paths
-
-
-class Engine:
-    def __init__(self) -> None:
-        self.spark = type("Spark", (), {})()
-        self.spark.read = Reader()
 
 
 class Clock:
@@ -55,7 +45,7 @@ def source(directory, subtask=0, parallelism=1, clock=None) -> FileSource:
         "suffix": ".jsonl",
         "monitor_interval": 1.0,
     }
-    return FileSource(payload, subtask, parallelism, Engine(), clock=clock or Clock())
+    return PathsSource(payload, subtask, parallelism, engine=None, clock=clock or Clock())
 
 
 def read_all(src: FileSource) -> list[str]:
@@ -130,9 +120,59 @@ def test_bad_monitor_interval_is_rejected_with_what_to_fix(tmp_path, bad):
 def test_a_monitored_directory_may_start_empty_but_a_bounded_one_may_not(tmp_path):
     def job(monitor):
         env = StreamExecutionEnvironment()
-        env.from_files(str(tmp_path), monitor_interval_ms=monitor).sink_to(FileSink(str(tmp_path / "out")))
+        env.from_files(str(tmp_path), monitor_interval_ms=monitor, schema="url string").sink_to(
+            FileSink(str(tmp_path / "out"))
+        )
         return env.get_job_graph("j")
 
     graph.validate(job(500), check_paths=True)
     with pytest.raises(graph.JobValidationError, match="no input files"):
         graph.validate(job(None), check_paths=True)
+
+
+def test_a_monitored_directory_that_starts_empty_needs_a_schema(tmp_path):
+    env = StreamExecutionEnvironment()
+    with pytest.raises(ValueError, match="needs schema=") as info:
+        env.from_files(str(tmp_path), format="csv", monitor_interval_ms=100)
+    assert str(tmp_path) in str(info.value)
+    env.from_files(str(tmp_path), format="text", monitor_interval_ms=100)  # text always has its one column
+
+
+# -- malformed rows: the source adds up its batches' observations --------------------------------
+class Future:
+    def __init__(self) -> None:
+        self.completed = False
+
+    def isCompleted(self) -> bool:  # the JVM future's method name
+        return self.completed
+
+
+class Observation:
+    """What pyspark's Observation offers the source: the JVM object's future, and `get`."""
+
+    def __init__(self, rows: int, malformed: int, fails: bool = False) -> None:
+        self._jo = type("JvmObservation", (), {})()
+        self.future = Future()
+        self._jo.future = lambda: self.future
+        self.metrics, self.fails = {"rows": rows, "malformed": malformed, "empty": 0}, fails
+
+    @property
+    def get(self) -> dict:
+        if self.fails:
+            raise RuntimeError("the batch's Spark job failed")
+        return self.metrics
+
+
+def test_malformed_rows_are_counted_once_each_batch_has_run(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"url": "/a"}\n')
+    src = source(tmp_path)
+    first, second, broken = Observation(10, 2), Observation(5, 1), Observation(7, 7, fails=True)
+    src._pending = [first, second, broken]
+    src.batch_done(0.0)  # no action ran yet: nothing is known, nothing blocks
+    assert (src.records_malformed, src.records_read, len(src._pending)) == (0, 0, 3)
+    first.future.completed = broken.future.completed = True
+    src.batch_done(0.0)
+    assert (src.records_malformed, src.records_read, src._pending) == (2, 10, [second])
+    second.future.completed = True
+    src.batch_done(0.0)
+    assert (src.records_malformed, src.records_read, src._pending) == (3, 15, [])

@@ -70,7 +70,7 @@ def test_key_by_breaks_the_chain_with_a_hash_edge():
     env.from_generator(gen).map(upper).key_by("url").count().print()
     job = env.get_job_graph()
     payloads = graph.validate(job)
-    assert payloads["3-aggregate"] == {"key": "url", "aggs": {"count": ("count", "*")}}
+    assert payloads["3-aggregate"] == {"keys": ["url"], "aggs": {"count": ("count", "*")}}
     assert chains_of(job) == [
         (("1-source_generator", "2-map"), 2),
         (("3-aggregate", "4-sink_print"), 2),
@@ -155,7 +155,7 @@ def test_rebalance_forces_a_non_forward_edge_at_equal_parallelism():
 def test_chains_come_in_topological_order():
     env = StreamExecutionEnvironment()
     env.set_parallelism(2)
-    env.from_collection([{"k": 1}]).key_by("k").sum("v").map(upper).print()
+    env.from_collection([{"k": 1, "v": 2}]).key_by("k").sum("v").map(upper).print()
     job = env.get_job_graph()
     graph.validate(job)
     order = graph.topological_order(job)
@@ -358,8 +358,15 @@ def test_hash_edge_without_key():
 
 def test_unknown_aggregation_function():
     env = StreamExecutionEnvironment()
-    env.from_generator(gen).key_by("url").aggregate(p50=("median", "ts")).print()
-    assert field_of(env.get_job_graph()) == "operators[1].aggs.p50"
+    with pytest.raises(
+        ValueError, match=r"aggregate\(p50=...\): unknown function 'median'; known: count, sum, min, max, avg"
+    ):
+        env.from_generator(gen).key_by("url").aggregate(p50=("median", "ts"))
+    env = StreamExecutionEnvironment()  # the JobManager checks a graph built otherwise too
+    env.from_generator(gen).key_by("url").aggregate(p50=("max", "ts")).print()
+    job = env.get_job_graph()
+    job.operators[1].payload = graph.dumps_payload({"keys": ["url"], "aggs": {"p50": ("median", "ts")}})
+    assert field_of(job) == "operators[1].aggs.p50"
 
 
 def test_edge_to_unknown_operator():
@@ -384,3 +391,229 @@ def test_max_parallelism_out_of_range():
     job = valid_env().get_job_graph()
     job.max_parallelism = graph.MAX_MAX_PARALLELISM + 1
     assert field_of(job) == "max_parallelism"
+
+
+# -- composite keys ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args", [("country", "device"), (["country", "device"],), (("country", "device"),)], ids=["args", "list", "tuple"]
+)
+def test_a_composite_key_hashes_by_every_column_and_keeps_them_in_the_output(args):
+    env = StreamExecutionEnvironment()
+    env.from_collection([{"country": "DE", "device": "phone", "v": 1}]).key_by(*args).sum("v").print()
+    job = env.get_job_graph()
+    payloads = graph.validate(job)
+    assert edges_of(job)[0] == ("1-source_collection", "2-aggregate", "hash", "country,device")
+    assert payloads["2-aggregate"] == {"keys": ["country", "device"], "aggs": {"v": ("sum", "v")}}
+    assert job.operators[1].name == "aggregate by country, device"
+    assert job.operators[1].output_schema == "country string, device string, v bigint"
+
+
+def test_an_aggregate_must_follow_a_key_by_of_the_same_columns_in_the_same_order():
+    env = StreamExecutionEnvironment()
+    env.from_generator(gen).key_by("country", "device").count().print()
+    job = env.get_job_graph()
+    job.edges[0].keys[:] = ["device", "country"]
+    with pytest.raises(JobValidationError, match=r"operators\[1\]: aggregate '2-aggregate' must follow key_by\("):
+        graph.validate(job)
+
+
+class Column:
+    """Stands in for a pyspark Column (building a real one needs a SparkContext)."""
+
+    def __repr__(self) -> str:
+        return "Column<'country'>"
+
+
+USAGE = 'key_by() takes column names: key_by("a") or key_by("a", "b") or key_by(["a", "b"])'
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((), TypeError, "key_by() got no column; "),
+        (([],), TypeError, "key_by() got no column; "),
+        ((5,), TypeError, "key_by(): argument 1 is a int (5), not a column name; "),
+        (("a", None), TypeError, "key_by(): argument 2 is a NoneType (None), not a column name; "),
+        ((["a", 5],), TypeError, "key_by([...]): item 2 is a int (5), not a column name; "),
+        ((["a"], "b"), TypeError, "key_by(): argument 1 is a list (['a']; pass one list, or names as separate"),
+        (("",), ValueError, "key_by(): argument 1 is an empty string, not a column name; "),
+        ((["a", " "],), ValueError, "key_by([...]): item 2 is an empty string, not a column name; "),
+        (("a", "a"), ValueError, "key_by(): argument 2: column 'a' is given twice; "),
+        ((Column(),), TypeError, "key_by(): argument 1 is a pyspark Column (Column<'country'>; select() it into"),
+        ((upper,), TypeError, "key_by(): argument 1 is a function (upper; key selectors are column names)"),
+    ],
+)
+def test_bad_key_by_arguments_are_refused_in_the_client(args, error, message):
+    stream = StreamExecutionEnvironment().from_generator(gen)
+    with pytest.raises(error) as info:
+        stream.key_by(*args)
+    assert str(info.value).startswith(message)
+    assert str(info.value).endswith(USAGE)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda k: k.sum("k"), "aggregate(k=...): 'k' is also a key column"),
+        (lambda k: k.aggregate(__n=("count", "*")), "aggregate(__n=...): names starting with '__' are reserved"),
+        (lambda k: k.aggregate(t="sum"), "aggregate(t=...): expected a (function, column) pair"),
+        (lambda k: k.aggregate(), "aggregate() needs at least one output"),
+        (lambda k: k.sum(None), "sum() takes a column name"),
+        (lambda k: k.avg(""), "avg() takes a column name"),
+    ],
+)
+def test_bad_aggregates_are_refused_in_the_client(call, message):
+    keyed = StreamExecutionEnvironment().from_generator(gen).key_by("k")
+    with pytest.raises((TypeError, ValueError)) as info:
+        call(keyed)
+    assert message in str(info.value)
+
+
+def test_the_jobmanager_refuses_bad_aggregate_payloads():
+    env = StreamExecutionEnvironment()
+    env.from_generator(gen).key_by("k").count().print()
+    job = env.get_job_graph()
+    for payload, field in [
+        ({"keys": [], "aggs": {"n": ("count", "*")}}, "operators[1].keys"),
+        ({"keys": ["k", "k"], "aggs": {"n": ("count", "*")}}, "operators[1].keys"),
+        ({"keys": ["k"], "aggs": {"k": ("count", "*")}}, "operators[1].aggs.k"),
+        ({"keys": ["k"], "aggs": {"n": "count"}}, "operators[1].aggs.n"),
+    ]:
+        job.operators[1].payload = graph.dumps_payload(payload)
+        assert field_of(job) == field, payload
+    job.operators[1].payload = graph.dumps_payload({"key": "k", "aggs": {"n": ("count", "*")}})
+    graph.validate(job)  # a payload of a job graph built before composite keys
+    job.edges[0].keys[:] = ["k", "k"]
+    assert field_of(job) == "edges[0].keys"
+
+
+# -- schemas known at submit ------------------------------------------------------------
+def schemas_of(job) -> dict[str, str]:
+    return {op.id: op.output_schema for op in job.operators}
+
+
+def test_schemas_are_derived_through_a_pipeline(tmp_path):
+    env = StreamExecutionEnvironment()
+    events = env.from_files(str(tmp_path), format="csv", schema="country string, device string, v long, ts bigint")
+    picked = events.filter("v > 0").select("country", "device", "v", "ts AS t", "v * 2 AS v2")
+    keyed = picked.key_by("country", "device")
+    keyed.aggregate(n=("count", "*"), total=("sum", "v"), mean=("avg", "v"), last=("max", "t")).sink_to(
+        FileSink(str(tmp_path / "out"), columns=("country", "device", "total", "mean"))
+    )
+    assert keyed._stream.schema is not None and keyed._stream.schema.names == ["country", "device", "v", "t", "v2"]
+    assert schemas_of(env.get_job_graph()) == {
+        "1-source_files": "country string, device string, v bigint, ts bigint",
+        "2-filter": "country string, device string, v bigint, ts bigint",
+        "3-select": "country string, device string, v bigint, t bigint, v2 unknown",
+        "4-aggregate": "country string, device string, n bigint, total bigint, mean double, last bigint",
+        "5-sink_file": "",
+    }
+
+
+def test_sources_and_bodies_without_a_known_schema():
+    env = StreamExecutionEnvironment()
+    rows = env.from_collection([{"url": "/a", "n": 1, "x": 0.5}])
+    unknown = env.from_generator(gen)
+    declared = env.from_generator(gen, schema="url string, n long")
+    rows.map(upper).print()
+    rows.map(upper, output_schema="url string, len int").flat_map(upper).print()
+    declared.union(rows.select("url", "n")).print()
+    declared.union(unknown).print()
+    unknown.key_by("k").sum("v").print()
+    assert schemas_of(env.get_job_graph()) == {
+        "1-source_collection": "url string, n bigint, x double",
+        "2-source_generator": "",
+        "3-source_generator": "url string, n bigint",
+        "4-map": "",
+        "5-sink_print": "",
+        "6-map": "url string, len int",
+        "7-flat_map": "",
+        "8-sink_print": "",
+        "9-select": "url string, n bigint",
+        "10-map": "url string, n bigint",  # the union
+        "11-sink_print": "",
+        "12-map": "",  # union with an unknown input
+        "13-sink_print": "",
+        "14-aggregate": "k unknown, v unknown",  # the names are known after all
+        "15-sink_print": "",
+    }
+    graph.validate(env.get_job_graph())
+
+
+def test_text_files_have_one_value_column(tmp_path):
+    env = StreamExecutionEnvironment()
+    env.from_files(str(tmp_path), format="text").print()
+    assert env.get_job_graph().operators[0].output_schema == "value string"
+
+
+def test_bad_declared_schemas_are_refused_in_the_client():
+    env = StreamExecutionEnvironment()
+    with pytest.raises(ValueError, match=r"map\(output_schema=...\): column 'n': unknown type 'lng'"):
+        env.from_generator(gen).map(upper, output_schema="n lng")
+    with pytest.raises(TypeError, match=r"from_generator\(schema=...\): a schema is a DDL string"):
+        env.from_generator(gen, schema=["n long"])
+    assert list(env._operators) == ["1-source_generator"]  # nothing half-added
+
+
+def rejected(env) -> str:
+    """The message of the JobValidationError for env's job, as `invalid job: ...` shows it."""
+    with pytest.raises(JobValidationError) as info:
+        graph.validate(env.get_job_graph(), check_paths=False)
+    return str(info.value)
+
+
+def test_a_wrong_sink_column_is_rejected_with_the_columns_there_are():
+    env = StreamExecutionEnvironment()
+    src = env.from_collection([{"k": "a", "v": 1}])
+    src.filter("v > 0").key_by("k").sum("v").sink_to(FileSink("/tmp/out", columns=("k", "sum")))
+    assert rejected(env) == "operators[3].columns: no column 'sum'; columns are: k, v"
+
+
+def test_a_wrong_key_column_is_rejected_on_its_edge():
+    env = StreamExecutionEnvironment()
+    env.from_collection([{"k": "a", "v": 1}]).map(upper, output_schema="k string, v bigint").key_by(
+        "k", "dev"
+    ).count().print()
+    assert rejected(env) == "edges[1].keys: no column 'dev'; columns are: k, v"
+
+
+def test_a_wrong_aggregate_input_is_rejected_on_its_output():
+    env = StreamExecutionEnvironment()
+    env.from_collection([{"k": "a", "v": 1}]).key_by("k").aggregate(n=("count", "*"), total=("sum", "w")).print()
+    assert rejected(env) == "operators[1].aggs.total: no column 'w'; columns are: k, v"
+
+
+@pytest.mark.parametrize("fn", ["sum", "avg"])
+def test_sum_and_avg_of_a_non_numeric_column_are_rejected(fn):
+    env = StreamExecutionEnvironment()
+    env.from_collection([{"k": "a", "url": "/a"}]).key_by("k").aggregate(m=(fn, "url")).print()
+    assert rejected(env) == f"operators[1].aggs.m: {fn} needs a numeric column; 'url' is string"
+
+
+def test_min_max_count_take_any_column():
+    env = StreamExecutionEnvironment()
+    env.from_collection([{"k": "a", "url": "/a"}]).key_by("k").aggregate(
+        lo=("min", "url"), hi=("max", "url"), n=("count", "url")
+    ).print()
+    graph.validate(env.get_job_graph())
+
+
+def test_unknown_schemas_skip_the_checks():
+    env = StreamExecutionEnvironment()
+    src = env.from_collection([{"k": "a", "v": 1}]).map(upper)  # the body may add any column
+    src.key_by("dev").aggregate(total=("sum", "w"), m=("avg", "x")).sink_to(FileSink("/tmp/out", columns=("dev", "m")))
+    graph.validate(env.get_job_graph())
+
+
+def test_the_jobmanager_checks_the_carried_schemas_not_the_payloads():
+    env = StreamExecutionEnvironment()
+    env.from_collection([{"k": "a", "v": 1}]).key_by("k").sum("v").sink_to(FileSink("/tmp/out", columns=("k", "v")))
+    job = env.get_job_graph()
+    graph.validate(job)
+    job.operators[1].output_schema = "k string, total bigint"
+    with pytest.raises(JobValidationError, match=r"^operators\[2\]\.columns: no column 'v'; columns are: k, total$"):
+        graph.validate(job)
+    job.operators[1].output_schema = ""  # unknown: no check
+    graph.validate(job)
+    job.operators[1].output_schema = "k strng"
+    assert field_of(job) == "operators[1].output_schema"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from jobmanager.job_master import JobMaster
+from jobmanager.job_master import HISTORY_SIZE, TRACEBACK_LIMIT, JobMaster
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.api import StreamExecutionEnvironment
-from sluice.states import JobStatus
+from sluice.states import FailureCause, JobStatus
 
 
 class Gateway:
@@ -163,3 +163,183 @@ def test_cancel_while_failing_ends_canceled_not_restarting():
     cancelled(jm, eids, 1.2)
     jm.tick(5.0)
     assert jm.state == "CANCELED" and jm.attempt == 0
+
+
+# -- failure classification and exception history ----------------------------------------------
+# The rule (jobmanager/scheduler/restart_strategy.py): a task's NON_RECOVERABLE report fails the
+# job at once; the same task error from the same operator on 2 consecutive attempts with no
+# checkpoint completed in between fails it too. Neither uses an attempt of the restart strategy.
+IMPORT_ERROR = (
+    "Traceback (most recent call last):\n"
+    '  File "taskmanager/task.py", line 198, in _setup\n'
+    "    payload = graph.loads_payload(spec.payload)\n"
+    "ModuleNotFoundError: No module named 'my_helpers'\n"
+)
+
+
+def bad_record(n: int = 1) -> str:
+    frame = '  File "job.py", line 3, in body\n    raise ValueError\n'
+    return f"Traceback (most recent call last):\n{frame}ValueError: bad record {n}\n"
+
+
+def restarting_job(attempts: int = 3, **config) -> tuple[JobMaster, Gateway]:
+    config = {
+        "restart-strategy.fixed-delay.attempts": str(attempts),
+        "restart-strategy.fixed-delay.delay": "0",
+        **config,
+    }
+    gw = Gateway()
+    jm = JobMaster("j1", job_graph(**config), gw, None)
+    jm.start(0.0)
+    return jm, gw
+
+
+def fail_attempt(jm: JobMaster, gw: Gateway, now: float, error: str, cause=FailureCause.TASK_ERROR, task: int = 0):
+    """Run the current attempt, fail task `task` with `error`, stop the others, and tick."""
+    eids = running(jm, gw, now)
+    jm.on_task_state(eids[task], "FAILED", error, (0, 0), False, now + 0.1, cause=cause)
+    cancel_others(jm, eids, eids[task], now + 0.2)
+    jm.tick(now + 0.3)
+
+
+def cancel_others(jm: JobMaster, eids: list[str], failed: str, now: float) -> None:
+    for eid in eids:
+        if eid != failed:
+            jm.on_task_state(eid, "CANCELED", "", (0, 0), False, now)
+
+
+def test_non_recoverable_report_fails_the_job_at_once_without_using_an_attempt():
+    jm, gw = restarting_job()
+    eids = running(jm, gw, 0.0)
+    jm.on_task_state(eids[0], "FAILED", IMPORT_ERROR, (0, 0), False, 1.0, cause=FailureCause.NON_RECOVERABLE)
+    assert jm.state == JobStatus.RUNNING  # winding down, and saying it will not restart
+    assert "will not restart: non-recoverable error (ModuleNotFoundError) in task" in jm.info(0).message
+    cancel_others(jm, eids, eids[0], 1.1)
+    assert jm.state == JobStatus.FAILED and jm.restarts == 0 and jm.restart.restarts == 0
+    assert jm.failure.endswith("(not restarted: non-recoverable error (ModuleNotFoundError) in task collection (1/1))")
+    (entry,) = jm.info(0).exceptions
+    assert (entry.attempt, entry.task, entry.cause, entry.restarted) == (
+        0,
+        "collection (1/1)",
+        "ModuleNotFoundError: No module named 'my_helpers'",
+        False,
+    )
+    assert entry.traceback == IMPORT_ERROR and entry.time_ms > 0
+
+
+def test_same_error_on_two_consecutive_attempts_is_deterministic():
+    jm, gw = restarting_job(attempts=3)
+    fail_attempt(jm, gw, 0.0, bad_record(), task=1)  # print (1/2)
+    assert jm.state == JobStatus.RESTARTING and jm.restarts == 1
+    fail_attempt(jm, gw, 1.0, bad_record(), task=2)  # print (2/2): another subtask of the same operator
+    assert jm.state == JobStatus.FAILED and jm.restarts == 1 and jm.restart.restarts == 1
+    assert jm.failure.endswith(
+        "(not restarted: the same error in task print on 2 consecutive attempts with no checkpoint "
+        "completed in between: a deterministic error (ValueError: bad record 1))"
+    )
+    assert [(e.attempt, e.task, e.cause, e.restarted) for e in jm.info(0).exceptions] == [
+        (0, "print (1/2)", "ValueError: bad record 1", True),
+        (1, "print (2/2)", "ValueError: bad record 1", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("errors", "cause"),
+    [
+        ([bad_record(1), bad_record(2), bad_record(1)], FailureCause.TASK_ERROR),  # not the same error twice in a row
+        (["ConnectionResetError: [Errno 104] Connection reset by peer"] * 3, FailureCause.TASK_ERROR),  # transient
+        (["ChannelError: stream from 127.0.0.1:7 broke"] * 3, FailureCause.PEER_UNREACHABLE),
+        ([bad_record()] * 3, None),  # a report without a cause is not counted
+    ],
+)
+def test_transient_or_different_failures_use_the_restart_strategy(errors, cause):
+    jm, gw = restarting_job(attempts=3)
+    for i, error in enumerate(errors):
+        fail_attempt(jm, gw, float(i), error, cause=cause)
+    assert jm.state == JobStatus.RESTARTING and jm.restarts == 3
+    fail_attempt(jm, gw, 9.0, "ValueError: other")
+    assert jm.state == JobStatus.FAILED and "restart attempts exhausted (3 of 3)" in jm.failure
+
+
+def test_lost_taskmanager_is_transient_and_in_the_history():
+    jm, gw = restarting_job(attempts=3)
+    for i in range(3):
+        running(jm, gw, float(i))
+        jm.on_tm_lost("tm-1", "no heartbeat for 6s (timeout 6s)", float(i) + 0.1)
+        jm.tick(float(i) + 20.0)  # the other task does not answer the cancel: the cancel timeout ends it
+        jm.tick(float(i) + 20.1)
+    assert jm.restarts == 3
+    entries = jm.info(0).exceptions
+    assert [(e.task, e.cause, e.restarted) for e in entries] == [
+        ("", "TaskManager tm-1 lost: no heartbeat for 6s (timeout 6s)", True)
+    ] * 3
+
+
+def test_a_completed_checkpoint_between_two_equal_errors_keeps_restarting(tmp_path):
+    jm, gw = restarting_job(
+        attempts=3, **{"execution.checkpointing.interval": "100ms", "state.checkpoints.dir": str(tmp_path)}
+    )
+    fail_attempt(jm, gw, 0.0, bad_record())
+    eids = running(jm, gw, 1.0)
+    jm.tick(2.0)  # triggers a checkpoint
+    assert any(method == "TriggerCheckpoint" for method, _ in gw.calls)
+    for eid in eids:
+        jm.on_ack(eid, 1, b"{}", 0, 2.1)
+    assert jm.latest is not None and jm.latest.checkpoint_id == 1  # completed: the job made progress
+    jm.on_task_state(eids[0], "FAILED", bad_record(), (0, 0), False, 3.0, cause=FailureCause.TASK_ERROR)
+    cancel_others(jm, eids, eids[0], 3.1)
+    jm.tick(3.2)
+    assert jm.state == JobStatus.RESTARTING and jm.restarts == 2
+    fail_attempt(jm, gw, 4.0, bad_record())  # no checkpoint since the last one: deterministic now
+    assert jm.state == JobStatus.FAILED and "a deterministic error" in jm.failure
+
+
+def test_a_recovered_job_that_finishes_keeps_why_it_restarted():
+    records = []
+
+    class Ha:
+        def put_job_result(self, _guard, job_id, info):
+            records.append((job_id, info))
+
+    jm, gw = restarting_job(**{"restart-strategy.fixed-delay.delay": "1s"})
+    gw.ha = Ha()
+    fail_attempt(jm, gw, 0.0, bad_record())
+    assert jm.info(0).message == "restarting after: ValueError: bad record 1"  # its exception line
+    jm.tick(1.1)
+    for eid in running(jm, gw, 1.2):
+        jm.on_task_state(eid, "FINISHED", "", (0, 0), False, 2.0)
+    info = jm.info(0)
+    assert info.failure == ""  # a FINISHED job has no failure: the history says why it restarted
+    assert [(e.attempt, e.task, e.cause, e.restarted) for e in info.exceptions] == [
+        (0, "collection (1/1)", "ValueError: bad record 1", True)
+    ]
+    (job_id, stored), *_ = records  # the job result store keeps the history across a failover
+    assert job_id == "j1" and list(stored.exceptions) == list(info.exceptions)
+
+
+def test_history_is_bounded():
+    jm, gw = restarting_job(
+        **{
+            "restart-strategy": "exponential-delay",
+            "restart-strategy.exponential-delay.initial-backoff": "1ms",
+            "restart-strategy.exponential-delay.max-backoff": "1ms",
+        }
+    )
+    long_error = "x" * 100_000 + "\n" + bad_record()
+    for i in range(40):
+        fail_attempt(jm, gw, float(i) * 100, long_error if i == 39 else bad_record(i))
+    entries = jm.info(0).exceptions
+    assert len(entries) == HISTORY_SIZE and [e.attempt for e in entries] == list(range(8, 40))
+    last = entries[-1].traceback
+    assert len(last) < TRACEBACK_LIMIT + 100 and "characters cut" in last and last.endswith(bad_record())
+    assert entries[-1].cause == "ValueError: bad record 1"  # the exception line survives the cut
+
+
+def test_cancel_while_failing_records_the_failure_as_not_restarted():
+    jm, gw = restarting_job()
+    eids = running(jm, gw, 0.0)
+    jm.on_task_state(eids[0], "FAILED", bad_record(), (0, 0), False, 1.0, cause=FailureCause.TASK_ERROR)
+    jm.cancel(1.05)
+    cancel_others(jm, eids, eids[0], 1.2)
+    assert jm.state == JobStatus.CANCELED
+    assert [(e.cause, e.restarted) for e in jm.info(0).exceptions] == [("ValueError: bad record 1", False)]

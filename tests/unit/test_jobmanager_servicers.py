@@ -135,13 +135,15 @@ def test_heartbeat_metrics_find_their_job_by_job_id(dispatcher):
         resource_id="tm-a",
         leader_session_id=SESSION,
         tasks=[
-            jobmanager_pb2.TaskMetrics(job_id=job_id, execution_id=eids[0], records_in=5, records_out=3),
+            jobmanager_pb2.TaskMetrics(
+                job_id=job_id, execution_id=eids[0], records_in=5, records_out=3, records_sent=2, records_malformed=1
+            ),
             jobmanager_pb2.TaskMetrics(job_id="another-job", execution_id=eids[1], records_in=9, records_out=9),
         ],
     )
     resp, _ = call(rm(dispatcher).Heartbeat, request)
     assert resp.known
-    assert dispatcher._jobs[job_id].metrics == {eids[0]: (5, 3)}
+    assert dispatcher._jobs[job_id].metrics == {eids[0]: (5, 3, 2, 1)}
 
 
 def test_a_peer_unreachable_failure_probes_exactly_that_peer(dispatcher):

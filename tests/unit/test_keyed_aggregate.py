@@ -1,10 +1,16 @@
 """KeyedAggregate fed Arrow batches of producer partials (no Spark): the running
-update stream it emits, batch after batch."""
+update stream it emits, batch after batch, for one key column and for a composite
+key with avg; its combiner; the producer dropping rows with a null key."""
+
+import logging
 
 import pyarrow as pa
 import pytest
 
-from taskmanager.operators.keyed_aggregate import KEY_GROUP, KeyedAggregate
+from sluice.graph import Partitioning
+from taskmanager.network.partition import ResultPartition
+from taskmanager.network.record_writer import RecordWriter
+from taskmanager.operators.keyed_aggregate import KEY_GROUP, KeyedAggregate, combine
 from taskmanager.spark_engine import Batch
 
 AGGS = {"n": ("count", "*"), "total": ("sum", "bytes"), "first": ("min", "ts"), "last": ("max", "ts")}
@@ -243,3 +249,140 @@ def test_restore_without_a_snapshot_starts_empty():
     op.restore_table(None)
     assert op.state == {}
     assert updates(op.process(batch([("/a", 2)], ("n",)))) == {"/a": (2,)}
+
+
+def test_a_one_column_key_snapshots_in_the_same_format_as_before():
+    """Checkpoints taken before composite keys and avg existed restore unchanged."""
+    op = new_op({"n": ("count", "*"), "total": ("sum", "bytes")})
+    op.process(batch([("/a", 2, 10)], ("n", "total")))
+    snap = op.snapshot_table()
+    assert snap.column_names == ["url", KEY_GROUP, "n", "total"]
+    assert snap.to_pylist() == [{"url": "/a", KEY_GROUP: kg("/a"), "n": 2, "total": 10}]
+    assert op.state == {"/a": [kg("/a"), 2, 10]}  # keyed by the plain value
+
+
+# -- composite keys and avg -------------------------------------------------------------------
+KEYS = ("country", "device")
+AGGS2 = {"n": ("count", "*"), "total": ("sum", "v"), "mean": ("avg", "v"), "hi": ("max", "v")}
+
+
+def rows_table(rows) -> pa.Table:
+    """Raw rows (country, device, v) as the producer's Spark projection hands them to the combiner."""
+    return pa.table(
+        {
+            "country": pa.array([r[0] for r in rows], pa.string()),
+            "device": pa.array([r[1] for r in rows], pa.string()),
+            KEY_GROUP: pa.array([kg(r[0] + "|" + r[1]) for r in rows], pa.int32()),
+            "v": pa.array([r[2] for r in rows], pa.int64()),
+        }
+    )
+
+
+def two_key_op() -> KeyedAggregate:
+    return KeyedAggregate({"keys": list(KEYS), "aggs": dict(AGGS2)}, "aggregate by country, device")
+
+
+def partials(*rows_per_producer) -> Batch:
+    """What the aggregate receives: each producer's combined batch, concatenated."""
+    tables = [combine(rows_table(rows), KEYS, AGGS2) for rows in rows_per_producer]
+    return Batch(engine=None, table=pa.concat_tables(tables))
+
+
+def two_key_updates(out: Batch | None) -> dict:
+    if out is None:
+        return {}
+    t = out.table()
+    assert t.column_names == ["country", "device", "n", "total", "mean", "hi"]
+    assert t.schema.field("mean").type == pa.float64()
+    return {(r["country"], r["device"]): (r["n"], r["total"], r["mean"], r["hi"]) for r in t.to_pylist()}
+
+
+def test_the_combiner_sends_avg_as_sum_and_count_per_key_tuple():
+    combined = combine(
+        rows_table([("DE", "phone", 1), ("DE", "phone", 4), ("DE", "tab", 2), ("FR", "phone", None)]), KEYS, AGGS2
+    )
+    assert combined.column_names == ["country", "device", KEY_GROUP, "n", "total", "mean", "__count_mean", "hi"]
+    got = {
+        (r["country"], r["device"]): (r["n"], r["total"], r["mean"], r["__count_mean"], r["hi"])
+        for r in combined.to_pylist()
+    }
+    assert got == {
+        ("DE", "phone"): (2, 5, 5, 2, 4),
+        ("DE", "tab"): (1, 2, 2, 1, 2),
+        ("FR", "phone"): (1, None, None, 0, None),  # avg counts non-null values, as SQL's AVG
+    }
+
+
+def test_two_keys_with_sum_and_avg_across_producers_and_batches():
+    op = two_key_op()
+    out = two_key_updates(op.process(partials([("DE", "phone", 1), ("DE", "tab", 2)], [("DE", "phone", 4)])))
+    assert out == {("DE", "phone"): (2, 5, 2.5, 4), ("DE", "tab"): (1, 2, 2.0, 2)}
+    out = two_key_updates(op.process(partials([("DE", "phone", 10), ("FR", "phone", None)])))
+    assert out == {("DE", "phone"): (3, 15, 5.0, 10), ("FR", "phone"): (1, None, None, None)}
+    assert op.state[("DE", "phone")][1:] == [3, 15, 15, 3, 10]  # keyed by the tuple; avg as (sum, count)
+    out = two_key_updates(op.process(partials([("FR", "phone", 3)])))
+    assert out == {("FR", "phone"): (2, 3, 3.0, 3)}
+
+
+def test_two_keys_and_avg_survive_a_snapshot_and_restore():
+    op = two_key_op()
+    op.process(partials([("DE", "phone", 1), ("DE", "tab", 2), ("DE", "phone", 2)]))
+    snap = op.snapshot_table()
+    assert snap.column_names == ["country", "device", KEY_GROUP, "n", "total", "mean", "__count_mean", "hi"]
+    restored = two_key_op()
+    restored.restore_table(snap)
+    assert restored.state == op.state
+    nxt = partials([("DE", "phone", 6), ("US", "tv", 1)])
+    expected = {("DE", "phone"): (3, 9, 3.0, 6), ("US", "tv"): (1, 1, 1.0, 1)}
+    assert two_key_updates(restored.process(nxt)) == expected
+    assert two_key_updates(op.process(nxt)) == expected
+
+
+def test_avg_is_exact_whatever_the_batching():
+    rows = [(("DE", "FR")[i % 2], ("phone", "tab", "tv")[i % 3], i * 7 % 11) for i in range(60)]
+    expected: dict = {}
+    for c, d, v in rows:
+        n, t, hi = expected.get((c, d), (0, 0, v))
+        expected[(c, d)] = (n + 1, t + v, max(hi, v))
+    for size in (1, 7, 60):
+        op, final = two_key_op(), {}
+        for start in range(0, len(rows), size):
+            final.update(two_key_updates(op.process(partials(rows[start : start + size]))))
+        assert {k: (n, t, hi) for k, (n, t, _m, hi) in final.items()} == expected
+        assert all(m == t / n for n, t, m, _hi in final.values())
+
+
+def test_the_same_column_under_two_aggregates():
+    """Arrow names both partials v_sum; the operator tells them apart by position."""
+    aggs = {"total": ("sum", "v"), "again": ("sum", "v"), "mean": ("avg", "v")}
+    op = KeyedAggregate({"keys": list(KEYS), "aggs": aggs}, "agg")
+    out = op.process(
+        Batch(engine=None, table=combine(rows_table([("DE", "phone", 2), ("DE", "phone", 4)]), KEYS, aggs))
+    )
+    assert out.table().to_pylist() == [{"country": "DE", "device": "phone", "total": 6, "again": 6, "mean": 3.0}]
+
+
+# -- the producer side: null keys ---------------------------------------------------------------
+def test_rows_with_a_null_in_any_key_column_are_dropped_counted_and_logged(caplog):
+    partition = ResultPartition("job/att/chain/0-p", 1, 2)
+    writer = RecordWriter(partition, Partitioning.HASH, list(KEYS), 0, 128, None, lambda: False)
+    table = pa.table({"country": ["DE", None, "FR", "DE"], "device": ["phone", "tab", None, "tab"], "v": [1, 2, 3, 4]})
+    with caplog.at_level(logging.WARNING, logger="sluice.taskmanager.record_writer"):
+        kept = writer._drop_null_keys(table)
+        assert kept.to_pylist() == [
+            {"country": "DE", "device": "phone", "v": 1},
+            {"country": "DE", "device": "tab", "v": 4},
+        ]
+        assert writer._drop_null_keys(table.slice(1, 1)).num_rows == 0
+        writer.barrier(7)
+        writer.barrier(8)  # nothing more dropped: no line
+        assert writer._drop_null_keys(table.slice(0, 1)).num_rows == 1
+        writer.end()
+    assert writer.null_keys_dropped == 3
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "partition job/att/chain/0-p: dropped 2 rows with a null in key (country, device); "
+        "further drops are counted and logged at checkpoints and at the end",
+        "partition job/att/chain/0-p: 3 rows with a null in key (country, device) dropped so far (checkpoint 7)",
+        "partition job/att/chain/0-p: 3 rows with a null in key (country, device) were dropped in all",
+    ]

@@ -182,7 +182,7 @@ class FakeTask:
     def __init__(self) -> None:
         self.tdd = taskmanager_pb2.TaskDeploymentDescriptor(leader_session_id="s1", attempt=2)
         self.job_id, self.execution_id, self.tag = "j1", "j1/s1.2/c/0", "[job j1]"
-        self.records_in, self.records_out = 3, 4
+        self.records_in, self.records_out, self.records_sent, self.records_malformed = 3, 4, 2, 1
 
 
 def connection(interval: float = 1.0) -> LeaderConnection:
@@ -201,6 +201,7 @@ def test_reports_carry_proto_states_and_the_failure_cause():
     assert from_proto(ExecutionState, failed.state) == ExecutionState.FAILED
     assert from_proto(FailureCause, failed.failure_cause) == FailureCause.PEER_UNREACHABLE
     assert (failed.unreachable_peer, failed.error, failed.records_out) == ("10.0.0.7:6122", "tb", 4)
+    assert (failed.records_sent, failed.records_malformed) == (2, 1)
 
 
 class FakeStub:
@@ -219,3 +220,19 @@ def test_heartbeats_follow_the_interval_the_leader_asks_for(interval_ms, expecte
     conn._register(FakeStub(interval_ms), "jm:6123")
     assert conn._interval == expected
     assert conn.tasks.session == "s2"
+
+
+# -- record counters ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("partitioning", "sent"), [("broadcast", 30), ("rebalance", 10), ("forward", 10)])
+def test_an_output_counts_rows_given_once_and_rows_sent_per_target(partitioning, sent):
+    import pyarrow as pa
+
+    from taskmanager.network.partition import ResultPartition
+    from taskmanager.network.record_writer import RecordWriter
+    from taskmanager.spark_engine import Batch
+
+    writer = RecordWriter(ResultPartition("p", 3, 4), graph.Partitioning(partitioning), [], 0, 128, None, lambda: False)
+    for _ in range(2):
+        writer.emit(Batch(None, table=pa.table({"v": [1, 2, 3, 4, 5]})))  # a table needs no engine
+    writer.emit(Batch(None, table=pa.table({"v": pa.array([], pa.int64())})))
+    assert (writer.records_produced, writer.records_sent) == (10, sent)

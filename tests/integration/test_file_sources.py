@@ -1,0 +1,160 @@
+"""File sources end to end (reader options, schemas inferred at submit, malformed rows and the
+record counters in `status --json`) on one small shared cluster: 1 TaskManager x 2 slots, real
+Spark, driven through the `sluice` CLI. Every job sums a value per key; the sums are checked
+against the rows written, so a lost or doubled row shows."""
+
+from __future__ import annotations
+
+import collections
+import csv
+import glob
+import json
+import os
+
+import pytest
+from harness import JOBS, LocalCluster, read_counts, sluice
+from helpers import wait_until
+
+pytestmark = pytest.mark.integration
+
+FILES = 4
+JOB = os.path.join(JOBS, "file_source_sum.py")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def rows(file: int, n: int = 250) -> list[tuple[str, int]]:
+    """Deterministic (key, value) rows of one input file."""
+    return [(f"k{(file * 31 + i) % 7}", file * 1000 + i) for i in range(n)]
+
+
+def sums(rows: list[tuple[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = collections.defaultdict(int)
+    for k, v in rows:
+        out[k] += v
+    return dict(out)
+
+
+def run(cluster, tmp_path, *args: str, parallelism: int = 2) -> tuple[dict[str, int], dict]:
+    """Run file_source_sum.py over tmp_path/in into tmp_path/out; the final sum per key (values
+    are positive, so a key's largest sum is its last) and the job's `status --json`."""
+    job_id = cluster.run(JOB, str(tmp_path / "in"), str(tmp_path / "out"), *args, parallelism=parallelism)
+    status = wait_until(
+        lambda: (s := cluster.status(job_id))["state"] in ("FINISHED", "FAILED", "CANCELED") and s,
+        timeout=120,
+        message=f"job {job_id} ended",
+    )
+    assert status["state"] == "FINISHED", status
+    final, _ = read_counts(str(tmp_path / "out"))
+    return final, status
+
+
+def tasks(status: dict, operator: str) -> list[dict]:
+    found = [t for t in status["tasks"] if t["operator"].split(" -> ")[0] == operator]
+    assert found, [t["operator"] for t in status["tasks"]]
+    return found
+
+
+def total(tasks: list[dict], key: str) -> int:
+    return sum(t[key] for t in tasks)
+
+
+def write(tmp_path, name: str, lines: list[str]) -> None:
+    (tmp_path / "in").mkdir(exist_ok=True)
+    (tmp_path / "in" / name).write_text("".join(f"{line}\n" for line in lines))
+
+
+def test_headerless_csv_loses_no_row_and_counts_rows_read_before_pre_aggregation(cluster, tmp_path):
+    everything = []
+    for f in range(FILES):
+        write(tmp_path, f"part-{f}.csv", [f"{k},{v}" for k, v in rows(f)])
+        everything += rows(f)
+    final, status = run(cluster, tmp_path)  # no schema: _c0 string, _c1 bigint inferred at submit
+    assert final == sums(everything)  # the first line of every file is data (Spark's header=false)
+    source = tasks(status, "read")
+    assert {t["subtask"] for t in source} == {0, 1}
+    assert total(source, "records_out") == len(everything)  # rows read
+    assert total(source, "records_malformed") == 0
+    sent = total(source, "records_sent")
+    assert 0 < sent < len(everything)  # after pre-aggregation: at most 7 keys per batch
+    aggregate = [t for t in status["tasks"] if t["operator"].startswith("aggregate")]
+    assert total(aggregate, "records_in") == sent
+
+
+def test_csv_with_a_header_and_another_separator(cluster, tmp_path):
+    everything = []
+    for f in range(FILES):
+        write(tmp_path, f"part-{f}.csv", ["country;views", *(f"{k};{v}" for k, v in rows(f, 50))])
+        everything += rows(f, 50)
+    options = json.dumps({"header": True, "sep": ";"})
+    final, status = run(cluster, tmp_path, "--options", options, "--key", "country", "--value", "views")
+    assert final == sums(everything)
+    assert total(tasks(status, "read"), "records_out") == len(everything)  # the header lines are not rows
+
+
+def test_dropmalformed_drops_and_counts_one_bad_line_per_file(cluster, tmp_path):
+    bad_lines = ["oops", "k1,not a number", "k2,3,4", "k3,5.5"]  # too few fields, not numbers, too many fields
+    good = []
+    for f in range(FILES):
+        lines = [f"{k},{v}" for k, v in rows(f, 100)]
+        lines.insert(f * 10, bad_lines[f])
+        write(tmp_path, f"part-{f}.csv", lines)
+        good += rows(f, 100)
+    options = json.dumps({"mode": "DROPMALFORMED"})
+    final, status = run(
+        cluster, tmp_path, "--schema", "k string, v bigint", "--options", options, "--key", "k", "--value", "v"
+    )
+    assert final == sums(good)
+    source = tasks(status, "read")
+    assert total(source, "records_malformed") == FILES
+    assert total(source, "records_out") == len(good)
+    table = sluice("status", status["job_id"], "--cluster-dir", cluster.dir).stdout
+    assert "malformed" in table
+
+
+def test_json_without_a_schema_drops_lines_that_yield_nothing_and_counts_them(cluster, tmp_path):
+    good = []
+    for f in range(FILES):
+        lines = [json.dumps({"k": k, "v": v}) for k, v in rows(f, 100)]
+        lines.insert(5, "this line is not JSON")
+        write(tmp_path, f"part-{f}.jsonl", lines)
+        good += rows(f, 100)
+    final, status = run(cluster, tmp_path, "--format", "json", "--key", "k", "--value", "v", parallelism=1)
+    assert final == sums(good)  # PERMISSIVE without a corrupt-record column: an all-null row is not keyed
+    source = tasks(status, "read")
+    assert (total(source, "records_malformed"), total(source, "records_out")) == (FILES, len(good))
+
+
+def test_json_permissive_keeps_malformed_rows_in_the_corrupt_record_column(cluster, tmp_path):
+    good, bad = [], []
+    for f in range(FILES):
+        lines = [json.dumps({"k": k, "v": v}) for k, v in rows(f, 100)]
+        broken = [f'{{"k": "k{f}", "v": "not a number"}}', f"garbage {f}"]
+        lines[3:3] = broken
+        write(tmp_path, f"part-{f}.jsonl", lines)
+        good += rows(f, 100)
+        bad += broken
+    options = json.dumps({"columnNameOfCorruptRecord": "_corrupt"})
+    args = ["--format", "json", "--schema", "k string, v bigint, _corrupt string", "--options", options]
+    args += ["--key", "k", "--value", "v", "--dead-letter", str(tmp_path / "dead"), "--corrupt", "_corrupt"]
+    final, status = run(cluster, tmp_path, *args, parallelism=1)
+    assert final == sums(good)
+    assert sorted(dead_letters(str(tmp_path / "dead"))) == sorted(bad)  # each malformed line, as it was
+    assert total(tasks(status, "read"), "records_malformed") == len(bad)
+
+
+def dead_letters(directory: str) -> list[str]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, "*"))):
+        if not os.path.basename(path).startswith((".", "_")):
+            with open(path, newline="") as f:
+                out += [row[0] for row in csv.reader(f)]
+    return out

@@ -1,0 +1,130 @@
+"""Final results one can read, on one shared local cluster (1 JobManager, 1 TaskManager x 2
+slots, real Spark): page_views with `--sqlite` upserts its counts into a SQLite table, exactly
+once across a kill -9 of the TaskManager, and `sluice output --final` reads the same counts
+from the file sink's committed parts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import sys
+import uuid
+
+import psutil
+import pytest
+from harness import EXAMPLES, LocalCluster, sluice
+from helpers import wait_until
+
+sys.path.insert(0, EXAMPLES)
+from generate_page_views import generate
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, zookeeper):
+    c = LocalCluster(
+        tmp_path_factory.mktemp("cluster"),
+        taskmanagers=1,
+        slots=2,
+        zookeeper=zookeeper.connect_string,
+        cluster_id=f"sinks-{uuid.uuid4().hex[:8]}",
+    )
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def wait_for(cluster, job_id, predicate, message, timeout=120):
+    return wait_until(lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message)
+
+
+def run_page_views(cluster, tmp_path, *extra: str) -> str:
+    return cluster.run(
+        os.path.join(EXAMPLES, "page_views.py"),
+        "--input",
+        str(tmp_path / "in"),
+        "--output",
+        str(tmp_path / "out"),
+        "--sqlite",
+        str(tmp_path / "counts.db"),
+        *extra,
+        parallelism=2,
+    )
+
+
+def sqlite_counts(db) -> dict[str, int]:
+    conn = sqlite3.connect(db)
+    try:
+        return dict(conn.execute("SELECT url, count FROM page_views"))
+    finally:
+        conn.close()
+
+
+def sqlite_rows(db, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def output_final(out) -> dict[str, int]:
+    text = sluice("output", str(out), "--final", "--columns", "url,count", "--format", "json").stdout
+    return {r["url"]: r["count"] for r in map(json.loads, text.splitlines())}
+
+
+def kill_the_taskmanager(cluster) -> None:
+    """kill -9 the cluster's TaskManager (and its Spark JVM) and start another in its place."""
+    (pid,) = [p["pid"] for p in cluster.info["processes"] if p["role"] == "taskmanager"]
+    proc = psutil.Process(pid)
+    children = proc.children(recursive=True)
+    os.kill(pid, signal.SIGKILL)
+    psutil.wait_procs([proc], timeout=10)
+    for child in children:
+        try:
+            child.wait(30)
+        except psutil.TimeoutExpired:
+            child.kill()
+    cluster.start_taskmanager(2, "taskmanager-replacement.log")
+
+
+def test_without_checkpoints_the_table_is_written_at_the_end_of_the_input(cluster, tmp_path):
+    expected = generate(str(tmp_path / "in"), events=20_000, files=4, urls=500, seed=3)
+    job_id = run_page_views(cluster, tmp_path, "--checkpoint-interval", "0")
+    status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end")
+    assert status["state"] == "FINISHED", status
+    db = tmp_path / "counts.db"
+    assert sqlite_counts(db) == expected
+    assert sqlite_rows(db, "SELECT count(*) FROM _sluice_commits") == [(0,)]  # no checkpoint to record
+    assert output_final(tmp_path / "out") == expected
+
+
+def test_the_sqlite_table_is_exact_after_the_taskmanager_is_killed(cluster, tmp_path):
+    expected = generate(str(tmp_path / "in"), events=200_000, files=80, urls=2_000, seed=13)
+    db = tmp_path / "counts.db"
+    job_id = run_page_views(cluster, tmp_path, "--checkpoint-interval", "300")
+    wait_for(
+        cluster,
+        job_id,
+        lambda s: s["state"] == "RUNNING" and s["last_completed_checkpoint"] and db.exists() and sqlite_counts(db),
+        "rows committed to the SQLite table",
+        timeout=180,
+    )
+    before = sqlite_counts(db)
+    kill_the_taskmanager(cluster)
+    status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=300)
+    assert status["state"] == "FINISHED", status
+    assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None, status
+
+    after = sqlite_counts(db)
+    assert after == expected  # one row per url, its exact count: nothing lost, nothing applied twice
+    assert all(before[url] <= after[url] for url in before)
+    commits = dict(sqlite_rows(db, "SELECT subtask, checkpoint_id FROM _sluice_commits"))
+    assert set(commits) == {0, 1} and all(0 < c <= status["last_completed_checkpoint"] for c in commits.values())
+    assert sqlite_rows(db, "SELECT count(*) FROM _sluice_staging") == [(0,)]
+    assert output_final(tmp_path / "out") == expected  # the file sink's last line per url agrees
