@@ -55,6 +55,8 @@ from sluice.v1 import common_pb2, taskmanager_pb2
 
 log = logging.getLogger("sluice.jobmanager.job")
 
+PAST_ATTEMPTS_SHOWN = 8  # ended attempts whose checkpoints the status still lists (then the last 50 of all)
+
 HISTORY_SIZE = 32  # exception history entries kept per job
 TRACEBACK_LIMIT = 8192  # characters of a traceback kept in the history (the job result store is a ZooKeeper node)
 
@@ -171,7 +173,8 @@ class JobMaster:
         self._failed_ms = 0
         self.repeated = RepeatedFailureDetector()
         self.exceptions: collections.deque[ExceptionEntry] = collections.deque(maxlen=HISTORY_SIZE)
-        self._old_history: list[cc.CheckpointStats] = []
+        # coordinators of ended attempts, newest last: their checkpoints stay in the status
+        self._past_coordinators: list[cc.CheckpointCoordinator] = []
         self.metrics: dict[str, TaskRecords] = {}
         self._restore_states: dict[tuple[str, int], bytes] = {}
         self.graph = eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout)  # replaced by start()
@@ -349,8 +352,9 @@ class JobMaster:
 
     def _attempt_ended(self, state: JobStatus, failure: str, now: float) -> None:
         self.gateway.release_slots(self.job_id)
-        if self.coordinator is not None:
-            self._old_history += self.coordinator.history()
+        if self.coordinator is not None and self.coordinator not in self._past_coordinators:
+            # kept by reference: a checkpoint still persisting completes in its history
+            self._past_coordinators = [*self._past_coordinators[-(PAST_ATTEMPTS_SHOWN - 1) :], self.coordinator]
         decided, self._decision = self._decision, None
         if state == JobStatus.FAILED and self._cancel_requested:  # cancelled while failing: not restarted
             self._record_exception(failure, restarted=False)
@@ -681,7 +685,10 @@ class JobMaster:
                 records_sent=records.records_sent,
                 records_malformed=records.records_malformed,
             )
-        history = self._old_history + (self.coordinator.history() if self.coordinator is not None else [])
+        coordinators = list(self._past_coordinators)
+        if self.coordinator is not None and self.coordinator not in coordinators:
+            coordinators.append(self.coordinator)
+        history = [stats for c in coordinators for stats in c.history()]
         for st in history[-50:]:
             end = st.end_time if st.end_time is not None else time.monotonic()
             info.checkpoints.add(

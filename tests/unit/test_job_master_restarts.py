@@ -343,3 +343,22 @@ def test_cancel_while_failing_records_the_failure_as_not_restarted():
     cancel_others(jm, eids, eids[0], 1.2)
     assert jm.state == JobStatus.CANCELED
     assert [(e.cause, e.restarted) for e in jm.info(0).exceptions] == [("ValueError: bad record 1", False)]
+
+
+def test_a_finished_job_lists_each_checkpoint_once(tmp_path):
+    """The status's checkpoint history: the ended attempt's checkpoints, each once."""
+    gw = Gateway()
+    config = {"execution.checkpointing.interval": "100ms", "state.checkpoints.dir": str(tmp_path)}
+    jm = JobMaster("j1", job_graph(**config), gw, None)
+    jm.start(0.0)
+    eids = running(jm, gw, 0.0)
+    jm.tick(1.0)
+    triggered = [eid for method, eid in gw.calls if method == "TriggerCheckpoint"]
+    assert triggered, gw.calls
+    for eid in eids:
+        assert jm.on_ack(eid, 1, b'{"operators": {}, "keyed": {}}', 10, 1.1) == "SUCCESS"
+    assert jm.latest is not None and jm.latest.checkpoint_id == 1
+    for eid in eids:
+        jm.on_task_state(eid, "FINISHED", "", (1, 1), False, 2.0)
+    assert jm.state == JobStatus.FINISHED
+    assert [c.checkpoint_id for c in jm.info(0).checkpoints] == [1]
