@@ -86,9 +86,10 @@ class StreamExecutionEnvironment:
         "mode": "DROPMALFORMED"}, with Spark's defaults (CSV `header` is false).
         `mode` PERMISSIVE (the default) keeps a malformed row with nulls where
         it could not be parsed (its text in the `columnNameOfCorruptRecord`
-        column when the schema has one) but drops a row that yields no value
-        at all; DROPMALFORMED drops every malformed row; FAILFAST fails the
-        task. Malformed rows are counted (`records_malformed` in `sluice status`).
+        column when the schema has one); DROPMALFORMED drops every malformed
+        row; FAILFAST fails the task. A row with a null key column is never
+        keyed (key_by drops it). Rows that did not parse in a column the job
+        reads are counted (`records_malformed` in `sluice status`).
         `monitor_interval_ms`: keep watching `path` and read files that appear
         later, listing it at most this often (the stream is then unbounded;
         make each new file visible atomically: write `.name`, then rename)."""

@@ -120,7 +120,7 @@ def test_dropmalformed_drops_and_counts_one_bad_line_per_file(cluster, tmp_path)
     assert "malformed" in table
 
 
-def test_json_without_a_schema_drops_lines_that_yield_nothing_and_counts_them(cluster, tmp_path):
+def test_json_lines_that_yield_nothing_are_counted_and_never_keyed(cluster, tmp_path):
     good = []
     for f in range(FILES):
         lines = [json.dumps({"k": k, "v": v}) for k, v in rows(f, 100)]
@@ -128,9 +128,9 @@ def test_json_without_a_schema_drops_lines_that_yield_nothing_and_counts_them(cl
         write(tmp_path, f"part-{f}.jsonl", lines)
         good += rows(f, 100)
     final, status = run(cluster, tmp_path, "--format", "json", "--key", "k", "--value", "v", parallelism=1)
-    assert final == sums(good)  # PERMISSIVE without a corrupt-record column: an all-null row is not keyed
+    assert final == sums(good)  # PERMISSIVE keeps the all-null rows, and key_by drops their null keys
     source = tasks(status, "read")
-    assert (total(source, "records_malformed"), total(source, "records_out")) == (FILES, len(good))
+    assert (total(source, "records_malformed"), total(source, "records_out")) == (FILES, len(good) + FILES)
 
 
 def test_json_permissive_keeps_malformed_rows_in_the_corrupt_record_column(cluster, tmp_path):
