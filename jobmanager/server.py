@@ -11,7 +11,6 @@ and call run(settings).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import threading
 from collections.abc import Sequence
@@ -123,19 +122,9 @@ class JobManagerProcess:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m jobmanager`: the named flags of sluice/config.py's OPTIONS (the same as
-    `sluice jobmanager`; flags alone, no configuration file or SLUICE_* environment) and
-    --address-file. A bad value exits 2 naming the key and the flag."""
-    ap = argparse.ArgumentParser(prog="jobmanager", description="Run a Sluice JobManager")
-    config.add_flags(ap, "jobmanager", flags_only=True)
-    ap.add_argument("--address-file", metavar="PATH", help="write host:port here once listening")
-    args = ap.parse_args(argv)
-    try:
-        settings = config.resolve("jobmanager", flag_values=config.flag_values("jobmanager", args))
-        settings.advertised_host()  # 'auto' that does not resolve is a configuration error too
-    except config.ConfigError as exc:
-        ap.error(str(exc))
-    run(settings, args.address_file)
+    """`python -m jobmanager`: flags from sluice/config.py's OPTIONS and --address-file."""
+    settings, address_file = config.parse_process_argv("jobmanager", argv)
+    run(settings, address_file)
 
 
 def run(settings: config.Settings, address_file: str | None = None) -> None:

@@ -41,7 +41,7 @@ import ipaddress
 import os
 import re
 import socket
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -50,6 +50,7 @@ from sluice import units
 T = TypeVar("T")
 
 ROLES = ("jobmanager", "taskmanager")
+ROLE_NAMES = {"jobmanager": "JobManager", "taskmanager": "TaskManager"}
 BOTH = ROLES
 JM = ("jobmanager",)
 TM = ("taskmanager",)
@@ -628,6 +629,23 @@ def flag_values(role: str, args: argparse.Namespace) -> dict[str, Any]:
     return {
         opt.key: value for opt in options_for(role) if (value := getattr(args, flag_dest(opt.key), None)) is not None
     }
+
+
+def parse_process_argv(role: str, argv: Sequence[str] | None) -> tuple[Settings, str | None]:
+    """The command line of `python -m <role>`: the named flags of OPTIONS (the same as
+    `sluice <role>`; flags alone, no configuration file or SLUICE_* environment) and
+    --address-file. A bad value exits 2 naming the key and the flag. Returns the settings
+    and the address file."""
+    ap = argparse.ArgumentParser(prog=role, description=f"Run a Sluice {ROLE_NAMES[role]}")
+    add_flags(ap, role, flags_only=True)
+    ap.add_argument("--address-file", metavar="PATH", help="write host:port here once listening")
+    args = ap.parse_args(argv)
+    try:
+        settings = resolve(role, flag_values=flag_values(role, args))
+        settings.advertised_host()  # 'auto' that does not resolve is a configuration error too
+    except ConfigError as exc:
+        ap.error(str(exc))
+    return settings, args.address_file
 
 
 def arg_type(option: Option[T]) -> Callable[[str], T]:

@@ -22,15 +22,8 @@ import threading
 from typing import cast
 
 import grpc
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_delay,
-    stop_when_event_set,
-    wait_exponential_jitter,
-)
 
+from sluice.retries import RetryCallState, retrying
 from sluice.states import ExecutionState, FailureCause, to_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
 from taskmanager.task import Task
@@ -218,16 +211,16 @@ class LeaderConnection:
                 method, msg = self._reports.get(timeout=0.5)
             except queue.Empty:
                 continue
-            retrying = Retrying(
-                stop=stop_after_delay(REPORT_DEADLINE) | stop_when_event_set(self._stopped),
-                wait=wait_exponential_jitter(multiplier=0.2, max=2.0, jitter=0.2),
-                retry=retry_if_exception_type(Exception),
-                sleep=self._sleep,
+            retry = retrying(
+                deadline=REPORT_DEADLINE,
+                stopped=self._stopped,
+                retry_on=Exception,
+                first_wait=0.2,
+                max_wait=2.0,
                 before_sleep=self._log_retry,
-                reraise=True,
             )
             try:
-                retrying(self._send, method, msg)
+                retry(self._send, method, msg)
             except Exception as exc:  # noqa: BLE001 — this thread must outlive any failure
                 if not self._stopped.is_set():
                     log.warning(
@@ -252,9 +245,6 @@ class LeaderConnection:
             self._report_channel = (address, grpc.insecure_channel(address))
         stub = jobmanager_pb2_grpc.ResourceManagerStub(self._report_channel[1])
         getattr(stub, method)(msg, timeout=RPC_TIMEOUT)
-
-    def _sleep(self, seconds: float) -> None:
-        self._stopped.wait(seconds)  # stopping the process ends the wait
 
     def _log_retry(self, state: RetryCallState) -> None:
         method, msg = state.args

@@ -18,7 +18,6 @@ and call run(settings).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import threading
 import uuid
@@ -26,16 +25,9 @@ from collections.abc import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_delay,
-    stop_when_event_set,
-    wait_exponential_jitter,
-)
 
 from sluice import config, logs, rpc
+from sluice.retries import RetryCallState, retrying
 from sluice.v1 import dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_grpc
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
@@ -110,16 +102,16 @@ class TaskManagerProcess:
 
     def _connect_zookeeper(self) -> bool:
         """Connect, retrying with backoff until ZK_CONNECT_DEADLINE; False when stopped meanwhile."""
-        retrying = Retrying(
-            stop=stop_after_delay(ZK_CONNECT_DEADLINE) | stop_when_event_set(self._stopped),
-            wait=wait_exponential_jitter(multiplier=0.5, max=5.0, jitter=0.5),
-            retry=retry_if_exception_type(Exception),
-            sleep=self._sleep,
+        retry = retrying(
+            deadline=ZK_CONNECT_DEADLINE,
+            stopped=self._stopped,
+            retry_on=Exception,
+            first_wait=0.5,
+            max_wait=5.0,
             before_sleep=self._log_zookeeper_retry,
-            reraise=True,
         )
         try:
-            retrying(self.zk.start, timeout=ZK_CONNECT_TIMEOUT)
+            retry(self.zk.start, timeout=ZK_CONNECT_TIMEOUT)
         except Exception:
             if self._stopped.is_set():
                 return False
@@ -131,9 +123,6 @@ class TaskManagerProcess:
             )
             raise
         return True
-
-    def _sleep(self, seconds: float) -> None:
-        self._stopped.wait(seconds)  # stopping the process ends the wait
 
     def _log_zookeeper_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -165,19 +154,9 @@ class TaskManagerProcess:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m taskmanager`: the named flags of sluice/config.py's OPTIONS (the same as
-    `sluice taskmanager`; flags alone, no configuration file or SLUICE_* environment) and
-    --address-file. A bad value exits 2 naming the key and the flag."""
-    ap = argparse.ArgumentParser(prog="taskmanager", description="Run a Sluice TaskManager")
-    config.add_flags(ap, "taskmanager", flags_only=True)
-    ap.add_argument("--address-file", metavar="PATH", help="write host:port here once listening")
-    args = ap.parse_args(argv)
-    try:
-        settings = config.resolve("taskmanager", flag_values=config.flag_values("taskmanager", args))
-        settings.advertised_host()  # 'auto' that does not resolve is a configuration error too
-    except config.ConfigError as exc:
-        ap.error(str(exc))
-    run(settings, args.address_file)
+    """`python -m taskmanager`: flags from sluice/config.py's OPTIONS and --address-file."""
+    settings, address_file = config.parse_process_argv("taskmanager", argv)
+    run(settings, address_file)
 
 
 def run(settings: config.Settings, address_file: str | None = None) -> None:

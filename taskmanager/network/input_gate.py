@@ -25,16 +25,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import grpc
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_delay,
-    stop_when_event_set,
-    wait_exponential_jitter,
-)
 
 from sluice import rpc
+from sluice.retries import RetryCallState, retrying
 from sluice.serialization import ipc_to_table
 from sluice.v1 import dataexchange_pb2, dataexchange_pb2_grpc
 from taskmanager.network.partition import BARRIER, BATCH, END, Item, PartitionManager, ResultPartition
@@ -160,23 +153,20 @@ class RemoteInputChannel(InputChannel):
         with grpc.insecure_channel(self.address, options=rpc.CHANNEL_OPTIONS) as channel:
             stub = dataexchange_pb2_grpc.DataExchangeStub(channel)
             # The producer may not be deployed yet: subscribe again until the deadline.
-            retrying = Retrying(
-                stop=stop_after_delay(CONNECT_TIMEOUT) | stop_when_event_set(self.gate.closed_event),
-                wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
-                retry=retry_if_exception_type(_ProducerNotReady),
-                sleep=self._sleep,
+            retry = retrying(
+                deadline=CONNECT_TIMEOUT,
+                stopped=self.gate.closed_event,  # closing the gate ends the wait
+                retry_on=_ProducerNotReady,
+                first_wait=0.05,
+                max_wait=1.0,
                 before_sleep=self._log_wait,
-                reraise=True,
             )
             try:
-                retrying(self._subscribe, stub)
+                retry(self._subscribe, stub)
             except _ProducerNotReady as exc:
                 if self.gate.closed:
                     return
                 raise ChannelError(f"{self.address}: {exc}", peer=self.address) from None
-
-    def _sleep(self, seconds: float) -> None:
-        self.gate.closed_event.wait(seconds)  # closing the gate ends the wait
 
     def _log_wait(self, state: RetryCallState) -> None:
         log.debug(

@@ -4,6 +4,7 @@ CLI exactly as a user would, and torn down with nothing left behind."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
 import glob
 import json
@@ -11,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import psutil
 
@@ -165,6 +168,18 @@ class LocalCluster:
                 except psutil.NoSuchProcess:
                     pass
             assert not leftovers, f"processes left behind after cluster stop: {leftovers}"
+
+
+@contextlib.contextmanager
+def running_cluster(directory: str, **kwargs: Any) -> Iterator[LocalCluster]:
+    """A started LocalCluster (keyword arguments as LocalCluster's), stopped on exit even when
+    the start or a test fails: the body of a module-scoped `cluster` fixture."""
+    c = LocalCluster(directory, **kwargs)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
 
 
 def read_counts(output_dir: str) -> tuple[dict[str, int], list[tuple[str, int]]]:

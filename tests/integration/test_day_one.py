@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 
 import pytest
-from harness import JOBS, LocalCluster, sluice
+from harness import JOBS, running_cluster, sluice
 from test_sinks import kill_the_taskmanager, wait_for
 
 pytestmark = pytest.mark.integration
@@ -21,18 +21,14 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, zookeeper):
-    c = LocalCluster(
+    with running_cluster(
         tmp_path_factory.mktemp("cluster"),
         taskmanagers=1,
         slots=2,
         zookeeper=zookeeper.connect_string,
         cluster_id=f"day-one-{uuid.uuid4().hex[:8]}",
-    )
-    try:
-        c.start()
+    ) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def write_input(directory, files: int, rows: int, seed: int) -> dict[tuple[str, str], int]:

@@ -12,7 +12,7 @@ import json
 import os
 
 import pytest
-from harness import JOBS, LocalCluster, read_counts, sluice
+from harness import JOBS, read_counts, running_cluster, sluice
 from helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -23,12 +23,8 @@ JOB = os.path.join(JOBS, "file_source_sum.py")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2)
-    try:
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def rows(file: int, n: int = 250) -> list[tuple[str, int]]:

@@ -10,7 +10,7 @@ import signal
 import subprocess
 
 import pytest
-from harness import JOBS, REPO, SLUICE, LocalCluster, sluice
+from harness import JOBS, REPO, SLUICE, LocalCluster, running_cluster, sluice
 from helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -18,12 +18,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2)
-    try:
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def run(cluster: LocalCluster, job: str, *job_args: str):

@@ -15,7 +15,7 @@ import re
 import textwrap
 
 import pytest
-from harness import LocalCluster, sluice
+from harness import running_cluster, sluice
 from helpers import wait_until
 
 from sluice.api import FileSink, StreamExecutionEnvironment
@@ -29,12 +29,8 @@ DEVICES = ("phone", "tablet", "tv", "watch")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2)
-    try:
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def write_events(directory, files: int = 6, per_file: int = 400) -> list[dict]:

@@ -14,7 +14,7 @@ import uuid
 
 import psutil
 import pytest
-from harness import EXAMPLES, LocalCluster, sluice
+from harness import EXAMPLES, running_cluster, sluice
 from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
@@ -25,18 +25,14 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, zookeeper):
-    c = LocalCluster(
+    with running_cluster(
         tmp_path_factory.mktemp("cluster"),
         taskmanagers=1,
         slots=2,
         zookeeper=zookeeper.connect_string,
         cluster_id=f"sinks-{uuid.uuid4().hex[:8]}",
-    )
-    try:
-        c.start()
+    ) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def wait_for(cluster, job_id, predicate, message, timeout=120):
