@@ -17,22 +17,12 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow.fs as pafs
-
-from sluice.storage import resolve
+from sluice.storage import list_files, resolve
 
 
 def committed_parts(path: str) -> list[str]:
     """The visible files directly under `path` (a directory or pyarrow.fs URI), in name order."""
-    fs, directory = resolve(path)
-    info = fs.get_file_info(directory)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(f"output directory {path!r} does not exist")
-    if info.type != pafs.FileType.Directory:
-        raise NotADirectoryError(f"output path {path!r} is not a directory")
-    entries = fs.get_file_info(pafs.FileSelector(directory, recursive=False))
-    visible = [e for e in entries if e.type == pafs.FileType.File and not e.base_name.startswith((".", "_"))]
-    return [e.path for e in sorted(visible, key=lambda e: e.base_name)]
+    return list_files(path, what="output")
 
 
 def _names(value: str | Sequence[str] | None, what: str) -> list[str] | None:

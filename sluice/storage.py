@@ -15,15 +15,16 @@ def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(uri)
 
 
-def list_files(uri: str, suffix: str = "") -> list[str]:
+def list_files(uri: str, suffix: str = "", what: str = "input") -> list[str]:
     """Sorted visible files directly under `uri` ending in `suffix`
-    (names starting with '.' or '_' are skipped, as Spark and Hadoop do)."""
+    (names starting with '.' or '_' are skipped, as Spark and Hadoop do).
+    `what` names the directory in errors ("input", "output")."""
     fs, path = resolve(uri)
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(f"input directory {uri!r} does not exist")
+        raise FileNotFoundError(f"{what} directory {uri!r} does not exist")
     if info.type != pafs.FileType.Directory:
-        raise FileNotFoundError(f"input path {uri!r} is not a directory")
+        raise FileNotFoundError(f"{what} path {uri!r} is not a directory")
     entries = fs.get_file_info(pafs.FileSelector(path, recursive=False))
     return sorted(
         e.path

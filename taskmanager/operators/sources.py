@@ -53,7 +53,7 @@ class FileSource(Source):
     PERMISSIVE with a corrupt-record column (the user's when the schema has
     it, else CORRUPT_COLUMN, added here and dropped before anything sees it);
     a row is malformed when that column is set. `DataFrame.observe` counts
-    rows and malformed rows while the chain's own Spark action runs (no second
+    the malformed rows while the chain's own Spark action runs (no second
     pass over the files), and the task reports the count as
     `records_malformed` (`batch_done` collects it). Which rows go on, as in
     Spark: DROPMALFORMED drops every malformed row; PERMISSIVE keeps them
@@ -96,7 +96,6 @@ class FileSource(Source):
         self._read_plan: _ReadPlan | None = None  # CSV and JSON: built with the first batch
         self._pending: list[Any] = []  # observations of batches read, not collected yet
         self.records_malformed = 0
-        self.records_read = 0  # rows read, malformed ones included (when observed)
         self.files = [] if self.monitor_interval else listed[subtask::parallelism]
         self.files_per_batch = 1
         self.target = target
@@ -192,7 +191,7 @@ class FileSource(Source):
             user_column = None
         corrupt = user_column or CORRUPT_COLUMN
         malformed = F.col(_quoted(corrupt)).isNotNull()
-        metrics = (F.count(F.lit(1)).alias("rows"), F.count(F.when(malformed, 1)).alias("malformed"))
+        metrics = (F.count(F.when(malformed, 1)).alias("malformed"),)
         # DROPMALFORMED: the malformed rows stop here; PERMISSIVE: every row goes on, as in Spark
         keep = ~malformed if self.mode == "DROPMALFORMED" else None
         self._read_plan = _ReadPlan(
@@ -215,7 +214,6 @@ class FileSource(Source):
                 if metrics is None:
                     left.append(observation)
                     continue
-                self.records_read += int(metrics.get("rows") or 0)
                 self.records_malformed += int(metrics.get("malformed") or 0)
             self._pending = left
             if not left or time.monotonic() >= deadline:
@@ -230,7 +228,7 @@ class _ReadPlan:
     schema: str  # the DDL Spark reads with: the payload's, plus the internal corrupt-record column
     corrupt: str  # the corrupt-record column Spark fills
     internal: str | None  # that column when Sluice added it (dropped before the chain sees the rows)
-    metrics: tuple[Any, ...]  # observed per batch: rows, malformed
+    metrics: tuple[Any, ...]  # observed per batch: the malformed rows
     keep: Any  # the condition of the rows that go on (None: all)
 
 

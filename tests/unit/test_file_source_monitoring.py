@@ -150,11 +150,11 @@ class Future:
 class Observation:
     """What pyspark's Observation offers the source: the JVM object's future, and `get`."""
 
-    def __init__(self, rows: int, malformed: int, fails: bool = False) -> None:
+    def __init__(self, malformed: int, fails: bool = False) -> None:
         self._jo = type("JvmObservation", (), {})()
         self.future = Future()
         self._jo.future = lambda: self.future
-        self.metrics, self.fails = {"rows": rows, "malformed": malformed, "empty": 0}, fails
+        self.metrics, self.fails = {"malformed": malformed}, fails
 
     @property
     def get(self) -> dict:
@@ -166,13 +166,13 @@ class Observation:
 def test_malformed_rows_are_counted_once_each_batch_has_run(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"url": "/a"}\n')
     src = source(tmp_path)
-    first, second, broken = Observation(10, 2), Observation(5, 1), Observation(7, 7, fails=True)
+    first, second, broken = Observation(2), Observation(1), Observation(7, fails=True)
     src._pending = [first, second, broken]
     src.batch_done(0.0)  # no action ran yet: nothing is known, nothing blocks
-    assert (src.records_malformed, src.records_read, len(src._pending)) == (0, 0, 3)
+    assert (src.records_malformed, len(src._pending)) == (0, 3)
     first.future.completed = broken.future.completed = True
     src.batch_done(0.0)
-    assert (src.records_malformed, src.records_read, src._pending) == (2, 10, [second])
+    assert (src.records_malformed, src._pending) == (2, [second])
     second.future.completed = True
     src.batch_done(0.0)
-    assert (src.records_malformed, src.records_read, src._pending) == (3, 15, [])
+    assert (src.records_malformed, src._pending) == (3, [])
