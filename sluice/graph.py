@@ -186,6 +186,7 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
     if not job.operators:
         raise JobValidationError("operators", "the job has no operators")
     payloads: dict[str, dict] = {}
+    kinds: dict[str, OperatorKind] = {}
     for i, op in enumerate(job.operators):
         where = f"operators[{i}]"
         if not op.id:
@@ -214,10 +215,10 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             raise JobValidationError(f"{where}.payload", "must be a pickled dict")
         _validate_payload(where, op, kind, payload, check_paths)
         payloads[op.id] = payload
+        kinds[op.id] = kind
 
     ins: dict[str, list] = {op.id: [] for op in job.operators}
     outs: dict[str, list] = {op.id: [] for op in job.operators}
-    kinds = {op.id: kind_of(op) for op in job.operators}
     par = {op.id: op.parallelism for op in job.operators}
     for j, e in enumerate(job.edges):
         where = f"edges[{j}]"

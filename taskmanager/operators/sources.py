@@ -190,7 +190,7 @@ class FileSource(Source):
         if user_column not in columns:
             user_column = None
         corrupt = user_column or CORRUPT_COLUMN
-        malformed = F.col(_quoted(corrupt)).isNotNull()
+        malformed = F.col(schemas.quote(corrupt)).isNotNull()
         metrics = (F.count(F.when(malformed, 1)).alias("malformed"),)
         # DROPMALFORMED: the malformed rows stop here; PERMISSIVE: every row goes on, as in Spark
         keep = ~malformed if self.mode == "DROPMALFORMED" else None
@@ -230,11 +230,6 @@ class _ReadPlan:
     internal: str | None  # that column when Sluice added it (dropped before the chain sees the rows)
     metrics: tuple[Any, ...]  # observed per batch: the malformed rows
     keep: Any  # the condition of the rows that go on (None: all)
-
-
-def _quoted(column: str) -> str:
-    """A column name as Spark's col() takes it literally (dots and spaces included)."""
-    return "`" + column.replace("`", "``") + "`"
 
 
 def _observed(observation: Any) -> dict[str, Any] | None:

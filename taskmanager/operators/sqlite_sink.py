@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from sluice.graph import OperatorKind
+from sluice.serialization import ipc_to_table, table_to_ipc
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.operators.sinks import INTERNAL_PREFIX
 from taskmanager.spark_engine import Batch
@@ -133,17 +134,6 @@ def last_per_key(table: pa.Table, key: list[str]) -> pa.Table:
     return table.take(last.take(pc.sort_indices(last)))  # the last rows' positions, ascending
 
 
-def _ipc(table: pa.Table) -> bytes:
-    out = pa.BufferOutputStream()
-    with pa.ipc.new_stream(out, table.schema) as writer:
-        writer.write_table(table)
-    return out.getvalue().to_pybytes()
-
-
-def _from_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
 class SqliteSinkWriter(Operator):
     """Upserts rows into `table` of the SQLite database `db_path`, keyed by `key`, exactly
     once (see the module docstring)."""
@@ -223,7 +213,7 @@ class SqliteSinkWriter(Operator):
         conn.execute(
             f"INSERT INTO {STAGING} (sink, subtask, token, seq, checkpoint_id, rows, data) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (self.sink, self.subtask, self.token, self._seq, checkpoint_id, table.num_rows, _ipc(table)),
+            (self.sink, self.subtask, self.token, self._seq, checkpoint_id, table.num_rows, table_to_ipc(table)),
         )
         self._seq += 1
 
@@ -297,7 +287,7 @@ class SqliteSinkWriter(Operator):
                     f"from {self.db_path} before their commit"
                 )
             for (data,) in staged:
-                rows += self._upsert(conn, _from_ipc(data))
+                rows += self._upsert(conn, ipc_to_table(data))
         if everything:
             conn.execute(f"DELETE FROM {STAGING} WHERE {where}", (self.sink, self.subtask))
         elif checkpoint_ids:
@@ -415,7 +405,7 @@ class SqliteSinkWriter(Operator):
                         f"SELECT data FROM {STAGING} WHERE sink = ? AND subtask = ? AND token = ? ORDER BY seq",
                         (self.sink, self.subtask, self.token),
                     ).fetchall()
-                    rows = sum(self._upsert(conn, _from_ipc(data)) for (data,) in staged)
+                    rows = sum(self._upsert(conn, ipc_to_table(data)) for (data,) in staged)
                     if table is not None:
                         rows += self._upsert(conn, table)
                     conn.execute(
