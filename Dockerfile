@@ -32,12 +32,14 @@ RUN set -eux; \
     java -version
 
 # Non-root user; /var/lib/sluice is where the shared checkpoint/HA volume is
-# mounted (owned by the user, so a fresh named volume inherits the ownership).
+# mounted, /etc/sluice/tls the certificates (docs/security.md); both owned by the
+# user, so a fresh named volume inherits the ownership.
 RUN set -eux; \
     groupadd --system --gid 10001 sluice; \
     useradd --system --uid 10001 --gid 10001 --home-dir /home/sluice --create-home --shell /usr/sbin/nologin sluice; \
-    mkdir -p /var/lib/sluice/checkpoints /etc/sluice; \
-    chown -R sluice:sluice /var/lib/sluice
+    mkdir -p /var/lib/sluice/checkpoints /etc/sluice/tls; \
+    chown -R sluice:sluice /var/lib/sluice /etc/sluice/tls; \
+    chmod 0700 /etc/sluice/tls
 
 # Dependencies first (their layer survives source changes): install the
 # project's requirements from pyproject.toml with empty packages, then the
@@ -62,8 +64,9 @@ RUN set -eux; \
 USER 10001:10001
 WORKDIR /home/sluice
 
-# 6123: JobManager gRPC, 6122: TaskManager gRPC (TaskExecutor + DataExchange).
-EXPOSE 6123 6122
+# 6123: JobManager gRPC, 6122: TaskManager gRPC (TaskExecutor + DataExchange), both mutual TLS;
+# 9123 / 9122: their plaintext health-only ports (rpc.health-port) in docker-compose.yml and k8s/.
+EXPOSE 6123 6122 9123 9122
 
 # `docker run IMAGE jobmanager ...`, `... taskmanager ...`, or any sluice command.
 ENTRYPOINT ["sluice"]

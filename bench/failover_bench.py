@@ -30,13 +30,13 @@ import time
 from datetime import UTC, datetime
 
 import psutil
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 from sluice.client import JobManagerClient
 from sluice.states import ExecutionState, JobStatus, from_proto
+from sluice.zk.auth import cluster_client
 from sluice.zk.paths import ZkPaths
 
 JOB = os.path.join(REPO, "tests", "integration", "jobs", "endless_counts.py")
@@ -89,7 +89,8 @@ def one_run(workdir: str, session_timeout: float) -> dict:
             .strip()
             .splitlines()[-1]
         )
-        client = JobManagerClient(zookeeper=info["zookeeper"], cluster_id=info["cluster_id"], timeout=60)
+        client = JobManagerClient.from_context({"cluster_dir": cluster_dir})  # TLS and credentials of cluster.json
+        client.timeout = 60  # seconds to follow the failover
         deadline = time.monotonic() + 120
         while True:
             job = client.get(job_id)
@@ -100,7 +101,7 @@ def one_run(workdir: str, session_timeout: float) -> dict:
             time.sleep(0.1)
         old = job.leader
         pid = next(p["pid"] for p in info["processes"] if p["address"] == old)
-        zk = KazooClient(hosts=info["zookeeper"])
+        zk = cluster_client(info["zookeeper"], info.get("zookeeper_auth_file"))
         zk.start(timeout=15)
         path = ZkPaths(info["cluster_id"]).leader_connection_info
         killed = time.monotonic()

@@ -165,9 +165,8 @@ class Cluster:
     @property
     def client(self) -> JobManagerClient:
         if self._client is None:
-            self._client = JobManagerClient(
-                zookeeper=self.info["zookeeper"], cluster_id=self.info["cluster_id"], timeout=30
-            )
+            # from cluster.json: the leader's address, ZooKeeper credentials and TLS files
+            self._client = JobManagerClient.from_context({"cluster_dir": self.dir})
         return self._client
 
     def status(self, job_id: str) -> dict:

@@ -8,6 +8,16 @@ Only the leader acts: without a leader session every call is refused
 (NotLeader), reports under another session are refused (StaleLeaderSession),
 and results of calls made under an older session are dropped.
 
+A TaskManager's calls are bound to who it is (docs/protocols.md, "Fencing"):
+its registration binds the resource id to the caller's identity (the
+certificate's common name; none on a plaintext cluster) and address, and a
+heartbeat, task state, acknowledgement or decline is taken only for a
+resource id, or an execution this JobManager deployed to a TaskManager, whose
+bound identity is the caller's (NotOwner otherwise). A report for an
+execution that is not (or no longer) deployed on a living TaskManager is a
+late report, not accepted as before. Nothing is allocated in proportion to a
+number a caller sends before it is checked against its bound.
+
 Log lines about a job carry its correlation id, "[job <id>]".
 """
 
@@ -23,12 +33,13 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 import grpc
 
-from jobmanager.errors import JobNotFound, NotLeader, StaleLeaderSession
-from jobmanager.job_master import JobMaster, TaskRecords
+from jobmanager.errors import InvalidRequest, JobNotFound, NotLeader, NotOwner, StaleLeaderSession
+from jobmanager.job_master import TRACEBACK_LIMIT, JobMaster, TaskRecords, bounded
 from jobmanager.leader.driver import LeadershipLostError
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import slot_pool as sp
-from sluice import graph, rpc
+from sluice import config, graph, rpc
+from sluice.security.identity import Identity, Role
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2_grpc
 
@@ -39,6 +50,10 @@ log = logging.getLogger("sluice.jobmanager")
 
 HeartbeatMetrics = tuple[str, str, TaskRecords]  # (job id, execution id, record counters) of one task
 
+DEFAULT_PAGE_SIZE = 100  # ListJobs without a page_size
+MAX_PAGE_SIZE = 1000  # a larger page_size is served as this many
+SUMMARY_FAILURE_LIMIT = 1024  # characters of a failure a ListJobs summary keeps
+
 
 class Dispatcher:
     def __init__(
@@ -48,15 +63,20 @@ class Dispatcher:
         heartbeat_interval: float,  # defaults: sluice/config.py
         cancel_timeout: float = eg.CANCEL_TIMEOUT,
         checkpoint_dir: str | None = None,
+        max_taskmanager_losses: int = config.TASKMANAGER_LOSS_MAX_PER_JOB.default,
         clock: Callable[[], float] = time.monotonic,
         ha: Any = None,
         guard_factory: Callable[[str], GuardedTransaction] | None = None,
+        max_slots_per_taskmanager: int = config.MAX_SLOTS_PER_TASKMANAGER.default,
     ) -> None:
         self.address = address
+        self.max_slots_per_taskmanager = max_slots_per_taskmanager
         self.heartbeat_timeout = heartbeat_timeout
         self.heartbeat_interval = heartbeat_interval
         self.cancel_timeout = cancel_timeout
         self.checkpoint_dir = checkpoint_dir
+        self.max_taskmanager_losses = max_taskmanager_losses
+        self._last_loss = ""  # the latest TaskManager loss, for jobs waiting for slots
         self.clock = clock
         self._lock = threading.RLock()
         self._pool = sp.SlotPool(heartbeat_timeout)
@@ -101,6 +121,7 @@ class Dispatcher:
                     self.checkpoint_dir,
                     self.cancel_timeout,
                     counter=self.ha.checkpoint_id_counter(job_id),
+                    max_tm_losses=self.max_taskmanager_losses,
                 )
             except Exception as exc:  # noqa: BLE001 — one unreadable job must not stop recovering the others
                 log.error("[job %s] cannot recover: %s", job_id, exc)
@@ -145,7 +166,15 @@ class Dispatcher:
         counter = self.ha.checkpoint_id_counter(job_id) if self.ha is not None else None
         with self._lock:
             try:
-                master = JobMaster(job_id, job, self, self.checkpoint_dir, self.cancel_timeout, counter=counter)
+                master = JobMaster(
+                    job_id,
+                    job,
+                    self,
+                    self.checkpoint_dir,
+                    self.cancel_timeout,
+                    counter=counter,
+                    max_tm_losses=self.max_taskmanager_losses,
+                )
             except ValueError as exc:
                 raise graph.JobValidationError("config", str(exc)) from None
         if self.ha is not None:  # persist before announcing the job id
@@ -181,12 +210,29 @@ class Dispatcher:
                 return self._ended_info(job_id)
             return self._job(job_id).info(self._pool.free_slots())
 
-    def list_jobs(self) -> list[common_pb2.JobInfo]:
+    def list_jobs(self, page_size: int = 0, page_token: str = "") -> tuple[list[common_pb2.JobInfo], str]:
+        """One page of job summaries, oldest first (by submission time, then job id), and the
+        token of the next page ("" after the last). A summary is the job's `JobInfo` without
+        tasks, checkpoints and exception history, its failure cut to SUMMARY_FAILURE_LIMIT."""
         self._require_leader()
+        if page_size < 0:
+            raise InvalidRequest("page_size", f"must be >= 0, got {page_size}")
+        size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        after = _page_position(page_token) if page_token else None
         with self._lock:
-            infos = [j.info(self._pool.free_slots()) for j in self._jobs.values()]
-            infos += [self._ended_info(job_id) for job_id in self._results if job_id not in self._jobs]
-            return sorted(infos, key=lambda i: i.submitted_ms)
+            keys = [(j.submitted_ms, job_id) for job_id, j in self._jobs.items()]
+            keys += [(r.submitted_ms, job_id) for job_id, r in self._results.items() if job_id not in self._jobs]
+            keys = sorted(k for k in keys if after is None or k > after)
+            page, more = keys[:size], len(keys) > size
+            free = self._pool.free_slots()
+            infos = []
+            for _, job_id in page:
+                info = self._jobs[job_id].info(free) if job_id in self._jobs else self._ended_info(job_id)
+                for detail in ("tasks", "checkpoints", "exceptions"):
+                    info.ClearField(detail)
+                info.failure = bounded(info.failure, SUMMARY_FAILURE_LIMIT)
+                infos.append(info)
+            return infos, f"{page[-1][0]}/{page[-1][1]}" if more else ""
 
     def _ended_info(self, job_id: str) -> common_pb2.JobInfo:
         """A job that ended under an earlier leader, as this leader reports it."""
@@ -219,26 +265,87 @@ class Dispatcher:
         return job
 
     # -- TaskManager calls ------------------------------------------------------------------------
-    def register_taskmanager(self, resource_id: str, address: str, slots: int) -> str:
+    def register_taskmanager(self, resource_id: str, address: str, slots: int, identity: Identity | None = None) -> str:
+        """Bind `resource_id` to the caller's identity and address and offer its slots; the
+        leader session id in return. NotOwner when a living TaskManager of another identity
+        (without identities: at another address) holds the resource id."""
         session = self._require_leader()
-        if slots < 1:
-            raise ValueError(f"slots must be >= 1, got {slots}")
+        if not 1 <= slots <= self.max_slots_per_taskmanager:
+            raise InvalidRequest(
+                "slots",
+                f"must be between 1 and {self.max_slots_per_taskmanager} "
+                f"({config.MAX_SLOTS_PER_TASKMANAGER.key}), got {slots}",
+            )
+        _check_caller_role(identity)
         with self._lock:
+            event = sp.TaskManagerRegistered(resource_id, address, slots, self.clock(), _name(identity))
+            actions = self._pool.handle(event)
+            rejected = next((a for a in actions if isinstance(a, sp.RegistrationRejected)), None)
+            if rejected is not None:
+                log.warning(
+                    "refused to register TaskManager %s at %s (caller %s): %s",
+                    resource_id,
+                    address,
+                    identity or "without identity",
+                    rejected.reason,
+                )
+                raise NotOwner(
+                    f"resource id {resource_id!r} belongs to a living TaskManager: {rejected.reason}. "
+                    "Each TaskManager needs a resource id of its own"
+                )
             log.info("TaskManager %s registered at %s with %d slots", resource_id, address, slots)
-            self._pool_event(sp.TaskManagerRegistered(resource_id, address, slots, self.clock()))
+            self._pool_actions(actions)
         return session
 
-    def heartbeat(self, resource_id: str, session_id: str, metrics: list[HeartbeatMetrics]) -> bool:
+    def heartbeat(
+        self,
+        resource_id: str,
+        session_id: str,
+        metrics: list[HeartbeatMetrics],
+        held: frozenset[int] | None = None,  # slots its tasks still hold (the slot report); None: no report
+        identity: Identity | None = None,
+    ) -> bool:
+        """False when the pool does not know `resource_id` (the TaskManager registers again);
+        NotOwner when another identity registered it. Metrics count only for executions
+        deployed to that TaskManager."""
         self._check_session(session_id)
         with self._lock:
-            actions = self._pool.handle(sp.HeartbeatReceived(resource_id, self.clock()))
+            tm = self._pool.registered(resource_id)
+            if tm is not None and tm.identity != _name(identity):
+                raise NotOwner(f"TaskManager {resource_id!r} is registered by another identity")
+            actions = self._pool.handle(sp.HeartbeatReceived(resource_id, self.clock(), held))
             if any(isinstance(a, sp.UnknownTaskManager) for a in actions):
                 return False
+            self._pool_actions(actions)  # a slot the report freed may go to a waiting job
             for job_id, eid, records in metrics:
                 job = self._jobs.get(job_id)
-                if job is not None and eid in job.graph.executions:
+                ex = job.graph.executions.get(eid) if job is not None else None
+                if job is not None and ex is not None and ex.slot is not None and ex.slot.resource_id == resource_id:
                     job.metrics[eid] = records
             return True
+
+    def _owned(self, job: JobMaster, execution_id: str, identity: Identity | None, resource_id: str = "") -> bool:
+        """Whether a report about `execution_id` of `job` may be taken from the caller: True for
+        an execution this JobManager deployed to a living TaskManager whose bound identity is
+        the caller's (and whose resource id is `resource_id`, when the report names one);
+        False for one not or no longer deployed there (a late report); NotOwner when another
+        TaskManager owns it."""
+        ex = job.graph.executions.get(execution_id)
+        if ex is None or ex.slot is None:
+            return False
+        tm = self._pool.registered(ex.slot.resource_id)
+        if tm is None:
+            return False  # its TaskManager was lost meanwhile
+        if tm.identity != _name(identity) or (resource_id and resource_id != tm.resource_id):
+            log.warning(
+                "[job %s] refused a report about %s from %s: it runs on TaskManager %s",
+                job.job_id,
+                execution_id,
+                identity or f"a caller naming {resource_id!r}",
+                tm.resource_id,
+            )
+            raise NotOwner("the execution runs on another TaskManager: only it reports about it")
+        return True
 
     def update_task_state(
         self,
@@ -247,18 +354,22 @@ class Dispatcher:
         execution_id: str,
         state: ExecutionState,
         error: str,
-        records: tuple[int, ...] = (0, 0, 0, 0),  # TaskRecords: in, out, sent, malformed
+        records: tuple[Any, ...] = (0, 0, 0, 0),  # a TaskRecords: in, out, sent, malformed, ...
         end_of_input: bool = False,
         failure_cause: FailureCause | None = None,
         unreachable_peer: str = "",
+        identity: Identity | None = None,
+        resource_id: str = "",
     ) -> bool:
-        """A TaskManager's report. A failure caused by an unreachable peer TaskManager
-        (`failure_cause` PEER_UNREACHABLE, its address in `unreachable_peer`) gets that
-        peer probed at once instead of waiting for its heartbeat timeout."""
+        """A TaskManager's report about an execution it owns (`_owned`). A failure caused by
+        an unreachable peer TaskManager (`failure_cause` PEER_UNREACHABLE, its address in
+        `unreachable_peer`) gets that peer probed at once instead of waiting for its heartbeat
+        timeout. The error text is kept to TRACEBACK_LIMIT characters, with a note of the cut."""
         self._check_session(session_id)
+        error = bounded(error, TRACEBACK_LIMIT)
         with self._lock:
             job = self._jobs.get(job_id)
-            if job is None:
+            if job is None or not self._owned(job, execution_id, identity, resource_id):
                 return False
             log.info(
                 "[job %s] task %s -> %s%s%s",
@@ -276,23 +387,39 @@ class Dispatcher:
             return accepted
 
     def acknowledge_checkpoint(
-        self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int, handle: bytes, size: int
+        self,
+        session_id: str,
+        job_id: str,
+        execution_id: str,
+        checkpoint_id: int,
+        handle: bytes,
+        size: int,
+        identity: Identity | None = None,
     ) -> AckOutcome:
+        """An acknowledgement from the TaskManager that owns the execution; its state handle
+        must point inside the checkpoint's directory (InvalidStateHandle otherwise, and the
+        checkpoint keeps waiting for a valid one)."""
         self._check_session(session_id)
         with self._lock:
             job = self._jobs.get(job_id)
-            if job is None:
+            if job is None or not self._owned(job, execution_id, identity):
                 return AckOutcome.UNKNOWN
             return job.on_ack(execution_id, checkpoint_id, handle, size, self.clock())
 
     def decline_checkpoint(
-        self, session_id: str, job_id: str, execution_id: str, checkpoint_id: int, reason: str
+        self,
+        session_id: str,
+        job_id: str,
+        execution_id: str,
+        checkpoint_id: int,
+        reason: str,
+        identity: Identity | None = None,
     ) -> None:
         self._check_session(session_id)
         with self._lock:
             job = self._jobs.get(job_id)
-            if job is not None:
-                job.on_decline(execution_id, checkpoint_id, reason, self.clock())
+            if job is not None and self._owned(job, execution_id, identity):
+                job.on_decline(execution_id, checkpoint_id, bounded(reason, SUMMARY_FAILURE_LIMIT), self.clock())
 
     def _check_session(self, session_id: str) -> None:
         current = self._require_leader()
@@ -398,7 +525,10 @@ class Dispatcher:
 
     # -- slot pool actions -------------------------------------------------------------------------
     def _pool_event(self, event: sp.SlotPoolEvent) -> None:
-        for action in self._pool.handle(event):
+        self._pool_actions(self._pool.handle(event))
+
+    def _pool_actions(self, actions: list[sp.SlotPoolAction]) -> None:
+        for action in actions:
             match action:
                 case sp.SlotsAllocated():
                     job = self._jobs[action.job_id]
@@ -410,27 +540,52 @@ class Dispatcher:
                     job.on_slots(action.slots, self.clock())
                 case sp.JobWaitingForSlots():
                     job = self._jobs[action.job_id]
+                    draining = self._pool.draining_slots()
                     job.on_waiting(
                         f"waiting for slots: needs {action.required}, {action.available} free "
                         f"of {self._pool.total_slots()} in the cluster"
+                        + (f"; {draining} still held by cancelled tasks that have not stopped" if draining else "")
+                        + (f"; last TaskManager loss: {self._last_loss}" if self._last_loss else "")
                     )
                     log.info("[job %s] %s", job.job_id, job.message)
                 case sp.TaskManagerLost():
                     log.warning("TaskManager %s (%s) lost: %s", action.resource_id, action.address, action.reason)
+                    self._last_loss = f"TaskManager {action.resource_id} ({action.address}): {action.reason}"
                     for job_id in action.affected_jobs:
-                        self._jobs[job_id].on_tm_lost(action.resource_id, action.reason, self.clock())
+                        self._jobs[job_id].on_tm_lost(action.resource_id, action.reason, self.clock(), action.address)
                 case sp.UnknownTaskManager():
                     pass  # a disconnect of a TaskManager already lost: nothing left to do
+                case sp.RegistrationRejected():
+                    pass  # register_taskmanager refuses the caller before carrying out actions
                 case _:
                     assert_never(action)
 
     def _stub(self, address: str) -> taskmanager_pb2_grpc.TaskExecutorStub:
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.insecure_channel(address, options=rpc.CHANNEL_OPTIONS)
+            ch = self._channels[address] = rpc.channel(address)  # mutual TLS with the JobManager's certificate
         return taskmanager_pb2_grpc.TaskExecutorStub(ch)
 
     def close(self) -> None:
         self._rpc.shutdown(wait=False, cancel_futures=True)
         for ch in self._channels.values():
             ch.close()
+
+
+def _name(identity: Identity | None) -> str | None:
+    """What the slot pool binds a resource id to: the identity's common name, None on plaintext."""
+    return identity.common_name if identity is not None else None
+
+
+def _check_caller_role(identity: Identity | None) -> None:
+    """Only TaskManager certificates register TaskManagers (plaintext: nobody is checked)."""
+    if identity is not None and identity.role != Role.TASKMANAGER:
+        raise NotOwner(f"{identity} is not a TaskManager identity")
+
+
+def _page_position(token: str) -> tuple[int, str]:
+    """The (submission time, job id) a ListJobs page token continues after."""
+    submitted, sep, job_id = token.partition("/")
+    if not sep or not submitted.isdigit() or not job_id or len(token) > 128:
+        raise InvalidRequest("page_token", "not a token a ListJobs reply returned; leave it empty for the first page")
+    return int(submitted), job_id

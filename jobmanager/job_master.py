@@ -11,7 +11,12 @@ loudly, never a silent start from empty state.
 A deterministic failure fails the job without asking the restart strategy
 (`_decide`): a task's NON_RECOVERABLE report, or the same task error on two
 consecutive attempts with no checkpoint completed in between
-(`RepeatedFailureDetector`, jobmanager/scheduler/restart_strategy.py).
+(`RepeatedFailureDetector`, jobmanager/scheduler/restart_strategy.py). So
+does a job that lost `max_tm_losses` TaskManagers while they ran its tasks,
+with no checkpoint completed in between
+(`jobmanager.taskmanager-loss.max-per-job`): a body that kills its
+TaskManager (`os._exit`, a crash in native code) fails its own job instead of
+taking down every TaskManager of the cluster in turn.
 
 Exception history, as Flink keeps it: the root cause of every failed attempt
 — restarted or final — with its time, attempt, task, one-line cause and
@@ -28,14 +33,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol, assert_never, cast
 
 from jobmanager.checkpoint import coordinator as cc
-from jobmanager.checkpoint import metadata
+from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler.restart_strategy import (
@@ -48,7 +52,7 @@ from jobmanager.scheduler.restart_strategy import (
     from_config,
 )
 from jobmanager.scheduler.slot_pool import SlotId
-from sluice import graph
+from sluice import config, graph
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, to_proto
 from sluice.v1 import common_pb2, taskmanager_pb2
@@ -107,6 +111,24 @@ class TaskRecords(NamedTuple):
     records_out: int = 0  # rows the task's chain produced (a source: rows read), before pre-aggregation
     records_sent: int = 0  # rows sent to the next tasks, after pre-aggregation
     records_malformed: int = 0  # input rows the source could not parse
+    records_dropped: int = 0  # rows dropped: malformed (on_error "drop") or with a null key
+    bad_record_samples: tuple[str, ...] = ()  # a few malformed lines, truncated (the TaskManager's)
+
+
+BAD_RECORD_SAMPLES = 5  # in a job's status: the first tasks' samples, at most this many
+SAMPLE_CHARS = 200  # each sample truncated to this many characters, whatever a TaskManager sent
+
+
+def task_records(m: Any) -> TaskRecords:
+    """The record counters of a heartbeat's `TaskMetrics` or a `TaskExecutionState` (same fields)."""
+    return TaskRecords(
+        m.records_in,
+        m.records_out,
+        m.records_sent,
+        m.records_malformed,
+        m.records_dropped,
+        tuple(s[:SAMPLE_CHARS] for s in m.bad_record_samples[:BAD_RECORD_SAMPLES]),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +161,7 @@ class JobMaster:
         checkpoint_dir: str | None,
         cancel_timeout: float = eg.CANCEL_TIMEOUT,
         counter: CheckpointIDCounter | None = None,
+        max_tm_losses: int = config.TASKMANAGER_LOSS_MAX_PER_JOB.default,
     ):
         self.job_id, self.job, self.gateway = job_id, job, gateway
         self.chains = graph.build_chains(job)
@@ -172,6 +195,8 @@ class JobMaster:
         self._failed_at = 0.0
         self._failed_ms = 0
         self.repeated = RepeatedFailureDetector()
+        self.max_tm_losses = max_tm_losses
+        self.tm_losses = 0  # TaskManagers lost while running this job's tasks, since the last completed checkpoint
         self.exceptions: collections.deque[ExceptionEntry] = collections.deque(maxlen=HISTORY_SIZE)
         # coordinators of ended attempts, newest last: their checkpoints stay in the status
         self._past_coordinators: list[cc.CheckpointCoordinator] = []
@@ -241,7 +266,7 @@ class JobMaster:
         eid: str,
         state: ExecutionState,
         error: str,
-        records: Sequence[int],
+        records: Sequence[Any],  # a TaskRecords
         end_of_input: bool,
         now: float,
         cause: FailureCause | None = None,
@@ -260,8 +285,23 @@ class JobMaster:
         if eid in self.graph.executions:
             self._apply(self.graph.handle(eg.DeploymentFailed(eid, error, now)), now)
 
-    def on_tm_lost(self, resource_id: str, reason: str, now: float) -> None:
-        self._apply(self.graph.handle(eg.TaskManagerLost(resource_id, reason, now)), now)
+    def on_tm_lost(self, resource_id: str, reason: str, now: float, address: str = "") -> None:
+        ran = any(
+            ex.slot is not None and ex.slot.resource_id == resource_id and not ex.state.terminal
+            for ex in self.graph.executions.values()
+        )
+        if ran:  # it was running tasks of this attempt
+            self.tm_losses += 1
+            log.warning(
+                "%s TaskManager %s (%s) lost while running tasks of this job (%d of %d allowed): %s",
+                self.tag,
+                resource_id,
+                address,
+                self.tm_losses,
+                self.max_tm_losses,
+                reason,
+            )
+        self._apply(self.graph.handle(eg.TaskManagerLost(resource_id, reason, now, address)), now)
 
     def cancel(self, now: float) -> JobStatus:
         if self.terminal:
@@ -294,12 +334,16 @@ class JobMaster:
         coordinator = self.coordinator
         if coordinator is None or eid not in self.graph.executions:
             return AckOutcome.UNKNOWN
-        try:
-            parsed = json.loads(handle)
-        except ValueError:
-            decline = cc.Decline(eid, checkpoint_id, "unreadable state handle", now)
-            self._apply_checkpoint(coordinator, coordinator.handle(decline), now)
-            return AckOutcome.UNKNOWN
+        storage, chain_id = self._storage(), self.graph.executions[eid].chain_id
+        # Raises InvalidStateHandle (the ack is rejected; the checkpoint waits for a valid one)
+        # when the handle points outside this checkpoint's directory: jobmanager/checkpoint/state_handles.py.
+        parsed = state_handles.parse(
+            handle,
+            storage.checkpoint_dir(checkpoint_id),
+            self.chain_by_id[chain_id].operator_ids,
+            self.job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM,
+            state_handles.resolver_for(storage.fs),
+        )
         actions = coordinator.handle(cc.Acknowledge(eid, checkpoint_id, parsed, size, now))
         outcome = next((a.outcome for a in actions if isinstance(a, cc.AckResult)), AckOutcome.UNKNOWN)
         self._apply_checkpoint(coordinator, actions, now)
@@ -383,6 +427,15 @@ class JobMaster:
             self.repeated.on_failure(None)
             return self.restart.on_failure(now)
         line = exception_line(root.error)
+        if root.lost_taskmanager and self.tm_losses >= self.max_tm_losses:
+            self.repeated.on_failure(None)
+            return RestartDecision(
+                False,
+                0.0,
+                f"{self.tm_losses} TaskManagers exited while running this job's tasks with no checkpoint "
+                f"completed in between (jobmanager.taskmanager-loss.max-per-job: {self.max_tm_losses}); "
+                f"a task may be killing its TaskManager: {line}",
+            )
         if root.cause == FailureCause.NON_RECOVERABLE:
             self.repeated.on_failure(None)
             kind = exception_type(line) or "see the cause"
@@ -459,6 +512,9 @@ class JobMaster:
             info = self.info(0)
             if state is not None:
                 info.state = cast(common_pb2.JobState, to_proto(state))
+            # The job result store keeps the head of a long failure, storage its full text
+            # (jobmanager/ha/zookeeper.py); the status shows what a later leader will show.
+            self.failure = ha.compact_failure(self.job_id, self.failure)
             self.gateway.run_io(self, lambda: ha.put_job_result(self.gateway.guard, self.job_id, info), _ignore)
 
     # -- checkpoints ---------------------------------------------------------------------------------
@@ -547,6 +603,7 @@ class JobMaster:
                     self._notify("NotifyCheckpointComplete", action.targets, action.checkpoint_id, action.final)
                     self.restart.on_success(now)
                     self.repeated.on_success()  # progress: a repeated error is no longer a replay of the same input
+                    self.tm_losses = 0
                 case cc.NotifyAborted():
                     log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
                     if self.graph.state == JobStatus.RUNNING:
@@ -684,7 +741,12 @@ class JobMaster:
                 records_out=records.records_out,
                 records_sent=records.records_sent,
                 records_malformed=records.records_malformed,
+                records_dropped=records.records_dropped,
+                bad_record_samples=records.bad_record_samples,
             )
+            info.records_dropped += records.records_dropped
+            room = BAD_RECORD_SAMPLES - len(info.bad_record_samples)
+            info.bad_record_samples.extend(records.bad_record_samples[: max(room, 0)])
         coordinators = list(self._past_coordinators)
         if self.coordinator is not None and self.coordinator not in coordinators:
             coordinators.append(self.coordinator)

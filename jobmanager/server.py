@@ -12,10 +12,10 @@ and call run(settings).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Sequence
 
-from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from jobmanager.dispatcher import Dispatcher
@@ -24,6 +24,7 @@ from jobmanager.leader.zookeeper_driver import ZooKeeperLeaderElectionDriver
 from jobmanager.servicers import JobManagerServicer, ResourceManagerServicer
 from sluice import config, logs, rpc
 from sluice.v1 import jobmanager_pb2_grpc
+from sluice.zk import auth as zk_auth
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
 
@@ -37,10 +38,15 @@ class JobManagerProcess:
         if settings.role != "jobmanager":
             raise ValueError(f"JobManagerProcess needs jobmanager settings, got {settings.role} settings")
         advertised_host = settings.advertised_host()
+        # TLS files or an explicit --insecure (ConfigError otherwise); calls to TaskManagers use them too
+        security = rpc.Security.from_settings(settings)
+        rpc.use_tls(security.tls)
         self.server = rpc.Server(
             settings.get(config.RPC_HOST),
             settings.get(config.RPC_PORT),
             ["sluice.v1.JobManager", "sluice.v1.ResourceManager"],
+            security=security,
+            health_port=settings.get(config.RPC_HEALTH_PORT),
         )
         # the address published to ZooKeeper: the bind host may be a wildcard (0.0.0.0 in containers)
         self.address = f"{advertised_host}:{self.server.port}" if advertised_host else self.server.address
@@ -52,6 +58,8 @@ class JobManagerProcess:
             heartbeat_timeout=settings.get(config.HEARTBEAT_TIMEOUT),
             heartbeat_interval=settings.get(config.HEARTBEAT_INTERVAL),
             checkpoint_dir=self.checkpoint_dir,
+            max_taskmanager_losses=settings.get(config.TASKMANAGER_LOSS_MAX_PER_JOB),
+            max_slots_per_taskmanager=settings.get(config.MAX_SLOTS_PER_TASKMANAGER),
         )
         self._leader_address: str | None = None
         hint = lambda: self._leader_address  # noqa: E731 — a one-line closure the servicers call for the leader
@@ -63,8 +71,13 @@ class JobManagerProcess:
         )
         self.server.set_serving(False)
         self.paths = ZkPaths(settings.get(config.CLUSTER_ID))
-        self.zk = KazooClient(
-            hosts=settings.get(config.ZOOKEEPER_QUORUM),
+        # authenticated with the cluster's credentials, creating nodes with its ACL (sluice/zk/auth.py)
+        self.zk_auth = zk_auth.ZkAuth.resolve(
+            settings.get(config.ZOOKEEPER_AUTH_FILE), settings.get(config.ZOOKEEPER_CLIENT_ACL)
+        )
+        self.zk = zk_auth.make_client(
+            settings.get(config.ZOOKEEPER_QUORUM),
+            self.zk_auth,
             timeout=settings.get(config.ZOOKEEPER_SESSION_TIMEOUT),
             connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2),
             command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1),
@@ -88,8 +101,15 @@ class JobManagerProcess:
 
     def start(self) -> None:
         self.server.start()
-        log.info("JobManager listening at %s; connecting to ZooKeeper", self.address)
+        log.info(
+            "JobManager listening at %s (%s)%s%s; connecting to ZooKeeper",
+            self.address,
+            "mutual TLS" if self.server.secure else "PLAINTEXT, no authentication",
+            f", bearer-token clients on port {self.server.token_port}" if self.server.token_port else "",
+            f", health only on plaintext port {self.server.health_port}" if self.server.health_port else "",
+        )
         self.zk.start(timeout=60)
+        zk_auth.prepare_cluster_root(self.zk, self.paths, self.zk_auth)
         self.dispatcher.ha = ZooKeeperHaServices(self.zk, self.paths, self.checkpoint_dir)
         self.dispatcher._guard_factory = self.election.guarded_transaction
         self.retriever = LeaderRetriever(self.zk, self.paths, self._on_leader)
@@ -124,7 +144,10 @@ class JobManagerProcess:
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m jobmanager`: flags from sluice/config.py's OPTIONS and --address-file."""
     settings, address_file = config.parse_process_argv("jobmanager", argv)
-    run(settings, address_file)
+    try:
+        run(settings, address_file)
+    except config.ConfigError as exc:
+        sys.exit(f"jobmanager: configuration error: {exc}")
 
 
 def run(settings: config.Settings, address_file: str | None = None) -> None:

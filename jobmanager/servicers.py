@@ -6,6 +6,16 @@ This is the wire edge: proto enum values become `sluice.states` members on
 the way in (`from_proto`; UNSPECIFIED or an unknown value is INVALID_ARGUMENT
 naming the field) and members become proto values on the way out
 (`to_proto`). Everything behind it speaks members only.
+
+It is also where requests meet their bounds (docs/protocols.md, "Bounds"):
+ids and addresses of at most MAX_ID_LENGTH / MAX_ADDRESS_LENGTH characters,
+at most MAX_HEARTBEAT_TASKS task entries in a heartbeat, a state handle of at
+most MAX_STATE_HANDLE_BYTES and checkpoint ids and sizes that are not
+negative; anything else is INVALID_ARGUMENT naming the field, before the
+dispatcher sees it. Each ResourceManager call passes the caller's verified
+identity (`peer_identity`; None on a plaintext server) to the dispatcher,
+which binds TaskManagers and their executions to it (PERMISSION_DENIED for
+anyone else). No error text carries the leader session id.
 """
 
 from __future__ import annotations
@@ -18,10 +28,12 @@ from typing import Any, TypeVar, cast
 
 import grpc
 
+from jobmanager.checkpoint.state_handles import MAX_STATE_HANDLE_BYTES, InvalidStateHandle
 from jobmanager.dispatcher import Dispatcher
-from jobmanager.errors import JobNotFound, NotLeader, StaleLeaderSession
-from jobmanager.job_master import TaskRecords
+from jobmanager.errors import InvalidRequest, JobNotFound, NotLeader, NotOwner, StaleLeaderSession
+from jobmanager.job_master import task_records
 from sluice.graph import JobValidationError
+from sluice.security.identity import peer_identity
 from sluice.states import ExecutionState, FailureCause, from_proto, to_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
 
@@ -30,13 +42,39 @@ log = logging.getLogger("sluice.jobmanager.rpc")
 Handler = Callable[[Any, Any, grpc.ServicerContext], Any]
 E = TypeVar("E", ExecutionState, FailureCause)
 
+MAX_ID_LENGTH = 1024  # characters of a resource, job or execution id (operator ids alone may have 256)
+MAX_ADDRESS_LENGTH = 300  # characters of a host:port (a DNS name has at most 253)
+MAX_HEARTBEAT_TASKS = 4096  # task entries in one heartbeat
+MAX_HEARTBEAT_SLOTS = 4096  # slot entries in one heartbeat's slot report
 
-class BadField(ValueError):
+
+class BadField(InvalidRequest):
     """A request field holds a value this JobManager does not accept."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+
+def bounded_id(value: str, field: str, required: bool = True) -> str:
+    """`value` of request field `field`, checked: present (when `required`), not too long."""
+    if required and not value:
+        raise BadField(field, "is required")
+    if len(value) > MAX_ID_LENGTH:
+        raise BadField(field, f"{len(value)} characters, more than {MAX_ID_LENGTH}")
+    return value
+
+
+def host_port(value: str, field: str) -> str:
+    """A `host:port` address of request field `field`."""
+    if len(value) > MAX_ADDRESS_LENGTH:
+        raise BadField(field, f"{len(value)} characters, more than {MAX_ADDRESS_LENGTH}")
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or any(c.isspace() for c in host) or not (port.isdigit() and 0 < int(port) < 65536):
+        raise BadField(field, f"expected host:port, got {value[:80]!r}")
+    return value
+
+
+def not_negative(value: int, field: str) -> int:
+    if value < 0:
+        raise BadField(field, f"must be >= 0, got {value}")
+    return value
 
 
 def member(cls: type[E], value: int, field: str) -> E:
@@ -62,10 +100,12 @@ def translated(method: Handler) -> Handler:
             )
         except JobValidationError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid job: {exc}")
-        except BadField as exc:
+        except (InvalidRequest, InvalidStateHandle) as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid request: {exc}")
+        except NotOwner as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         except JobNotFound as exc:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job with id {exc.args[0]!r}")
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no job with id {str(exc.args[0])[:MAX_ID_LENGTH]!r}")
         except StaleLeaderSession as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except ValueError as exc:
@@ -98,9 +138,10 @@ class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
 
     @translated
     def ListJobs(
-        self, _request: jobmanager_pb2.ListJobsRequest, _context: grpc.ServicerContext
+        self, request: jobmanager_pb2.ListJobsRequest, _context: grpc.ServicerContext
     ) -> jobmanager_pb2.ListJobsResponse:
-        return jobmanager_pb2.ListJobsResponse(jobs=self.dispatcher.list_jobs())
+        jobs, next_token = self.dispatcher.list_jobs(request.page_size, request.page_token)
+        return jobmanager_pb2.ListJobsResponse(jobs=jobs, next_page_token=next_token)
 
     @translated
     def CancelJob(
@@ -121,28 +162,42 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
     def RegisterTaskManager(
         self, request: jobmanager_pb2.RegisterTaskManagerRequest, context: grpc.ServicerContext
     ) -> jobmanager_pb2.RegisterTaskManagerResponse:
-        if not request.resource_id or not request.address:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "resource_id and address are required")
-        session = self.dispatcher.register_taskmanager(request.resource_id, request.address, request.slots)
+        session = self.dispatcher.register_taskmanager(
+            bounded_id(request.resource_id, "resource_id"),
+            host_port(request.address, "address"),
+            request.slots,
+            peer_identity(context),
+        )
         return jobmanager_pb2.RegisterTaskManagerResponse(
             leader_session_id=session, heartbeat_interval_ms=int(self.dispatcher.heartbeat_interval * 1000)
         )
 
     @translated
     def Heartbeat(
-        self, request: jobmanager_pb2.HeartbeatRequest, _context: grpc.ServicerContext
+        self, request: jobmanager_pb2.HeartbeatRequest, context: grpc.ServicerContext
     ) -> jobmanager_pb2.HeartbeatResponse:
-        metrics = [
-            (t.job_id, t.execution_id, TaskRecords(t.records_in, t.records_out, t.records_sent, t.records_malformed))
-            for t in request.tasks
-        ]
-        known = self.dispatcher.heartbeat(request.resource_id, request.leader_session_id, metrics)
+        bounded_id(request.resource_id, "resource_id")
+        if len(request.tasks) > MAX_HEARTBEAT_TASKS:
+            raise BadField("tasks", f"{len(request.tasks)} entries, more than {MAX_HEARTBEAT_TASKS}")
+        if len(request.slots) > MAX_HEARTBEAT_SLOTS:
+            raise BadField("slots", f"{len(request.slots)} entries, more than {MAX_HEARTBEAT_SLOTS}")
+        metrics = [(t.job_id, t.execution_id, task_records(t)) for t in request.tasks]
+        # the slot report: one entry per slot, a job id where tasks still hold it (none: an older TaskManager)
+        held = frozenset(s.slot_index for s in request.slots if s.job_id) if request.slots else None
+        known = self.dispatcher.heartbeat(
+            request.resource_id, request.leader_session_id, metrics, held, identity=peer_identity(context)
+        )
         return jobmanager_pb2.HeartbeatResponse(known=known)
 
     @translated
     def UpdateTaskExecutionState(
-        self, request: jobmanager_pb2.TaskExecutionState, _context: grpc.ServicerContext
+        self, request: jobmanager_pb2.TaskExecutionState, context: grpc.ServicerContext
     ) -> jobmanager_pb2.UpdateTaskExecutionStateResponse:
+        bounded_id(request.resource_id, "resource_id")
+        bounded_id(request.job_id, "job_id")
+        bounded_id(request.execution_id, "execution_id")
+        if request.unreachable_peer:
+            host_port(request.unreachable_peer, "unreachable_peer")
         state = member(ExecutionState, request.state, "state")
         cause = member(FailureCause, request.failure_cause, "failure_cause") if request.failure_cause else None
         accepted = self.dispatcher.update_task_state(
@@ -151,32 +206,42 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
             request.execution_id,
             state,
             request.error,
-            TaskRecords(request.records_in, request.records_out, request.records_sent, request.records_malformed),
+            task_records(request),
             request.end_of_input,
             failure_cause=cause,
             unreachable_peer=request.unreachable_peer,
+            identity=peer_identity(context),
+            resource_id=request.resource_id,
         )
         return jobmanager_pb2.UpdateTaskExecutionStateResponse(accepted=accepted)
 
     @translated
     def AcknowledgeCheckpoint(
-        self, request: jobmanager_pb2.AcknowledgeCheckpointRequest, _context: grpc.ServicerContext
+        self, request: jobmanager_pb2.AcknowledgeCheckpointRequest, context: grpc.ServicerContext
     ) -> jobmanager_pb2.AcknowledgeCheckpointResponse:
+        if len(request.state_handle) > MAX_STATE_HANDLE_BYTES:
+            raise BadField("state_handle", f"{len(request.state_handle)} bytes, more than {MAX_STATE_HANDLE_BYTES}")
         outcome = self.dispatcher.acknowledge_checkpoint(
             request.leader_session_id,
-            request.job_id,
-            request.execution_id,
-            request.checkpoint_id,
+            bounded_id(request.job_id, "job_id"),
+            bounded_id(request.execution_id, "execution_id"),
+            not_negative(request.checkpoint_id, "checkpoint_id"),
             request.state_handle,
-            request.size_bytes,
+            not_negative(request.size_bytes, "size_bytes"),
+            identity=peer_identity(context),
         )
         return jobmanager_pb2.AcknowledgeCheckpointResponse(outcome=cast(jobmanager_pb2.AckOutcome, to_proto(outcome)))
 
     @translated
     def DeclineCheckpoint(
-        self, request: jobmanager_pb2.DeclineCheckpointRequest, _context: grpc.ServicerContext
+        self, request: jobmanager_pb2.DeclineCheckpointRequest, context: grpc.ServicerContext
     ) -> jobmanager_pb2.DeclineCheckpointResponse:
         self.dispatcher.decline_checkpoint(
-            request.leader_session_id, request.job_id, request.execution_id, request.checkpoint_id, request.reason
+            request.leader_session_id,
+            bounded_id(request.job_id, "job_id"),
+            bounded_id(request.execution_id, "execution_id"),
+            not_negative(request.checkpoint_id, "checkpoint_id"),
+            request.reason,
+            identity=peer_identity(context),
         )
         return jobmanager_pb2.DeclineCheckpointResponse()

@@ -26,8 +26,9 @@ from typing import Any, TypeVar
 import grpc
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_before_delay, wait_exponential_jitter
 
-from sluice import config
+from sluice import config, rpc
 from sluice.cluster_file import ClusterFile, ClusterFileError, ClusterFileNotFound
+from sluice.security.tls import TlsError, TlsFiles
 from sluice.states import JobStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
 
@@ -82,15 +83,23 @@ class JobManagerClient:
         jobmanagers: list[str] | None = None,
         timeout: float = 30.0,
         connect_timeout: float = CONNECT_TIMEOUT,
+        zookeeper_auth_file: str | None = None,
+        tls: TlsFiles | None = None,
+        token: str | None = None,
     ):
         """`connect_timeout`: how long to look for a JobManager until one answered or ZooKeeper
-        named a leader; `timeout`: how long to follow a failover after that (both in seconds)."""
+        named a leader; `timeout`: how long to follow a failover after that (both in seconds).
+        `tls`: the cluster's CA and a client certificate (None: plaintext, an `--insecure`
+        cluster); `token`: a bearer token instead of the certificate (with `tls` holding the CA
+        only, and `jobmanagers` the JobManagers' token ports; docs/security.md)."""
         if not zookeeper and not jobmanagers:
             raise SluiceError("give a ZooKeeper connect string or JobManager addresses")
         if not connect_timeout > 0 or not timeout > 0:
             raise SluiceError(f"timeouts must be positive, got connect_timeout={connect_timeout}, timeout={timeout}")
         self.zookeeper = zookeeper
         self.cluster_id = cluster_id
+        self.zookeeper_auth_file = zookeeper_auth_file  # the cluster's ZooKeeper credentials (sluice/zk/auth.py)
+        self.tls, self.token = tls, token
         self.jobmanagers = jobmanagers or []
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -114,12 +123,15 @@ class JobManagerClient:
             return cls(
                 jobmanagers=[a.strip() for a in ctx["jobmanager"].split(",") if a.strip()],
                 connect_timeout=connect_timeout,
+                **_security(ctx),
             )
         if ctx.get("zookeeper"):
             return cls(
                 zookeeper=ctx["zookeeper"],
                 cluster_id=ctx.get("cluster_id") or config.CLUSTER_ID.default,
                 connect_timeout=connect_timeout,
+                zookeeper_auth_file=ctx.get("zk_auth_file") or os.environ.get(config.ZOOKEEPER_AUTH_FILE.env) or None,
+                **_security(ctx),
             )
         info = read_cluster_json(ctx.get("cluster_dir") or os.environ.get("SLUICE_CLUSTER_DIR", ".sluice"))
         return cls(
@@ -127,6 +139,8 @@ class JobManagerClient:
             cluster_id=info.cluster_id,
             jobmanagers=[p.address for p in info.of_role("jobmanager")],
             connect_timeout=connect_timeout,
+            zookeeper_auth_file=info.zookeeper_auth_file,
+            **_security(ctx, info.tls),
         )
 
     @property
@@ -145,7 +159,12 @@ class JobManagerClient:
 
             left = self._remaining() * (0.6 if self.jobmanagers else 1.0)  # leave time for the address list
             try:
-                address, _ = find_leader(self.zookeeper, self.cluster_id, timeout=round(max(0.5, min(left, 15.0)), 1))
+                address, _ = find_leader(
+                    self.zookeeper,
+                    self.cluster_id,
+                    timeout=round(max(0.5, min(left, 15.0)), 1),
+                    auth_file=self.zookeeper_auth_file,
+                )
                 self._seen_cluster = True
                 return address
             except Exception as exc:  # noqa: BLE001 — fall back to the address list
@@ -154,17 +173,18 @@ class JobManagerClient:
                         f"cannot find the leading JobManager: {exc}", grpc.StatusCode.UNAVAILABLE
                     ) from None
         for address in self.jobmanagers:
-            channel = grpc.insecure_channel(address)
+            channel = rpc.channel(address, self.tls, self.token)
             try:
                 jobmanager_pb2_grpc.JobManagerStub(channel).ListJobs(
-                    jobmanager_pb2.ListJobsRequest(), timeout=max(0.2, min(PROBE_TIMEOUT, self._remaining()))
+                    jobmanager_pb2.ListJobsRequest(page_size=1),
+                    timeout=max(0.2, min(PROBE_TIMEOUT, self._remaining())),
                 )
                 self._seen_cluster = True
                 return address
             except grpc.RpcError as err:
                 if _from_standby(err):
                     self._seen_cluster = True
-                leader = _leader_hint(err)
+                leader = _leader_hint(err) if self.token is None else None  # hints name certificate ports
                 if leader:
                     return leader
             finally:
@@ -174,7 +194,7 @@ class JobManagerClient:
     def _connect(self) -> jobmanager_pb2_grpc.JobManagerStub:
         if self._stub is None:
             self._address = self._resolve()
-            self._channel = grpc.insecure_channel(self._address)
+            self._channel = rpc.channel(self._address, self.tls, self.token)
             self._stub = jobmanager_pb2_grpc.JobManagerStub(self._channel)
         return self._stub
 
@@ -261,11 +281,21 @@ class JobManagerClient:
         info: common_pb2.JobInfo = self._call(f"GetJob {job_id}", lambda s: s.GetJob(request, timeout=10))
         return info
 
-    def list(self) -> list[common_pb2.JobInfo]:
-        reply: jobmanager_pb2.ListJobsResponse = self._call(
-            "ListJobs", lambda s: s.ListJobs(jobmanager_pb2.ListJobsRequest(), timeout=10)
-        )
-        return list(reply.jobs)
+    def list(self, page_size: int = 0) -> list[common_pb2.JobInfo]:
+        """Every job, oldest first, as summaries (no tasks, checkpoints or exception history:
+        `get` has them), read page by page (`page_size` 0: the server's default)."""
+        jobs: list[common_pb2.JobInfo] = []
+        token = ""
+        while True:
+            reply = self._list_page(jobmanager_pb2.ListJobsRequest(page_size=page_size, page_token=token))
+            jobs.extend(reply.jobs)
+            token = reply.next_page_token
+            if not token:
+                return jobs
+
+    def _list_page(self, request: jobmanager_pb2.ListJobsRequest) -> jobmanager_pb2.ListJobsResponse:
+        reply: jobmanager_pb2.ListJobsResponse = self._call("ListJobs", lambda s: s.ListJobs(request, timeout=10))
+        return reply
 
     def cancel(self, job_id: str) -> JobStatus:
         """Request a cancel; the job's state right after it (CANCELED, or RUNNING while tasks stop)."""
@@ -328,6 +358,40 @@ class JobManagerClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _security(ctx: dict[str, Any], cluster_tls: TlsFiles | None = None) -> dict[str, Any]:
+    """`tls` and `token` for a client: the CLI's --tls-ca/--tls-cert/--tls-key/--token-file
+    (ctx keys tls_ca, tls_cert, tls_key, token_file), else the variables SLUICE_SECURITY_SSL_CA,
+    _CERT, _KEY and SLUICE_SECURITY_TOKEN_FILE, else cluster.json's `tls`."""
+    given = {
+        key: ctx.get(key) or os.environ.get(option.env) or None
+        for key, option in (
+            ("tls_ca", config.SECURITY_SSL_CA),
+            ("tls_cert", config.SECURITY_SSL_CERT),
+            ("tls_key", config.SECURITY_SSL_KEY),
+            ("token_file", config.SECURITY_TOKEN_FILE),
+        )
+    }
+    token = None
+    if given["token_file"]:
+        try:
+            with open(given["token_file"], encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as exc:
+            raise SluiceError(f"cannot read the token file {given['token_file']}: {exc.strerror or exc}") from None
+    if not given["tls_ca"]:
+        if given["tls_cert"] or given["tls_key"] or token:
+            raise SluiceError("--tls-cert, --tls-key and --token-file need --tls-ca, the cluster's CA certificate")
+        return {"tls": cluster_tls}
+    try:
+        tls = TlsFiles(given["tls_ca"], given["tls_cert"], given["tls_key"])
+        tls.read()
+    except TlsError as exc:
+        raise SluiceError(str(exc)) from None
+    if tls.cert is None and token is None:
+        raise SluiceError("--tls-ca needs --tls-cert and --tls-key (a client certificate) or --token-file")
+    return {"tls": tls, "token": token}
 
 
 def _log_retry(what: str, state: RetryCallState) -> None:

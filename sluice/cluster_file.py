@@ -7,10 +7,24 @@ The format is a contract:
     {"cluster_id": "cluster-1a2b3c4d",
      "zookeeper": "127.0.0.1:2181",              # the connect string
      "dir": "/abs/path/.sluice",
-     "processes": [{"role": "zookeeper" | "jobmanager" | "taskmanager",
-                    "pid": 4242, "address": "host:port", "log": "/abs/path/.sluice/log/x.log"}, ...]}
+     "zookeeper_auth_file": "/abs/path/.sluice/zookeeper-auth",  # digest credentials user:password (0600)
+     "processes": [{"role": "zookeeper" | "jobmanager" | "taskmanager" | "supervisor",
+                    "pid": 4242, "address": "host:port", "log": "/abs/path/.sluice/log/x.log",
+                    "command": [...]}, ...],   # a taskmanager's argv: the supervisor restarts it with it
+     "tls": {"ca": "/abs/path/.sluice/tls/ca.pem",        # the cluster's CA certificate, and a client
+             "cert": "/abs/path/.sluice/tls/client.pem",  # certificate (common name client/client)
+             "key": "/abs/path/.sluice/tls/client.key"}}  # and its key (0600): see docs/security.md
 
-``dir`` and ``log`` are written by ``cluster start`` and optional on read; keys
+``tls`` is written by a secured ``cluster start`` (the default) and absent for
+``--insecure`` (plaintext) clusters: clients connect with TLS exactly when it is
+there (e.g. ``grpcurl -cacert CA -cert CERT -key KEY``).
+
+The ``supervisor`` process (sluice/cli/supervisor.py) serves nothing: its
+address is empty. It rewrites a ``taskmanager`` entry's ``pid`` (and then its
+``address``) when it restarted that TaskManager.
+
+``dir``, ``zookeeper_auth_file`` and ``log`` are written by ``cluster start`` and
+optional on read (a cluster without ZooKeeper credentials has no ``zookeeper_auth_file``); keys
 this class does not know are kept and written back unchanged.
 """
 
@@ -21,8 +35,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.security.tls import TlsError, TlsFiles
+
 FILE_NAME = "cluster.json"
-ROLES = ("zookeeper", "jobmanager", "taskmanager")
+ROLES = ("zookeeper", "jobmanager", "taskmanager", "supervisor")
 
 
 class ClusterFileError(ValueError):
@@ -72,6 +88,8 @@ class ClusterFile:
     processes: list[ProcessEntry]
     dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys of the file this class does not know
+    zookeeper_auth_file: str | None = None  # the ZooKeeper credentials every client of the cluster uses
+    tls: TlsFiles | None = None  # the CA and a client certificate; None: a plaintext (--insecure) cluster
 
     def of_role(self, role: str) -> list[ProcessEntry]:
         return [p for p in self.processes if p.role == role]
@@ -80,7 +98,11 @@ class ClusterFile:
         out: dict[str, Any] = {"cluster_id": self.cluster_id, "zookeeper": self.zookeeper}
         if self.dir is not None:
             out["dir"] = self.dir
+        if self.zookeeper_auth_file is not None:
+            out["zookeeper_auth_file"] = self.zookeeper_auth_file
         out["processes"] = [p.to_json() for p in self.processes]
+        if self.tls is not None:
+            out["tls"] = self.tls.to_json()
         return {**out, **self.extra}
 
     @classmethod
@@ -91,13 +113,19 @@ class ClusterFile:
         if not isinstance(cluster_id, str) or not isinstance(zookeeper, str) or not isinstance(processes, list):
             raise ClusterFileError(f"{path}: expected cluster_id, zookeeper (strings) and processes (a list)", path)
         directory = data.get("dir")
-        extra = {k: v for k, v in data.items() if k not in ("cluster_id", "zookeeper", "dir", "processes")}
+        auth_file = data.get("zookeeper_auth_file")
+        if auth_file is not None and not isinstance(auth_file, str):
+            raise ClusterFileError(f"{path}: zookeeper_auth_file must be a path (a string), got {auth_file!r}", path)
+        known = ("cluster_id", "zookeeper", "dir", "processes", "zookeeper_auth_file", "tls")
+        extra = {k: v for k, v in data.items() if k not in known}
         return cls(
             cluster_id,
             zookeeper,
             [ProcessEntry.from_json(p, path) for p in processes],
             directory if isinstance(directory, str) else None,
             extra,
+            auth_file,
+            _tls(data.get("tls"), path),
         )
 
     @staticmethod
@@ -124,3 +152,12 @@ class ClusterFile:
         path = self.path(cluster_dir)
         write_text_atomic(path, json.dumps(self.to_json(), indent=2) + "\n")
         return path
+
+
+def _tls(data: Any, path: str) -> TlsFiles | None:
+    if data is None:
+        return None
+    try:
+        return TlsFiles.from_json(data, path)
+    except TlsError as exc:
+        raise ClusterFileError(str(exc), path) from None

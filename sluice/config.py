@@ -145,6 +145,11 @@ def _seconds(value: Any) -> float:
     return units.parse_duration(value, "s", positive=True)
 
 
+def _duration(value: Any) -> float:
+    """A non-negative duration (0 allowed): 0, 30s, 500ms (a bare number is seconds)."""
+    return units.parse_duration(value, "s")
+
+
 def _quorum(value: Any) -> str:
     """host[:port][,host[:port]...][/chroot], as kazoo takes it."""
     text = _text(value)
@@ -161,9 +166,28 @@ def _quorum(value: Any) -> str:
     return text
 
 
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
 def _advertised_host(value: Any) -> str:
     text = _text(value)
     return AUTO_HOST if text.lower() == AUTO_HOST else _host(text)
+
+
+def _zk_acl(value: Any) -> str:
+    """high-availability.zookeeper.client.acl: creator | open (Flink's values)."""
+    text = _text(value).lower()
+    if text not in ("creator", "open"):
+        raise ValueError(f"expected creator or open, got {value!r}")
+    return text
 
 
 @dataclass(frozen=True)
@@ -179,6 +203,7 @@ class Option(Generic[T]):
     help: str
     metavar: str = "VALUE"
     required: bool = False  # no default: resolve() fails without a value
+    switch: bool = False  # a boolean flag: `--flag` alone means true; argv() passes it only when true
 
     @property
     def env(self) -> str:
@@ -221,6 +246,26 @@ RPC_ADVERTISED_HOST: Option[str | None] = Option(
 TASKMANAGER_SLOTS: Option[int] = Option(
     "taskmanager.slots", _positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N"
 )
+MAX_SLOTS_LIMIT = 4096  # the highest slotmanager.max-slots-per-taskmanager accepts
+
+
+def _slot_limit(value: Any) -> int:
+    n = _integer(value)
+    if not 1 <= n <= MAX_SLOTS_LIMIT:
+        raise ValueError(f"must be between 1 and {MAX_SLOTS_LIMIT}, got {n}")
+    return n
+
+
+MAX_SLOTS_PER_TASKMANAGER: Option[int] = Option(
+    "slotmanager.max-slots-per-taskmanager",
+    _slot_limit,
+    256,
+    JM,
+    "--max-slots-per-taskmanager",
+    "most slots one TaskManager may register with; a registration offering more is refused "
+    f"(INVALID_ARGUMENT), so no request makes the leader allocate without bound (1-{MAX_SLOTS_LIMIT})",
+    "N",
+)
 TASKMANAGER_RESOURCE_ID: Option[str | None] = Option(
     "taskmanager.resource-id",
     _string,
@@ -258,6 +303,26 @@ ZOOKEEPER_SESSION_TIMEOUT: Option[float] = Option(
     "ZooKeeper session timeout (sets JobManager failover time; a bare number is seconds)",
     "DURATION",
 )
+ZOOKEEPER_AUTH_FILE: Option[str | None] = Option(
+    "high-availability.zookeeper.auth-file",
+    _string,
+    None,
+    BOTH,
+    "--zk-auth-file",
+    "file holding the cluster's ZooKeeper digest credentials user:password (mode 0600); every "
+    "ZooKeeper client of the cluster authenticates with them (`sluice cluster start` writes one)",
+    "PATH",
+)
+ZOOKEEPER_CLIENT_ACL: Option[str | None] = Option(
+    "high-availability.zookeeper.client.acl",
+    _zk_acl,
+    None,
+    BOTH,
+    "--zk-acl",
+    "ACL of the nodes under /sluice/<cluster-id>: creator (all permissions to the credentials of "
+    "high-availability.zookeeper.auth-file only) or open (anyone); default creator with an auth file, else open",
+    "creator|open",
+)
 CHECKPOINTS_DIR: Option[str | None] = Option(
     "state.checkpoints.dir",
     _string,
@@ -282,6 +347,99 @@ SPARK_REMOTE: Option[str | None] = Option(
 LOG_FILE: Option[str | None] = Option(
     "log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"
 )
+TASK_CANCELLATION_INTERVAL: Option[float] = Option(
+    "task.cancellation.interval",
+    _seconds,
+    3.0,
+    TM,
+    "--task-cancellation-interval",
+    "time between attempts to stop a cancelled task that is still running: its Spark jobs are cancelled "
+    "again and its thread interrupted (a bare number is seconds)",
+    "DURATION",
+)
+TASK_CANCELLATION_TIMEOUT: Option[float] = Option(
+    "task.cancellation.timeout",
+    _duration,
+    30.0,
+    TM,
+    "--task-cancellation-timeout",
+    "time after which a cancelled task that is still running is reported FAILED and its TaskManager exits, "
+    "for its supervisor to restart it with free slots; 0 never gives up (a bare number is seconds)",
+    "DURATION",
+)
+TASKMANAGER_LOSS_MAX_PER_JOB: Option[int] = Option(
+    "jobmanager.taskmanager-loss.max-per-job",
+    _positive_int,
+    2,
+    JM,
+    "--max-taskmanager-losses-per-job",
+    "TaskManagers a job may lose while they run its tasks, with no checkpoint completed in between, "
+    "before the job fails instead of restarting (a body that kills its TaskManager fails its job, "
+    "not the cluster)",
+    "N",
+)
+
+RPC_HEALTH_PORT: Option[int | None] = Option(
+    "rpc.health-port",
+    _port,
+    None,
+    BOTH,
+    "--health-port",
+    "plaintext port serving only grpc.health.v1 (for Kubernetes gRPC probes, which cannot do TLS); "
+    "unset = none, 0 = a free one",
+    "PORT",
+)
+SECURITY_SSL_CA: Option[str | None] = Option(
+    "security.ssl.ca",
+    _string,
+    None,
+    BOTH,
+    "--tls-ca",
+    "PEM file of the cluster's CA certificate: peers' certificates must be signed by it (docs/security.md)",
+    "FILE",
+)
+SECURITY_SSL_CERT: Option[str | None] = Option(
+    "security.ssl.cert",
+    _string,
+    None,
+    BOTH,
+    "--tls-cert",
+    "PEM file of this process's certificate, whose common name is <role>/<name> (`sluice certs create` makes them)",
+    "FILE",
+)
+SECURITY_SSL_KEY: Option[str | None] = Option(
+    "security.ssl.key", _string, None, BOTH, "--tls-key", "PEM file of this process's private key", "FILE"
+)
+SECURITY_INSECURE: Option[bool] = Option(
+    "security.insecure",
+    _boolean,
+    False,
+    BOTH,
+    "--insecure",
+    "plaintext gRPC without authentication: anyone who reaches a port can run code on the cluster; "
+    "only for a trusted network (required when no security.ssl.* files are set)",
+    "BOOL",
+    switch=True,
+)
+SECURITY_TOKEN_FILE: Option[str | None] = Option(
+    "security.token.file",
+    _string,
+    None,
+    JM,
+    "--token-file",
+    "file holding a bearer token clients may send instead of a client certificate, on security.token.port",
+    "FILE",
+)
+SECURITY_TOKEN_PORT: Option[int | None] = Option(
+    "security.token.port",
+    _port,
+    None,
+    JM,
+    "--token-port",
+    "TLS port (without client certificates) for bearer-token clients, with security.token.file "
+    "(unset or 0 = a free one)",
+    "PORT",
+)
 
 OPTIONS: tuple[Option[Any], ...] = (
     ZOOKEEPER_QUORUM,
@@ -290,14 +448,27 @@ OPTIONS: tuple[Option[Any], ...] = (
     RPC_PORT,
     RPC_ADVERTISED_HOST,
     TASKMANAGER_SLOTS,
+    MAX_SLOTS_PER_TASKMANAGER,
     TASKMANAGER_RESOURCE_ID,
     HEARTBEAT_TIMEOUT,
     HEARTBEAT_INTERVAL,
     ZOOKEEPER_SESSION_TIMEOUT,
+    ZOOKEEPER_AUTH_FILE,
+    ZOOKEEPER_CLIENT_ACL,
     CHECKPOINTS_DIR,
     SPARK_MASTER,
     SPARK_REMOTE,
     LOG_FILE,
+    TASK_CANCELLATION_INTERVAL,
+    TASK_CANCELLATION_TIMEOUT,
+    TASKMANAGER_LOSS_MAX_PER_JOB,
+    RPC_HEALTH_PORT,
+    SECURITY_SSL_CA,
+    SECURITY_SSL_CERT,
+    SECURITY_SSL_KEY,
+    SECURITY_INSECURE,
+    SECURITY_TOKEN_FILE,
+    SECURITY_TOKEN_PORT,
 )
 BY_KEY: dict[str, Option[Any]] = {o.key: o for o in OPTIONS}
 
@@ -431,7 +602,10 @@ class Settings:
         args: list[str] = []
         for opt in options_for(self.role):
             value = self.values.get(opt.key)
-            if value is None:
+            if value is None or (opt.switch and not value):
+                continue
+            if opt.switch:
+                args.append(opt.flag)
                 continue
             if opt.key == "rpc.advertised-host" and resolve_auto:
                 value = self.advertised_host()
@@ -564,6 +738,44 @@ def _cross_check(role: str, v: dict[str, Any], sources: dict[str, str]) -> None:
         )
 
 
+def check_security(settings: Settings) -> None:
+    """A server process runs either with TLS (all three security.ssl.* files) or, said
+    explicitly, plaintext (security.insecure); ConfigError saying what to pass otherwise."""
+    v, sources = settings.values, settings.sources
+    ssl = {k: v.get(k) for k in ("security.ssl.ca", "security.ssl.cert", "security.ssl.key")}
+    given = [k for k, value in ssl.items() if value is not None]
+    if v.get("security.insecure"):
+        if given:
+            raise ConfigError(
+                f"security.insecure (from {sources['security.insecure']}) and "
+                f"{', '.join(f'{k} (from {sources[k]})' for k in given)} exclude each other: "
+                "drop --insecure to run with TLS, or the TLS files to run plaintext",
+                "security.insecure",
+            )
+        if v.get("security.token.file") is not None:
+            raise ConfigError(
+                "security.token.file needs TLS (a token sent in plaintext can be read on the way): "
+                "set security.ssl.ca, security.ssl.cert and security.ssl.key",
+                "security.token.file",
+            )
+        return
+    if not given:
+        raise ConfigError(
+            f"the {ROLE_NAMES[settings.role]} needs TLS: pass --tls-ca, --tls-cert and --tls-key "
+            "(security.ssl.ca, security.ssl.cert, security.ssl.key; `sluice certs create DIR` makes them), "
+            "or --insecure (security.insecure: true) to run plaintext gRPC without authentication "
+            "on a trusted network only",
+            "security.ssl.ca",
+        )
+    missing = [k for k in ssl if ssl[k] is None]
+    if missing:
+        raise ConfigError(
+            f"{', '.join(missing)} missing: TLS needs all of security.ssl.ca, security.ssl.cert and "
+            f"security.ssl.key (given: {', '.join(f'{k} from {sources[k]}' for k in given)})",
+            missing[0],
+        )
+
+
 def _own_address() -> str:
     return socket.gethostbyname(socket.gethostname())
 
@@ -614,6 +826,7 @@ def add_flags(
     source (``python -m <role>``), so a required option is a required flag."""
     for opt in options_for(role):
         names = opt.key if flags_only else f"{opt.key}, {opt.env}"
+        switch: dict[str, Any] = {"nargs": "?", "const": "true"} if opt.switch else {}
         parser.add_argument(
             opt.flag,
             dest=flag_dest(opt.key),
@@ -621,6 +834,7 @@ def add_flags(
             default=None,
             required=flags_only and opt.required,
             help=f"{opt.help} [{names}]",
+            **switch,
         )
 
 
@@ -669,6 +883,8 @@ def default_text(option: Option[Any]) -> str:
         return "-"
     if option.parse is _seconds:
         return units.format_duration(option.default)
+    if isinstance(option.default, bool):
+        return str(option.default).lower()
     return _format(option.default)
 
 

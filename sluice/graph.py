@@ -1,22 +1,28 @@
 """Job graphs: validation and operator chaining.
 
 A job graph (the `JobGraph` proto) is what a client submits: operators with a
-parallelism and a cloudpickled payload, joined by edges. The JobManager
-validates it here before accepting it, and both the JobManager and the
-TaskManagers derive the same *chains* from it: consecutive operators joined
-by a `forward` edge with equal parallelism, where the upstream operator has
-no other output and the downstream operator no other input, run as one task,
-so a chain of PySpark bodies costs one Spark call per batch.
+parallelism and their settings, joined by edges. An operator's settings are
+split in two (`encode_operator`): the plain data as a JSON object in
+`OperatorSpec.config`, and each setting that is Python code (a body, rows that
+are not JSON) cloudpickled on its own in `OperatorSpec.code`. The JobManager
+validates a job here before accepting it, from the plain proto fields and the
+configs only: it sees which `code` entries exist, never what they hold, and
+nothing here unpickles except `operator_settings`, which only the TaskManager
+task that runs the operator calls (docs/protocols.md#job-graphs). Both the
+JobManager and the TaskManagers derive the same *chains* from a job:
+consecutive operators joined by a `forward` edge with equal parallelism, where
+the upstream operator has no other output and the downstream operator no other
+input, run as one task, so a chain of PySpark bodies costs one Spark call per
+batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import pickle
+import json
+import math
 from typing import Any
-
-import cloudpickle
 
 from sluice import schema as schemas
 from sluice import states
@@ -24,6 +30,19 @@ from sluice.v1 import common_pb2
 
 DEFAULT_MAX_PARALLELISM = 128
 MAX_MAX_PARALLELISM = 32768
+
+# Bounds on a submitted job graph (validate), so that no job can make the JobManager hold,
+# store or deploy more than this; every task's deployment descriptor carries the whole graph.
+MAX_OPERATORS = 1024
+MAX_EDGES = 4096
+MAX_ID_LENGTH = 256  # operator ids, edge ends, key column names
+MAX_NAME_LENGTH = 1024  # the job's and each operator's name
+MAX_KEYS = 64  # key columns of one edge
+MAX_SCHEMA_LENGTH = 64 * 1024  # an operator's output_schema DDL
+MAX_CONFIG_BYTES = 1024 * 1024  # an operator's config JSON
+MAX_CODE_BYTES = 16 * 1024 * 1024  # the code entries of one operator together
+MAX_TOTAL_CODE_BYTES = 32 * 1024 * 1024  # the code entries of the whole job
+MAX_JOB_GRAPH_BYTES = 48 * 1024 * 1024  # the serialized JobGraph
 
 
 class OperatorKind(enum.StrEnum):
@@ -59,6 +78,15 @@ BODY_KINDS = (OperatorKind.MAP, OperatorKind.FILTER, OperatorKind.FLAT_MAP)
 TRANSFORM_KINDS = (*BODY_KINDS, OperatorKind.SELECT, OperatorKind.AGGREGATE)
 SINK_KINDS = (OperatorKind.SINK_FILE, OperatorKind.SINK_PRINT, OperatorKind.SINK_SQLITE)
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
+# The settings that may be Python code (OperatorSpec.code), by kind; every other setting is plain
+# data in OperatorSpec.config, and a kind not listed takes no code at all.
+CODE_SETTINGS: dict[OperatorKind, frozenset[str]] = {
+    OperatorKind.MAP: frozenset({"body"}),
+    OperatorKind.FILTER: frozenset({"body"}),  # or a SQL condition string in config
+    OperatorKind.FLAT_MAP: frozenset({"body"}),
+    OperatorKind.SOURCE_GENERATOR: frozenset({"body"}),
+    OperatorKind.SOURCE_COLLECTION: frozenset({"rows"}),  # rows that are not JSON (dates, bytes, ...)
+}
 NUMERIC_AGGREGATES = ("sum", "avg")  # need a numeric input column
 
 
@@ -85,17 +113,109 @@ class JobValidationError(ValueError):
     """A submitted job is malformed; `field` names the offending field."""
 
     def __init__(self, field: str, message: str):
+        field, message = _clip(field, 256), _clip(message, MAX_ERROR_LENGTH)  # they may quote the input
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
 
 
-def dumps_payload(payload: dict[str, Any]) -> bytes:
-    return cloudpickle.dumps(payload)
+MAX_ERROR_LENGTH = 2048  # a validation message quotes bad input; gRPC carries it in a small trailer
 
 
-def loads_payload(data: bytes) -> dict[str, Any]:
-    return pickle.loads(data)
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+class _NotPlain(Exception):
+    """A value that JSON cannot carry as it is."""
+
+
+def _plain(value: Any) -> Any:
+    """`value` as plain JSON data (tuples become lists); _NotPlain for anything else."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _NotPlain()
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise _NotPlain()
+        return {k: _plain(v) for k, v in value.items()}
+    raise _NotPlain()
+
+
+def encode_operator(settings: dict[str, Any]) -> tuple[str, dict[str, bytes]]:
+    """An operator's settings as (`OperatorSpec.config`, `OperatorSpec.code`): each setting
+    that is plain data (strings, numbers, bools, None, lists, tuples, dicts of those) goes
+    into the JSON config; every other one is cloudpickled on its own under its name."""
+    import cloudpickle  # local: only the client pickles
+
+    config: dict[str, Any] = {}
+    code: dict[str, bytes] = {}
+    for key, value in settings.items():
+        if not isinstance(key, str):
+            raise TypeError(f"operator setting names are strings, got {key!r}")
+        try:
+            config[key] = _plain(value)
+        except _NotPlain:
+            code[key] = cloudpickle.dumps(value)
+    return json.dumps(config, allow_nan=False, separators=(",", ":")), code
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_config(text: str) -> dict[str, Any]:
+    """A config JSON object (empty text: no settings); ValueError saying what is wrong."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("is nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a JSON object of the operator's settings, got a {type(value).__name__}")
+    return value
+
+
+def operator_config(op: common_pb2.OperatorSpec) -> dict[str, Any]:
+    """The operator's plain settings (`config`), without unpickling anything."""
+    return parse_config(op.config)
+
+
+class OperatorCodeError(RuntimeError):
+    """An operator's code does not load on this TaskManager, or is not what the kind needs."""
+
+
+def loads_code(op: common_pb2.OperatorSpec, key: str) -> Any:
+    """Unpickle one code entry of `op`: run only by the TaskManager task that runs the
+    operator. Any failure here is the job's (taskmanager/task_messages.py classifies it as
+    non-recoverable by this function's name)."""
+    import pickle  # local: nothing on the JobManager's path unpickles
+
+    where = f"operator {op.name or op.id!r} ({op.id}): code.{key}"
+    try:
+        value = pickle.loads(op.code[key])
+    except Exception as exc:
+        raise OperatorCodeError(f"{where} cannot be unpickled here: {type(exc).__name__}: {exc}") from exc
+    if key == "body" and not callable(value):
+        raise OperatorCodeError(f"{where} is not callable: {type(value).__name__}")
+    return value
+
+
+def operator_settings(op: common_pb2.OperatorSpec) -> dict[str, Any]:
+    """The operator's settings as the job API wrote them: its config with each code entry
+    unpickled. Unpickling runs code: only the TaskManager task that runs `op` calls this."""
+    settings = operator_config(op)
+    for key in op.code:
+        settings[key] = loads_code(op, key)
+    return settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,14 +298,57 @@ def topological_order(job: common_pb2.JobGraph) -> list[str]:
     return order
 
 
-def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, dict]:
-    """Raise JobValidationError for a malformed job; return the unpickled payloads."""
+def _check_bounds(job: common_pb2.JobGraph) -> None:
+    """The size limits of a job graph (the MAX_* constants above), before anything is parsed."""
+    if (size := job.ByteSize()) > MAX_JOB_GRAPH_BYTES:
+        raise JobValidationError("job", f"the job graph is {size} bytes; the limit is {MAX_JOB_GRAPH_BYTES}")
+    if len(job.name) > MAX_NAME_LENGTH:
+        raise JobValidationError("name", f"{len(job.name)} characters; the limit is {MAX_NAME_LENGTH}")
+    if len(job.operators) > MAX_OPERATORS:
+        raise JobValidationError("operators", f"{len(job.operators)} operators; the limit is {MAX_OPERATORS}")
+    if len(job.edges) > MAX_EDGES:
+        raise JobValidationError("edges", f"{len(job.edges)} edges; the limit is {MAX_EDGES}")
+    total_code = 0
+    for i, op in enumerate(job.operators):
+        where = f"operators[{i}]"
+        for field, value, limit in (
+            ("id", op.id, MAX_ID_LENGTH),
+            ("name", op.name, MAX_NAME_LENGTH),
+            ("output_schema", op.output_schema, MAX_SCHEMA_LENGTH),
+        ):
+            if len(value) > limit:
+                raise JobValidationError(f"{where}.{field}", f"{len(value)} characters; the limit is {limit}")
+        if (n := len(op.config.encode())) > MAX_CONFIG_BYTES:
+            raise JobValidationError(f"{where}.config", f"{n} bytes of JSON; the limit is {MAX_CONFIG_BYTES}")
+        code = sum(len(k) + len(v) for k, v in op.code.items())
+        if code > MAX_CODE_BYTES:
+            raise JobValidationError(f"{where}.code", f"{code} bytes of pickled code; the limit is {MAX_CODE_BYTES}")
+        total_code += code
+    if total_code > MAX_TOTAL_CODE_BYTES:
+        raise JobValidationError(
+            "operators", f"{total_code} bytes of pickled code in all; the limit is {MAX_TOTAL_CODE_BYTES}"
+        )
+    for j, e in enumerate(job.edges):
+        if len(e.keys) > MAX_KEYS:
+            raise JobValidationError(f"edges[{j}].keys", f"{len(e.keys)} key columns; the limit is {MAX_KEYS}")
+        for field, value in (("source", e.source), ("target", e.target), *(("keys", k) for k in e.keys)):
+            if len(value) > MAX_ID_LENGTH:
+                raise JobValidationError(
+                    f"edges[{j}].{field}", f"{len(value)} characters; the limit is {MAX_ID_LENGTH}"
+                )
+
+
+def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, dict[str, Any]]:
+    """Raise JobValidationError for a malformed job; return each operator's config (its
+    plain settings) by operator id. Reads plain proto fields and configs only: the names of
+    the code entries are checked, their bytes are never unpickled."""
     maxp = job.max_parallelism or DEFAULT_MAX_PARALLELISM
     if not 1 <= maxp <= MAX_MAX_PARALLELISM:
         raise JobValidationError("max_parallelism", f"must be in 1..{MAX_MAX_PARALLELISM}, got {maxp}")
     if not job.operators:
         raise JobValidationError("operators", "the job has no operators")
-    payloads: dict[str, dict] = {}
+    _check_bounds(job)
+    payloads: dict[str, dict[str, Any]] = {}
     kinds: dict[str, OperatorKind] = {}
     for i, op in enumerate(job.operators):
         where = f"operators[{i}]"
@@ -206,14 +369,11 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
                 f"it must be in 1..{maxp} (max_parallelism)",
             )
         try:
-            payload = loads_payload(op.payload)
-        except Exception as exc:  # noqa: BLE001 — any unpickling failure is bad input
-            raise JobValidationError(
-                f"{where}.payload", f"cannot unpickle operator {op.name or op.id!r}: {type(exc).__name__}: {exc}"
-            ) from None
-        if not isinstance(payload, dict):
-            raise JobValidationError(f"{where}.payload", "must be a pickled dict")
-        _validate_payload(where, op, kind, payload, check_paths)
+            payload = operator_config(op)
+        except ValueError as exc:
+            raise JobValidationError(f"{where}.config", f"operator {op.name or op.id!r}: {exc}") from None
+        _check_code_names(where, op, kind, payload)
+        _validate_config(f"{where}.config", op, kind, payload, check_paths)
         payloads[op.id] = payload
         kinds[op.id] = kind
 
@@ -296,8 +456,8 @@ def _check_columns(
     job: common_pb2.JobGraph, payloads: dict[str, dict], kinds: dict[str, OperatorKind], ins: dict[str, list]
 ) -> None:
     """Key columns of hash edges, aggregate inputs and sink columns against the carried
-    output schemas (plain proto fields, except what only a payload says: the aggregates and
-    the sink's columns, already unpickled by validate)."""
+    output schemas (plain proto fields, except what only a config says: the aggregates and
+    the sink's columns, already parsed by validate)."""
     carried = output_schemas(job)
     for j, e in enumerate(job.edges):
         if partitioning_of(e) == Partitioning.HASH:
@@ -309,7 +469,7 @@ def _check_columns(
             for out, (fn, col) in p["aggs"].items():
                 if fn == "count":
                     continue  # counts rows: its column is not read
-                field = f"operators[{i}].aggs.{out}"
+                field = f"operators[{i}].config.aggs.{out}"
                 require_columns(field, inputs[0], [col])
                 t = inputs[0].type_of(col) if inputs[0] is not None else None
                 if fn in NUMERIC_AGGREGATES and t is not None and t != schemas.UNKNOWN and not schemas.is_numeric(t):
@@ -317,8 +477,8 @@ def _check_columns(
         elif kinds[op.id] in (OperatorKind.SINK_FILE, OperatorKind.SINK_SQLITE):
             for schema in inputs:
                 if kinds[op.id] == OperatorKind.SINK_SQLITE:  # its key columns are written too
-                    require_columns(f"operators[{i}].key", schema, p.get("key") or [])
-                require_columns(f"operators[{i}].columns", schema, p.get("columns") or [])
+                    require_columns(f"operators[{i}].config.key", schema, p.get("key") or [])
+                require_columns(f"operators[{i}].config.columns", schema, p.get("columns") or [])
 
 
 def positive_number(x) -> bool:
@@ -326,21 +486,55 @@ def positive_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
 
 
-def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind, p: dict, check_paths: bool) -> None:
-    if kind in BODY_KINDS:
-        body = p.get("body")
-        if not (callable(body) or (kind == OperatorKind.FILTER and isinstance(body, str))):
-            raise JobValidationError(f"{where}.body", f"{kind} body of {op.name or op.id!r} is not callable: {body!r}")
-    elif kind == OperatorKind.SELECT:
+def _check_code_names(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind, config: dict[str, Any]) -> None:
+    """The code entries `op` has (by name only: their bytes are opaque here) against what its
+    kind takes (CODE_SETTINGS), and a body where the kind needs one."""
+    allowed = CODE_SETTINGS.get(kind, frozenset())
+    for key in op.code:
+        if key not in allowed:
+            takes = f"takes code only as {', '.join(sorted(allowed))}" if allowed else "takes no code"
+            raise JobValidationError(
+                f"{where}.code.{key}", f"a {kind} operator {takes}; its other settings are plain data in config"
+            )
+        if key in config:
+            raise JobValidationError(f"{where}.code.{key}", f"{key!r} is set in both config and code; keep one")
+        if not op.code[key]:
+            raise JobValidationError(f"{where}.code.{key}", "is empty; it must hold the cloudpickled object")
+    name = op.name or op.id
+    if kind in (*BODY_KINDS, OperatorKind.SOURCE_GENERATOR) and "body" not in op.code:
+        if kind == OperatorKind.FILTER and isinstance(config.get("body"), str) and config["body"].strip():
+            return  # a SQL condition
+        if "body" in config:
+            wants = "a SQL condition string or a function" if kind == OperatorKind.FILTER else "a function"
+            raise JobValidationError(
+                f"{where}.config.body", f"{kind} body of {name!r} must be {wants}, got {config['body']!r}"
+            )
+        raise JobValidationError(
+            f"{where}.code.body", f"{kind} operator {name!r} has no body: cloudpickle its function into code.body"
+        )
+
+
+def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind, p: dict, check_paths: bool) -> None:
+    """The checks of one operator's config; `where` is `operators[i].config`."""
+    if kind == OperatorKind.SELECT:
         cols = p.get("columns")
-        if not cols or not all(isinstance(c, str) for c in cols):
+        if not cols or not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
             raise JobValidationError(f"{where}.columns", "select needs one or more SQL expressions as strings")
     elif kind == OperatorKind.SOURCE_GENERATOR:
-        if not callable(p.get("body")):
-            raise JobValidationError(f"{where}.body", f"generator body is not callable: {p.get('body')!r}")
         count = p.get("count")
-        if count is not None and (not isinstance(count, int) or count < 0):
+        if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
             raise JobValidationError(f"{where}.count", f"must be a non-negative int or None, got {count!r}")
+        batch_size = p.get("batch_size")
+        if batch_size is not None and (
+            not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
+        ):
+            raise JobValidationError(f"{where}.batch_size", f"must be a positive int or absent, got {batch_size!r}")
+    elif kind == OperatorKind.SOURCE_COLLECTION:
+        rows = p.get("rows")
+        if "rows" in p and not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
+            raise JobValidationError(f"{where}.rows", "must be a list of objects, one per row")
+        if "rows" not in p and "rows" not in op.code:
+            raise JobValidationError(f"{where}.rows", "a collection source needs its rows")
     elif kind == OperatorKind.SOURCE_FILES:
         from sluice import schema_inference  # the reader options' rules (local: only file sources need them)
 
@@ -356,6 +550,11 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKin
         schema = p.get("schema")
         if schema is not None and not (isinstance(schema, str) and schema.strip()):
             raise JobValidationError(f"{where}.schema", f"must be a Spark DDL string or absent, got {schema!r}")
+        path, suffix = p.get("path"), p.get("suffix", "")
+        if not isinstance(path, str) or not path:
+            raise JobValidationError(f"{where}.path", f"a file source needs a directory path, got {path!r}")
+        if not isinstance(suffix, str):
+            raise JobValidationError(f"{where}.suffix", f"must be a string such as '.jsonl', got {suffix!r}")
         try:
             options = schema_inference.check_options(p["format"], p.get("options"))
             schema_inference.check_corrupt_column(schema, options)
@@ -366,14 +565,14 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKin
         from sluice.storage import list_files  # local import: pyarrow is heavy
 
         try:
-            files = list_files(p["path"], p.get("suffix", ""))
-        except FileNotFoundError as exc:
+            files = list_files(path, suffix)
+        except (OSError, ValueError) as exc:  # missing, not a directory, or not a path pyarrow.fs reads
             raise JobValidationError(f"{where}.path", str(exc)) from None
         if not files and interval is None:  # a monitored directory may start empty
-            raise JobValidationError(
-                f"{where}.path", f"no input files ending in {p.get('suffix')!r} under {p['path']!r}"
-            )
+            raise JobValidationError(f"{where}.path", f"no input files ending in {suffix!r} under {path!r}")
     elif kind == OperatorKind.AGGREGATE:
+        if not isinstance(p.get("keys", []), list):
+            raise JobValidationError(f"{where}.keys", f"must be a list of key column names, got {p['keys']!r}")
         keys = aggregate_keys(p)
         if not keys or not all(isinstance(k, str) and k for k in keys) or len(set(keys)) != len(keys):
             raise JobValidationError(f"{where}.keys", f"an aggregate needs distinct key column names, got {keys!r}")
@@ -393,8 +592,13 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKin
                     f"{where}.aggs.{out}", f"unknown aggregation {fn!r}; known: {', '.join(AGGREGATE_FUNCTIONS)}"
                 )
     elif kind == OperatorKind.SINK_FILE:
-        if not p.get("path"):
-            raise JobValidationError(f"{where}.path", "a file sink needs an output path")
+        if not p.get("path") or not isinstance(p["path"], str):
+            raise JobValidationError(f"{where}.path", f"a file sink needs an output path, got {p.get('path')!r}")
+        columns = p.get("columns")
+        if columns is not None and not (
+            isinstance(columns, list) and columns and all(isinstance(c, str) and c for c in columns)
+        ):
+            raise JobValidationError(f"{where}.columns", f"must be absent or a list of column names, got {columns!r}")
     elif kind == OperatorKind.SINK_SQLITE:  # the runtime: taskmanager/operators/sqlite_sink.py
         db_path, table, key, columns = p.get("db_path"), p.get("table"), p.get("key"), p.get("columns")
         if not isinstance(db_path, str) or not db_path or db_path == ":memory:" or db_path.startswith("file:"):
@@ -429,6 +633,9 @@ def _validate_payload(where: str, op: common_pb2.OperatorSpec, kind: OperatorKin
         timeout = p.get("timeout_s")
         if timeout is not None and not positive_number(timeout):
             raise JobValidationError(f"{where}.timeout_s", f"must be a positive number of seconds, got {timeout!r}")
+        sink_id = p.get("sink_id")
+        if sink_id is not None and not (isinstance(sink_id, str) and 0 < len(sink_id) <= MAX_ID_LENGTH):
+            raise JobValidationError(f"{where}.sink_id", f"must be a non-empty string or absent, got {sink_id!r}")
         if check_paths:
             import os.path
 

@@ -16,7 +16,12 @@ Durations take a unit (``500ms``, ``60s``, ``2min``, ``1h``; sluice/units.py);
 a bare number keeps the unit the key always had: milliseconds for the
 checkpoint keys, seconds for the restart-strategy keys. Keys outside the
 families ``execution.``, ``state.`` and ``restart-strategy`` belong to the job
-and are not checked.
+and are not checked, unless they look like a mistyped option (``look_alike``:
+another case or ``_`` for ``-``, a family left out such as
+``checkpointing.interval``, or a near spelling): those are errors with a "did
+you mean", as an unknown key inside a family is. The job API checks each
+option as it is set (``check_option``), so a job file fails at the line that
+set it.
 
 This module imports only the standard library and sluice/units.py: a pure core
 (restart_strategy.py) uses it.
@@ -279,16 +284,52 @@ _GROUPS = (
 )
 
 
+def look_alike(key: str) -> str | None:
+    """The option a key outside the families was most likely meant to be, or None (a key of the
+    job's own): the same key in another case or with `_` for `-`, a key without its family
+    (`checkpointing.interval`, `checkpoints.dir`), or a spelling close to an option's."""
+    normal = key.strip().lower().replace("_", "-")
+    for option_key in BY_KEY:
+        if normal == option_key or normal == option_key.split(".", 1)[-1]:
+            return option_key
+    # in a family but for its case (`State.x`): the closest option; else only a near spelling
+    close = difflib.get_close_matches(normal, list(BY_KEY), n=1, cutoff=0.6 if normal.startswith(FAMILIES) else 0.85)
+    if close:
+        return close[0]
+    suffixes = {k.split(".", 1)[-1]: k for k in BY_KEY if "." in k}  # `checkpoint.interval`
+    close = difflib.get_close_matches(normal, list(suffixes), n=1, cutoff=0.85)
+    return suffixes[close[0]] if close else None
+
+
 def check_keys(config: Mapping[str, Any], families: tuple[str, ...] = FAMILIES) -> None:
-    """JobConfigError for the first key of `families` that no option has, with a did-you-mean."""
+    """JobConfigError for the first key of `families` that no option has, or that looks like a
+    mistyped option (`look_alike`), with a did-you-mean."""
     for key in sorted(config):
-        if key in BY_KEY or not key.startswith(families):
+        if key in BY_KEY:
+            continue
+        if not key.startswith(families):
+            meant = look_alike(key) if families == FAMILIES else None
+            if meant is not None:
+                raise JobConfigError(
+                    f"{key}: unknown job option; did you mean {meant!r}? (Keys outside "
+                    f"{', '.join(repr(f) for f in FAMILIES)} belong to the job, but this one looks like an option "
+                    "of Sluice's)",
+                    key,
+                )
             continue
         close = difflib.get_close_matches(key, list(BY_KEY), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else "."
         group = next(g for g in _GROUPS if key.startswith(g))
         accepted = [k for k in BY_KEY if k.startswith(group)]
         raise JobConfigError(f"{key}: unknown job option{hint} Accepted keys: {', '.join(accepted)}", key)
+
+
+def check_option(key: str, value: Any) -> None:
+    """One option as the job API sets it (env.set_config): JobConfigError for an unknown or
+    mistyped key or a bad value."""
+    check_keys({key: value})
+    if key in BY_KEY:
+        BY_KEY[key].read({key: value})
 
 
 def validate(config: Mapping[str, Any]) -> None:

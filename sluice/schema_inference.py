@@ -34,6 +34,36 @@ files (sorted by name, decompressed by extension), read with pyarrow only:
   (a number and a string) cannot be inferred: give a schema.
 - text: always `value string` (no inference).
 
+Malformed rows (`from_files(..., on_error=...)`, resolved by `error_policy`):
+a row is malformed when a column the job reads does not parse as its type.
+Spark decides per format: in JSON a number, boolean or date column takes only
+a value of that type (`"7"`, `7.5`, `true` or an overflowing integer in a
+`bigint` column make the row malformed), while a `string` column takes any
+JSON value as its text (`5` becomes "5", an object its JSON); a line that is
+not a JSON object (binary garbage, `[1, 2]`) is malformed, but one that starts
+with a whole object reads as that object (`{}` and then garbage: a row of
+nulls, which key_by drops as a null key). In CSV every field
+is text and a typed column's field must parse (`5.5` is not a `bigint`), and a
+row with too few or too many fields is malformed. `on_error` and Spark's
+`mode` option say the same thing in two vocabularies, so a source takes one
+policy from both (`POLICIES`):
+
+| on_error | mode | malformed rows |
+|---|---|---|
+| (none) | (none) | `drop`: dropped and counted (`records_malformed`, `records_dropped`) |
+| `"drop"` | (none) or DROPMALFORMED | `drop` |
+| `"fail"` | (none) or FAILFAST | `fail`: the job fails at once, naming the file and the line |
+| `"dead_letter:DIR"` | (none) | `dead_letter`: each line as it was, with its file, to a file sink at DIR |
+| (none) | DROPMALFORMED, FAILFAST | `drop`, `fail` |
+| (none) | (none), with `columnNameOfCorruptRecord` | `keep` (below) |
+| (none) | PERMISSIVE | `keep`: the row goes on with nulls, as in Spark, and is counted |
+
+`keep` leaves a malformed row's text in the `columnNameOfCorruptRecord`
+column when the schema has one.
+
+Any other pair contradicts itself and is an error at submit. Text sources
+have no malformed lines: `on_error` is not an option of theirs.
+
 A sample may miss what later rows hold (a column that is numeric in the
 first files and not later): such rows are then malformed, so declare the
 schema when the input varies. `columnNameOfCorruptRecord` in the options adds
@@ -54,8 +84,18 @@ MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 SAMPLE_FILES = 8  # the first files (by name) sampled for inference
 SAMPLE_BYTES = 128 * 1024  # from the start of each, decompressed
 INTERNAL_PREFIX = "__sluice"  # column names Sluice adds while reading (taskmanager/operators/sources.py)
+CORRUPT_COLUMN = f"{INTERNAL_PREFIX}_corrupt_record"  # a malformed row's text
+FILE_COLUMN = f"{INTERNAL_PREFIX}_file"  # on_error="dead_letter:DIR": the file a malformed row came from
+# Starts the error of a source with on_error="fail" (a task that raises it fails NON_RECOVERABLE)
+MALFORMED_FAILURE = "malformed record (on_error='fail')"
 
 OptionValue = str | bool | int | float
+
+# What a file source does with malformed rows (the table in the module docstring).
+POLICIES = ("drop", "fail", "dead_letter", "keep")
+DEAD_LETTER = "dead_letter:"  # on_error="dead_letter:DIR"
+_POLICY_OF_MODE = {"DROPMALFORMED": "drop", "FAILFAST": "fail", "PERMISSIVE": "keep"}
+_MODE_OF_POLICY = {"drop": "DROPMALFORMED", "fail": "FAILFAST"}
 
 # Options whose effect would break what Sluice guarantees, lower-cased (Spark matches keys without
 # regard to case), with the reason the error gives.
@@ -156,6 +196,42 @@ def option(options: Mapping[str, OptionValue], key: str) -> OptionValue | None:
 def flag(options: Mapping[str, OptionValue], key: str, default: bool = False) -> bool:
     value = _bool(option(options, key))
     return default if value is None else value
+
+
+def error_policy(format: str, options: Mapping[str, OptionValue], on_error: object) -> tuple[str, str | None]:
+    """(policy, dead-letter directory or None) of a source from its `on_error` and its reader
+    options' `mode` (the table in the module docstring); ReaderOptionError (field `on_error`) when
+    `on_error` is not one Sluice knows or contradicts `mode`."""
+    mode = option(options, "mode")
+    mode = str(mode).upper() if mode is not None else None
+    if on_error is None:
+        if mode is None:  # a corrupt-record column asks to see the malformed rows: Spark's PERMISSIVE
+            return ("keep" if corrupt_column_of(options) is not None else "drop"), None
+        return _POLICY_OF_MODE[mode], None
+    accepted = f'"drop", "fail" or "{DEAD_LETTER}DIR" (a directory for the malformed lines)'
+    if not isinstance(on_error, str):
+        raise ReaderOptionError("on_error", f"expected {accepted}, got {on_error!r}")
+    if format == "text":
+        raise ReaderOptionError("on_error", "not an option of text files: a line of text is never malformed")
+    directory: str | None = None
+    if on_error.startswith(DEAD_LETTER):
+        directory = on_error[len(DEAD_LETTER) :].strip()
+        if not directory:
+            raise ReaderOptionError("on_error", f'"{DEAD_LETTER}" needs a directory, e.g. "{DEAD_LETTER}/data/bad"')
+        policy = "dead_letter"
+    elif on_error in ("drop", "fail"):
+        policy = on_error
+    else:
+        raise ReaderOptionError("on_error", f"expected {accepted}, got {on_error!r}")
+    if mode is not None and _MODE_OF_POLICY.get(policy) != mode:
+        agrees = _MODE_OF_POLICY.get(policy)
+        raise ReaderOptionError(
+            "on_error",
+            f"{on_error!r} contradicts the reader option mode={mode!r}: "
+            + (f"leave mode out (or set it to {agrees})" if agrees else "leave mode out")
+            + "; on_error says what happens to malformed rows",
+        )
+    return policy, directory
 
 
 def mode_of(options: Mapping[str, OptionValue]) -> str:

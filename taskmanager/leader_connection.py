@@ -19,10 +19,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import cast
 
 import grpc
 
+from sluice import rpc
 from sluice.retries import RetryCallState, retrying
 from sluice.states import ExecutionState, FailureCause, to_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
@@ -62,6 +64,8 @@ class LeaderConnection:
         self._leader_changed = threading.Event()
         self._reports: queue.Queue[tuple[str, Report]] = queue.Queue()
         self._report_channel: tuple[str, grpc.Channel] | None = None
+        # A freed slot is told to the leader at once (the next heartbeat's slot report), not an interval later.
+        tasks.on_slot_freed(self._leader_changed.set)
 
     def start(self, own_address: str) -> None:
         """Register as `own_address` with each leader, and deliver reports (daemon threads)."""
@@ -94,7 +98,7 @@ class LeaderConnection:
                         self.tasks.follow(session)
                     if channel is not None:
                         channel.close()
-                    channel = grpc.insecure_channel(address)
+                    channel = rpc.channel(address)
                     stub = jobmanager_pb2_grpc.ResourceManagerStub(channel)
                     self._register(stub, address)
                     registered_with = (address, session)
@@ -140,7 +144,10 @@ class LeaderConnection:
         """One heartbeat with every task's metrics; False when the leader does not know us."""
         resp = stub.Heartbeat(
             jobmanager_pb2.HeartbeatRequest(
-                resource_id=self.resource_id, leader_session_id=self.tasks.session or "", tasks=self.tasks.metrics()
+                resource_id=self.resource_id,
+                leader_session_id=self.tasks.session or "",
+                tasks=self.tasks.metrics(),
+                slots=self.tasks.slot_report(),  # a slot is free only once its tasks' threads ended
             ),
             timeout=RPC_TIMEOUT,
         )
@@ -154,8 +161,6 @@ class LeaderConnection:
     def report(
         self, task: Task, state: ExecutionState, failure: Failure | None = None, end_of_input: bool = False
     ) -> None:
-        if state.terminal:
-            self.tasks.ended(task)
         msg = jobmanager_pb2.TaskExecutionState(
             resource_id=self.resource_id,
             leader_session_id=task.tdd.leader_session_id,
@@ -167,6 +172,8 @@ class LeaderConnection:
             records_out=task.records_out,
             records_sent=task.records_sent,
             records_malformed=task.records_malformed,
+            records_dropped=task.records_dropped,
+            bad_record_samples=task.bad_record_samples,
             end_of_input=end_of_input,
         )
         if failure is not None:
@@ -211,26 +218,42 @@ class LeaderConnection:
                 method, msg = self._reports.get(timeout=0.5)
             except queue.Empty:
                 continue
-            retry = retrying(
-                deadline=REPORT_DEADLINE,
-                stopped=self._stopped,
-                retry_on=Exception,
-                first_wait=0.2,
-                max_wait=2.0,
-                before_sleep=self._log_retry,
-            )
             try:
-                retry(self._send, method, msg)
-            except Exception as exc:  # noqa: BLE001 — this thread must outlive any failure
-                if not self._stopped.is_set():
-                    log.warning(
-                        "[job %s] %s for %s dropped after %.0fs: %s",
-                        msg.job_id,
-                        method,
-                        msg.execution_id,
-                        REPORT_DEADLINE,
-                        _describe(exc),
-                    )
+                self._deliver(method, msg)
+            finally:
+                self._reports.task_done()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds until every queued report was delivered (or dropped);
+        True when none is left. Before the process gives up: the leader should hear why."""
+        deadline = time.monotonic() + timeout
+        while self._reports.unfinished_tasks:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _deliver(self, method: str, msg: Report) -> None:
+        retry = retrying(
+            deadline=REPORT_DEADLINE,
+            stopped=self._stopped,
+            retry_on=Exception,
+            first_wait=0.2,
+            max_wait=2.0,
+            before_sleep=self._log_retry,
+        )
+        try:
+            retry(self._send, method, msg)
+        except Exception as exc:  # noqa: BLE001 — this thread must outlive any failure
+            if not self._stopped.is_set():
+                log.warning(
+                    "[job %s] %s for %s dropped after %.0fs: %s",
+                    msg.job_id,
+                    method,
+                    msg.execution_id,
+                    REPORT_DEADLINE,
+                    _describe(exc),
+                )
 
     def _send(self, method: str, msg: Report) -> None:
         """One attempt to deliver a report; nothing to do once its leader session has ended."""
@@ -242,7 +265,7 @@ class LeaderConnection:
         if self._report_channel is None or self._report_channel[0] != address:
             if self._report_channel is not None:
                 self._report_channel[1].close()
-            self._report_channel = (address, grpc.insecure_channel(address))
+            self._report_channel = (address, rpc.channel(address))
         stub = jobmanager_pb2_grpc.ResourceManagerStub(self._report_channel[1])
         getattr(stub, method)(msg, timeout=RPC_TIMEOUT)
 

@@ -19,16 +19,17 @@ and call run(settings).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import uuid
 from collections.abc import Sequence
 
-from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from sluice import config, logs, rpc
 from sluice.retries import RetryCallState, retrying
 from sluice.v1 import dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_grpc
+from sluice.zk import auth as zk_auth
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
 from taskmanager.leader_connection import LeaderConnection
@@ -37,12 +38,13 @@ from taskmanager.network.partition import PartitionManager
 from taskmanager.servicer import TaskExecutorServicer
 from taskmanager.spark_engine import SparkEngine
 from taskmanager.task import Task
-from taskmanager.task_registry import TaskRegistry
+from taskmanager.task_registry import TaskRegistry, exit_process
 
 log = logging.getLogger("sluice.taskmanager")
 
 ZK_CONNECT_DEADLINE = 600.0  # seconds a starting TaskManager keeps trying to reach ZooKeeper
 ZK_CONNECT_TIMEOUT = 10.0  # seconds per attempt
+FATAL_FLUSH_TIMEOUT = 5.0  # seconds a TaskManager that gives up waits for its last reports to reach the leader
 
 
 class TaskManagerProcess:
@@ -57,18 +59,29 @@ class TaskManagerProcess:
         # until the leader says otherwise in its registration answer
         heartbeat_interval = settings.get(config.HEARTBEAT_INTERVAL)
         self._host, self._port = settings.get(config.RPC_HOST), settings.get(config.RPC_PORT)
+        # TLS files or an explicit --insecure (ConfigError otherwise); calls to the leader and peers use them too
+        self._security = rpc.Security.from_settings(settings)
+        rpc.use_tls(self._security.tls)
+        self._health_port = settings.get(config.RPC_HEALTH_PORT)
         self.server: rpc.Server | None = None
         self.address = ""
         self.partitions = PartitionManager()
+        spark_host = self._advertised_host or (self._host if self._host not in config.WILDCARD_HOSTS else "127.0.0.1")
         self.engine = SparkEngine(
-            slots, master=settings.get(config.SPARK_MASTER), remote=settings.get(config.SPARK_REMOTE)
+            slots, master=settings.get(config.SPARK_MASTER), remote=settings.get(config.SPARK_REMOTE), host=spark_host
         )
-        self.tasks = TaskRegistry(slots)
+        self.tasks = TaskRegistry(
+            slots,
+            cancellation_interval=settings.get(config.TASK_CANCELLATION_INTERVAL),
+            cancellation_timeout=settings.get(config.TASK_CANCELLATION_TIMEOUT),
+            on_fatal=self._fatal,
+        )
         self.paths = ZkPaths(settings.get(config.CLUSTER_ID))
         # The connection is retried forever once established (a ZooKeeper restart must not end
         # the TaskManager); the first connect has its deadline in _connect_zookeeper.
-        self.zk = KazooClient(
-            hosts=settings.get(config.ZOOKEEPER_QUORUM),
+        self.zk = zk_auth.make_client(
+            settings.get(config.ZOOKEEPER_QUORUM),
+            zk_auth.ZkAuth.resolve(settings.get(config.ZOOKEEPER_AUTH_FILE), settings.get(config.ZOOKEEPER_CLIENT_ACL)),
             timeout=settings.get(config.ZOOKEEPER_SESSION_TIMEOUT),
             connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2),
         )
@@ -82,7 +95,13 @@ class TaskManagerProcess:
         # while gRPC's threads are running.
         log.info("TaskManager %s with %d slots: starting Spark", self.resource_id, self.slots)
         self.engine.start()
-        server = self.server = rpc.Server(self._host, self._port, ["sluice.v1.TaskExecutor", "sluice.v1.DataExchange"])
+        server = self.server = rpc.Server(
+            self._host,
+            self._port,
+            ["sluice.v1.TaskExecutor", "sluice.v1.DataExchange"],
+            security=self._security,
+            health_port=self._health_port,
+        )
         # registered with the leader and dialled by other TaskManagers: the bind host may be 0.0.0.0
         self.address = f"{self._advertised_host}:{server.port}" if self._advertised_host else server.address
         taskmanager_pb2_grpc.add_TaskExecutorServicer_to_server(
@@ -90,12 +109,26 @@ class TaskManagerProcess:
         )
         dataexchange_pb2_grpc.add_DataExchangeServicer_to_server(DataExchangeServicer(self.partitions), server.server)
         server.start()
-        log.info("TaskManager %s listening at %s", self.resource_id, self.address)
+        log.info(
+            "TaskManager %s listening at %s (%s)%s",
+            self.resource_id,
+            self.address,
+            "mutual TLS" if server.secure else "PLAINTEXT, no authentication",
+            f", health only on plaintext port {server.health_port}" if server.health_port else "",
+        )
         if not self._connect_zookeeper():
             return  # stopped meanwhile
         self.retriever = LeaderRetriever(self.zk, self.paths, self.leader.on_leader)
         self.leader.start(self.address)
         server.set_serving(True)
+
+    def _fatal(self, reason: str) -> None:
+        """A task will not stop: tell the leader what happened (bounded), then exit for the
+        supervisor to start a fresh TaskManager (taskmanager/task_registry.py, the watchdog)."""
+        log.critical("TaskManager %s gives up: %s", self.resource_id, reason)
+        if not self.leader.flush(FATAL_FLUSH_TIMEOUT):
+            log.error("TaskManager %s: reports not delivered within %.0fs", self.resource_id, FATAL_FLUSH_TIMEOUT)
+        exit_process(reason)
 
     def _new_task(self, tdd: taskmanager_pb2.TaskDeploymentDescriptor) -> Task:
         return Task(tdd, self.engine, self.partitions, self.address, self.leader)
@@ -156,7 +189,10 @@ class TaskManagerProcess:
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m taskmanager`: flags from sluice/config.py's OPTIONS and --address-file."""
     settings, address_file = config.parse_process_argv("taskmanager", argv)
-    run(settings, address_file)
+    try:
+        run(settings, address_file)
+    except config.ConfigError as exc:
+        sys.exit(f"taskmanager: configuration error: {exc}")
 
 
 def run(settings: config.Settings, address_file: str | None = None) -> None:

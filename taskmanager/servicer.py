@@ -40,10 +40,14 @@ class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
     def _check_fencing(self, session_id: str, context: grpc.ServicerContext) -> None:
         followed = self.tasks.session
         if not session_id or session_id != followed:
-            log.warning("rejected a call from leader session %r: this TaskManager follows %r", session_id, followed)
+            log.warning(
+                "rejected a call from leader session %r: this TaskManager follows %r", session_id[:64], followed
+            )
+            # No session id in the text: whoever gets this error must not learn the one to forge.
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"leader session {session_id!r} is not the one this TaskManager follows ({followed!r})",
+                "the call's leader session is not the one this TaskManager follows "
+                "(the caller is not the leading JobManager, or leadership changed)",
             )
 
     def SubmitTask(
@@ -70,12 +74,12 @@ class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
     def CancelTask(
         self, request: taskmanager_pb2.CancelTaskRequest, context: grpc.ServicerContext
     ) -> taskmanager_pb2.CancelTaskResponse:
-        task = self._task_for(request, context)
-        if task is None:
-            return taskmanager_pb2.CancelTaskResponse(found=False)
-        log.info("[job %s] cancelling %s", request.job_id, request.execution_id)
-        task.cancel()
-        return taskmanager_pb2.CancelTaskResponse(found=True)
+        self._check_fencing(request.leader_session_id, context)
+        # A cancel that overtook its SubmitTask is remembered: the late deployment is refused.
+        found = self.tasks.cancel(request.execution_id, f"[job {request.job_id}] cancel of {request.execution_id}")
+        if found:
+            log.info("[job %s] cancelling %s", request.job_id, request.execution_id)
+        return taskmanager_pb2.CancelTaskResponse(found=found)
 
     def TriggerCheckpoint(
         self, request: taskmanager_pb2.TriggerCheckpointRequest, context: grpc.ServicerContext

@@ -1,6 +1,24 @@
 """The TaskManager's one long-lived SparkSession, and the Batch that moves
 between a chain's operators either as a Spark DataFrame or an Arrow table,
-converted only when an operator needs the other form."""
+converted only when an operator needs the other form.
+
+Python UDFs in task bodies (`udf`, `pandas_udf`, `mapInPandas`,
+`applyInPandas`) run in Spark's Python workers, which must be this
+TaskManager's interpreter (its venv has pyarrow, pandas and the job's
+libraries), not whatever `python3` is first on PATH: with a local master the
+workers are started from `PYSPARK_PYTHON`, set to `sys.executable`; with
+another master (spark://...) the executors are told the same path through
+`spark.pyspark.python`, which holds when they run the TaskManager's image
+(compose, k8s); set `spark.pyspark.python` (or PYSPARK_PYTHON) to the
+executors' interpreter otherwise. With Spark Connect the server's Python
+runs them.
+
+Network: Spark's driver and its block manager listen on `host` only — the
+TaskManager's advertised host (its rpc.host when that is not a wildcard,
+else 127.0.0.1): `spark.driver.bindAddress` and `spark.driver.host`, which
+the block manager's transfer service binds too. Nothing of Spark listens on
+another interface (the UI is off; pyspark's gateway and Python-worker
+sockets are on the loopback)."""
 
 from __future__ import annotations
 
@@ -25,8 +43,10 @@ class SparkEngine:
         remote: str | None = None,
         conf: dict[str, str] | None = None,
         app_name: str = "sluice-taskmanager",
+        host: str = "127.0.0.1",
     ) -> None:
         self.slots = slots
+        self.host = host
         self.master = master or f"local[{slots}]"
         self.remote = remote
         self.conf = conf or {}
@@ -35,8 +55,9 @@ class SparkEngine:
 
     def start(self) -> None:
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-        if self.master.startswith("local"):  # Spark's Python workers (pandas_udf, mapInPandas): this interpreter,
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # not `python3` on PATH (no venv packages)
+        local = self.master.startswith("local")
+        if local:  # Spark's Python workers (udf, pandas_udf, mapInPandas): this interpreter (module docstring)
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
         t0 = time.monotonic()
@@ -49,7 +70,11 @@ class SparkEngine:
             "spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "2g",
+            "spark.driver.bindAddress": self.host,  # the driver's RPC and block manager: this host only
+            "spark.driver.host": self.host,
         }
+        if not local and not self.remote and "PYSPARK_PYTHON" not in os.environ:
+            defaults["spark.pyspark.python"] = sys.executable  # the executors' Python workers (module docstring)
         for k, v in {**defaults, **self.conf}.items():
             builder = builder.config(k, v)
         self.spark = builder.getOrCreate()

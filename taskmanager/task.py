@@ -20,13 +20,14 @@ See docs/checkpoints.md.
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import json
 import logging
 import queue
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, assert_never
 
 import pyarrow as pa
@@ -101,7 +102,9 @@ class Task:
         self.key_groups = key_group_range(tdd.subtask_index, tdd.parallelism, self.maxp)
         self.storage = CheckpointStorage(tdd.checkpoint_dir, tdd.job_id) if tdd.checkpoint_dir else None
         self._uploader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
-        self._thread = threading.Thread(target=self._run, name=f"task-{tdd.chain_id}-{tdd.subtask_index}", daemon=True)
+        self._thread = threading.Thread(target=self._main, name=f"task-{tdd.chain_id}-{tdd.subtask_index}", daemon=True)
+        self._exit_hooks: list[Callable[[Task], None]] = []
+        self._interruptible = False  # the thread runs the task's work (not its ending): interrupt() may raise in it
         self.tag = task_tag(tdd.job_id, tdd.attempt, tdd.chain_id, tdd.subtask_index)
 
     @property
@@ -121,6 +124,18 @@ class Task:
     def records_malformed(self) -> int:
         """Input rows the chain's source could not parse (sluice/schema_inference.py, the modes)."""
         return self._source.records_malformed if self._source is not None else 0
+
+    @property
+    def records_dropped(self) -> int:
+        """Rows dropped: malformed rows the source dropped (on_error "drop") and rows with a null
+        key column that a hash exchange dropped (taskmanager/network/record_writer.py)."""
+        dropped = self._source.records_dropped if self._source is not None else 0
+        return dropped + sum(w.null_keys_dropped for w in self._writers)
+
+    @property
+    def bad_record_samples(self) -> list[str]:
+        """A few malformed lines of the source, truncated, with their file's name."""
+        return list(self._source.bad_record_samples) if self._source is not None else []
 
     @property
     def checkpointing(self) -> bool:
@@ -143,6 +158,33 @@ class Task:
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        """The task's thread has started and not ended."""
+        return self._thread.is_alive()
+
+    @property
+    def thread_ident(self) -> int | None:
+        return self._thread.ident
+
+    def add_exit_hook(self, hook: Callable[[Task], None]) -> None:
+        """`hook(task)` runs as the task thread's last act: the task has really stopped (its slot
+        may be given to another task). Add hooks before start()."""
+        self._exit_hooks.append(hook)
+
+    def interrupt(self) -> bool:
+        """Escalate a cancel that did not take (Flink's task cancellation interval): cancel the
+        task's Spark jobs again and raise TaskCancelled inside its thread, as far as Python allows
+        — the exception arrives at the thread's next bytecode, so a body blocked in one long C
+        call (a sleep, a socket read) is not reached. True when an interrupt was sent."""
+        if self.engine.spark is not None:
+            self.engine.cancel_tag(self.spark_tag)
+        ident = self._thread.ident
+        if ident is None or not self._thread.is_alive() or not self._interruptible:
+            return False
+        sent = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(TaskCancelled))
+        return bool(sent == 1)
 
     def cancelled(self) -> bool:
         return self._cancel.is_set()
@@ -173,7 +215,7 @@ class Task:
             combiner = None
             if partitioning == graph.Partitioning.HASH:  # the consumer may let us pre-aggregate
                 target = specs[out.target_chain]
-                combiner = combiner_for(graph.kind_of(target), graph.loads_payload(target.payload))
+                combiner = combiner_for(graph.kind_of(target), graph.operator_settings(target))
             self._writers.append(
                 RecordWriter(
                     partition,
@@ -190,7 +232,7 @@ class Task:
         chained = list(tdd.operator_ids)
         if graph.kind_of(head) in graph.SOURCE_KINDS:
             self._source = make_source(
-                graph.kind_of(head), graph.loads_payload(head.payload), tdd.subtask_index, tdd.parallelism, self.engine
+                graph.kind_of(head), graph.operator_settings(head), tdd.subtask_index, tdd.parallelism, self.engine
             )
             self._source_id = head.id
             chained = chained[1:]
@@ -208,7 +250,7 @@ class Task:
                 checkpointing=self.checkpointing,
                 tag=self.tag,
             )
-            self._operators.append((op_id, make_operator(graph.kind_of(spec), graph.loads_payload(spec.payload), ctx)))
+            self._operators.append((op_id, make_operator(graph.kind_of(spec), graph.operator_settings(spec), ctx)))
         if tdd.restore_checkpoint_id:
             self._restore(json.loads(tdd.restore_state or b"{}"))
 
@@ -242,7 +284,25 @@ class Task:
         )
 
     # -- run ------------------------------------------------------------------------------------
+    def _main(self) -> None:
+        """The thread: the task, then its exit hooks, which must run whatever happened."""
+        try:
+            self._run()
+        except TaskCancelled:  # an interrupt() that reached the thread while the task was ending
+            self._interruptible = False
+            if not self.state.terminal:
+                self.state = ExecutionState.CANCELED
+                self.reports.report(self, ExecutionState.CANCELED)
+        finally:
+            self._interruptible = False
+            for hook in self._exit_hooks:
+                try:
+                    hook(self)
+                except Exception:  # every hook runs; the log has the traceback
+                    log.exception("%s exit hook failed", self.tag)
+
     def _run(self) -> None:
+        self._interruptible = True
         try:
             if self.engine.spark is not None:
                 self.engine.tag_current_thread(self.spark_tag)
@@ -263,30 +323,37 @@ class Task:
             self._uploader.shutdown(wait=True)
             self.state = ExecutionState.FINISHED
             log.info(
-                "%s finished: %d records in, %d out, %d sent, %d malformed",
+                "%s finished: %d records in, %d out, %d sent, %d malformed, %d dropped",
                 self.tag,
                 self.records_in,
                 self.records_out,
                 self.records_sent,
                 self.records_malformed,
+                self.records_dropped,
             )
             self.reports.report(self, ExecutionState.FINISHED)
         except TaskCancelled:
+            self._interruptible = False
             self._abort()
             self.state = ExecutionState.CANCELED
             log.info("%s canceled", self.tag)
             self.reports.report(self, ExecutionState.CANCELED)
         except Exception as exc:  # noqa: BLE001 — the traceback goes to the JobManager
-            self._abort()
+            self._interruptible = False
             if self.cancelled():
+                self._abort()
                 self.state = ExecutionState.CANCELED
                 self.reports.report(self, ExecutionState.CANCELED)
                 return
             error = traceback.format_exc()
             self.state = ExecutionState.FAILED
             log.error("%s failed:\n%s", self.tag, error)
+            # Reported before the partitions are released: the consumers then fail ("released before
+            # its end") and report after this task, so the job's root cause is this task's error.
             self.reports.report(self, ExecutionState.FAILED, Failure.of(exc, error))
+            self._abort()
         finally:
+            self._interruptible = False
             if self._gate is not None:
                 self._gate.close()
             self._uploader.shutdown(wait=False, cancel_futures=True)

@@ -18,6 +18,7 @@ import pickle
 import re
 from typing import TYPE_CHECKING, Protocol
 
+from sluice.schema_inference import MALFORMED_FAILURE
 from sluice.states import ExecutionState, FailureCause
 from taskmanager.network.input_gate import ChannelError
 
@@ -72,7 +73,7 @@ _ARROW_MISSING_FIELD = re.compile(r'^(Field ".*"|Column .*) does not exist in sc
 
 def non_recoverable(exc: BaseException) -> bool:
     """True for an error that fails the same way on every retry: a missing module
-    (ImportError), a job payload that cannot be pickled or unpickled, a Spark analysis error
+    (ImportError), an operator's code that cannot be pickled or unpickled, a Spark analysis error
     on a column or type (`NON_RECOVERABLE_CONDITIONS`), a column missing from an Arrow
     table. Conservative: anything else stays TASK_ERROR, for the restart strategy (and the
     JobManager's repeated-failure rule) to decide. `exc` and the exceptions it was raised
@@ -95,16 +96,19 @@ def _non_recoverable_one(exc: BaseException) -> bool:
             return True
     if _raised_loading_payload(exc):
         return True
+    if MALFORMED_FAILURE in str(exc):  # a file source with on_error="fail" met a malformed row
+        return True
     return _spark_analysis_error(exc)
 
 
 def _raised_loading_payload(exc: BaseException) -> bool:
-    """Raised while unpickling an operator's payload (sluice.graph.loads_payload): the job's
-    bytes do not load on this TaskManager (a missing module or attribute, another version)."""
+    """Raised while unpickling an operator's code (sluice.graph.loads_code): the job's bytes do
+    not load on this TaskManager (a missing module or attribute, another version), or a body
+    is not callable."""
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "loads_payload" and code.co_filename.endswith(("sluice/graph.py", "sluice\\graph.py")):
+        if code.co_name == "loads_code" and code.co_filename.endswith(("sluice/graph.py", "sluice\\graph.py")):
             return True
         tb = tb.tb_next
     return False

@@ -4,13 +4,23 @@ Layout under /sluice/<cluster-id> (docs/protocols.md, "ZooKeeper layout"):
     jobgraphs/<job-id>                          -> path of the serialized JobGraph in storage
     jobs/<job-id>/checkpoint_id_counter         -> next checkpoint id (compare-and-set)
     jobs/<job-id>/checkpoints/<%019d>           -> path of chk-<n>/_metadata
-    jobresults/<job-id>                         -> final JobInfo of a FINISHED/CANCELED/FAILED job
+    jobresults/<job-id>                         -> final JobInfo of a FINISHED/CANCELED/FAILED job, compacted
 
 Every write of the leader runs in a ZooKeeper transaction that first checks
 the leader's own latch node at the version of its grant, so a JobManager
 that lost leadership (or whose leadership was re-granted under a newer
 session) cannot overwrite a newer leader's pointers: its write fails with
 LeadershipLostError.
+
+Only small values go to ZooKeeper (sluice/zk/limits.py): a job graph is
+stored in storage with a pointer in ZooKeeper (inline only without a
+storage directory, and then only if it fits), and a job result is compacted
+by ``compact_job_result`` — its failure cut to ``FAILURE_LIMIT`` characters
+with the full text written to ``<storage>/jobresults/<job-id>.failure.txt``
+and named in the cut text, tracebacks and task errors cut, and the per-task
+list dropped when the record would still exceed ``JOB_RESULT_BUDGET``.  A
+write that would still be too large raises ``ZNodeTooLargeError`` and fails
+that one operation; the leader's session is never at stake.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from jobmanager.checkpoint.id_counter import CheckpointIDCounter
 from jobmanager.leader.guarded_transaction import GuardedTransaction
 from sluice.storage import resolve
 from sluice.v1 import common_pb2
+from sluice.zk.limits import MAX_WRITE_BYTES, ZNodeTooLargeError, check_size, truncate
 from sluice.zk.paths import ZkPaths
 
 log = logging.getLogger("sluice.jobmanager.ha")
@@ -36,6 +47,34 @@ Guard = Callable[[], GuardedTransaction]  # a transaction guarded by the current
 # (BadVersionError) or the connection blinked -> read again, for at most
 # COUNTER_DEADLINE seconds (then kazoo's RetryFailedError reaches the caller).
 COUNTER_DEADLINE = 10.0
+
+FAILURE_LIMIT = 4096  # characters of a job's failure kept in its job result (the rest: in storage)
+TRACEBACK_LIMIT = 2048  # characters of each exception history traceback kept in a job result
+TASK_ERROR_LIMIT = 512  # characters of each task's error kept in a job result
+JOB_RESULT_BUDGET = 64 * 1024  # bytes of a compacted job result, well below MAX_WRITE_BYTES
+
+
+def compact_job_result(info: common_pb2.JobInfo, full_failure_at: str | None) -> common_pb2.JobInfo:
+    """The JobInfo kept in ZooKeeper: ``info`` with its texts cut (the failure pointing to
+    ``full_failure_at``, where its full text is written) and, if it still exceeds
+    JOB_RESULT_BUDGET, without its per-task list and then its exception history."""
+    out = common_pb2.JobInfo()
+    out.CopyFrom(info)
+    out.failure = truncate(info.failure, FAILURE_LIMIT, full_failure_at)
+    for entry in out.exceptions:
+        entry.cause = truncate(entry.cause, TASK_ERROR_LIMIT)
+        entry.traceback = truncate(entry.traceback, TRACEBACK_LIMIT, full_failure_at if not entry.restarted else None)
+    for task in out.tasks:
+        task.error = truncate(task.error, TASK_ERROR_LIMIT)
+    out.message = truncate(out.message, TASK_ERROR_LIMIT)
+    for field in ("tasks", "checkpoints", "exceptions"):
+        if out.ByteSize() <= JOB_RESULT_BUDGET:
+            break
+        dropped = len(getattr(out, field))
+        out.ClearField(field)
+        note = f"{dropped} {field} entries not kept in the job result store (it keeps small records only)"
+        out.message = f"{out.message}; {note}" if out.message else note
+    return out
 
 
 class ZooKeeperCheckpointIDCounter(CheckpointIDCounter):
@@ -95,6 +134,12 @@ class ZooKeeperHaServices:
             pointer = b"file:" + path.encode()
         else:
             pointer = b"inline:" + data
+            if len(pointer) > MAX_WRITE_BYTES:
+                raise ZNodeTooLargeError(
+                    f"job {job_id}'s job graph (kept in ZooKeeper: this JobManager has no "
+                    "state.checkpoints.dir; set one and job graphs go to storage)",
+                    len(pointer),
+                )
         guard().create(self.paths.jobgraph(job_id), pointer).commit()
 
     def job_graph_ids(self) -> list[str]:
@@ -114,15 +159,35 @@ class ZooKeeperHaServices:
         return job
 
     # -- job results ------------------------------------------------------------------------
+    def failure_text_path(self, job_id: str) -> str | None:
+        """Where the full failure text of an ended job is kept (None: no storage directory)."""
+        return f"{self.storage_dir}/jobresults/{job_id}.failure.txt" if self.storage_dir else None
+
+    def compact_failure(self, job_id: str, failure: str) -> str:
+        """The failure text as the job result store keeps it (see ``compact_job_result``)."""
+        return truncate(failure, FAILURE_LIMIT, self.failure_text_path(job_id) or "the JobManager's log")
+
     def put_job_result(self, guard: Guard, job_id: str, info: common_pb2.JobInfo) -> None:
         """Record the final state and drop the job graph pointer in one transaction, so a
-        new leader never resurrects a FINISHED, CANCELED or FAILED job."""
+        new leader never resurrects a FINISHED, CANCELED or FAILED job.  A failure longer
+        than FAILURE_LIMIT is written in full to storage first (persist before announce)."""
+        full_at = self.failure_text_path(job_id)
+        if len(info.failure) > FAILURE_LIMIT and not info.failure.endswith(f"full text in {full_at})"):
+            if full_at is None:
+                log.error("[job %s] failure, in full (the job result store keeps its head):\n%s", job_id, info.failure)
+            else:
+                fs, path = resolve(full_at)
+                fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+                with fs.open_output_stream(path) as out:
+                    out.write(info.failure.encode())
+        record = compact_job_result(info, full_at or "the JobManager's log").SerializeToString()
+        check_size(f"job {job_id}'s job result", len(record))
         txn = guard()
         path = f"{self.results_root}/{job_id}"
         if self.client.exists(path):
-            txn.set_data(path, info.SerializeToString())
+            txn.set_data(path, record)
         else:
-            txn.create(path, info.SerializeToString())
+            txn.create(path, record)
         if self.client.exists(self.paths.jobgraph(job_id)):
             txn.delete(self.paths.jobgraph(job_id))
         txn.commit()

@@ -8,6 +8,12 @@ transaction starts with ``check(latch_node, version)``, so it fails as soon
 as the node is gone (session expired, driver stopped) *or* leadership was
 re-granted under a newer session id: a JobManager that lost leadership can
 never overwrite a newer leader's pointers (jobmanager/ha/zookeeper.py).
+
+Every value added is counted: one above ``MAX_WRITE_BYTES``, or a
+transaction whose values add up to more, raises ``ZNodeTooLargeError`` when
+it is added, before anything is sent (sluice/zk/limits.py): ZooKeeper would
+drop the session of a request above its ``jute.maxbuffer``, and with it the
+leadership.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError, RuntimeInconsistency
 
 from jobmanager.leader.driver import LeadershipLostError
+from sluice.zk.limits import MAX_WRITE_BYTES, check_size
 
 
 class GuardedTransaction:
@@ -35,14 +42,22 @@ class GuardedTransaction:
         self._timeout = timeout
         self._txn = client.transaction()
         self._txn.check(guard_path, guard_version)
+        self._bytes = 0  # the values added so far
+
+    def _count(self, path: str, value: bytes) -> None:
+        check_size(f"the value of ZooKeeper node {path}", len(value), MAX_WRITE_BYTES)
+        check_size(f"a ZooKeeper transaction writing {path}", self._bytes + len(value), MAX_WRITE_BYTES)
+        self._bytes += len(value)
 
     def create(
         self, path: str, value: bytes = b"", ephemeral: bool = False, sequence: bool = False
     ) -> GuardedTransaction:
+        self._count(path, value)
         self._txn.create(path, value, ephemeral=ephemeral, sequence=sequence)
         return self
 
     def set_data(self, path: str, value: bytes, version: int = -1) -> GuardedTransaction:
+        self._count(path, value)
         self._txn.set_data(path, value, version)
         return self
 

@@ -29,6 +29,13 @@ events.  ``publish_leader_info`` and guarded transactions run on the
 caller's thread, bounded by ``op_timeout``.  ``stop`` revokes, removes our
 connection info and latch node, so a standby takes over at once.
 
+Self-repair: the leader watches the ``leader/connection_info`` it published
+(its data and its owner).  Changed, deleted or re-created by any other
+session, the watch queues an election step, which re-publishes it — a
+guarded transaction, so only while this driver still leads under that
+session: a stale leader never overwrites a newer one's address.  The latch
+node is watched too; losing it revokes leadership and re-runs the election.
+
 Log lines carry the driver's name ("election-<id>") as correlation id.
 """
 
@@ -116,6 +123,7 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
         self._session: str | None = None  # current leader session id, None when not leading
         self._session_node: tuple[str, int] | None = None  # (latch node, version) backing it
         self._published: set[str] = set()  # sessions whose connection info we wrote
+        self._leader_info: tuple[str, bytes] | None = None  # (session id, connection info) to keep in place
         self._events: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._notifier: ContenderNotifier | None = None
         self._thread: threading.Thread | None = None
@@ -214,7 +222,9 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
             return False
         with self._lock:
             self._published.add(session_id)
+            self._leader_info = (session_id, data)
         _log.info("%s: published leader address %s (session %s)", self.name, address, session_id)
+        self._events.put(_CHECK)  # the election thread watches what we published
         return True
 
     def _publish_once(self, session_id: str, path: str, data: bytes) -> None:
@@ -238,6 +248,10 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
             if not self._connected:
                 self._revoke_locked(f"ZooKeeper connection {state}")
         self._events.put(_LOST if state == KazooState.LOST else _CHECK)
+
+    def _on_leader_info_event(self, event: Any) -> None:
+        if event.type != EventType.NONE:
+            self._events.put(_CHECK)
 
     def _on_node_event(self, event: Any) -> None:
         if event.type != EventType.NONE:  # NONE: connection change, handled by the listener
@@ -265,6 +279,7 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
                     ready = self._state == "running" and self._connected
                 if ready:
                     self._run_election()
+                    self._keep_leader_info()
             except Exception as exc:  # noqa: BLE001 - keep the election alive
                 with self._lock:
                     connected = self._connected and self._state == "running"
@@ -320,6 +335,44 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
             self._backoff.reset()
             return
         self._retry_later(f"no decision after {_ELECTION_PASSES} passes", logging.INFO)
+
+    def _keep_leader_info(self) -> None:
+        """While leading: watch our published connection info and re-publish it when it was
+        changed, deleted or re-created under us (on the election thread; see the module docstring)."""
+        with self._lock:
+            info = self._leader_info
+            if info is None or info[0] != self._session:
+                return
+        session_id, data = info
+        path = self._paths.leader_connection_info
+        try:
+            found, stat = self._call(self._client.get_async, path, watch=self._on_leader_info_event)
+        except NoNodeError:
+            found, stat = None, None
+            # watch for its creation (a get watch is only set on an existing node)
+            if self._call(self._client.exists_async, path, watch=self._on_leader_info_event) is not None:
+                self._events.put(_CHECK)  # created meanwhile: look at it
+                return
+        owner = self._client.client_id[0] if self._client.client_id else None
+        if stat is not None and found == data and stat.ephemeralOwner == owner:
+            return
+        what = "deleted" if stat is None else "overwritten" if found != data else "re-created by another session"
+        _log.warning(
+            "%s [cluster %s session %s]: %s was %s under the leader; publishing it again",
+            self.name,
+            self._paths.cluster_id,
+            session_id,
+            path,
+            what,
+        )
+        try:
+            self._publish_once(session_id, path, data)
+        except LeadershipLostError as exc:
+            _log.info("%s [session %s]: not re-publishing the leader address: %s", self.name, session_id, exc)
+            return
+        _log.info(
+            "%s [cluster %s session %s]: leader address re-published", self.name, self._paths.cluster_id, session_id
+        )
 
     def _become_leader(self, node: str) -> None:
         with self._lock:

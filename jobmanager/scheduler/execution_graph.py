@@ -93,6 +93,7 @@ class TaskManagerLost:
     resource_id: str
     reason: str
     now: float
+    address: str = ""  # host:port it was registered with, for the root cause
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +160,7 @@ class RootCause:
     chain_id: str  # "" for a job-wide cause
     error: str  # the task's traceback, or the reason
     cause: FailureCause | None = None  # as the task reported it; None when no task reported it
+    lost_taskmanager: str = ""  # resource id of the TaskManager whose loss failed the attempt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,11 +285,16 @@ class ExecutionGraph:
         ]
         if not lost:
             return []
+        where = f"TaskManager {ev.resource_id}" + (f" ({ev.address})" if ev.address else "")
         for ex in lost:
             self._set_task(ex, ExecutionState.FAILED)
-            ex.error = f"TaskManager {ev.resource_id} lost: {ev.reason}"
-        failure = f"TaskManager {ev.resource_id} lost: {ev.reason}"
-        return self._fail(failure, ev.now, RootCause("", "", failure))
+            ex.error = f"{where} lost: {ev.reason}"
+        # The task it ran: a body that kills its TaskManager (os._exit, a crash in native code) shows here.
+        names = [f"{ex.name} ({ex.subtask + 1}/{self._parallelism(ex)})" for ex in lost]
+        tasks = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        failure = f"{where} exited while running task {tasks} (lost: {ev.reason})"
+        first = lost[0]
+        return self._fail(failure, ev.now, RootCause(names[0], first.chain_id, failure, None, ev.resource_id))
 
     def _on_global_failure(self, ev: GlobalFailure) -> Actions:
         if self.state == JobStatus.CREATED:

@@ -10,7 +10,9 @@ The adapter turns RPCs into events and actions into RPCs/log lines.
 
 State:
   * TaskManagers, by resource id: address, slot count, time of the last
-    registration/heartbeat, and the owner (job id or None) of every slot.
+    registration/heartbeat, the identity that registered it (the common name
+    of its certificate, or None on a plaintext cluster), and the owner (job id
+    or None) of every slot.
   * Allocations: job id -> the SlotIds it holds (in placement order).
   * The wait queue: job ids in arrival order, each with the slot count it
     needs and the ``available`` value it was last told about.
@@ -27,10 +29,24 @@ Rules:
     most free slots (ties: lowest resource id), lowest free index first.
   * After every event, each still-waiting job whose ``available`` (the free
     slot count) differs from what it was last told gets JobWaitingForSlots.
-  * A TaskManager is lost on disconnect, on re-registration with a different
-    address/slot count, or on a Tick where ``now - last_heartbeat >
-    heartbeat_timeout`` (strictly greater). Its slots vanish; jobs that held
-    some keep the rest (the caller decides whether to release them).
+  * A slot is free only when no job holds it here *and* its TaskManager's
+    last slot report (``HeartbeatReceived.held``, Flink's SlotReport) did not
+    say it is still held: a released job's task that has not stopped yet
+    (cancelled, still running) keeps its slot until the TaskManager says it
+    ended, so no other job is placed there.
+  * A resource id belongs to the identity that registered it while that
+    TaskManager lives (docs/protocols.md, "Fencing"). Its re-registration is
+    refused (RegistrationRejected, nothing changes) when it comes from another
+    identity, or — without identities, where an address is all a TaskManager
+    has to show — from another address or with another slot count. The same
+    identity registering again with another address or slot count is the
+    TaskManager restarted: the old one is lost and the new one registered.
+    The same registration again only refreshes ``last_heartbeat``.
+  * A TaskManager is lost on disconnect, on re-registration by its identity
+    with a different address/slot count, or on a Tick where ``now -
+    last_heartbeat > heartbeat_timeout`` (strictly greater). Its slots vanish;
+    jobs that held some keep the rest (the caller decides whether to release
+    them). Once lost, its resource id is free for anyone to register.
   * Order of actions within one event: TaskManagerLost (by resource id),
     then SlotsAllocated (queue order), then JobWaitingForSlots (queue order).
 
@@ -41,8 +57,9 @@ is accepted for symmetry/logging by the adapter and not used here.
 
 Expected races get explicit outcomes, not exceptions: a heartbeat or
 disconnect for an unknown resource id returns ``[UnknownTaskManager(id)]``
-(the adapter tells that TaskManager to register again); releasing a job that
-holds nothing returns ``[]``. Illegal input (slots < 1, count < 1, a second
+(the adapter tells that TaskManager to register again); a conflicting
+registration returns ``[RegistrationRejected(id, reason)]``; releasing a job
+that holds nothing returns ``[]``. Illegal input (slots < 1, count < 1, a second
 request for a job that holds or awaits slots) raises ValueError before any
 state is touched.
 """
@@ -66,12 +83,14 @@ class TaskManagerRegistered:
     address: str
     slots: int
     now: float
+    identity: str | None = None  # the caller's certificate common name; None on plaintext
 
 
 @dataclass(frozen=True)
 class HeartbeatReceived:
     resource_id: str
     now: float
+    held: frozenset[int] | None = None  # slot indexes the TaskManager says tasks still hold; None: no report
 
 
 @dataclass(frozen=True)
@@ -129,7 +148,18 @@ class UnknownTaskManager:
     resource_id: str
 
 
-SlotPoolAction: TypeAlias = SlotsAllocated | JobWaitingForSlots | TaskManagerLost | UnknownTaskManager
+@dataclass(frozen=True)
+class RegistrationRejected:
+    """A registration of a resource id that a living TaskManager of another identity
+    (or, without identities, at another address) holds; nothing changed."""
+
+    resource_id: str
+    reason: str
+
+
+SlotPoolAction: TypeAlias = (
+    SlotsAllocated | JobWaitingForSlots | TaskManagerLost | UnknownTaskManager | RegistrationRejected
+)
 Actions: TypeAlias = list[SlotPoolAction]
 
 
@@ -141,6 +171,7 @@ class TaskManagerInfo:
     slots: int
     free: int
     last_heartbeat: float
+    identity: str | None = None
 
 
 # ---- internal state -------------------------------------------------------
@@ -149,9 +180,11 @@ class _TaskManager:
     address: str
     owners: list[str | None]  # owners[i] = job holding slot i, or None
     last_heartbeat: float
+    identity: str | None = None  # who registered it (certificate common name), None on plaintext
+    held: frozenset[int] = frozenset()  # slots its last slot report said are held by tasks
 
     def free_indices(self) -> list[int]:
-        return [i for i, owner in enumerate(self.owners) if owner is None]
+        return [i for i, owner in enumerate(self.owners) if owner is None and i not in self.held]
 
 
 @dataclass
@@ -193,11 +226,21 @@ class SlotPool:
         actions: Actions = []
         known = self._tms.get(ev.resource_id)
         if known is not None:
-            if known.address == ev.address and len(known.owners) == ev.slots:
+            same = known.address == ev.address and len(known.owners) == ev.slots
+            if known.identity != ev.identity:
+                return [RegistrationRejected(ev.resource_id, "it is registered by another identity")]
+            if same:
                 known.last_heartbeat = max(known.last_heartbeat, ev.now)
                 return []
+            if ev.identity is None:
+                return [
+                    RegistrationRejected(
+                        ev.resource_id,
+                        f"it is registered at {known.address} with {len(known.owners)} slots",
+                    )
+                ]
             actions.append(self._lose(ev.resource_id, "re-registered with a different address/slots"))
-        self._tms[ev.resource_id] = _TaskManager(ev.address, [None] * ev.slots, ev.now)
+        self._tms[ev.resource_id] = _TaskManager(ev.address, [None] * ev.slots, ev.now, ev.identity)
         return actions + self._serve_waiting()
 
     def _on_heartbeat(self, ev: HeartbeatReceived) -> Actions:
@@ -205,7 +248,10 @@ class SlotPool:
         if tm is None:
             return [UnknownTaskManager(ev.resource_id)]
         tm.last_heartbeat = max(tm.last_heartbeat, ev.now)
-        return []
+        if ev.held is None or ev.held == tm.held:
+            return []
+        tm.held = frozenset(i for i in ev.held if 0 <= i < len(tm.owners))
+        return self._serve_waiting()
 
     def _on_disconnected(self, ev: TaskManagerDisconnected) -> Actions:
         if ev.resource_id not in self._tms:
@@ -281,14 +327,27 @@ class SlotPool:
     def total_slots(self) -> int:
         return sum(len(tm.owners) for tm in self._tms.values())
 
+    def draining_slots(self) -> int:
+        """Slots no job holds here that their TaskManager still reports held (a task still stopping)."""
+        return sum(sum(1 for i in tm.held if tm.owners[i] is None) for tm in self._tms.values())
+
     def free_slots(self) -> int:
         return sum(len(tm.free_indices()) for tm in self._tms.values())
 
     def taskmanagers(self) -> list[TaskManagerInfo]:
         return [
-            TaskManagerInfo(rid, tm.address, len(tm.owners), len(tm.free_indices()), tm.last_heartbeat)
+            TaskManagerInfo(rid, tm.address, len(tm.owners), len(tm.free_indices()), tm.last_heartbeat, tm.identity)
             for rid, tm in sorted(self._tms.items())
         ]
+
+    def registered(self, resource_id: str) -> TaskManagerInfo | None:
+        """The living TaskManager of `resource_id`, or None."""
+        tm = self._tms.get(resource_id)
+        if tm is None:
+            return None
+        return TaskManagerInfo(
+            resource_id, tm.address, len(tm.owners), len(tm.free_indices()), tm.last_heartbeat, tm.identity
+        )
 
     def allocation(self, job_id: str) -> tuple[SlotId, ...]:
         return tuple(self._allocations.get(job_id, ()))

@@ -25,7 +25,8 @@ class FileSink:
     columns: tuple[str, ...] | None = None
 
     def payload(self) -> dict[str, Any]:
-        return {"path": self.path, "columns": list(self.columns) if self.columns else None}
+        # plain data only (the job graph's JSON config): a pathlib.Path becomes its string
+        return {"path": os.fspath(self.path), "columns": list(self.columns) if self.columns else None}
 
 
 @dataclasses.dataclass(frozen=True, init=False)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sluice import graph, states
+from sluice import graph, job_options, states
 from sluice import schema as schemas
 from sluice import schema_inference as inference
 from sluice.api.datastream import DataStream, SchemaLike
@@ -58,10 +58,23 @@ class StreamExecutionEnvironment:
         return self
 
     def enable_checkpointing(self, interval_ms: int) -> StreamExecutionEnvironment:
-        self._config["execution.checkpointing.interval"] = str(int(interval_ms))
-        return self
+        """Checkpoint every `interval_ms` milliseconds (a positive number; 0 leaves checkpointing off)."""
+        if isinstance(interval_ms, bool) or not isinstance(interval_ms, int | float) or not interval_ms >= 0:
+            raise ValueError(
+                f"enable_checkpointing: interval_ms is a number of milliseconds > 0 (0 leaves checkpointing off), "
+                f"got {interval_ms!r}"
+            )
+        if interval_ms == float("inf"):
+            raise ValueError("enable_checkpointing: interval_ms must be finite; leave checkpointing off instead")
+        return self.set_config(job_options.CHECKPOINTING_INTERVAL.key, str(int(interval_ms)))
 
     def set_config(self, key: str, value: Any) -> StreamExecutionEnvironment:
+        """Set job option `key` (sluice/job_options.py; keys outside its families belong to the job).
+        A mistyped or unknown Sluice option, or a bad value, is a ValueError here."""
+        try:
+            job_options.check_option(key, str(value))
+        except job_options.JobConfigError as exc:
+            raise ValueError(f"set_config: {exc}") from None
         self._config[key] = str(value)
         return self
 
@@ -75,6 +88,7 @@ class StreamExecutionEnvironment:
         name: str | None = None,
         monitor_interval_ms: int | None = None,
         options: dict[str, str | bool | int | float] | None = None,
+        on_error: str | None = None,
     ) -> DataStream:
         """Read every file under `path` (a directory, local or any pyarrow.fs URI)
         through Spark. Each file is a split; a split's offset is state.
@@ -82,14 +96,23 @@ class StreamExecutionEnvironment:
         `schema`: a Spark DDL string; without one, a CSV or JSON source infers
         it now from a sample of the files (sluice/schema_inference.py) and the
         job keeps it, so every subtask and restore reads the same columns.
-        `options`: Spark reader options, e.g. {"header": True, "sep": ";",
-        "mode": "DROPMALFORMED"}, with Spark's defaults (CSV `header` is false).
-        `mode` PERMISSIVE (the default) keeps a malformed row with nulls where
-        it could not be parsed (its text in the `columnNameOfCorruptRecord`
-        column when the schema has one); DROPMALFORMED drops every malformed
-        row; FAILFAST fails the task. A row with a null key column is never
-        keyed (key_by drops it). Rows that did not parse in a column the job
-        reads are counted (`records_malformed` in `sluice status`).
+        `options`: Spark reader options, e.g. {"header": True, "sep": ";"},
+        with Spark's defaults (CSV `header` is false).
+        `on_error`: what happens to a malformed row (one that did not parse in
+        a column the job reads; every one is counted, `records_malformed` in
+        `sluice status`, which also shows a sample): "drop" (the default) drops
+        it and counts it in `records_dropped`; "fail" fails the job at once,
+        naming the file and the line; "dead_letter:DIR" writes each malformed
+        line as it was, with its file (columns file, record), to a file sink
+        at DIR, committed exactly once like any file sink, and the stream goes
+        on with the parsed rows (one more exchange: the source's rows go
+        through a task that parts them). Spark's `mode` option means the same
+        (DROPMALFORMED is "drop", FAILFAST "fail"; PERMISSIVE, or a
+        `columnNameOfCorruptRecord` without `on_error`, keeps the row with
+        nulls where it did not parse, as Spark does); given both, they must
+        agree (sluice/schema_inference.py has the table). A row with a null
+        key column is never keyed: key_by drops it and counts it in
+        `records_dropped`.
         `monitor_interval_ms`: keep watching `path` and read files that appear
         later, listing it at most this often (the stream is then unbounded;
         make each new file visible atomically: write `.name`, then rename)."""
@@ -104,6 +127,7 @@ class StreamExecutionEnvironment:
             raise ValueError(f"from_files: schema is a Spark DDL string such as 'url string, n bigint', got {schema!r}")
         try:
             checked = inference.check_options(format, options)
+            policy, dead_letter_dir = inference.error_policy(format, checked, on_error)
         except inference.ReaderOptionError as exc:
             raise ValueError(f"from_files: {exc}") from None
         suffix = {"json": ".jsonl", "csv": ".csv", "text": ""}[format] if suffix is None else suffix
@@ -118,7 +142,13 @@ class StreamExecutionEnvironment:
             payload["options"] = checked
         if monitor_interval_ms is not None:
             payload["monitor_interval"] = monitor_interval_ms / 1000
-        return self._source(OperatorKind.SOURCE_FILES, payload, name or f"files {os.path.basename(path.rstrip('/'))}")
+        if format != "text":
+            payload["on_error"] = policy
+        name = name or f"files {os.path.basename(path.rstrip('/'))}"
+        source = self._source(OperatorKind.SOURCE_FILES, payload, name)
+        if dead_letter_dir is None:
+            return source
+        return _part_dead_letters(source, schema, checked, dead_letter_dir, name)
 
     def from_generator(
         self,
@@ -194,12 +224,14 @@ class StreamExecutionEnvironment:
             if p is None:
                 p = 1 if op["kind"] == OperatorKind.SOURCE_COLLECTION else self._parallelism
             par[op_id] = p
+            config, code = graph.encode_operator(op["payload"])  # plain settings as JSON, bodies pickled apart
             job.operators.add(
                 id=op_id,
                 name=op["name"],
                 kind=states.to_proto(op["kind"]),
                 parallelism=p,
-                payload=graph.dumps_payload(op["payload"]),
+                config=config,
+                code=code,
                 output_schema=s.ddl() if (s := derived[op_id]) is not None else "",
             )
         for e in self._edges:
@@ -221,6 +253,10 @@ class StreamExecutionEnvironment:
         job id on the last line and return at once."""
         from sluice.client import JobFailed, JobManagerClient  # local: keeps the API import light
 
+        _context["executions"] = _context.get("executions", 0) + 1  # `sluice run` checks a job was submitted
+        before_submit = _context.get("before_submit")
+        if before_submit is not None:  # `sluice run`: helper modules next to the job file go with the job
+            before_submit()
         job = self.get_job_graph(job_name)
         graph.validate(job)  # fail fast, before any network call
         client = JobManagerClient.from_context(_context)
@@ -237,6 +273,47 @@ class StreamExecutionEnvironment:
             return JobExecutionResult(job_id, state, info)
         finally:
             client.close()
+
+
+def _part_dead_letters(
+    source: DataStream, schema: str | None, options: dict[str, inference.OptionValue], directory: str, name: str
+) -> DataStream:
+    """from_files(on_error="dead_letter:DIR"): the source's malformed rows (their text and file
+    in internal columns: taskmanager/operators/sources.py) go to a file sink at `directory` as
+    `file,record` lines; the stream returned holds the parsed rows, without internal columns."""
+    import functools
+
+    from sluice.api.connectors import FileSink
+
+    declared = schemas.parse_or_none(schema)
+    user = inference.corrupt_column_of(options)
+    corrupt = user if user is not None and declared is not None and user in declared else inference.CORRUPT_COLUMN
+    source.map(
+        functools.partial(_dead_letter_rows, corrupt=corrupt),
+        name=f"{name}: malformed",
+        output_schema="file string, record string",
+    ).sink_to(FileSink(directory, columns=("file", "record")), name=f"{name}: dead letters")
+    return source.map(
+        functools.partial(_parsed_rows, corrupt=corrupt),
+        name=f"{name}: parsed",
+        output_schema=declared.ddl() if declared is not None else None,
+    )
+
+
+def _dead_letter_rows(df: Any, corrupt: str) -> Any:
+    """The malformed rows of a dead-letter source's batch, as (file, record): a map body."""
+    from pyspark.sql import functions as F
+
+    text = F.col(schemas.quote(corrupt))
+    return df.filter(text.isNotNull()).select(F.col(inference.FILE_COLUMN).alias("file"), text.alias("record"))
+
+
+def _parsed_rows(df: Any, corrupt: str) -> Any:
+    """The parsed rows of a dead-letter source's batch, without Sluice's internal columns: a map body."""
+    from pyspark.sql import functions as F
+
+    parsed = df.filter(F.col(schemas.quote(corrupt)).isNull())
+    return parsed.drop(*(c for c in df.columns if c.startswith(inference.INTERNAL_PREFIX)))
 
 
 def _derive(op: dict[str, Any], inputs: list[schemas.Schema | None]) -> schemas.Schema | None:

@@ -4,12 +4,15 @@ Starts ZooKeeper (embedded, unless an ensemble is given), JobManagers and
 TaskManagers as background processes that log to DIR/log/ and never hold
 the caller's stdout/stderr, writes DIR/cluster.json (sluice/cluster_file.py),
 and returns once a leader serves and every TaskManager registered with it.
+Then it starts the supervisor (sluice/cli/supervisor.py), which restarts a
+TaskManager that died; `cluster stop` ends the supervisor first.
 Process defaults (slots, heartbeat and session timeouts) come from
 sluice/config.py's OPTIONS.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import signal
 import subprocess
@@ -21,8 +24,11 @@ from typing import Any
 import psutil
 
 from sluice import config
+from sluice.cli.supervisor import COMMAND
+from sluice.cli.supervisor import LOG_NAME as SUPERVISOR_LOG
 from sluice.client import JobManagerClient, SluiceError, read_cluster_json
 from sluice.cluster_file import ClusterFile, ProcessEntry
+from sluice.zk.auth import AUTH_FILE_NAME, write_auth_file
 
 
 class ClusterError(Exception):
@@ -70,9 +76,15 @@ def start(
     timeout: float = 120.0,
     heartbeat_timeout: float = config.HEARTBEAT_TIMEOUT.default,
     zk_session_timeout: float = config.ZOOKEEPER_SESSION_TIMEOUT.default,
+    insecure: bool = False,
+    options: dict[str, str] | None = None,
 ) -> ClusterFile:
+    """Start the cluster in `cluster_dir`. Secured unless `insecure`: a new CA and certificates
+    in DIR/tls/ (sluice/security/tls.py), one per process (`jobmanager/jobmanager-<i>`,
+    `taskmanager/taskmanager-<i>`) and a client's, recorded as cluster.json's `tls`."""
     if jobmanagers < 1 or taskmanagers < 0 or slots < 1:
         raise ClusterError("need --jobmanagers >= 1, --taskmanagers >= 0 and --slots >= 1")
+    option_flags = _option_flags(options or {})
     cluster_dir = os.path.abspath(cluster_dir)
     if running_cluster(cluster_dir):
         raise ClusterError(
@@ -95,8 +107,14 @@ def start(
             if zk.pid is None:
                 raise ClusterError(f"the embedded ZooKeeper has no process after starting; see {zk.log_path}")
             procs.append(ProcessEntry("zookeeper", zk.pid, zookeeper, str(zk.log_path)))
+        # ZooKeeper digest credentials (0600, kept across restarts in the same directory): every
+        # process and client authenticates with them, and the cluster's nodes are theirs alone
+        # (sluice/zk/auth.py, docs/security.md)
+        zk_auth_file = write_auth_file(os.path.join(cluster_dir, AUTH_FILE_NAME))
         # the named flags of `python -m jobmanager|taskmanager` (sluice/config.py OPTIONS)
         common = [
+            config.ZOOKEEPER_AUTH_FILE.flag,
+            zk_auth_file,
             config.ZOOKEEPER_QUORUM.flag,
             zookeeper,
             config.CLUSTER_ID.flag,
@@ -104,6 +122,32 @@ def start(
             config.ZOOKEEPER_SESSION_TIMEOUT.flag,
             str(zk_session_timeout),
         ]
+        tls_dir = os.path.join(cluster_dir, "tls")
+        certs = None
+        if insecure:
+            print(
+                "warning: starting a PLAINTEXT cluster without authentication (--insecure): anyone who can "
+                "reach its ports can run code on it",
+                file=sys.stderr,
+            )
+        else:
+            from sluice.security.tls import create_cluster
+
+            certs = create_cluster(tls_dir, jobmanagers, taskmanagers)
+
+        def security(stem: str) -> list[str]:
+            if certs is None:
+                return [config.SECURITY_INSECURE.flag]
+            files = certs.parties[stem]
+            return [
+                config.SECURITY_SSL_CA.flag,
+                files.ca,
+                config.SECURITY_SSL_CERT.flag,
+                str(files.cert),
+                config.SECURITY_SSL_KEY.flag,
+                str(files.key),
+            ]
+
         roles = [
             (
                 "jobmanager",
@@ -131,14 +175,15 @@ def start(
             for i in range(taskmanagers)
         ]
         pending = []
+        commands: dict[int, list[str]] = {}
         for role, i, extra in roles:
             name = f"{role}-{i}"
             addr_file, log = os.path.join(run_dir, f"{name}.addr"), os.path.join(log_dir, f"{name}.log")
             _remove(addr_file)
-            p = _spawn(
-                [sys.executable, "-m", role, *common, *extra, config.LOG_FILE.flag, log, "--address-file", addr_file],
-                log,
-            )
+            argv = [sys.executable, "-m", role, *common, *extra, *security(name), *option_flags[role]]
+            command = [*argv, config.LOG_FILE.flag, log, "--address-file", addr_file]
+            p = _spawn(command, log)
+            commands[p.pid] = command  # the supervisor starts a TaskManager that died again with it
             started.append(p)
             pending.append((role, p, addr_file, log))
         deadline = time.monotonic() + timeout
@@ -152,10 +197,24 @@ def start(
                     raise ClusterError(f"{role} (pid {p.pid}) did not start within {timeout}s; log {log}")
                 time.sleep(0.1)
             with open(addr_file) as f:
-                procs.append(ProcessEntry(role, p.pid, f.read().strip(), log))
-        info = ClusterFile(cluster_id, zookeeper, procs, dir=cluster_dir)
+                restart = {COMMAND: commands[p.pid]} if role == "taskmanager" else {}
+                procs.append(ProcessEntry(role, p.pid, f.read().strip(), log, restart))
+        info = ClusterFile(
+            cluster_id,
+            zookeeper,
+            procs,
+            dir=cluster_dir,
+            zookeeper_auth_file=zk_auth_file,
+            tls=certs.client if certs is not None else None,
+        )
         info.write(cluster_dir)
         _wait_ready(info, taskmanagers, slots, deadline)
+        if taskmanagers:  # restarts a TaskManager that died (sluice/cli/supervisor.py)
+            supervisor_log = os.path.join(log_dir, SUPERVISOR_LOG)
+            p = _spawn([sys.executable, "-m", "sluice.cli.supervisor", "--dir", cluster_dir], supervisor_log)
+            started.append(p)
+            info.processes.append(ProcessEntry("supervisor", p.pid, "", supervisor_log))
+            info.write(cluster_dir)
         return info
     except BaseException:
         for p in started:
@@ -165,10 +224,46 @@ def start(
         raise
 
 
+def parse_options(pairs: list[str]) -> dict[str, str]:
+    """`-D key=value` pairs of `cluster start` (ClusterError naming a malformed one)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ClusterError(f"-D {pair!r}: expected KEY=VALUE, e.g. -D task.cancellation.timeout=10s")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _option_flags(options: dict[str, str]) -> dict[str, list[str]]:
+    """Each role's named flags for `options` (keys of sluice/config.py's OPTIONS), checked here:
+    a key no process knows or a bad value is a ClusterError before anything starts."""
+    flags: dict[str, list[str]] = {role: [] for role in config.ROLES}
+    for key, value in options.items():
+        option = config.BY_KEY.get(key)
+        if option is None:
+            close = difflib.get_close_matches(key, list(config.BY_KEY), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ClusterError(f"-D {key}: not a process option (docs/configuration.md){hint}")
+        try:
+            option.parse(value)
+        except ValueError as exc:
+            raise ClusterError(f"-D {key}={value}: {exc}") from None
+        for role in option.roles:
+            flags[role] += [option.flag, value]
+    return flags
+
+
 def _wait_ready(info: ClusterFile, taskmanagers: int, slots: int, deadline: float) -> None:
     """Until a leader serves and sees every TaskManager with all its slots: a wait on a
     condition with a deadline (each poll also checks that no process died), not a retry."""
-    client = JobManagerClient(zookeeper=info.zookeeper, cluster_id=info.cluster_id, timeout=5)
+    client = JobManagerClient(
+        zookeeper=info.zookeeper,
+        cluster_id=info.cluster_id,
+        timeout=5,
+        zookeeper_auth_file=info.zookeeper_auth_file,
+        tls=info.tls,
+    )
     last = "no leader yet"
     try:
         while time.monotonic() < deadline:
@@ -192,6 +287,10 @@ def _wait_ready(info: ClusterFile, taskmanagers: int, slots: int, deadline: floa
 
 def stop(cluster_dir: str, timeout: float = 15.0) -> list[ProcessEntry]:
     """SIGTERM TaskManagers, then JobManagers, then ZooKeeper; SIGKILL what remains."""
+    info = read_cluster_json(cluster_dir)
+    # The supervisor first, so that it restarts nothing; then cluster.json again: it may have
+    # restarted a TaskManager meanwhile.
+    _terminate([p.pid for p in info.of_role("supervisor")], timeout)
     info = read_cluster_json(cluster_dir)
     for role in ("taskmanager", "jobmanager", "zookeeper"):
         _terminate([p.pid for p in info.of_role(role)], timeout)
@@ -234,7 +333,13 @@ def status(cluster_dir: str) -> dict[str, Any]:
         "free_slots": 0,
     }
     try:
-        with JobManagerClient(zookeeper=info.zookeeper, cluster_id=info.cluster_id, timeout=5) as c:
+        with JobManagerClient(
+            zookeeper=info.zookeeper,
+            cluster_id=info.cluster_id,
+            timeout=5,
+            zookeeper_auth_file=info.zookeeper_auth_file,
+            tls=info.tls,
+        ) as c:
             ov = c.cluster()
             out.update(
                 leader=ov.leader,

@@ -16,12 +16,23 @@ nullable, as Spark's parser makes them). Any other form (char, varchar,
 intervals, collations, NOT NULL, COMMENT) raises `NeedsSparkSession`, which
 names the string and says to give a `DataType`. The parsed `DataType` is what
 the UDF carries to the TaskManagers, so Spark never parses the string there.
+
+`run_job_file` is what `sluice run` does with a job file: run it as
+`__main__` under `ddl_types_without_session`, with the job file's directory
+first on `sys.path`; modules imported from that directory (helpers next to
+the job file) are pickled by value with the job's code (cloudpickle's
+`register_pickle_by_value`), since the TaskManagers cannot import them; and a
+job file that ends without calling `env.execute()` is an error
+(`NothingSubmitted`), not a silent success.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import runpy
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -32,6 +43,50 @@ if TYPE_CHECKING:
 
 class NeedsSparkSession(ValueError):
     """A job file asked for something only a SparkSession can do; the message says what to write instead."""
+
+
+class NothingSubmitted(RuntimeError):
+    """A job file ran to its end without calling env.execute(): no job was submitted."""
+
+
+def run_job_file(jobfile: str) -> None:
+    """Run `jobfile` as `sluice run` does (module docstring); NothingSubmitted if it never called
+    `env.execute()`. The execution context (sluice.api.environment.set_execution_context) is set."""
+    from sluice.api import environment
+
+    job_dir = os.path.dirname(os.path.abspath(jobfile))
+    sys.path.insert(0, job_dir)
+    environment._context["before_submit"] = lambda: pickle_by_value_under(job_dir)
+    before = environment._context.get("executions", 0)
+    with ddl_types_without_session():  # @pandas_udf("long") in the job file
+        runpy.run_path(jobfile, run_name="__main__")
+    if environment._context.get("executions", 0) == before:
+        raise NothingSubmitted(
+            f"{jobfile} ran to its end without calling env.execute(): no job was submitted. "
+            'Build the job with a StreamExecutionEnvironment and end the file with env.execute("name")'
+        )
+
+
+def pickle_by_value_under(directory: str) -> list[str]:
+    """Have cloudpickle pickle by value every imported module whose file is under `directory`
+    (the job file's helpers), except installed packages (editable ones too: a job file at the
+    root of a project's checkout); their names."""
+    import importlib.metadata
+
+    import cloudpickle
+
+    root = os.path.join(os.path.abspath(directory), "")
+    installed = importlib.metadata.packages_distributions()
+    names = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name == "__main__" or not path or "." in name or name in installed:  # a package takes its submodules
+            continue
+        path = os.path.abspath(path)
+        if path.startswith(root) and "site-packages" not in path:
+            cloudpickle.register_pickle_by_value(module)
+            names.append(name)
+    return sorted(names)
 
 
 def message_for_type(ddl: str, kind: str = "pandas_udf") -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import runpy
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +17,7 @@ from rich.text import Text
 from sluice import config
 from sluice.cli.processes import add_process_commands
 from sluice.client import CONNECT_TIMEOUT, JobManagerClient, SluiceError
+from sluice.security.tls import add_certs_command
 from sluice.states import CheckpointStatus, ExecutionState, JobStatus, from_proto
 from sluice.v1 import common_pb2
 
@@ -26,12 +26,38 @@ console = Console(stderr=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True)  # never break messages mid-line
 
 
+def cluster_dir_default() -> str:
+    """Every command's default cluster directory: $SLUICE_CLUSTER_DIR, else .sluice."""
+    return os.environ.get("SLUICE_CLUSTER_DIR") or ".sluice"
+
+
 def _client_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("finding the leader (default: --cluster-dir .sluice)")
-    g.add_argument("--cluster-dir", default=None, help="directory holding cluster.json")
+    g = p.add_argument_group("finding the leader (default: --cluster-dir $SLUICE_CLUSTER_DIR or .sluice)")
+    g.add_argument(
+        "--cluster-dir", default=None, help="directory holding cluster.json (default $SLUICE_CLUSTER_DIR, else .sluice)"
+    )
     g.add_argument("--zookeeper", default=None, help="ZooKeeper connect string")
     g.add_argument("--cluster-id", default=None, help="cluster id in ZooKeeper (with --zookeeper)")
+    g.add_argument(
+        "--zk-auth-file",
+        default=None,
+        metavar="PATH",
+        help="the cluster's ZooKeeper credentials user:password (with --zookeeper; "
+        "default $SLUICE_HIGH_AVAILABILITY_ZOOKEEPER_AUTH_FILE)",
+    )
     g.add_argument("--jobmanager", default=None, help="host:port[,host:port...] of JobManagers")
+    t = p.add_argument_group(
+        "TLS (default: cluster.json's `tls`, else $SLUICE_SECURITY_SSL_CA, ..._CERT, ..._KEY; docs/security.md)"
+    )
+    t.add_argument("--tls-ca", default=None, metavar="FILE", help="the cluster's CA certificate (PEM)")
+    t.add_argument("--tls-cert", default=None, metavar="FILE", help="a client certificate of the cluster (PEM)")
+    t.add_argument("--tls-key", default=None, metavar="FILE", help="its private key (PEM)")
+    t.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="a bearer token instead of a client certificate (with --tls-ca and --jobmanager HOST:TOKEN_PORT)",
+    )
     g.add_argument(
         "--timeout",
         type=float,
@@ -44,11 +70,16 @@ def _client_options(p: argparse.ArgumentParser) -> None:
 
 def _context(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "cluster_dir": args.cluster_dir or ".sluice",
+        "cluster_dir": args.cluster_dir or cluster_dir_default(),
         "zookeeper": args.zookeeper,
         "cluster_id": args.cluster_id,
+        "zk_auth_file": args.zk_auth_file,
         "jobmanager": args.jobmanager,
         "timeout": args.timeout,
+        "tls_ca": args.tls_ca,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "token_file": args.token_file,
     }
 
 
@@ -59,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("cluster", help="start, stop or inspect a local cluster")
     csub = cl.add_subparsers(dest="action", required=True)
     s = csub.add_parser("start", help="start ZooKeeper, JobManagers and TaskManagers in the background")
-    s.add_argument("--dir", default=".sluice")
+    s.add_argument("--dir", default=cluster_dir_default(), help="default $SLUICE_CLUSTER_DIR, else .sluice")
     s.add_argument("--jobmanagers", type=int, default=1)
     s.add_argument("--taskmanagers", type=int, default=2)
     s.add_argument("--slots", type=int, default=config.TASKMANAGER_SLOTS.default, help="slots per TaskManager")
@@ -78,9 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="ZooKeeper session timeout of every process: sets JobManager failover time",
     )
     s.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster to be ready")
+    s.add_argument(
+        "-D",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a process option (docs/configuration.md) for every process it applies to, "
+        "e.g. -D task.cancellation.timeout=10s; repeatable",
+    )
+    s.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plaintext gRPC without authentication: anyone reaching a port may run code on the cluster "
+        "(default: mutual TLS with a CA and certificates generated in DIR/tls, recorded in cluster.json)",
+    )
     for name in ("stop", "status"):
         c = csub.add_parser(name, help=f"{name} the cluster in --dir")
-        c.add_argument("--dir", default=".sluice")
+        c.add_argument("--dir", default=cluster_dir_default(), help="default $SLUICE_CLUSTER_DIR, else .sluice")
         if name == "status":
             c.add_argument("--json", action="store_true")
 
@@ -123,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.set_defaults(handler=cmd_output)
     add_process_commands(sub)  # jobmanager, taskmanager, health
+    add_certs_command(sub)  # certs create|issue (sluice/security/tls.py)
     return ap
 
 
@@ -168,6 +215,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                     args.timeout,
                     args.heartbeat_timeout,
                     args.zk_session_timeout,
+                    insecure=args.insecure,
+                    options=cluster.parse_options(args.options),
                 )
             _print_processes([p.to_json() for p in info.processes])
             console.print(f"cluster {info.cluster_id} ready; wrote {info.path(info.dir or args.dir)}")
@@ -214,13 +263,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     job_args = args.job_args
     set_execution_context(**_context(args), parallelism=args.parallelism, detach=args.detach, progress=True)
     sys.argv = [args.jobfile, *job_args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(args.jobfile)))
-    from sluice.cli.job_file import ddl_types_without_session, explain
+    from sluice.cli.job_file import NothingSubmitted, explain, run_job_file
     from sluice.graph import JobValidationError
 
     try:
-        with ddl_types_without_session():  # @pandas_udf("long") in the job file (sluice/cli/job_file.py)
-            runpy.run_path(args.jobfile, run_name="__main__")
+        run_job_file(args.jobfile)  # sluice/cli/job_file.py: helpers, DDL types, execute() called
+    except NothingSubmitted as exc:
+        err.print(Text.assemble(("error:", "red"), f" {exc}"), highlight=False)
+        return 2
     except JobValidationError as exc:
         err.print(f"[red]invalid job:[/red] {exc}", highlight=False)
         return 2
@@ -267,6 +317,8 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
         "submitted": _iso(d["submitted_ms"]),
         "ended": _iso(d["ended_ms"]) if d["ended_ms"] else None,
         "slots_required": d["slots_required"],
+        "records_dropped": d["records_dropped"],
+        "bad_record_samples": d["bad_record_samples"],
         "checkpoints": [
             {
                 "id": c["checkpoint_id"],
@@ -312,11 +364,12 @@ _TASK_KEYS = (
     "records_out",
     "records_sent",
     "records_malformed",
+    "records_dropped",
 )
 
 
-# what `list --json` leaves out of each job's `status --json` object
-_NOT_LISTED = ("tasks", "exceptions")
+# what `list --json` leaves out of each job's `status --json` object (ListJobs returns summaries)
+_NOT_LISTED = ("tasks", "checkpoints", "exceptions")
 
 
 def _iso(ms: int) -> str:
@@ -352,7 +405,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     if d["message"]:
         console.print(f"  {d['message']}", highlight=False)
-    t = Table("operator", "subtask", "state", "taskmanager", "records in", "records out", "sent", "malformed")
+    t = Table(
+        "operator", "subtask", "state", "taskmanager", "records in", "records out", "sent", "malformed", "dropped"
+    )
     for task in d["tasks"]:
         t.add_row(
             task["operator"],
@@ -363,8 +418,15 @@ def cmd_status(args: argparse.Namespace) -> int:
             str(task["records_out"]),
             str(task["records_sent"]),
             str(task["records_malformed"]),
+            str(task["records_dropped"]),
         )
     console.print(t)
+    if d["records_dropped"]:
+        console.print(f"numRecordsDropped {d['records_dropped']} (malformed or with a null key)", highlight=False)
+    if d["bad_record_samples"]:
+        console.print("malformed records (a sample, file: line):", highlight=False)
+        for line in d["bad_record_samples"]:
+            console.print(Text(f"  {line}"), highlight=False)  # not markup: input text
     if d["checkpoints"]:
         ct = Table("checkpoint", "status", "duration", "size", "acks", title="checkpoints (most recent last)")
         for ck in d["checkpoints"][-10:]:

@@ -87,6 +87,12 @@ def add_process_commands(subparsers: Any) -> None:
     h.add_argument("address", metavar="ADDRESS", help="host:port, e.g. 127.0.0.1:6123")
     h.add_argument("--service", default="", help="health service name (default: '', the whole server)")
     h.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer (default 3)")
+    tls = h.add_argument_group(
+        "TLS (for a server's main port; the health-only port rpc.health-port is plaintext and needs none)"
+    )
+    tls.add_argument("--tls-ca", metavar="FILE", help="the cluster's CA certificate")
+    tls.add_argument("--tls-cert", metavar="FILE", help="a certificate of the cluster (any role)")
+    tls.add_argument("--tls-key", metavar="FILE", help="its private key")
     h.set_defaults(handler=run_health)
 
 
@@ -117,6 +123,10 @@ def run_process(role: str, args: argparse.Namespace) -> int:
     try:
         settings = settings_for(role, args)
         if args.check:
+            try:
+                config.check_security(settings)
+            except config.ConfigError as exc:  # the process would refuse to start: say so
+                settings.notes.append(f"{exc}: a process started with these settings would not start")
             print(json.dumps(settings.as_dict(), indent=2))
             return 0
         settings.advertised_host()  # resolves rpc.advertised-host 'auto' on this machine: fails here, not later
@@ -126,17 +136,25 @@ def run_process(role: str, args: argparse.Namespace) -> int:
     for note in settings.notes:
         print(f"sluice {role}: {note}", file=sys.stderr)
     server = importlib.import_module(f"{role}.server")  # jobmanager/server.py or taskmanager/server.py
-    server.run(settings)
+    try:
+        server.run(settings)
+    except config.ConfigError as exc:  # e.g. neither TLS files nor --insecure (config.check_security)
+        print(f"sluice {role}: configuration error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
-def health_status(address: str, service: str = "", timeout: float = 3.0) -> str:
-    """SERVING, NOT_SERVING, SERVICE_UNKNOWN, UNKNOWN, or `UNREACHABLE (...)`."""
+def health_status(address: str, service: str = "", timeout: float = 3.0, tls: Any = None) -> str:
+    """SERVING, NOT_SERVING, SERVICE_UNKNOWN, UNKNOWN, or `UNREACHABLE (...)`. `tls`: the
+    sluice.security.tls.TlsFiles to ask a server's TLS port with (None: plaintext, e.g. the
+    health-only port, rpc.health-port)."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from sluice import rpc
+
     try:
-        with grpc.insecure_channel(address) as channel:
+        with rpc.channel(address, tls) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout
             )
@@ -155,7 +173,19 @@ def run_health(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         print(f"sluice health: --timeout must be positive, got {args.timeout}", file=sys.stderr)
         return 2
-    status = health_status(args.address, args.service, args.timeout)
+    tls = None
+    if args.tls_ca or args.tls_cert or args.tls_key:
+        from sluice.security.tls import TlsError, TlsFiles
+
+        try:
+            if not (args.tls_ca and args.tls_cert and args.tls_key):
+                raise TlsError("--tls-ca, --tls-cert and --tls-key go together")
+            tls = TlsFiles(args.tls_ca, args.tls_cert, args.tls_key)
+            tls.read()
+        except TlsError as exc:
+            print(f"sluice health: {exc}", file=sys.stderr)
+            return 2
+    status = health_status(args.address, args.service, args.timeout, tls)
     print(f"{args.address} {args.service or '(server)'}: {status}")
     return 0 if status == "SERVING" else 1
 

@@ -97,20 +97,29 @@ PARTITIONING_REBALANCE: Partitioning
 PARTITIONING_BROADCAST: Partitioning
 
 class OperatorSpec(_message.Message):
-    __slots__ = ("id", "name", "kind", "parallelism", "payload", "output_schema")
+    __slots__ = ("id", "name", "kind", "parallelism", "config", "code", "output_schema")
+    class CodeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
-    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     kind: OperatorKind
     parallelism: int
-    payload: bytes
+    config: str
+    code: _containers.ScalarMap[str, bytes]
     output_schema: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[OperatorKind, str]] = ..., parallelism: _Optional[int] = ..., payload: _Optional[bytes] = ..., output_schema: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[OperatorKind, str]] = ..., parallelism: _Optional[int] = ..., config: _Optional[str] = ..., code: _Optional[_Mapping[str, bytes]] = ..., output_schema: _Optional[str] = ...) -> None: ...
 
 class EdgeSpec(_message.Message):
     __slots__ = ("source", "target", "partitioning", "keys")
@@ -146,7 +155,7 @@ class JobGraph(_message.Message):
     def __init__(self, name: _Optional[str] = ..., operators: _Optional[_Iterable[_Union[OperatorSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeSpec, _Mapping]]] = ..., max_parallelism: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed")
+    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples")
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     SUBTASK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +165,8 @@ class TaskStatus(_message.Message):
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     operator: str
     subtask: int
     state: ExecutionState
@@ -165,10 +176,12 @@ class TaskStatus(_message.Message):
     records_out: int
     records_sent: int
     records_malformed: int
-    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ...) -> None: ...
+    records_dropped: int
+    bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions")
+    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +198,8 @@ class JobInfo(_message.Message):
     SLOTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     EXCEPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     state: JobState
@@ -201,7 +216,9 @@ class JobInfo(_message.Message):
     slots_available: int
     checkpoints: _containers.RepeatedCompositeFieldContainer[CheckpointStats]
     exceptions: _containers.RepeatedCompositeFieldContainer[ExceptionEntry]
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ...) -> None: ...
+    records_dropped: int
+    bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExceptionEntry(_message.Message):
     __slots__ = ("time_ms", "attempt", "task", "cause", "traceback", "restarted")

@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from sluice.v1 import common_pb2 as sluice_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice/v1/jobmanager.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\"4\n\x10SubmitJobRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.sluice.v1.JobGraph\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"4\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.sluice.v1.JobInfo\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"=\n\x11\x43\x61ncelJobResponse\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.sluice.v1.JobStateJ\x04\x08\x01\x10\x02\"\x13\n\x11GetClusterRequest\"\x7f\n\x13TaskManagerOverview\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12\x1f\n\x17seconds_since_heartbeat\x18\x05 \x01(\x01\"\x80\x01\n\x0f\x43lusterOverview\x12\x0e\n\x06leader\x18\x01 \x01(\t\x12\x34\n\x0ctaskmanagers\x18\x02 \x03(\x0b\x32\x1e.sluice.v1.TaskManagerOverview\x12\x13\n\x0btotal_slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\"\xa0\x01\n\x1c\x41\x63knowledgeCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x14\n\x0cstate_handle\x18\x05 \x01(\x0c\x12\x12\n\nsize_bytes\x18\x06 \x01(\x03\"M\n\x1d\x41\x63knowledgeCheckpointResponse\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.sluice.v1.AckOutcomeJ\x04\x08\x01\x10\x02\"\x82\x01\n\x18\x44\x65\x63lineCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\x1b\n\x19\x44\x65\x63lineCheckpointResponse\"Q\n\x1aRegisterTaskManagerRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\"W\n\x1bRegisterTaskManagerResponse\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\"G\n\nSlotStatus\x12\x12\n\nslot_index\x18\x01 \x01(\x05\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x15\n\rexecution_ids\x18\x03 \x03(\t\"\x8d\x01\n\x0bTaskMetrics\x12\x0e\n\x06job_id\x18\x04 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\x12\x14\n\x0crecords_sent\x18\x05 \x01(\x03\x12\x19\n\x11records_malformed\x18\x06 \x01(\x03\"\x8f\x01\n\x10HeartbeatRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12$\n\x05slots\x18\x03 \x03(\x0b\x32\x15.sluice.v1.SlotStatus\x12%\n\x05tasks\x18\x04 \x03(\x0b\x32\x16.sluice.v1.TaskMetrics\"\"\n\x11HeartbeatResponse\x12\r\n\x05known\x18\x01 \x01(\x08\"\xf4\x02\n\x12TaskExecutionState\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12\x14\n\x0c\x65xecution_id\x18\x05 \x01(\t\x12(\n\x05state\x18\x0b \x01(\x0e\x32\x19.sluice.v1.ExecutionState\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x12\n\nrecords_in\x18\x08 \x01(\x03\x12\x13\n\x0brecords_out\x18\t \x01(\x03\x12\x14\n\x0c\x65nd_of_input\x18\n \x01(\x08\x12.\n\rfailure_cause\x18\x0c \x01(\x0e\x32\x17.sluice.v1.FailureCause\x12\x18\n\x10unreachable_peer\x18\r \x01(\t\x12\x14\n\x0crecords_sent\x18\x0e \x01(\x03\x12\x19\n\x11records_malformed\x18\x0f \x01(\x03J\x04\x08\x06\x10\x07\"4\n UpdateTaskExecutionStateResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08*\x91\x01\n\nAckOutcome\x12\x1b\n\x17\x41\x43K_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43K_OUTCOME_SUCCESS\x10\x01\x12\x19\n\x15\x41\x43K_OUTCOME_DUPLICATE\x10\x02\x12\x17\n\x13\x41\x43K_OUTCOME_UNKNOWN\x10\x03\x12\x19\n\x15\x41\x43K_OUTCOME_DISCARDED\x10\x04*\x92\x01\n\x0c\x46\x61ilureCause\x12\x1d\n\x19\x46\x41ILURE_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x46\x41ILURE_CAUSE_TASK_ERROR\x10\x01\x12\"\n\x1e\x46\x41ILURE_CAUSE_PEER_UNREACHABLE\x10\x02\x12!\n\x1d\x46\x41ILURE_CAUSE_NON_RECOVERABLE\x10\x03\x32\xe1\x02\n\nJobManager\x12\x46\n\tSubmitJob\x12\x1b.sluice.v1.SubmitJobRequest\x1a\x1c.sluice.v1.SubmitJobResponse\x12\x36\n\x06GetJob\x12\x18.sluice.v1.GetJobRequest\x1a\x12.sluice.v1.JobInfo\x12\x43\n\x08ListJobs\x12\x1a.sluice.v1.ListJobsRequest\x1a\x1b.sluice.v1.ListJobsResponse\x12\x46\n\tCancelJob\x12\x1b.sluice.v1.CancelJobRequest\x1a\x1c.sluice.v1.CancelJobResponse\x12\x46\n\nGetCluster\x12\x1c.sluice.v1.GetClusterRequest\x1a\x1a.sluice.v1.ClusterOverview2\xf3\x03\n\x0fResourceManager\x12\x64\n\x13RegisterTaskManager\x12%.sluice.v1.RegisterTaskManagerRequest\x1a&.sluice.v1.RegisterTaskManagerResponse\x12\x46\n\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12\x66\n\x18UpdateTaskExecutionState\x12\x1d.sluice.v1.TaskExecutionState\x1a+.sluice.v1.UpdateTaskExecutionStateResponse\x12j\n\x15\x41\x63knowledgeCheckpoint\x12\'.sluice.v1.AcknowledgeCheckpointRequest\x1a(.sluice.v1.AcknowledgeCheckpointResponse\x12^\n\x11\x44\x65\x63lineCheckpoint\x12#.sluice.v1.DeclineCheckpointRequest\x1a$.sluice.v1.DeclineCheckpointResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice/v1/jobmanager.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\"4\n\x10SubmitJobRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.sluice.v1.JobGraph\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"8\n\x0fListJobsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"M\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.sluice.v1.JobInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"=\n\x11\x43\x61ncelJobResponse\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.sluice.v1.JobStateJ\x04\x08\x01\x10\x02\"\x13\n\x11GetClusterRequest\"\x7f\n\x13TaskManagerOverview\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12\x1f\n\x17seconds_since_heartbeat\x18\x05 \x01(\x01\"\x80\x01\n\x0f\x43lusterOverview\x12\x0e\n\x06leader\x18\x01 \x01(\t\x12\x34\n\x0ctaskmanagers\x18\x02 \x03(\x0b\x32\x1e.sluice.v1.TaskManagerOverview\x12\x13\n\x0btotal_slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\"\xa0\x01\n\x1c\x41\x63knowledgeCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x14\n\x0cstate_handle\x18\x05 \x01(\x0c\x12\x12\n\nsize_bytes\x18\x06 \x01(\x03\"M\n\x1d\x41\x63knowledgeCheckpointResponse\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.sluice.v1.AckOutcomeJ\x04\x08\x01\x10\x02\"\x82\x01\n\x18\x44\x65\x63lineCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\x1b\n\x19\x44\x65\x63lineCheckpointResponse\"Q\n\x1aRegisterTaskManagerRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\"W\n\x1bRegisterTaskManagerResponse\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\"G\n\nSlotStatus\x12\x12\n\nslot_index\x18\x01 \x01(\x05\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x15\n\rexecution_ids\x18\x03 \x03(\t\"\xc2\x01\n\x0bTaskMetrics\x12\x0e\n\x06job_id\x18\x04 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\x12\x14\n\x0crecords_sent\x18\x05 \x01(\x03\x12\x19\n\x11records_malformed\x18\x06 \x01(\x03\x12\x17\n\x0frecords_dropped\x18\x07 \x01(\x03\x12\x1a\n\x12\x62\x61\x64_record_samples\x18\x08 \x03(\t\"\x8f\x01\n\x10HeartbeatRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12$\n\x05slots\x18\x03 \x03(\x0b\x32\x15.sluice.v1.SlotStatus\x12%\n\x05tasks\x18\x04 \x03(\x0b\x32\x16.sluice.v1.TaskMetrics\"\"\n\x11HeartbeatResponse\x12\r\n\x05known\x18\x01 \x01(\x08\"\xa9\x03\n\x12TaskExecutionState\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12\x14\n\x0c\x65xecution_id\x18\x05 \x01(\t\x12(\n\x05state\x18\x0b \x01(\x0e\x32\x19.sluice.v1.ExecutionState\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x12\n\nrecords_in\x18\x08 \x01(\x03\x12\x13\n\x0brecords_out\x18\t \x01(\x03\x12\x14\n\x0c\x65nd_of_input\x18\n \x01(\x08\x12.\n\rfailure_cause\x18\x0c \x01(\x0e\x32\x17.sluice.v1.FailureCause\x12\x18\n\x10unreachable_peer\x18\r \x01(\t\x12\x14\n\x0crecords_sent\x18\x0e \x01(\x03\x12\x19\n\x11records_malformed\x18\x0f \x01(\x03\x12\x17\n\x0frecords_dropped\x18\x10 \x01(\x03\x12\x1a\n\x12\x62\x61\x64_record_samples\x18\x11 \x03(\tJ\x04\x08\x06\x10\x07\"4\n UpdateTaskExecutionStateResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08*\x91\x01\n\nAckOutcome\x12\x1b\n\x17\x41\x43K_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43K_OUTCOME_SUCCESS\x10\x01\x12\x19\n\x15\x41\x43K_OUTCOME_DUPLICATE\x10\x02\x12\x17\n\x13\x41\x43K_OUTCOME_UNKNOWN\x10\x03\x12\x19\n\x15\x41\x43K_OUTCOME_DISCARDED\x10\x04*\x92\x01\n\x0c\x46\x61ilureCause\x12\x1d\n\x19\x46\x41ILURE_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x46\x41ILURE_CAUSE_TASK_ERROR\x10\x01\x12\"\n\x1e\x46\x41ILURE_CAUSE_PEER_UNREACHABLE\x10\x02\x12!\n\x1d\x46\x41ILURE_CAUSE_NON_RECOVERABLE\x10\x03\x32\xe1\x02\n\nJobManager\x12\x46\n\tSubmitJob\x12\x1b.sluice.v1.SubmitJobRequest\x1a\x1c.sluice.v1.SubmitJobResponse\x12\x36\n\x06GetJob\x12\x18.sluice.v1.GetJobRequest\x1a\x12.sluice.v1.JobInfo\x12\x43\n\x08ListJobs\x12\x1a.sluice.v1.ListJobsRequest\x1a\x1b.sluice.v1.ListJobsResponse\x12\x46\n\tCancelJob\x12\x1b.sluice.v1.CancelJobRequest\x1a\x1c.sluice.v1.CancelJobResponse\x12\x46\n\nGetCluster\x12\x1c.sluice.v1.GetClusterRequest\x1a\x1a.sluice.v1.ClusterOverview2\xf3\x03\n\x0fResourceManager\x12\x64\n\x13RegisterTaskManager\x12%.sluice.v1.RegisterTaskManagerRequest\x1a&.sluice.v1.RegisterTaskManagerResponse\x12\x46\n\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12\x66\n\x18UpdateTaskExecutionState\x12\x1d.sluice.v1.TaskExecutionState\x1a+.sluice.v1.UpdateTaskExecutionStateResponse\x12j\n\x15\x41\x63knowledgeCheckpoint\x12\'.sluice.v1.AcknowledgeCheckpointRequest\x1a(.sluice.v1.AcknowledgeCheckpointResponse\x12^\n\x11\x44\x65\x63lineCheckpoint\x12#.sluice.v1.DeclineCheckpointRequest\x1a$.sluice.v1.DeclineCheckpointResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluice.v1.jobmanager_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACKOUTCOME']._serialized_start=2047
-  _globals['_ACKOUTCOME']._serialized_end=2192
-  _globals['_FAILURECAUSE']._serialized_start=2195
-  _globals['_FAILURECAUSE']._serialized_end=2341
+  _globals['_ACKOUTCOME']._serialized_start=2217
+  _globals['_ACKOUTCOME']._serialized_end=2362
+  _globals['_FAILURECAUSE']._serialized_start=2365
+  _globals['_FAILURECAUSE']._serialized_end=2511
   _globals['_SUBMITJOBREQUEST']._serialized_start=65
   _globals['_SUBMITJOBREQUEST']._serialized_end=117
   _globals['_SUBMITJOBRESPONSE']._serialized_start=119
@@ -43,45 +43,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETJOBREQUEST']._serialized_start=156
   _globals['_GETJOBREQUEST']._serialized_end=187
   _globals['_LISTJOBSREQUEST']._serialized_start=189
-  _globals['_LISTJOBSREQUEST']._serialized_end=206
-  _globals['_LISTJOBSRESPONSE']._serialized_start=208
-  _globals['_LISTJOBSRESPONSE']._serialized_end=260
-  _globals['_CANCELJOBREQUEST']._serialized_start=262
-  _globals['_CANCELJOBREQUEST']._serialized_end=296
-  _globals['_CANCELJOBRESPONSE']._serialized_start=298
-  _globals['_CANCELJOBRESPONSE']._serialized_end=359
-  _globals['_GETCLUSTERREQUEST']._serialized_start=361
-  _globals['_GETCLUSTERREQUEST']._serialized_end=380
-  _globals['_TASKMANAGEROVERVIEW']._serialized_start=382
-  _globals['_TASKMANAGEROVERVIEW']._serialized_end=509
-  _globals['_CLUSTEROVERVIEW']._serialized_start=512
-  _globals['_CLUSTEROVERVIEW']._serialized_end=640
-  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_start=643
-  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_end=803
-  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_start=805
-  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_end=882
-  _globals['_DECLINECHECKPOINTREQUEST']._serialized_start=885
-  _globals['_DECLINECHECKPOINTREQUEST']._serialized_end=1015
-  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_start=1017
-  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_end=1044
-  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_start=1046
-  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_end=1127
-  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_start=1129
-  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_end=1216
-  _globals['_SLOTSTATUS']._serialized_start=1218
-  _globals['_SLOTSTATUS']._serialized_end=1289
-  _globals['_TASKMETRICS']._serialized_start=1292
-  _globals['_TASKMETRICS']._serialized_end=1433
-  _globals['_HEARTBEATREQUEST']._serialized_start=1436
-  _globals['_HEARTBEATREQUEST']._serialized_end=1579
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1581
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1615
-  _globals['_TASKEXECUTIONSTATE']._serialized_start=1618
-  _globals['_TASKEXECUTIONSTATE']._serialized_end=1990
-  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_start=1992
-  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_end=2044
-  _globals['_JOBMANAGER']._serialized_start=2344
-  _globals['_JOBMANAGER']._serialized_end=2697
-  _globals['_RESOURCEMANAGER']._serialized_start=2700
-  _globals['_RESOURCEMANAGER']._serialized_end=3199
+  _globals['_LISTJOBSREQUEST']._serialized_end=245
+  _globals['_LISTJOBSRESPONSE']._serialized_start=247
+  _globals['_LISTJOBSRESPONSE']._serialized_end=324
+  _globals['_CANCELJOBREQUEST']._serialized_start=326
+  _globals['_CANCELJOBREQUEST']._serialized_end=360
+  _globals['_CANCELJOBRESPONSE']._serialized_start=362
+  _globals['_CANCELJOBRESPONSE']._serialized_end=423
+  _globals['_GETCLUSTERREQUEST']._serialized_start=425
+  _globals['_GETCLUSTERREQUEST']._serialized_end=444
+  _globals['_TASKMANAGEROVERVIEW']._serialized_start=446
+  _globals['_TASKMANAGEROVERVIEW']._serialized_end=573
+  _globals['_CLUSTEROVERVIEW']._serialized_start=576
+  _globals['_CLUSTEROVERVIEW']._serialized_end=704
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_start=707
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_end=867
+  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_start=869
+  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_end=946
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_start=949
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_end=1079
+  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_start=1081
+  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_end=1108
+  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_start=1110
+  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_end=1191
+  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_start=1193
+  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_end=1280
+  _globals['_SLOTSTATUS']._serialized_start=1282
+  _globals['_SLOTSTATUS']._serialized_end=1353
+  _globals['_TASKMETRICS']._serialized_start=1356
+  _globals['_TASKMETRICS']._serialized_end=1550
+  _globals['_HEARTBEATREQUEST']._serialized_start=1553
+  _globals['_HEARTBEATREQUEST']._serialized_end=1696
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1698
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1732
+  _globals['_TASKEXECUTIONSTATE']._serialized_start=1735
+  _globals['_TASKEXECUTIONSTATE']._serialized_end=2160
+  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_start=2162
+  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_end=2214
+  _globals['_JOBMANAGER']._serialized_start=2514
+  _globals['_JOBMANAGER']._serialized_end=2867
+  _globals['_RESOURCEMANAGER']._serialized_start=2870
+  _globals['_RESOURCEMANAGER']._serialized_end=3369
 # @@protoc_insertion_point(module_scope)

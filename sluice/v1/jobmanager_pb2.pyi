@@ -51,14 +51,20 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "next_page_token")
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.JobInfo]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobInfo, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -171,20 +177,24 @@ class SlotStatus(_message.Message):
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed")
+    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     execution_id: str
     records_in: int
     records_out: int
     records_sent: int
     records_malformed: int
-    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ...) -> None: ...
+    records_dropped: int
+    bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("resource_id", "leader_session_id", "slots", "tasks")
@@ -205,7 +215,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input", "failure_cause", "unreachable_peer", "records_sent", "records_malformed")
+    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input", "failure_cause", "unreachable_peer", "records_sent", "records_malformed", "records_dropped", "bad_record_samples")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +230,8 @@ class TaskExecutionState(_message.Message):
     UNREACHABLE_PEER_FIELD_NUMBER: _ClassVar[int]
     RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     leader_session_id: str
     job_id: str
@@ -234,7 +246,9 @@ class TaskExecutionState(_message.Message):
     unreachable_peer: str
     records_sent: int
     records_malformed: int
-    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ...) -> None: ...
+    records_dropped: int
+    bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UpdateTaskExecutionStateResponse(_message.Message):
     __slots__ = ("accepted",)

@@ -3,6 +3,8 @@
 - :mod:`sluice.zk.paths` — the node layout (``ZkPaths``).
 - :mod:`sluice.zk.server` — an embedded ZooKeeper server for tests and the local launcher.
 - :mod:`sluice.zk.leader_retrieval` — following the leader's address.
+- :mod:`sluice.zk.auth` — the cluster's credentials and ACLs; every kazoo client comes from ``make_client``.
+- :mod:`sluice.zk.limits` — the size check before every write.
 
 ``SerialExecutor`` runs callbacks one at a time, in order, on its own thread.
 kazoo delivers watches and connection-state changes on its own threads, which

@@ -15,11 +15,12 @@ import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import DataWatch
 
 from sluice.zk import SerialExecutor
+from sluice.zk.auth import ZkAuth, describe_no_auth, make_client
 from sluice.zk.paths import ZkPaths
 
 _log = logging.getLogger(__name__)
@@ -110,10 +111,12 @@ class LeaderRetriever:
         self._listener(address, session_id)
 
 
-def find_leader(zk_hosts: str, cluster_id: str, timeout: float = 30.0) -> tuple[str, str]:
-    """Connect to ZooKeeper, wait up to ``timeout`` seconds for a leader, return (address, session_id)."""
+def find_leader(zk_hosts: str, cluster_id: str, timeout: float = 30.0, auth_file: str | None = None) -> tuple[str, str]:
+    """Connect to ZooKeeper (with the cluster's credentials from ``auth_file``, if it has
+    any), wait up to ``timeout`` seconds for a leader, return (address, session_id)."""
     deadline = time.monotonic() + timeout
-    client = KazooClient(hosts=zk_hosts, timeout=max(2.0, min(timeout, 10.0)))
+    auth = ZkAuth.resolve(auth_file, None)
+    client = make_client(zk_hosts, auth, timeout=max(2.0, min(timeout, 10.0)))
     try:
         try:
             client.start(timeout=max(0.5, timeout))
@@ -122,13 +125,20 @@ def find_leader(zk_hosts: str, cluster_id: str, timeout: float = 30.0) -> tuple[
                 f"could not connect to ZooKeeper at {zk_hosts!r} within {timeout:g}s "
                 f"(looking for the leader of cluster {cluster_id!r})"
             ) from None
+        paths = ZkPaths(cluster_id)
+        try:  # a secured cluster answers NoAuth without its credentials: say so, not "no leader"
+            client.get(paths.leader_connection_info)
+        except NoNodeError:
+            pass  # no leader yet: wait for one below
+        except NoAuthError:
+            raise LeaderNotFoundError(describe_no_auth(paths.leader_connection_info, auth)) from None
         found = threading.Event()
 
         def on_leader(address: str | None, _session_id: str | None) -> None:
             if address:
                 found.set()
 
-        retriever = LeaderRetriever(client, ZkPaths(cluster_id), on_leader)
+        retriever = LeaderRetriever(client, paths, on_leader)
         try:
             found.wait(max(0.0, deadline - time.monotonic()))
             leader = retriever.current

@@ -4,7 +4,9 @@ A consumer opens `Subscribe`, names a partition and subpartition, and
 announces its initial credit; this side sends at most that many batches,
 then waits for more credit (barriers and END need none). The partition may
 not be deployed yet: we wait briefly, then answer NOT_FOUND and the
-consumer retries.
+consumer retries. A partition released under a subscription (its producer
+failed or was cancelled) ends the stream with ABORTED: the stream waits on
+its subpartition and never polls a released one again.
 """
 
 from __future__ import annotations
@@ -79,6 +81,12 @@ class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
         while context.is_active():
             item = sub.poll(0.2)
             if item is None:
+                if sub.released:
+                    context.abort(
+                        grpc.StatusCode.ABORTED,
+                        f"partition {req.partition_id} was released before its end: its producer failed "
+                        "or was cancelled",
+                    )
                 continue
             kind, value = item
             match kind:

@@ -115,6 +115,11 @@ class LocalInputChannel(InputChannel):
             item = None
             while item is None and not self.gate.closed:
                 item = sub.poll(0.2)
+                if item is None and sub.released:
+                    raise ChannelError(
+                        f"producer partition {self.partition_id} was released before its end "
+                        "(its producer failed or was cancelled)"
+                    )
             if item is None:
                 return
             self.gate.deliver(self, item)
@@ -150,7 +155,7 @@ class RemoteInputChannel(InputChannel):
             yield dataexchange_pb2.ConsumerMessage(credit=n)
 
     def run(self) -> None:
-        with grpc.insecure_channel(self.address, options=rpc.CHANNEL_OPTIONS) as channel:
+        with rpc.channel(self.address) as channel:  # mutual TLS with the TaskManager's certificate
             stub = dataexchange_pb2_grpc.DataExchangeStub(channel)
             # The producer may not be deployed yet: subscribe again until the deadline.
             retry = retrying(
@@ -203,6 +208,8 @@ class RemoteInputChannel(InputChannel):
         except grpc.RpcError as err:
             if self.gate.closed:
                 return
+            if err.code() == grpc.StatusCode.ABORTED:  # the producer's partition was released: not a peer failure
+                raise ChannelError(f"{self.address}: {err.details()}") from None
             if (
                 err.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE)
                 and not self.buffer

@@ -56,6 +56,8 @@ class ResultSubpartition:
             self._cond.notify_all()
 
     def poll(self, timeout: float) -> Item | None:
+        """The next item, waiting up to `timeout`; None when there is none — at once when the
+        subpartition is released (a reader must then stop: check `released`, never poll again)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while not self._items:
@@ -69,6 +71,10 @@ class ResultSubpartition:
 
     def backlog(self) -> int:
         return len(self._items)
+
+    @property
+    def released(self) -> bool:
+        return self._released
 
     def release(self) -> None:
         with self._cond:

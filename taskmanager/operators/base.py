@@ -33,7 +33,7 @@ import pyarrow as pa
 from sluice.graph import OperatorKind
 from taskmanager.spark_engine import Batch
 
-Payload = dict[str, Any]  # an operator's unpickled payload, as the job API wrote it (sluice/api)
+Payload = dict[str, Any]  # an operator's settings as the job API wrote them (sluice.graph.operator_settings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +125,8 @@ class Source(abc.ABC):
     offset: int  # progress, for log lines (batch and snapshot lines tools read)
     idle_wait: float = 0.1  # seconds to wait for control messages after next_batch() returned IDLE
     records_malformed: int = 0  # input rows it could not parse (a metric; a file source counts them)
+    records_dropped: int = 0  # of those, the rows it dropped (on_error "drop")
+    bad_record_samples: Sequence[str] = ()  # a few malformed lines, truncated, with their file
 
     @abc.abstractmethod
     def next_batch(self) -> Batch | Idle | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import sys
 import uuid
 from collections.abc import Sequence
@@ -150,10 +151,32 @@ class FileSinkWriter(Operator):
                 keep.append((staged, final, cid))
         self.pending = keep
 
+    def _check_own_part(self, staged: Any, final: Any) -> None:
+        """A pending part named in restored state must be one this subtask's sink writes: a
+        hidden part of its own in the output directory, committed to a visible part name
+        there. Checkpoint state crosses the wire in acks, so a restore never renames
+        anything else (docs/security.md, Fencing and limits)."""
+        ok = (
+            isinstance(staged, str)
+            and isinstance(final, str)
+            and posixpath.normpath(posixpath.dirname(staged)) == posixpath.normpath(self.dir)
+            and posixpath.normpath(posixpath.dirname(final)) == posixpath.normpath(self.dir)
+            and posixpath.basename(staged).startswith(f".{self.owner}-")
+            and staged.endswith(".inprogress")
+            and posixpath.basename(final).startswith("part-")
+            and final.endswith(".csv")
+            and ".." not in (staged + final)
+        )
+        if not ok:
+            raise ValueError(
+                f"restored file sink state names a part outside its own output {self.dir}: {staged!r} -> {final!r}"
+            )
+
     def restore(self, state: OperatorSnapshot) -> None:
         handle = state.inline or {}
         committed = set()
         for staged, final in handle.get("pending", []):
+            self._check_own_part(staged, final)
             self._commit(staged, final)
             committed.add(staged)
         for info in self.fs.get_file_info(pafs.FileSelector(self.dir)):

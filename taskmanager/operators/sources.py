@@ -25,7 +25,10 @@ __all__ = ["IDLE", "CollectionSource", "FileSource", "GeneratorSource", "Source"
 
 log = logging.getLogger("sluice.taskmanager.sources")
 
-CORRUPT_COLUMN = f"{schema_inference.INTERNAL_PREFIX}_corrupt_record"  # malformed rows' text, never emitted
+CORRUPT_COLUMN = schema_inference.CORRUPT_COLUMN  # malformed rows' text (emitted only towards a dead letter)
+FILE_COLUMN = schema_inference.FILE_COLUMN  # dead letter: the file a malformed row came from
+SAMPLES = 5  # malformed lines kept as a sample for `sluice status`
+SAMPLE_CHARS = 160  # of each, from its start
 PENDING_OBSERVATIONS = 16  # batches whose malformed-row count is not known yet (kept, then forgotten)
 FINAL_OBSERVATION_WAIT = 1.0  # seconds to wait for the last batch's count at the end of the input
 
@@ -48,19 +51,25 @@ class FileSource(Source):
 
     Reading: the payload's schema is fixed (inferred at submit when the user
     gave none: sluice/schema_inference.py) and its reader options go to
-    Spark as they are. Malformed rows of CSV and JSON, in one Spark pass:
-    unless the mode is FAILFAST (Spark then fails the read), the files are read
-    PERMISSIVE with a corrupt-record column (the user's when the schema has
-    it, else CORRUPT_COLUMN, added here and dropped before anything sees it);
-    a row is malformed when that column is set. `DataFrame.observe` counts
-    the malformed rows while the chain's own Spark action runs (no second
-    pass over the files), and the task reports the count as
-    `records_malformed` (`batch_done` collects it). Which rows go on, as in
-    Spark: DROPMALFORMED drops every malformed row; PERMISSIVE keeps them
-    (nulls where a value could not be parsed, the text in the user's
-    corrupt-record column). A row whose key columns came out null is never
-    keyed: a hash exchange drops and counts it
-    (taskmanager/network/record_writer.py). The metrics reference only the
+    Spark as they are. Malformed rows of CSV and JSON, in one Spark pass: the
+    files are read PERMISSIVE with a corrupt-record column (the user's when
+    the schema has it, else CORRUPT_COLUMN, added here); a row is malformed
+    when that column is set. `DataFrame.observe` counts the malformed rows
+    and keeps a sample of them (the smallest and largest line of each batch,
+    truncated, with the file's name) while the chain's own Spark action runs
+    (no second pass over the files); the task reports the count as
+    `records_malformed` (`batch_done` collects it). What happens to them is
+    the payload's `on_error` policy (sluice/schema_inference.py): `drop`
+    filters them out and counts them as dropped too (`records_dropped`);
+    `fail` makes Spark raise on the first one, naming its file and line (the
+    task fails NON_RECOVERABLE: the same input fails the same way); `keep`
+    lets them go on as Spark's PERMISSIVE does (nulls where a value could not
+    be parsed, the text in the user's corrupt-record column); `dead_letter`
+    lets them go on with their text and FILE_COLUMN, for the branch that
+    from_files adds (sluice/api/environment.py) to part them from the parsed
+    rows and write them to the dead-letter sink. Internal columns are dropped
+    otherwise. A row whose key columns came out null is never keyed: a hash
+    exchange drops and counts it (taskmanager/network/record_writer.py). The metrics reference only the
     corrupt-record column, so Spark keeps pruning the columns the job does
     not read (reading all of them cost page_views about a fifth of its
     throughput); a row counts as malformed when a column the job reads did
@@ -80,7 +89,7 @@ class FileSource(Source):
         self.engine, self.clock = engine, clock
         self.format = payload["format"]
         self.options: dict[str, Any] = dict(payload.get("options") or {})
-        self.mode = schema_inference.mode_of(self.options)
+        self.policy: str = payload.get("on_error") or schema_inference.error_policy(self.format, self.options, None)[0]
         self.path, self.suffix = payload["path"], payload.get("suffix", "")
         self.subtask, self.parallelism = subtask, parallelism
         self.monitor_interval: float | None = payload.get("monitor_interval")
@@ -96,6 +105,8 @@ class FileSource(Source):
         self._read_plan: _ReadPlan | None = None  # CSV and JSON: built with the first batch
         self._pending: list[Any] = []  # observations of batches read, not collected yet
         self.records_malformed = 0
+        self.records_dropped = 0
+        self.bad_record_samples: list[str] = []
         self.files = [] if self.monitor_interval else listed[subtask::parallelism]
         self.files_per_batch = 1
         self.target = target
@@ -154,8 +165,6 @@ class FileSource(Source):
         reader = self.engine.spark.read.options(**schema_inference.spark_options(self.options))
         if self.format == "text":
             return reader.text(paths)
-        if self.mode == "FAILFAST":
-            return reader.schema(self.schema).format(self.format).load(paths)
         from pyspark.sql import Observation
 
         plan = self._plan()
@@ -171,6 +180,8 @@ class FileSource(Source):
         self._pending = [*self._pending[-(PENDING_OBSERVATIONS - 1) :], observation]
         if plan.keep is not None:
             df = df.filter(plan.keep)
+        if plan.file is not None:
+            df = df.withColumn(FILE_COLUMN, plan.file)
         return df if plan.internal is None else df.drop(plan.internal)
 
     def _plan(self) -> _ReadPlan:
@@ -190,16 +201,40 @@ class FileSource(Source):
         if user_column not in columns:
             user_column = None
         corrupt = user_column or CORRUPT_COLUMN
-        malformed = F.col(schemas.quote(corrupt)).isNotNull()
-        metrics = (F.count(F.when(malformed, 1)).alias("malformed"),)
-        # DROPMALFORMED: the malformed rows stop here; PERMISSIVE: every row goes on, as in Spark
-        keep = ~malformed if self.mode == "DROPMALFORMED" else None
+        text = F.col(schemas.quote(corrupt))
+        malformed = text.isNotNull()
+        # the file's name and the line's start; evaluated only for malformed rows (CASE WHEN)
+        sample = F.concat(
+            F.substring_index(F.input_file_name(), "/", -1), F.lit(": "), F.substring(text, 1, SAMPLE_CHARS)
+        )
+        metrics = (
+            F.count(F.when(malformed, 1)).alias("malformed"),
+            F.min(F.when(malformed, sample)).alias("first"),
+            F.max(F.when(malformed, sample)).alias("last"),
+        )
+        keep = None
+        if self.policy == "drop":  # the malformed rows stop here (Spark's DROPMALFORMED)
+            keep = ~malformed
+        elif self.policy == "fail":  # Spark raises on the first malformed row it parses
+            message = F.concat(
+                F.lit(f"{schema_inference.MALFORMED_FAILURE} in "),
+                F.input_file_name(),
+                F.lit(": "),
+                F.substring(text, 1, 2 * SAMPLE_CHARS),
+                F.lit(
+                    ' (from_files(on_error="fail") fails the job on a malformed row; on_error="drop" drops and '
+                    'counts such rows, on_error="dead_letter:DIR" writes them to DIR)'
+                ),
+            )
+            keep = F.when(malformed, F.raise_error(message)).otherwise(F.lit(True))
+        dead_letter = self.policy == "dead_letter"
         self._read_plan = _ReadPlan(
             schema=self.schema if user_column else f"{self.schema}, {CORRUPT_COLUMN} string",
             corrupt=corrupt,
-            internal=None if user_column else CORRUPT_COLUMN,
+            internal=None if user_column or dead_letter else CORRUPT_COLUMN,
             metrics=metrics,
             keep=keep,
+            file=F.input_file_name() if dead_letter else None,
         )
         return self._read_plan
 
@@ -214,7 +249,18 @@ class FileSource(Source):
                 if metrics is None:
                     left.append(observation)
                     continue
-                self.records_malformed += int(metrics.get("malformed") or 0)
+                malformed = int(metrics.get("malformed") or 0)
+                self.records_malformed += malformed
+                if self.policy == "drop":
+                    self.records_dropped += malformed
+                for key in ("first", "last"):
+                    line = metrics.get(key)
+                    if (
+                        line
+                        and len(self.bad_record_samples) < SAMPLES
+                        and printable(line) not in self.bad_record_samples
+                    ):
+                        self.bad_record_samples.append(printable(line))
             self._pending = left
             if not left or time.monotonic() >= deadline:
                 return
@@ -229,7 +275,14 @@ class _ReadPlan:
     corrupt: str  # the corrupt-record column Spark fills
     internal: str | None  # that column when Sluice added it (dropped before the chain sees the rows)
     metrics: tuple[Any, ...]  # observed per batch: the malformed rows
-    keep: Any  # the condition of the rows that go on (None: all)
+    keep: Any  # the condition of the rows that go on (None: all); raises for on_error "fail"
+    file: Any  # dead letter: the FILE_COLUMN expression (None: no such column)
+
+
+def printable(text: str) -> str:
+    """A sample line as a status can show it: control characters and other unprintable ones
+    (binary input) escaped, e.g. \\x00."""
+    return "".join(c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
 
 
 def _observed(observation: Any) -> dict[str, Any] | None:

@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import psutil
+from kazoo.client import KazooClient
 
 from sluice.client import JobManagerClient
+from sluice.zk.auth import cluster_client
 
 SLUICE = [sys.executable, "-m", "sluice.cli"]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,8 +47,12 @@ class LocalCluster:
         cluster_id: str | None = None,
         jobmanagers: int = 1,
         zk_session_timeout: float | None = None,
+        insecure: bool = False,
+        options: dict[str, str] | None = None,
     ):
+        self.options = options or {}  # process options: `cluster start -D key=value`
         self.dir = str(directory)
+        self.insecure = insecure  # `cluster start --insecure`: plaintext, no certificates
         self.jobmanagers, self.zk_session_timeout = jobmanagers, zk_session_timeout
         self.taskmanagers, self.slots = taskmanagers, slots
         self.zookeeper, self.cluster_id = zookeeper, cluster_id
@@ -72,6 +78,10 @@ class LocalCluster:
             args += ["--zookeeper", self.zookeeper]
         if self.cluster_id:
             args += ["--cluster-id", self.cluster_id]
+        for key, value in self.options.items():
+            args += ["-D", f"{key}={value}"]
+        if self.insecure:
+            args += ["--insecure"]
         try:
             sluice(*args, timeout=300)
         finally:
@@ -100,6 +110,33 @@ class LocalCluster:
         path = os.path.join(self.dir, "cluster.json")
         with open(path, "w") as f:
             json.dump(self.info, f, indent=2)
+
+    def zk_client(self) -> KazooClient:
+        """A started kazoo client with the cluster's ZooKeeper credentials; stop and close it."""
+        client = cluster_client(self.info["zookeeper"], self.info.get("zookeeper_auth_file"))
+        client.start(timeout=15)
+        return client
+
+    def tls(self, stem: str = "client"):
+        """The sluice.security.tls.TlsFiles of one of the cluster's parties in DIR/tls (`client`,
+        `jobmanager-0`, `taskmanager-1`, ...) for rpc.channel; None for an --insecure cluster."""
+        if "tls" not in self.info:
+            return None
+        from sluice.security.tls import TlsFiles
+
+        directory = os.path.dirname(self.info["tls"]["ca"])
+        return TlsFiles(self.info["tls"]["ca"], f"{directory}/{stem}.pem", f"{directory}/{stem}.key")
+
+    def process_security(self, name: str) -> list[str]:
+        """The flags that let one more process named `name` join: a TaskManager certificate from
+        the cluster's CA (DIR/tls), or --insecure for a plaintext cluster."""
+        if "tls" not in self.info:
+            return ["--insecure"]
+        from sluice.security.identity import Role
+        from sluice.security.tls import issue_from
+
+        files = issue_from(os.path.dirname(self.info["tls"]["ca"]), Role.TASKMANAGER, name)
+        return ["--tls-ca", files.ca, "--tls-cert", str(files.cert), "--tls-key", str(files.key)]
 
     def client(self) -> JobManagerClient:
         return JobManagerClient.from_context({"cluster_dir": self.dir})
@@ -131,6 +168,12 @@ class LocalCluster:
                     str(slots),
                     "--log-file",
                     log,
+                    *(
+                        ["--zk-auth-file", self.info["zookeeper_auth_file"]]
+                        if "zookeeper_auth_file" in self.info
+                        else []
+                    ),
+                    *self.process_security(os.path.splitext(log_name)[0]),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -12,7 +12,7 @@ import pytest
 from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, read_counts, sluice
 from helpers import wait_until
 
-from sluice import graph, states
+from sluice import graph, rpc, states
 from sluice.client import SluiceError
 from sluice.v1 import common_pb2, dataexchange_pb2, dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_grpc
 
@@ -42,9 +42,11 @@ def wait_state(cluster, job_id, states, timeout=120):
 
 def test_cluster_json_lists_every_process(cluster):
     roles = sorted(p["role"] for p in cluster.info["processes"])
-    assert roles == ["jobmanager", "taskmanager", "taskmanager", "zookeeper"]
+    assert roles == ["jobmanager", "supervisor", "taskmanager", "taskmanager", "zookeeper"]
     for p in cluster.info["processes"]:
-        assert isinstance(p["pid"], int) and ":" in p["address"]
+        # the supervisor (sluice/cli/supervisor.py) serves nothing; a TaskManager records how to restart it
+        assert isinstance(p["pid"], int) and (":" in p["address"]) == (p["role"] != "supervisor")
+        assert ("command" in p) == (p["role"] == "taskmanager")
     assert cluster.info["zookeeper"] and cluster.info["cluster_id"]
     status = sluice("cluster", "status", "--dir", cluster.dir, "--json").stdout
     assert '"taskmanagers_registered": 2' in status
@@ -136,13 +138,15 @@ def test_slow_sink_holds_the_source_back(cluster, tmp_path):
 
 
 # -- bad input ----------------------------------------------------------------------------------
-def _op(job, id, kind, parallelism=1, payload=None, name=""):
+def _op(job, id, kind, parallelism=1, settings=None, name=""):
+    config, code = graph.encode_operator(settings if settings is not None else {})
     job.operators.add(
         id=id,
         name=name or id,
         kind=states.to_proto(graph.OperatorKind(kind)),
         parallelism=parallelism,
-        payload=graph.dumps_payload(payload if payload is not None else {}),
+        config=config,
+        code=code,
     )
 
 
@@ -150,8 +154,8 @@ def _valid_job(tmp_path) -> common_pb2.JobGraph:
     job = common_pb2.JobGraph(name="bad", max_parallelism=128)
     (tmp_path / "in").mkdir(exist_ok=True)
     (tmp_path / "in" / "a.jsonl").write_text('{"url": "/a", "user": 1, "ts": 1}\n')
-    _op(job, "src", "source_files", payload={"path": str(tmp_path / "in"), "format": "json", "suffix": ".jsonl"})
-    _op(job, "map", "map", payload={"body": lambda df: df})
+    _op(job, "src", "source_files", settings={"path": str(tmp_path / "in"), "format": "json", "suffix": ".jsonl"})
+    _op(job, "map", "map", settings={"body": lambda df: df})
     _op(job, "sink", "sink_print")
     job.edges.add(source="src", target="map", partitioning=states.to_proto(graph.Partitioning.FORWARD))
     job.edges.add(source="map", target="sink", partitioning=states.to_proto(graph.Partitioning.FORWARD))
@@ -167,20 +171,21 @@ BAD_JOBS = {
     "zero parallelism": (lambda j: setattr(j.operators[1], "parallelism", 0), "operators[1].parallelism"),
     "parallelism above max": (lambda j: setattr(j.operators[1], "parallelism", 129), "operators[1].parallelism"),
     "body not callable": (
-        lambda j: setattr(j.operators[1], "payload", graph.dumps_payload({"body": 42})),
-        "operators[1].body",
+        lambda j: (j.operators[1].code.clear(), setattr(j.operators[1], "config", '{"body": 42}')),
+        "operators[1].config.body",
     ),
-    "payload does not unpickle": (
-        lambda j: setattr(j.operators[1], "payload", b"\x80\x05garbage"),
-        "operators[1].payload",
+    "config is not JSON": (lambda j: setattr(j.operators[1], "config", "{garbage"), "operators[1].config"),
+    "code a sink does not take": (
+        lambda j: j.operators[2].code.update({"path": b"\x80\x05garbage"}),
+        "operators[2].code.path",
     ),
     "missing input directory": (
         lambda j: setattr(
             j.operators[0],
-            "payload",
-            graph.dumps_payload({"path": "/nonexistent/sluice-input", "format": "json", "suffix": ".jsonl"}),
+            "config",
+            '{"path": "/nonexistent/sluice-input", "format": "json", "suffix": ".jsonl"}',
         ),
-        "operators[0].path",
+        "operators[0].config.path",
     ),
 }
 
@@ -194,6 +199,49 @@ def test_bad_job_rejected_with_invalid_argument(cluster, tmp_path, case):
         client.submit(job)
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert field in str(err.value)
+
+
+def test_a_job_of_plain_data_operators_needs_no_python_pickles(cluster, tmp_path):
+    """Files -> SQL filter -> select -> key_by + count -> files, written as a JobGraph by hand with
+    JSON configs and no `code` at all: what a client in any language can submit."""
+    (tmp_path / "in").mkdir()
+    expected: dict[str, int] = {}
+    for part in range(2):
+        with open(tmp_path / "in" / f"part-{part}.jsonl", "w") as f:
+            for i in range(500):
+                url, ts = f"/page/{(i * 7 + part) % 13}", i
+                f.write(f'{{"url": "{url}", "user": {i % 5}, "ts": {ts}}}\n')
+                if ts >= 100:
+                    expected[url] = expected.get(url, 0) + 1
+    source, out = tmp_path / "in", tmp_path / "out"
+    job = common_pb2.JobGraph(name="plain data", max_parallelism=128)
+    for op_id, kind, config in [
+        (
+            "src",
+            common_pb2.OPERATOR_KIND_SOURCE_FILES,
+            f'{{"path": "{source}", "format": "json", "schema": "url string, user bigint, ts bigint", '
+            '"suffix": ".jsonl"}',
+        ),
+        ("recent", common_pb2.OPERATOR_KIND_FILTER, '{"body": "ts >= 100"}'),
+        ("pick", common_pb2.OPERATOR_KIND_SELECT, '{"columns": ["url", "ts"]}'),
+        ("views", common_pb2.OPERATOR_KIND_AGGREGATE, '{"keys": ["url"], "aggs": {"views": ["count", "*"]}}'),
+        ("out", common_pb2.OPERATOR_KIND_SINK_FILE, f'{{"path": "{out}", "columns": ["url", "views"]}}'),
+    ]:
+        job.operators.add(id=op_id, name=op_id, kind=kind, parallelism=2, config=config)
+    job.operators[0].output_schema = "url string, user bigint, ts bigint"
+    forward, hash_ = common_pb2.PARTITIONING_FORWARD, common_pb2.PARTITIONING_HASH
+    job.edges.add(source="src", target="recent", partitioning=forward)
+    job.edges.add(source="recent", target="pick", partitioning=forward)
+    job.edges.add(source="pick", target="views", partitioning=hash_, keys=["url"])
+    job.edges.add(source="views", target="out", partitioning=forward)
+    assert not any(op.code for op in job.operators)
+    with cluster.client() as client:
+        job_id = client.submit(job)
+        info = client.wait(job_id, timeout=180)
+    assert states.from_proto(states.JobStatus, info.state) == states.JobStatus.FINISHED, info.failure
+    final, lines = read_counts(str(out))
+    assert final == expected
+    assert_update_stream(lines)
 
 
 def test_unknown_job_id_not_found(cluster):
@@ -225,7 +273,8 @@ def test_cli_rejects_missing_input_before_submitting(cluster, tmp_path):
 
 def test_taskmanager_rejects_foreign_sessions_and_bad_requests(cluster):
     address = cluster.addresses("taskmanager")[0]
-    with grpc.insecure_channel(address) as ch:
+    # as the roles that may call these methods: a JobManager (TaskExecutor), a TaskManager (DataExchange)
+    with rpc.channel(address, cluster.tls("jobmanager-0")) as ch:
         tm = taskmanager_pb2_grpc.TaskExecutorStub(ch)
         with pytest.raises(grpc.RpcError) as err:
             tm.SubmitTask(taskmanager_pb2.TaskDeploymentDescriptor(leader_session_id="not-the-leader"), timeout=5)
@@ -233,6 +282,7 @@ def test_taskmanager_rejects_foreign_sessions_and_bad_requests(cluster):
         with pytest.raises(grpc.RpcError) as err:
             tm.CancelTask(taskmanager_pb2.CancelTaskRequest(leader_session_id=""), timeout=5)
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    with rpc.channel(address, cluster.tls("taskmanager-1")) as ch:
         exchange = dataexchange_pb2_grpc.DataExchangeStub(ch)
         request = dataexchange_pb2.ConsumerMessage(
             request=dataexchange_pb2.PartitionRequest(partition_id="nope", subpartition=0, initial_credit=1)

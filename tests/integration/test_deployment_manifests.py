@@ -260,6 +260,15 @@ def prepare(docs: list[dict], workload: dict, template: dict, container: dict, t
     return PodContainer(workload, template, container, pod_name, args, env, mounts)
 
 
+def assert_secured(settings: dict, which: str) -> None:
+    """Mutual TLS (docs/security.md): all three security.ssl.* files, not --insecure, and a health
+    port of its own for probes."""
+    for key in ("security.ssl.ca", "security.ssl.cert", "security.ssl.key"):
+        assert settings[key], f"{which}: {key} is not set: the process would refuse to start"
+    assert not settings["security.insecure"], f"{which} runs --insecure"
+    assert settings["rpc.health-port"] and settings["rpc.health-port"] != settings["rpc.port"], which
+
+
 def selects(selector: dict, labels: dict) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
@@ -341,18 +350,21 @@ def test_d_compose_container_configuration(name):
         assert env.get("SLUICE_RPC_ADVERTISED_HOST") == "auto", "scaled TaskManagers advertise their own IP"
         assert "container_name" not in svc and not svc.get("ports"), "taskmanager must scale (--scale taskmanager=N)"
 
-    # the healthcheck is a valid `sluice health` call on the listening port
+    # secured: mutual TLS with mounted certificates; probes on the plaintext health-only port
+    assert_secured(s, name)
+    health_port = s["rpc.health-port"]
+    # the healthcheck is a valid `sluice health` call on the health port
     test = svc["healthcheck"]["test"]
     argv = test[1:] if test[0] == "CMD" else shlex.split(test[1])
     assert argv[0] == "sluice", test
     hc = process_parser().parse_args(argv[1:])
     assert hc.command == "health"
-    assert hc.address == f"127.0.0.1:{port}"
+    assert hc.address == f"127.0.0.1:{health_port}"
     expected = processes.LIVENESS_SERVICE if role == "jobmanager" else processes.TASKMANAGER_SERVICE
     assert hc.service == expected
-    # exposed and published container ports are the listening port
+    # exposed container ports are the listening ports, published ones the gRPC port
     for e in svc.get("expose", []):
-        assert int(str(e).split("/")[0]) == port
+        assert int(str(e).split("/")[0]) in (port, health_port)
     for p in svc.get("ports", []):
         assert int(str(p).split("/")[0].split(":")[-1]) == port
 
@@ -407,8 +419,10 @@ def test_d_k8s_container_configuration(which, rendered, tmp_path):
     assert port > 0 and s["rpc.host"] in WILDCARD
     assert out["config_file"], f"{which}: expected the mounted sluice.yaml to be used"
 
-    # container ports and native gRPC probes
-    assert [p["containerPort"] for p in container["ports"]] == [port]
+    # container ports and native gRPC probes (on the plaintext health-only port: kubelet cannot do mTLS)
+    assert_secured(s, which)
+    health_port = s["rpc.health-port"]
+    assert [p["containerPort"] for p in container["ports"]] == [port, health_port]
     by_name = {p["name"]: p["containerPort"] for p in container["ports"] if "name" in p}
     expected = {
         "readinessProbe": processes.JOBMANAGER_SERVICE if role == "jobmanager" else processes.TASKMANAGER_SERVICE,
@@ -421,7 +435,7 @@ def test_d_k8s_container_configuration(which, rendered, tmp_path):
             continue
         grpc = container[probe].get("grpc")
         assert grpc, f"{which}: {probe} should be a native grpc probe"
-        assert grpc["port"] == port, f"{which}: {probe} port {grpc['port']} != rpc.port {port}"
+        assert grpc["port"] == health_port, f"{which}: {probe} port {grpc['port']} != rpc.health-port {health_port}"
         assert grpc.get("service", "") == expected[probe], f"{which}: {probe} service"
 
     # every Service in front of these pods targets the listening port
@@ -724,6 +738,7 @@ def test_liveness_service_is_serving_on_a_standby_jobmanager():
                 "cluster.id": "liveness-test",
                 "rpc.host": "127.0.0.1",
                 "rpc.port": "0",
+                "security.insecure": "true",  # plaintext, so that health_status can ask without certificates
             },
         )
     )

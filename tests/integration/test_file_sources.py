@@ -124,9 +124,10 @@ def test_json_lines_that_yield_nothing_are_counted_and_never_keyed(cluster, tmp_
         write(tmp_path, f"part-{f}.jsonl", lines)
         good += rows(f, 100)
     final, status = run(cluster, tmp_path, "--format", "json", "--key", "k", "--value", "v", parallelism=1)
-    assert final == sums(good)  # PERMISSIVE keeps the all-null rows, and key_by drops their null keys
+    assert final == sums(good)  # on_error's default drops the malformed lines, and counts them
     source = tasks(status, "read")
-    assert (total(source, "records_malformed"), total(source, "records_out")) == (FILES, len(good) + FILES)
+    assert (total(source, "records_malformed"), total(source, "records_out")) == (FILES, len(good))
+    assert total(source, "records_dropped") == status["records_dropped"] == FILES
 
 
 def test_json_permissive_keeps_malformed_rows_in_the_corrupt_record_column(cluster, tmp_path):

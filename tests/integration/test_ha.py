@@ -13,7 +13,6 @@ import psutil
 import pytest
 from harness import JOBS, LocalCluster, sluice
 from helpers import wait_until
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from test_recovery import assert_exactly_once, start_page_views, wait_for
 
@@ -142,8 +141,7 @@ def test_paused_leader_is_fenced(ha_cluster, tmp_path):
     assert not [line for line in after if re.search(r"checkpoint \d+ completed|deploying", line)], after
     # Every checkpoint pointer in ZooKeeper belongs to the new leader's attempts: the
     # latest is the one the job's final status reports.
-    zk = KazooClient(hosts=cluster.info["zookeeper"])
-    zk.start(timeout=15)
+    zk = cluster.zk_client()
     try:
         paths = ZkPaths(cluster.info["cluster_id"])
         assert not zk.exists(paths.jobgraph(job_id)), "the job graph of a finished job is gone"
@@ -215,8 +213,7 @@ def test_sigterm_hands_leadership_over_before_the_session_timeout(ha_cluster, tm
     pid = pid_at(cluster, old_leader)
     t0 = time.monotonic()
     os.kill(pid, signal.SIGTERM)
-    zk = KazooClient(hosts=cluster.info["zookeeper"])
-    zk.start(timeout=15)
+    zk = cluster.zk_client()
     try:
         path = ZkPaths(cluster.info["cluster_id"]).leader_connection_info
 

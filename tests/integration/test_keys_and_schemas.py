@@ -92,7 +92,7 @@ REJECTED = textwrap.dedent(
     env.execute("wrong_sink_column")
     """
 )
-MESSAGE = "operators[3].columns: no column 'sum'; columns are: k, v"
+MESSAGE = "operators[3].config.columns: no column 'sum'; columns are: k, v"
 
 
 def committed_rows(directory) -> list[list[str]]:

@@ -319,6 +319,8 @@ def test_status_json_contract():
         records_out=12_345_678_901,
         records_sent=2_468,
         records_malformed=3,
+        records_dropped=2,
+        bad_record_samples=["a.jsonl: not json"],
     )
     info.tasks.add(operator="sink", state=to_proto(ExecutionState.FAILED), error="Traceback")
     info.exceptions.add(
@@ -348,6 +350,8 @@ def test_status_json_contract():
         "submitted": "2023-11-14T22:13:20+00:00",
         "ended": None,
         "slots_required": 3,
+        "records_dropped": 0,
+        "bad_record_samples": [],
         "checkpoints": [
             {
                 "id": 4,
@@ -379,6 +383,7 @@ def test_status_json_contract():
                 "records_out": 12_345_678_901,
                 "records_sent": 2_468,
                 "records_malformed": 3,
+                "records_dropped": 2,
             },
             {
                 "operator": "sink",
@@ -389,6 +394,7 @@ def test_status_json_contract():
                 "records_out": 0,
                 "records_sent": 0,
                 "records_malformed": 0,
+                "records_dropped": 0,
                 "error": "Traceback",
             },
         ],

@@ -120,6 +120,8 @@ def test_argv_for_jobmanager():
         "6123",
         "--advertised-host",
         "jm-0",
+        "--max-slots-per-taskmanager",
+        "256",
         "--heartbeat-timeout",
         "6",
         "--heartbeat-interval",
@@ -128,6 +130,8 @@ def test_argv_for_jobmanager():
         "6",
         "--checkpoint-dir",
         "/ckpt",
+        "--max-taskmanager-losses-per-job",
+        "2",
     ]
 
 
@@ -487,12 +491,16 @@ def test_without_check_the_jobmanager_runs_with_the_settings(monkeypatch):
         "127.0.0.1",
         "--port",
         "6123",
+        "--max-slots-per-taskmanager",
+        "256",
         "--heartbeat-timeout",
         "6",
         "--heartbeat-interval",
         "1",
         "--zk-session-timeout",
         "6",
+        "--max-taskmanager-losses-per-job",
+        "2",
     ]
     assert settings.sources["rpc.port"] == "flag --port"
 

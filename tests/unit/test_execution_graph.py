@@ -196,7 +196,17 @@ def test_root_cause_names_the_first_failure_its_task_and_reported_cause():
 @pytest.mark.parametrize(
     ("event", "root"),
     [
-        (TaskManagerLost("tm-b", "no heartbeat", 2.0), RootCause("", "", "TaskManager tm-b lost: no heartbeat")),
+        (
+            TaskManagerLost("tm-b", "no heartbeat", 2.0, "10.0.0.7:6122"),
+            RootCause(
+                "source -> map (2/2)",
+                "src",
+                "TaskManager tm-b (10.0.0.7:6122) exited while running task source -> map (2/2), aggregate (2/2) "
+                "(lost: no heartbeat)",
+                None,
+                "tm-b",
+            ),
+        ),
         (GlobalFailure("checkpointing failed: x", 2.0), RootCause("", "", "checkpointing failed: x")),
         (DeploymentFailed(SRC1, "refused", 2.0), RootCause("source -> map (2/2)", "src", "deployment failed: refused")),
         (

@@ -22,6 +22,7 @@ from jobmanager.scheduler.restart_strategy import (
 )
 from sluice import graph
 from sluice.states import FailureCause
+from sluice.v1 import common_pb2
 from taskmanager.network.input_gate import ChannelError
 from taskmanager.task_messages import Failure
 
@@ -100,18 +101,24 @@ def test_an_import_error_raised_from_is_found_but_not_one_merely_handled():
     assert cause_of(raised(handled)) == FailureCause.TASK_ERROR
 
 
-def test_a_payload_that_does_not_unpickle_is_non_recoverable(tmp_path, monkeypatch):
+def test_code_that_does_not_unpickle_is_non_recoverable(tmp_path, monkeypatch):
     (tmp_path / "helpers_for_payload.py").write_text("def body(df):\n    return df\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import helpers_for_payload
 
-    data = graph.dumps_payload({"body": helpers_for_payload.body})  # pickled by reference
+    config, code = graph.encode_operator({"body": helpers_for_payload.body})  # pickled by reference
+    op = common_pb2.OperatorSpec(id="2-map", name="parse", kind=common_pb2.OPERATOR_KIND_MAP, config=config, code=code)
     del helpers_for_payload.body  # the TaskManager's copy of the module lacks it
-    exc = raised(lambda: graph.loads_payload(data))
-    assert isinstance(exc, AttributeError)  # not an error type that is deterministic by itself
+    exc = raised(lambda: graph.operator_settings(op))
+    assert str(exc).startswith("operator 'parse' (2-map): code.body cannot be unpickled here: AttributeError: ")
+    assert isinstance(exc.__cause__, AttributeError)  # not an error type that is deterministic by itself
     assert cause_of(exc) == FailureCause.NON_RECOVERABLE
     sys.modules.pop("helpers_for_payload", None)
     assert cause_of(raised(lambda: cloudpickle.loads(b"garbage"))) == FailureCause.NON_RECOVERABLE
+    op.code["body"] = cloudpickle.dumps(42)
+    exc = raised(lambda: graph.operator_settings(op))
+    assert str(exc) == "operator 'parse' (2-map): code.body is not callable: int"
+    assert cause_of(exc) == FailureCause.NON_RECOVERABLE
 
 
 def test_a_broken_stream_names_its_peer():

@@ -105,3 +105,55 @@ def test_sluice_run_explains_what_needs_a_session(tmp_path, capsys, monkeypatch)
     assert capsys.readouterr().err.startswith(
         f'error: {job}:8: pandas_udf("varchar(3)"): give the return type as a DataType'
     )
+
+
+def test_a_job_file_that_never_calls_execute_is_an_error(tmp_path, capsys, monkeypatch):
+    job = tmp_path / "no_execute.py"
+    job.write_text(
+        "from sluice.api import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "env.from_collection([{'k': 'a'}]).print()\n"
+    )
+    monkeypatch.setattr(sys, "argv", ["sluice"])
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(job), "--jobmanager", "127.0.0.1:1"])
+    assert e.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
+    assert f"error: {job} ran to its end without calling env.execute(): no job was submitted" in err
+
+
+def test_helper_modules_next_to_the_job_file_are_pickled_by_value(tmp_path, monkeypatch):
+    import pickle
+
+    import cloudpickle
+
+    from sluice.cli.job_file import pickle_by_value_under
+
+    (tmp_path / "my_job_helper.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    import my_job_helper
+
+    try:
+        assert pickle_by_value_under(str(tmp_path)) == ["my_job_helper"]  # not sluice, pyspark, ...
+        data = cloudpickle.dumps(my_job_helper.double)
+        del sys.modules["my_job_helper"]  # a TaskManager cannot import it
+        monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
+        assert pickle.loads(data)(21) == 42
+    finally:
+        cloudpickle.unregister_pickle_by_value(my_job_helper)
+        sys.modules.pop("my_job_helper", None)
+
+
+def test_every_command_takes_its_cluster_directory_from_sluice_cluster_dir(monkeypatch, tmp_path):
+    from sluice.cli.main import _context, build_parser
+
+    monkeypatch.setenv("SLUICE_CLUSTER_DIR", str(tmp_path))
+    parser = build_parser()
+    for argv in (["list"], ["status", "j"], ["cancel", "j"], ["run", "job.py"]):
+        assert _context(parser.parse_args(argv))["cluster_dir"] == str(tmp_path), argv
+    for action in ("start", "stop", "status"):
+        assert parser.parse_args(["cluster", action]).dir == str(tmp_path), action
+    assert _context(parser.parse_args(["list", "--cluster-dir", "other"]))["cluster_dir"] == "other"  # a flag wins
+    monkeypatch.delenv("SLUICE_CLUSTER_DIR")
+    assert build_parser().parse_args(["cluster", "stop"]).dir == ".sluice"

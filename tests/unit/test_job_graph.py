@@ -1,6 +1,13 @@
 """Job graphs built through the job API (never executed): chaining, slot needs,
 and validation errors that name the offending field."""
 
+import _pickle
+import datetime
+import json
+import pickle
+import sys
+
+import cloudpickle
 import pytest
 
 from sluice import graph, states
@@ -69,8 +76,8 @@ def test_key_by_breaks_the_chain_with_a_hash_edge():
     env.set_parallelism(2)
     env.from_generator(gen).map(upper).key_by("url").count().print()
     job = env.get_job_graph()
-    payloads = graph.validate(job)
-    assert payloads["3-aggregate"] == {"keys": ["url"], "aggs": {"count": ("count", "*")}}
+    configs = graph.validate(job)
+    assert configs["3-aggregate"] == {"keys": ["url"], "aggs": {"count": ["count", "*"]}}
     assert chains_of(job) == [
         (("1-source_generator", "2-map"), 2),
         (("3-aggregate", "4-sink_print"), 2),
@@ -172,27 +179,47 @@ def valid_env():
     return env
 
 
-def test_a_valid_job_returns_its_payloads():
-    payloads = graph.validate(valid_env().get_job_graph())
-    assert set(payloads) == {"1-source_generator", "2-map", "3-sink_print"}
-    assert payloads["2-map"]["body"] is upper
-    assert payloads["1-source_generator"]["count"] == 5
+def test_a_valid_job_returns_its_configs_and_keeps_code_apart():
+    job = valid_env().get_job_graph()
+    configs = graph.validate(job)
+    assert set(configs) == {"1-source_generator", "2-map", "3-sink_print"}
+    assert configs["1-source_generator"] == {"count": 5, "batch_size": 100_000}
+    assert configs["2-map"] == {} and configs["3-sink_print"] == {}
+    assert [dict(op.code).keys() for op in job.operators] == [{"body"}, {"body"}, set()]
+    assert graph.operator_settings(job.operators[1])["body"] is upper  # on a TaskManager
+    assert graph.operator_settings(job.operators[0]) == {"count": 5, "batch_size": 100_000, "body": gen}
+
+
+def test_settings_split_into_json_config_and_pickled_code():
+    config, code = graph.encode_operator(
+        {
+            "path": "/out",
+            "columns": ("a", "b"),
+            "n": 1.5,
+            "flag": True,
+            "none": None,
+            "body": upper,
+            "nan": float("nan"),
+        }
+    )
+    assert json.loads(config) == {"path": "/out", "columns": ["a", "b"], "n": 1.5, "flag": True, "none": None}
+    assert set(code) == {"body", "nan"}  # not plain JSON: pickled, each on its own
+    config, code = graph.encode_operator({"rows": [{"d": datetime.date(2024, 1, 1)}], "filter": "x > 1"})
+    assert json.loads(config) == {"filter": "x > 1"} and set(code) == {"rows"}
 
 
 def test_cycle_is_rejected_on_edges():
-    body = graph.dumps_payload({"body": upper})
+    body = {"body": cloudpickle.dumps(upper)}
     job = common_pb2.JobGraph(name="cycle")
     job.operators.add(
         id="s",
         kind=states.to_proto(OperatorKind.SOURCE_GENERATOR),
         parallelism=1,
-        payload=graph.dumps_payload({"body": gen}),
+        code={"body": cloudpickle.dumps(gen)},
     )
-    job.operators.add(id="a", kind=states.to_proto(OperatorKind.MAP), parallelism=1, payload=body)
-    job.operators.add(id="b", kind=states.to_proto(OperatorKind.MAP), parallelism=1, payload=body)
-    job.operators.add(
-        id="out", kind=states.to_proto(OperatorKind.SINK_PRINT), parallelism=1, payload=graph.dumps_payload({})
-    )
+    job.operators.add(id="a", kind=states.to_proto(OperatorKind.MAP), parallelism=1, code=body)
+    job.operators.add(id="b", kind=states.to_proto(OperatorKind.MAP), parallelism=1, code=body)
+    job.operators.add(id="out", kind=states.to_proto(OperatorKind.SINK_PRINT), parallelism=1, config="{}")
     for src, dst in (("s", "a"), ("a", "b"), ("b", "a"), ("b", "out")):
         job.edges.add(source=src, target=dst, partitioning=states.to_proto(Partitioning.FORWARD))
     with pytest.raises(JobValidationError) as info:
@@ -251,37 +278,138 @@ def test_parallelism_equal_to_max_parallelism_is_fine():
 def test_map_body_not_callable(bad):
     env = StreamExecutionEnvironment()
     env.from_generator(gen).map(bad).print()
-    assert field_of(env.get_job_graph()) == "operators[1].body"
+    assert field_of(env.get_job_graph()) == "operators[1].config.body"  # plain data, not code
+
+
+def test_a_body_kind_without_a_body_names_the_code_entry():
+    job = valid_env().get_job_graph()
+    del job.operators[1].code["body"]
+    with pytest.raises(JobValidationError, match=r"^operators\[1\]\.code\.body: map operator 'map' has no body"):
+        graph.validate(job)
 
 
 def test_filter_accepts_a_sql_string_but_not_a_number():
     env = StreamExecutionEnvironment()
     env.from_generator(gen).filter("x > 1").print()
-    graph.validate(env.get_job_graph())
+    job = env.get_job_graph()
+    graph.validate(job)
+    assert json.loads(job.operators[1].config) == {"body": "x > 1"} and not job.operators[1].code
     env = StreamExecutionEnvironment()
     env.from_generator(gen).filter(3).print()
-    assert field_of(env.get_job_graph()) == "operators[1].body"
+    assert field_of(env.get_job_graph()) == "operators[1].config.body"
 
 
 def test_generator_body_not_callable():
     env = StreamExecutionEnvironment()
     env.from_generator("nope").print()
-    assert field_of(env.get_job_graph()) == "operators[0].body"
+    assert field_of(env.get_job_graph()) == "operators[0].config.body"
 
 
-def test_payload_that_fails_to_unpickle():
+def test_code_the_kind_does_not_take_is_rejected_by_name():
     job = valid_env().get_job_graph()
-    job.operators[1].payload = b"garbage"
+    job.operators[2].code["path"] = b"anything"  # a print sink takes no code
+    with pytest.raises(JobValidationError, match=r"^operators\[2\]\.code\.path: a sink_print operator takes no code"):
+        graph.validate(job)
+    job = valid_env().get_job_graph()
+    job.operators[1].code["columns"] = b"anything"
+    assert field_of(job) == "operators[1].code.columns"
+    job = valid_env().get_job_graph()
+    job.operators[1].config = '{"body": "x"}'  # in both
+    assert field_of(job) == "operators[1].code.body"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "must be a JSON object of the operator's settings, got a list"),
+        ('"text"', "got a str"),
+        ('{"count": NaN}', "is not valid JSON: NaN is not a JSON number"),
+        ("[" * 100_000 + "]" * 100_000, "is nested too deeply"),
+    ],
+)
+def test_a_config_that_is_not_a_json_object_is_rejected(config, message):
+    job = valid_env().get_job_graph()
+    job.operators[0].config = config
     with pytest.raises(JobValidationError) as info:
         graph.validate(job)
-    assert info.value.field == "operators[1].payload"
-    assert "unpickle" in info.value.message
+    assert info.value.field == "operators[0].config"
+    assert message in info.value.message
 
 
-def test_payload_that_is_not_a_dict():
+def test_validation_reads_code_names_only_never_their_bytes(monkeypatch):
+    """Garbage code passes validation: the JobManager never unpickles (nor loads pickle for it);
+    the TaskManager that runs the operator fails on it, as a failure no retry fixes."""
+    unpickled: list[str] = []
+    sys.addaudithook(lambda event, args: unpickled.append(event) if event == "pickle.find_class" else None)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("validation unpickled something")
+
+    for module in (pickle, _pickle):
+        monkeypatch.setattr(module, "loads", refuse)
+        monkeypatch.setattr(module, "load", refuse)
+        monkeypatch.setattr(module, "Unpickler", refuse)
+    monkeypatch.setattr(cloudpickle, "loads", refuse)
+    job = valid_env().get_job_graph()  # real pickles of functions: unpickling them looks up globals
+    job.operators.add().CopyFrom(job.operators[1])
+    job.operators[-1].id = "garbage"
+    job.operators[-1].code["body"] = b"\x80\x05garbage"
+    job.edges.add(source="1-source_generator", target="garbage", partitioning=states.to_proto(Partitioning.FORWARD))
+    job.operators.add(id="out", kind=states.to_proto(OperatorKind.SINK_PRINT), parallelism=1)
+    job.edges.add(source="garbage", target="out", partitioning=states.to_proto(Partitioning.FORWARD))
+    graph.validate(job)
+    assert unpickled == []
+    monkeypatch.undo()
+
+    graph.operator_settings(job.operators[1])  # the TaskManager side does unpickle
+    assert "pickle.find_class" in unpickled
+    with pytest.raises(graph.OperatorCodeError, match=r"operator 'map' \(garbage\): code.body cannot be unpickled"):
+        graph.operator_settings(next(op for op in job.operators if op.id == "garbage"))
+
+
+def test_bounds_on_a_job_graph_name_the_limit(monkeypatch):
     job = valid_env().get_job_graph()
-    job.operators[1].payload = graph.dumps_payload([upper])
-    assert field_of(job) == "operators[1].payload"
+    job.operators[0].id = "x" * (graph.MAX_ID_LENGTH + 1)
+    with pytest.raises(JobValidationError, match=r"^operators\[0\]\.id: 257 characters; the limit is 256$"):
+        graph.validate(job)
+    job = valid_env().get_job_graph()
+    job.operators[1].name = "n" * (graph.MAX_NAME_LENGTH + 1)
+    assert field_of(job) == "operators[1].name"
+    job = valid_env().get_job_graph()
+    job.operators[2].config = json.dumps({"pad": "x" * graph.MAX_CONFIG_BYTES})
+    with pytest.raises(JobValidationError, match=rf"the limit is {graph.MAX_CONFIG_BYTES}$"):
+        graph.validate(job)
+    job = valid_env().get_job_graph()
+    job.operators[1].code["body"] = b"x" * (graph.MAX_CODE_BYTES + 1)
+    assert field_of(job) == "operators[1].code"
+    job = valid_env().get_job_graph()
+    monkeypatch.setattr(graph, "MAX_TOTAL_CODE_BYTES", 1000)
+    for i in (0, 1):
+        job.operators[i].code["body"] = b"x" * 600
+    with pytest.raises(JobValidationError, match=r"^operators: \d+ bytes of pickled code in all; the limit is"):
+        graph.validate(job)
+    job = valid_env().get_job_graph()
+    job.edges[0].keys[:] = [f"k{i}" for i in range(graph.MAX_KEYS + 1)]
+    assert field_of(job) == "edges[0].keys"
+    job = valid_env().get_job_graph()
+    for i in range(graph.MAX_OPERATORS):
+        job.operators.add(id=f"extra-{i}", kind=states.to_proto(OperatorKind.SINK_PRINT), parallelism=1)
+    with pytest.raises(JobValidationError, match=rf"^operators: 1027 operators; the limit is {graph.MAX_OPERATORS}$"):
+        graph.validate(job)
+    job = valid_env().get_job_graph()
+    for _ in range(graph.MAX_EDGES):
+        job.edges.add().CopyFrom(job.edges[0])
+    assert field_of(job) == "edges"
+
+
+def test_a_validation_message_quoting_huge_input_is_clipped():
+    job = valid_env().get_job_graph()
+    job.operators[0].config = json.dumps({"count": "x" * 100_000})
+    with pytest.raises(JobValidationError) as info:
+        graph.validate(job)
+    assert info.value.field == "operators[0].config.count"
+    assert len(str(info.value)) < graph.MAX_ERROR_LENGTH + 100 and "characters)" in str(info.value)
 
 
 def test_missing_input_directory_for_from_files(tmp_path):
@@ -291,7 +419,7 @@ def test_missing_input_directory_for_from_files(tmp_path):
     job = env.get_job_graph()
     with pytest.raises(JobValidationError) as info:
         graph.validate(job)
-    assert info.value.field == "operators[0].path"
+    assert info.value.field == "operators[0].config.path"
     assert str(missing) in info.value.message
     graph.validate(job, check_paths=False)  # the TaskManager side does not look at paths
 
@@ -300,7 +428,7 @@ def test_from_files_directory_without_matching_files(tmp_path):
     (tmp_path / "a.csv").write_text("x\n")
     env = StreamExecutionEnvironment()
     env.from_files(str(tmp_path), format="json").print()
-    assert field_of(env.get_job_graph()) == "operators[0].path"
+    assert field_of(env.get_job_graph()) == "operators[0].config.path"
     (tmp_path / "a.jsonl").write_text("{}\n")
     graph.validate(env.get_job_graph())
 
@@ -365,8 +493,8 @@ def test_unknown_aggregation_function():
     env = StreamExecutionEnvironment()  # the JobManager checks a graph built otherwise too
     env.from_generator(gen).key_by("url").aggregate(p50=("max", "ts")).print()
     job = env.get_job_graph()
-    job.operators[1].payload = graph.dumps_payload({"keys": ["url"], "aggs": {"p50": ("median", "ts")}})
-    assert field_of(job) == "operators[1].aggs.p50"
+    job.operators[1].config = json.dumps({"keys": ["url"], "aggs": {"p50": ["median", "ts"]}})
+    assert field_of(job) == "operators[1].config.aggs.p50"
 
 
 def test_edge_to_unknown_operator():
@@ -401,9 +529,9 @@ def test_a_composite_key_hashes_by_every_column_and_keeps_them_in_the_output(arg
     env = StreamExecutionEnvironment()
     env.from_collection([{"country": "DE", "device": "phone", "v": 1}]).key_by(*args).sum("v").print()
     job = env.get_job_graph()
-    payloads = graph.validate(job)
+    configs = graph.validate(job)
     assert edges_of(job)[0] == ("1-source_collection", "2-aggregate", "hash", "country,device")
-    assert payloads["2-aggregate"] == {"keys": ["country", "device"], "aggs": {"v": ("sum", "v")}}
+    assert configs["2-aggregate"] == {"keys": ["country", "device"], "aggs": {"v": ["sum", "v"]}}
     assert job.operators[1].name == "aggregate by country, device"
     assert job.operators[1].output_schema == "country string, device string, v bigint"
 
@@ -469,20 +597,23 @@ def test_bad_aggregates_are_refused_in_the_client(call, message):
     assert message in str(info.value)
 
 
-def test_the_jobmanager_refuses_bad_aggregate_payloads():
+def test_the_jobmanager_refuses_bad_aggregate_configs():
     env = StreamExecutionEnvironment()
     env.from_generator(gen).key_by("k").count().print()
     job = env.get_job_graph()
-    for payload, field in [
-        ({"keys": [], "aggs": {"n": ("count", "*")}}, "operators[1].keys"),
-        ({"keys": ["k", "k"], "aggs": {"n": ("count", "*")}}, "operators[1].keys"),
-        ({"keys": ["k"], "aggs": {"k": ("count", "*")}}, "operators[1].aggs.k"),
-        ({"keys": ["k"], "aggs": {"n": "count"}}, "operators[1].aggs.n"),
+    for config, field in [
+        ({"keys": [], "aggs": {"n": ["count", "*"]}}, "operators[1].config.keys"),
+        ({"keys": ["k", "k"], "aggs": {"n": ["count", "*"]}}, "operators[1].config.keys"),
+        ({"keys": "k", "aggs": {"n": ["count", "*"]}}, "operators[1].config.keys"),
+        ({"keys": [["k"]], "aggs": {"n": ["count", "*"]}}, "operators[1].config.keys"),
+        ({"keys": ["k"], "aggs": {"k": ["count", "*"]}}, "operators[1].config.aggs.k"),
+        ({"keys": ["k"], "aggs": {"n": "count"}}, "operators[1].config.aggs.n"),
+        ({"keys": ["k"], "aggs": [["count", "*"]]}, "operators[1].config.aggs"),
     ]:
-        job.operators[1].payload = graph.dumps_payload(payload)
-        assert field_of(job) == field, payload
-    job.operators[1].payload = graph.dumps_payload({"key": "k", "aggs": {"n": ("count", "*")}})
-    graph.validate(job)  # a payload of a job graph built before composite keys
+        job.operators[1].config = json.dumps(config)
+        assert field_of(job) == field, config
+    job.operators[1].config = json.dumps({"key": "k", "aggs": {"n": ["count", "*"]}})
+    graph.validate(job)  # the single key of a job graph built before composite keys
     job.edges[0].keys[:] = ["k", "k"]
     assert field_of(job) == "edges[0].keys"
 
@@ -566,7 +697,7 @@ def test_a_wrong_sink_column_is_rejected_with_the_columns_there_are():
     env = StreamExecutionEnvironment()
     src = env.from_collection([{"k": "a", "v": 1}])
     src.filter("v > 0").key_by("k").sum("v").sink_to(FileSink("/tmp/out", columns=("k", "sum")))
-    assert rejected(env) == "operators[3].columns: no column 'sum'; columns are: k, v"
+    assert rejected(env) == "operators[3].config.columns: no column 'sum'; columns are: k, v"
 
 
 def test_a_wrong_key_column_is_rejected_on_its_edge():
@@ -580,14 +711,14 @@ def test_a_wrong_key_column_is_rejected_on_its_edge():
 def test_a_wrong_aggregate_input_is_rejected_on_its_output():
     env = StreamExecutionEnvironment()
     env.from_collection([{"k": "a", "v": 1}]).key_by("k").aggregate(n=("count", "*"), total=("sum", "w")).print()
-    assert rejected(env) == "operators[1].aggs.total: no column 'w'; columns are: k, v"
+    assert rejected(env) == "operators[1].config.aggs.total: no column 'w'; columns are: k, v"
 
 
 @pytest.mark.parametrize("fn", ["sum", "avg"])
 def test_sum_and_avg_of_a_non_numeric_column_are_rejected(fn):
     env = StreamExecutionEnvironment()
     env.from_collection([{"k": "a", "url": "/a"}]).key_by("k").aggregate(m=(fn, "url")).print()
-    assert rejected(env) == f"operators[1].aggs.m: {fn} needs a numeric column; 'url' is string"
+    assert rejected(env) == f"operators[1].config.aggs.m: {fn} needs a numeric column; 'url' is string"
 
 
 def test_min_max_count_take_any_column():
@@ -605,13 +736,15 @@ def test_unknown_schemas_skip_the_checks():
     graph.validate(env.get_job_graph())
 
 
-def test_the_jobmanager_checks_the_carried_schemas_not_the_payloads():
+def test_the_jobmanager_checks_the_carried_schemas_not_the_configs():
     env = StreamExecutionEnvironment()
     env.from_collection([{"k": "a", "v": 1}]).key_by("k").sum("v").sink_to(FileSink("/tmp/out", columns=("k", "v")))
     job = env.get_job_graph()
     graph.validate(job)
     job.operators[1].output_schema = "k string, total bigint"
-    with pytest.raises(JobValidationError, match=r"^operators\[2\]\.columns: no column 'v'; columns are: k, total$"):
+    with pytest.raises(
+        JobValidationError, match=r"^operators\[2\]\.config\.columns: no column 'v'; columns are: k, total$"
+    ):
         graph.validate(job)
     job.operators[1].output_schema = ""  # unknown: no check
     graph.validate(job)

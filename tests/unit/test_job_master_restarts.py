@@ -172,7 +172,7 @@ def test_cancel_while_failing_ends_canceled_not_restarting():
 IMPORT_ERROR = (
     "Traceback (most recent call last):\n"
     '  File "taskmanager/task.py", line 198, in _setup\n'
-    "    payload = graph.loads_payload(spec.payload)\n"
+    "    settings = graph.operator_settings(spec)\n"
     "ModuleNotFoundError: No module named 'my_helpers'\n"
 )
 
@@ -261,18 +261,50 @@ def test_transient_or_different_failures_use_the_restart_strategy(errors, cause)
     assert jm.state == JobStatus.FAILED and "restart attempts exhausted (3 of 3)" in jm.failure
 
 
-def test_lost_taskmanager_is_transient_and_in_the_history():
+def test_lost_taskmanager_restarts_the_job_and_names_the_task_it_ran():
     jm, gw = restarting_job(attempts=3)
-    for i in range(3):
-        running(jm, gw, float(i))
-        jm.on_tm_lost("tm-1", "no heartbeat for 6s (timeout 6s)", float(i) + 0.1)
-        jm.tick(float(i) + 20.0)  # the other task does not answer the cancel: the cancel timeout ends it
-        jm.tick(float(i) + 20.1)
-    assert jm.restarts == 3
-    entries = jm.info(0).exceptions
-    assert [(e.task, e.cause, e.restarted) for e in entries] == [
-        ("", "TaskManager tm-1 lost: no heartbeat for 6s (timeout 6s)", True)
-    ] * 3
+    running(jm, gw, 0.0)
+    jm.on_tm_lost("tm-1", "no heartbeat for 6s (timeout 6s)", 0.1, "10.0.0.7:6122")
+    jm.tick(20.0)  # the other task does not answer the cancel: the cancel timeout ends it
+    jm.tick(20.1)
+    assert jm.state == JobStatus.RESTARTING and jm.restarts == 1
+    [entry] = jm.info(0).exceptions
+    assert entry.restarted and entry.task == "print (2/2)"
+    assert entry.cause == (
+        "TaskManager tm-1 (10.0.0.7:6122) exited while running task print (2/2) "
+        "(lost: no heartbeat for 6s (timeout 6s))"
+    )
+
+
+def test_a_job_that_keeps_losing_taskmanagers_fails_at_the_per_job_limit():
+    """A body that kills its TaskManager fails its job, instead of every TaskManager in turn."""
+    jm, gw = restarting_job(attempts=10)
+    for i, tm in enumerate(("tm-1", "tm-0")):
+        running(jm, gw, float(i * 30))
+        jm.on_tm_lost(tm, "no heartbeat for 6s (timeout 6s)", i * 30 + 0.1, f"{tm}:1")
+        jm.tick(i * 30 + 20.0)
+        jm.tick(i * 30 + 20.1)
+    assert jm.state == JobStatus.FAILED and jm.restarts == 1
+    assert "2 TaskManagers exited while running this job's tasks" in jm.failure
+    assert "jobmanager.taskmanager-loss.max-per-job: 2" in jm.failure
+    assert [e.restarted for e in jm.info(0).exceptions] == [True, False]
+    assert "TaskManager tm-0 (tm-0:1) exited while running task" in jm.info(0).exceptions[-1].cause
+
+
+def test_a_completed_checkpoint_resets_the_taskmanager_losses(tmp_path):
+    jm, gw = restarting_job(
+        attempts=10, **{"execution.checkpointing.interval": "100ms", "state.checkpoints.dir": str(tmp_path)}
+    )
+    eids = running(jm, gw, 0.0)
+    jm.on_tm_lost("tm-1", "gone", 0.1, "tm-1:1")
+    assert jm.tm_losses == 1
+    cancel_others(jm, eids, next(e for e in eids if jm.graph.executions[e].slot.resource_id == "tm-1"), 0.2)
+    jm.tick(5.0)  # the restart delay has passed: the next attempt
+    eids = running(jm, gw, 6.0)
+    jm.tick(7.0)  # triggers a checkpoint
+    for eid in eids:
+        jm.on_ack(eid, 1, b"{}", 0, 7.1)
+    assert jm.latest is not None and jm.tm_losses == 0
 
 
 def test_a_completed_checkpoint_between_two_equal_errors_keeps_restarting(tmp_path):
@@ -300,6 +332,9 @@ def test_a_recovered_job_that_finishes_keeps_why_it_restarted():
     class Ha:
         def put_job_result(self, _guard, job_id, info):
             records.append((job_id, info))
+
+        def compact_failure(self, _job_id, failure):
+            return failure
 
     jm, gw = restarting_job(**{"restart-strategy.fixed-delay.delay": "1s"})
     gw.ha = Ha()

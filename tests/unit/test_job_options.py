@@ -3,6 +3,7 @@ duration/size parser) and the generated option tables of the documentation."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -264,10 +265,59 @@ def test_submit_turns_a_bad_option_into_a_config_validation_error():
     from sluice.api import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment()
-    env.set_config("restart-strategy.fixed-delay.delay", "soon")
     env.from_collection([{"k": "a"}]).print()
+    job = env.get_job_graph("bad")
+    job.config["restart-strategy.fixed-delay.delay"] = "soon"  # a client other than the job API's
     with pytest.raises(ValueError, match=r"^restart-strategy\.fixed-delay\.delay: expected a non-negative duration"):
-        JobMaster("j", env.get_job_graph("bad"), gateway=None, checkpoint_dir=None)
+        JobMaster("j", job, gateway=None, checkpoint_dir=None)
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("checkpointing.interval", "execution.checkpointing.interval"),  # the family left out
+        ("checkpoint.interval", "execution.checkpointing.interval"),
+        ("restart_strategy", "restart-strategy"),  # _ for -
+        ("Execution.Checkpointing.Interval", "execution.checkpointing.interval"),  # another case
+        ("checkpoints.dir", "state.checkpoints.dir"),
+        ("execution.checkpointing.intrval", "execution.checkpointing.interval"),
+    ],
+)
+def test_a_mistyped_option_outside_the_families_is_refused_with_a_did_you_mean(key, meant):
+    with pytest.raises(job_options.JobConfigError, match=f"did you mean '{re.escape(meant)}'"):
+        job_options.validate({key: "5"})
+
+
+@pytest.mark.parametrize("key", ["input.path", "parallelism", "window.size", "interval", "retries", "my.app.key"])
+def test_the_jobs_own_keys_are_left_alone(key):
+    job_options.validate({key: "anything"})
+
+
+@pytest.mark.parametrize("value", ["-5", "nan", "NaN", "inf", "-1s", "five"])
+def test_a_negative_or_not_finite_checkpoint_interval_is_refused(value):
+    with pytest.raises(job_options.JobConfigError, match="execution.checkpointing.interval"):
+        job_options.validate({"execution.checkpointing.interval": value})
+
+
+@pytest.mark.parametrize("interval", [-5, float("nan"), float("inf"), "500", True, None])
+def test_enable_checkpointing_refuses_what_is_not_a_number_of_milliseconds(interval):
+    from sluice.api import StreamExecutionEnvironment
+
+    with pytest.raises(ValueError, match="enable_checkpointing: interval_ms"):
+        StreamExecutionEnvironment().enable_checkpointing(interval)
+
+
+def test_set_config_fails_at_the_line_that_set_a_bad_option():
+    from sluice.api import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment()
+    with pytest.raises(ValueError, match="set_config: restart-strategy.fixed-delay.delay: expected"):
+        env.set_config("restart-strategy.fixed-delay.delay", "soon")
+    with pytest.raises(ValueError, match="did you mean 'execution.checkpointing.interval'"):
+        env.set_config("checkpointing.interval", 500)
+    env.set_config("input.path", "/data")  # the job's own
+    env.enable_checkpointing(250)
+    assert env.get_job_graph().config["execution.checkpointing.interval"] == "250"
 
 
 # -- the reference tables in the documentation ------------------------------------------------

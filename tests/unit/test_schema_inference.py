@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import subprocess
 import sys
 
@@ -169,7 +170,7 @@ def test_text_files_have_one_value_column_without_looking(tmp_path):
 
 # -- from_files -------------------------------------------------------------------------------------
 def source_payload(env: StreamExecutionEnvironment) -> dict:
-    return graph.loads_payload(env.get_job_graph().operators[0].payload)
+    return graph.operator_config(env.get_job_graph().operators[0])
 
 
 def test_from_files_infers_once_and_the_job_graph_carries_the_schema(tmp_path):
@@ -210,7 +211,7 @@ def test_from_files_with_a_missing_directory_leaves_the_error_to_validation(tmp_
     env.from_files(str(tmp_path / "missing"), format="csv").print()
     with pytest.raises(graph.JobValidationError) as info:
         graph.validate(env.get_job_graph())
-    assert info.value.field == "operators[0].path"
+    assert info.value.field == "operators[0].config.path"
 
 
 def test_inference_errors_name_the_source(tmp_path):
@@ -303,19 +304,19 @@ def test_validation_checks_the_options_a_job_graph_carries(tmp_path):
     env = StreamExecutionEnvironment()
     env.from_files(str(tmp_path), format="csv", options={"header": False}).print()
     job = env.get_job_graph()
-    payload = graph.loads_payload(job.operators[0].payload)
+    payload = graph.operator_config(job.operators[0])
     payload["options"] = {"recursiveFileLookup": True}
-    job.operators[0].payload = graph.dumps_payload(payload)
+    job.operators[0].config = json.dumps(payload)
     with pytest.raises(graph.JobValidationError) as info:
         graph.validate(job, check_paths=False)
-    assert info.value.field == "operators[0].options.recursiveFileLookup"
+    assert info.value.field == "operators[0].config.options.recursiveFileLookup"
     payload["options"], payload["format"] = {}, "parquet"
-    job.operators[0].payload = graph.dumps_payload(payload)
+    job.operators[0].config = json.dumps(payload)
     with pytest.raises(graph.JobValidationError) as info:
         graph.validate(job, check_paths=False)
-    assert info.value.field == "operators[0].format"
+    assert info.value.field == "operators[0].config.format"
     payload["format"], payload["options"] = "csv", {"columnNameOfCorruptRecord": "_bad"}
-    job.operators[0].payload = graph.dumps_payload(payload)
+    job.operators[0].config = json.dumps(payload)
     with pytest.raises(graph.JobValidationError) as info:
         graph.validate(job, check_paths=False)
-    assert info.value.field == "operators[0].options.columnNameOfCorruptRecord"
+    assert info.value.field == "operators[0].config.options.columnNameOfCorruptRecord"

@@ -7,6 +7,7 @@ import pytest
 from jobmanager.scheduler.slot_pool import (
     HeartbeatReceived,
     JobWaitingForSlots,
+    RegistrationRejected,
     SlotId,
     SlotPool,
     SlotsAllocated,
@@ -23,8 +24,8 @@ from jobmanager.scheduler.slot_pool import (
 TIMEOUT = 10.0
 
 
-def reg(rid, slots=2, now=0.0, address=None):
-    return TaskManagerRegistered(rid, address or f"{rid}:6122", slots, now)
+def reg(rid, slots=2, now=0.0, address=None, identity=None):
+    return TaskManagerRegistered(rid, address or f"{rid}:6122", slots, now, identity)
 
 
 def pool_with(*tms):
@@ -120,6 +121,28 @@ def test_release_frees_slots_and_serves_waiting_job():
     ]
 
 
+def test_a_released_slot_its_taskmanager_still_reports_held_is_not_offered_until_freed():
+    """A cancelled task that has not stopped keeps its slot (the TaskManager's slot report)."""
+    pool = pool_with(reg("tm-a", slots=1))
+    assert pool.handle(SlotsRequested("hung", 1, 0.0)) == [SlotsAllocated("hung", (SlotId("tm-a", 0),))]
+    assert pool.handle(HeartbeatReceived("tm-a", 1.0, frozenset({0}))) == []
+    assert pool.handle(SlotsReleased("hung")) == []  # released here, still held there
+    assert pool.free_slots() == 0 and pool.draining_slots() == 1
+    assert pool.handle(SlotsRequested("next", 1, 2.0)) == [JobWaitingForSlots("next", 1, 0)]
+    assert pool.handle(HeartbeatReceived("tm-a", 3.0, frozenset({0}))) == []  # still held: nothing changes
+    assert pool.handle(HeartbeatReceived("tm-a", 4.0, frozenset())) == [SlotsAllocated("next", (SlotId("tm-a", 0),))]
+    assert pool.draining_slots() == 0
+
+
+def test_a_heartbeat_without_slot_report_or_with_bad_indexes_changes_no_slot():
+    pool = pool_with(reg("tm-a", slots=2))
+    assert pool.handle(HeartbeatReceived("tm-a", 1.0, frozenset({0, 7, -1}))) == []
+    assert pool.free_slots() == 1  # index 0 held; 7 and -1 do not exist
+    assert pool.handle(HeartbeatReceived("tm-a", 2.0)) == []  # no report: the last one stands
+    assert pool.free_slots() == 1
+    assert [i.free for i in pool.taskmanagers()] == [1]
+
+
 def test_release_of_unknown_job_is_a_no_op_and_release_cancels_a_wait():
     pool = pool_with(reg("tm-a", slots=1))
     assert pool.handle(SlotsReleased("nobody")) == []
@@ -212,11 +235,12 @@ def test_reregistration_same_address_and_slots_refreshes_heartbeat():
         dict(slots=3),
     ],
 )
-def test_reregistration_with_different_address_or_slots_is_a_loss(changed):
-    pool = pool_with(reg("tm-a"))
+def test_reregistration_by_its_identity_with_different_address_or_slots_is_a_loss(changed):
+    """The TaskManager restarted: the same certificate, another address or slot count."""
+    pool = pool_with(reg("tm-a", identity="taskmanager/tm-a"))
     pool.handle(SlotsRequested("job1", 2, 0.0))
     pool.handle(SlotsRequested("job2", 2, 0.0))  # waits, told 0
-    new = dict(slots=2, now=4.0) | changed
+    new = dict(slots=2, now=4.0, identity="taskmanager/tm-a") | changed
     assert pool.handle(reg("tm-a", **new)) == [
         TaskManagerLost("tm-a", "tm-a:6122", "re-registered with a different address/slots", ("job1",)),
         SlotsAllocated("job2", (SlotId("tm-a", 0), SlotId("tm-a", 1))),
@@ -252,3 +276,30 @@ def test_invalid_construction_and_unknown_event():
         SlotPool(heartbeat_timeout=0)
     with pytest.raises(TypeError):
         SlotPool(heartbeat_timeout=1).handle("not an event")
+
+
+@pytest.mark.parametrize(
+    "first,second",
+    [
+        (dict(identity="taskmanager/tm-a"), dict(identity="taskmanager/rogue")),
+        (dict(identity="taskmanager/tm-a"), dict(identity=None)),
+        (dict(identity="taskmanager/tm-a"), dict(identity="taskmanager/rogue", address="x:1", slots=64)),
+        (dict(), dict(address="10.0.0.9:6122")),  # plaintext: the address is all a TaskManager shows
+        (dict(), dict(slots=3)),
+    ],
+    ids=["other-identity", "no-identity", "other-identity-elsewhere", "plaintext-address", "plaintext-slots"],
+)
+def test_a_living_taskmanagers_resource_id_is_not_taken_over(first, second):
+    pool = pool_with(reg("tm-a", **first))
+    pool.handle(SlotsRequested("job1", 2, 0.0))
+    before = snapshot(pool)
+    (rejected,) = pool.handle(reg("tm-a", now=1.0, **second))
+    assert isinstance(rejected, RegistrationRejected) and rejected.resource_id == "tm-a"
+    assert snapshot(pool) == before  # nothing changed: the real TaskManager keeps its slots
+
+
+def test_a_lost_taskmanagers_resource_id_is_free_again():
+    pool = pool_with(reg("tm-a", identity="taskmanager/tm-a"))
+    assert [type(a) for a in pool.handle(Tick(TIMEOUT + 1))] == [TaskManagerLost]
+    assert pool.handle(reg("tm-a", now=TIMEOUT + 1, identity="taskmanager/other")) == []
+    assert pool.registered("tm-a").identity == "taskmanager/other"

@@ -7,9 +7,11 @@ import pytest
 from sluice.states import IllegalTransition
 from taskmanager.slot_table import (
     Accepted,
+    CancelRequested,
     CancelTasks,
     LeaderChanged,
     Rejected,
+    Remembered,
     SlotFreed,
     SlotState,
     TaskEnded,
@@ -118,21 +120,55 @@ def test_an_ended_execution_id_may_be_submitted_again():
     assert t.handle(TaskSubmitted(0, "job-a", "a/src/0")) == [Accepted("a/src/0")]
 
 
-def test_leader_changed_cancels_all_tasks_and_frees_all_slots():
+def test_leader_changed_cancels_all_tasks_and_frees_each_slot_only_when_its_tasks_ended():
     t = TaskSlotTable(3)
     t.handle(TaskSubmitted(0, "job-a", "a/src/0"))
     t.handle(TaskSubmitted(0, "job-a", "a/sink/0"))
     t.handle(TaskSubmitted(1, "job-b", "b/src/0"))
-    actions = t.handle(LeaderChanged())
-    assert actions[0] == CancelTasks(("a/sink/0", "a/src/0", "b/src/0"))
-    assert sorted(actions[1:], key=lambda a: a.slot_index) == [SlotFreed(0), SlotFreed(1)]
-    assert len(actions) == 3
-    assert slot_view(t) == [(SlotState.FREE, "", [])] * 3
-    assert t.free_slots() == 3
-    assert t._slot_of == {}
-    # a late end of a cancelled task changes nothing; the slots are reusable
+    assert t.handle(LeaderChanged()) == [CancelTasks(("a/sink/0", "a/src/0", "b/src/0"))]
+    assert t.free_slots() == 1  # cancelled is not ended: the tasks may still run
+    assert t.handle(TaskSubmitted(1, "job-c", "c/src/0")) == [Rejected("c/src/0", "slot 1 is held by job job-b")]
     assert t.handle(TaskEnded("a/src/0")) == []
-    assert t.handle(TaskSubmitted(0, "job-c", "c/src/0")) == [Accepted("c/src/0")]
+    assert t.handle(TaskEnded("a/sink/0")) == [SlotFreed(0)]
+    assert t.handle(TaskEnded("b/src/0")) == [SlotFreed(1)]
+    assert slot_view(t) == [(SlotState.FREE, "", [])] * 3
+    assert t.handle(TaskSubmitted(1, "job-c", "c/src/0")) == [Accepted("c/src/0")]
+
+
+def test_cancel_of_a_running_task_asks_to_cancel_it_and_keeps_its_slot():
+    t = TaskSlotTable(1)
+    t.handle(TaskSubmitted(0, "job-a", "a/src/0"))
+    assert t.handle(CancelRequested("a/src/0")) == [CancelTasks(("a/src/0",))]
+    assert slot_view(t) == [(SlotState.ALLOCATED, "job-a", ["a/src/0"])]
+    assert t.handle(TaskEnded("a/src/0")) == [SlotFreed(0)]
+
+
+def test_a_cancel_that_overtook_its_deployment_refuses_the_late_deployment():
+    t = TaskSlotTable(1)
+    assert t.handle(CancelRequested("a/src/0")) == [Remembered("a/src/0")]
+    before = snapshot(t)
+    [action] = t.handle(TaskSubmitted(0, "job-a", "a/src/0"))
+    assert isinstance(action, Rejected) and "cancelled before it was deployed" in action.reason
+    assert snapshot(t) == before and t.free_slots() == 1
+    assert t.handle(TaskSubmitted(0, "job-a", "a/src/1")) == [Accepted("a/src/1")]  # other ids are not affected
+
+
+def test_tombstones_are_bounded_oldest_forgotten_first():
+    t = TaskSlotTable(1, max_tombstones=3)
+    for i in range(5):
+        t.handle(CancelRequested(f"x/{i}"))
+    assert [t.tombstoned(f"x/{i}") for i in range(5)] == [False, False, True, True, True]
+    assert len(t._tombstones) == 3
+    assert t.handle(TaskSubmitted(0, "job-x", "x/0")) == [Accepted("x/0")]
+    with pytest.raises(ValueError):
+        TaskSlotTable(1, max_tombstones=0)
+
+
+def test_slot_report_says_which_job_holds_each_slot():
+    t = TaskSlotTable(2)
+    t.handle(TaskSubmitted(1, "job-a", "a/src/0"))
+    t.handle(TaskSubmitted(1, "job-a", "a/sink/0"))
+    assert t.slot_report() == [(0, "", ()), (1, "job-a", ("a/sink/0", "a/src/0"))]
 
 
 def test_leader_changed_with_no_tasks_does_nothing():

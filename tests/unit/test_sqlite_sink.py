@@ -363,11 +363,12 @@ def sqlite_job(db, **kwargs: Any):
     return env.get_job_graph("sqlite")
 
 
-def test_sink_to_records_the_payload_with_the_operator_as_sink_id(tmp_path):
+def test_sink_to_records_the_config_with_the_operator_as_sink_id(tmp_path):
     job = sqlite_job(tmp_path / "out.db", key="url", columns=("url", "n"))
-    payloads = graph.validate(job)
+    configs = graph.validate(job)
     (op,) = [o for o in job.operators if graph.kind_of(o) == OperatorKind.SINK_SQLITE]
-    assert payloads[op.id] == {
+    assert not op.code  # plain data only
+    assert configs[op.id] == {
         "db_path": str(tmp_path / "out.db"),
         "table": "counts",
         "key": ["url"],
@@ -400,15 +401,16 @@ def test_the_api_refuses_bad_arguments_at_once():
         ({"columns": ["url"], "key": ["url", "n"]}, "key", "key column n not among the columns url"),
         ({"columns": "url"}, "columns", "distinct column names"),
         ({"timeout_s": 0}, "timeout_s", "positive number"),
+        ({"sink_id": 7}, "sink_id", "non-empty string"),
     ],
 )
-def test_the_job_graph_validates_the_payload_naming_the_field(tmp_path, change, field, message):
+def test_the_job_graph_validates_the_config_naming_the_field(tmp_path, change, field, message):
     job = sqlite_job(tmp_path / "out.db", key="url")
     (op,) = [o for o in job.operators if graph.kind_of(o) == OperatorKind.SINK_SQLITE]
-    op.payload = graph.dumps_payload({**graph.loads_payload(op.payload), **change})
+    op.config = json.dumps({**graph.operator_config(op), **change})
     with pytest.raises(JobValidationError, match=message) as info:
         graph.validate(job)
-    assert info.value.field.endswith(f".{field}")
+    assert info.value.field == f"operators[1].config.{field}"
 
 
 def test_the_database_directory_must_exist_at_submit(tmp_path):

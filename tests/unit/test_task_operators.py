@@ -20,7 +20,7 @@ from sluice.v1 import jobmanager_pb2, taskmanager_pb2
 from taskmanager.leader_connection import LeaderConnection
 from taskmanager.network.input_gate import ChannelError
 from taskmanager.network.partition import PartitionManager
-from taskmanager.operators.base import Operator, OperatorContext
+from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.registry import OPERATORS, combiner_for, make_operator
 from taskmanager.spark_engine import SparkEngine
@@ -55,6 +55,29 @@ def test_only_a_keyed_aggregate_offers_producers_a_combiner():
     assert combiner is not None and combiner.columns() == ["b"]
     assert combiner_for(OperatorKind.MAP, {"body": lambda df: df}) is None
     assert combiner_for(OperatorKind.SINK_PRINT, {}) is None
+
+
+@pytest.mark.parametrize(
+    "pending",
+    [
+        ["{out}/.part-0-jjjjjjjj-abc-000000.inprogress", "{elsewhere}/part-1.csv"],  # renamed out of the sink
+        ["{elsewhere}/victim.txt", "{out}/part-000000000001-00000-jjjjjjjj-abc.csv"],  # someone else's file
+        ["{out}/.part-1-jjjjjjjj-abc-000000.inprogress", "{out}/part-1.csv"],  # another subtask's part
+        ["{out}/../x/.part-0-jjjjjjjj-a.inprogress", "{out}/part-1.csv"],
+    ],
+)
+def test_a_file_sink_restores_only_parts_of_its_own(tmp_path, pending):
+    """Sink state comes back from acks: a restore renames only this subtask's hidden parts
+    inside its output directory, and touches nothing when the state names anything else."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "victim.txt").write_text("keep me")
+    sink = make_operator(OperatorKind.SINK_FILE, {"path": str(out)}, CTX)
+    staged, final = (p.format(out=out, elsewhere=elsewhere) for p in pending)
+    with pytest.raises(ValueError, match="outside its own output"):
+        sink.restore(OperatorSnapshot(inline={"pending": [[staged, final]]}))
+    assert (elsewhere / "victim.txt").read_text() == "keep me"
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["victim.txt"]
 
 
 # -- a task ------------------------------------------------------------------------------------
@@ -183,6 +206,7 @@ class FakeTask:
         self.tdd = taskmanager_pb2.TaskDeploymentDescriptor(leader_session_id="s1", attempt=2)
         self.job_id, self.execution_id, self.tag = "j1", "j1/s1.2/c/0", "[job j1]"
         self.records_in, self.records_out, self.records_sent, self.records_malformed = 3, 4, 2, 1
+        self.records_dropped, self.bad_record_samples = 1, ["part-0.jsonl: oops"]
 
 
 def connection(interval: float = 1.0) -> LeaderConnection:
@@ -202,6 +226,7 @@ def test_reports_carry_proto_states_and_the_failure_cause():
     assert from_proto(FailureCause, failed.failure_cause) == FailureCause.PEER_UNREACHABLE
     assert (failed.unreachable_peer, failed.error, failed.records_out) == ("10.0.0.7:6122", "tb", 4)
     assert (failed.records_sent, failed.records_malformed) == (2, 1)
+    assert (failed.records_dropped, list(failed.bad_record_samples)) == (1, ["part-0.jsonl: oops"])
 
 
 class FakeStub:

@@ -1,0 +1,94 @@
+"""The state handle of an acknowledgement, checked before a checkpoint keeps it.
+
+A task acknowledges a checkpoint with a JSON state handle
+(`Task._upload` in taskmanager/task.py; the layout in
+sluice/checkpoints/storage.py):
+
+    {"operators": {<operator id>: {...inline state, JSON...}},
+     "keyed": {<operator id>: {"path": <file>, "key_groups": [lo, hi], "rows": n, "size": n}}}
+
+The JobManager writes the handles into `_metadata` and a restore hands them
+to the tasks, which read the keyed state files they name. So a handle is
+accepted only when every keyed state file lies inside this checkpoint's own
+directory, `<dir>/<job-id>/chk-<n>/`: its path has no `..` component, and
+resolved (on a local file system: `os.path.realpath`, so a symlink out of the
+directory is caught) it is still under that directory resolved the same way.
+Operator ids must be the acknowledging task's own; key-group ranges lie in
+`[0, max_parallelism)`. Anything else raises `InvalidStateHandle` naming the
+field, and the acknowledgement is rejected (docs/protocols.md, "Fencing").
+
+Pure functions; the path resolver is passed in (`resolver_for`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Callable, Collection
+from typing import Any
+
+MAX_STATE_HANDLE_BYTES = 4 * 1024 * 1024  # a handle carries pointers and small inline state only
+
+
+class InvalidStateHandle(ValueError):
+    """An acknowledged state handle that no checkpoint may keep; the message names the field."""
+
+
+def resolver_for(fs: Any) -> Callable[[str], str]:
+    """How paths of the file system `fs` (a pyarrow.fs.FileSystem) are resolved: symlinks
+    followed on a local file system, `..` folded elsewhere (object stores have no links)."""
+    import pyarrow.fs as pafs
+
+    if isinstance(fs, pafs.LocalFileSystem):
+        return os.path.realpath
+    return posixpath.normpath
+
+
+def parse(
+    raw: bytes,
+    checkpoint_dir: str,
+    operator_ids: Collection[str],
+    max_parallelism: int,
+    resolve: Callable[[str], str],
+) -> dict[str, Any]:
+    """The handle `raw` as a dict, or InvalidStateHandle saying what is wrong with it."""
+    if len(raw) > MAX_STATE_HANDLE_BYTES:
+        raise InvalidStateHandle(f"state_handle: {len(raw)} bytes, more than {MAX_STATE_HANDLE_BYTES}")
+    try:
+        handle = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
+        raise InvalidStateHandle("state_handle: not a JSON object") from None
+    if not isinstance(handle, dict) or not set(handle) <= {"operators", "keyed"}:
+        raise InvalidStateHandle('state_handle: expected an object with "operators" and "keyed"')
+    operators, keyed = handle.get("operators", {}), handle.get("keyed", {})
+    if not isinstance(operators, dict) or not isinstance(keyed, dict):
+        raise InvalidStateHandle('state_handle: "operators" and "keyed" must be objects')
+    for op_id, state in operators.items():
+        if op_id not in operator_ids:
+            raise InvalidStateHandle(f"state_handle.operators: {op_id!r} is not an operator of this task")
+        if not isinstance(state, dict):
+            raise InvalidStateHandle(f"state_handle.operators.{op_id}: expected an object")
+    base = resolve(checkpoint_dir).rstrip("/") + "/"
+    for op_id, h in keyed.items():
+        where = f"state_handle.keyed.{op_id}"
+        if op_id not in operator_ids:
+            raise InvalidStateHandle(f"state_handle.keyed: {op_id!r} is not an operator of this task")
+        if not isinstance(h, dict) or not isinstance(h.get("path"), str):
+            raise InvalidStateHandle(f"{where}: expected an object with a path")
+        path = h["path"]
+        if "\0" in path or ".." in path.split("/") or not resolve(path).startswith(base):
+            raise InvalidStateHandle(f"{where}.path: {path!r} is not inside the checkpoint directory {base}")
+        groups = h.get("key_groups")
+        if (
+            not isinstance(groups, list)
+            or len(groups) != 2
+            or not all(isinstance(g, int) and not isinstance(g, bool) for g in groups)
+            or not 0 <= groups[0] <= groups[1] < max_parallelism
+        ):
+            raise InvalidStateHandle(f"{where}.key_groups: expected [lo, hi] with 0 <= lo <= hi < {max_parallelism}")
+        for count in ("rows", "size"):
+            value = h.get(count, 0)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidStateHandle(f"{where}.{count}: expected a count >= 0")
+    return handle

@@ -1,0 +1,199 @@
+"""The supervisor of a local cluster's TaskManagers: `sluice cluster start` runs
+it in the background; it restarts a TaskManager that died.
+
+A TaskManager exits when one of its tasks will not stop after a cancel
+(taskmanager/task_registry.py, the cancellation watchdog) or when a job's
+body kills its process (`os._exit`, a crash in native code). Compose and
+Kubernetes restart such a container (docker-compose.yml `restart:`, the
+k8s StatefulSet); on one machine this process does: every `POLL` seconds it
+reads cluster.json (sluice/cluster_file.py), and each `taskmanager` entry
+whose process is gone is started again with the same command (its
+`command`: same flags, resource id, log file and address file), after a
+backoff that doubles from `FIRST_BACKOFF` to `MAX_BACKOFF` while the
+TaskManager keeps dying and resets once it stayed up `STABLE_AFTER`. The new
+pid goes into cluster.json at once and its address once it listens, so that
+`cluster stop` ends the new process and clients see it.
+
+It logs to DIR/log/supervisor.log, holds none of its caller's pipes (its
+own stdin is /dev/null), and ends on SIGTERM (`cluster stop` sends it first,
+before the TaskManagers, so nothing is restarted while the cluster stops)
+or when cluster.json is gone.
+
+    python -m sluice.cli.supervisor --dir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+
+import psutil
+
+from sluice import logs
+from sluice.cluster_file import ClusterFile, ClusterFileError, ClusterFileNotFound, ProcessEntry
+
+log = logging.getLogger("sluice.supervisor")
+
+POLL = 0.5  # seconds between checks of the TaskManagers' processes
+FIRST_BACKOFF = 1.0  # seconds before the first restart of a TaskManager that died
+MAX_BACKOFF = 60.0
+STABLE_AFTER = 60.0  # seconds a restarted TaskManager must live for its backoff to start over
+COMMAND = "command"  # the cluster.json key of a process entry holding the argv that starts it again
+LOG_NAME = "supervisor.log"
+
+
+@dataclasses.dataclass
+class _Restarts:
+    """What the supervisor knows about one TaskManager (by its log file, stable across restarts)."""
+
+    backoff: float = FIRST_BACKOFF
+    due: float | None = None  # when to start it again, once it was seen dead
+    started: float = 0.0  # when it was last started by this supervisor
+    count: int = 0
+    address_file: str | None = None  # its --address-file, waited for after a restart
+    awaiting_address: bool = False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv[:-1]):
+        if arg == flag:
+            return argv[i + 1]
+    return None
+
+
+class Supervisor:
+    def __init__(self, cluster_dir: str) -> None:
+        self.cluster_dir = os.path.abspath(cluster_dir)
+        self.stopped = threading.Event()
+        self._state: dict[str, _Restarts] = {}
+        self._children: list[subprocess.Popen[bytes]] = []  # reaped as they end
+
+    def run(self) -> int:
+        log.info("supervising the TaskManagers of %s (pid %d)", self.cluster_dir, os.getpid())
+        while not self.stopped.is_set():
+            try:
+                info = ClusterFile.read(self.cluster_dir)
+            except ClusterFileNotFound:
+                log.info("%s is gone: the cluster stopped; supervisor exits", ClusterFile.path(self.cluster_dir))
+                return 0
+            except ClusterFileError as exc:  # e.g. being rewritten by hand: look again later
+                log.warning("cannot read cluster.json: %s", exc)
+                self.stopped.wait(POLL)
+                continue
+            try:
+                self._check(info)
+            except Exception:  # the supervisor must outlive any one failed check
+                log.exception("checking the TaskManagers failed; checking again in %.1fs", POLL)
+            self._reap()
+            self.stopped.wait(POLL)
+        log.info("supervisor stopped")
+        return 0
+
+    def _check(self, info: ClusterFile) -> None:
+        now = time.monotonic()
+        changed = False
+        for entry in info.of_role("taskmanager"):
+            command = entry.extra.get(COMMAND)
+            if not isinstance(command, list) or not command:
+                continue  # not started by `cluster start`: not ours to restart
+            key = entry.log or str(command)
+            state = self._state.setdefault(key, _Restarts(address_file=_flag_value(command, "--address-file")))
+            if state.awaiting_address and self._read_address(entry, state):
+                changed = True
+            if _alive(entry.pid):
+                if state.started and now - state.started >= STABLE_AFTER:
+                    state.backoff = FIRST_BACKOFF
+                continue
+            if state.due is None:
+                state.due = now + state.backoff
+                log.warning(
+                    "TaskManager %s (pid %d, %s) is not running; restarting it in %.1fs (its log: %s)",
+                    entry.address,
+                    entry.pid,
+                    _resource_id(command),
+                    state.backoff,
+                    entry.log,
+                )
+                continue
+            if now < state.due or self.stopped.is_set():
+                continue
+            self._restart(entry, command, state, now)
+            changed = True
+        if changed:
+            info.write(self.cluster_dir)
+
+    def _restart(self, entry: ProcessEntry, command: list[str], state: _Restarts, now: float) -> None:
+        if state.address_file:
+            try:
+                os.remove(state.address_file)
+            except FileNotFoundError:
+                pass
+        log_path = entry.log or os.devnull
+        with open(log_path, "ab") as out, open(os.devnull, "rb") as devnull:
+            p = subprocess.Popen(
+                command, stdin=devnull, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True
+            )
+        self._children.append(p)
+        state.count += 1
+        log.warning(
+            "restarted TaskManager %s as pid %d (restart %d; pid %d had ended)",
+            _resource_id(command),
+            p.pid,
+            state.count,
+            entry.pid,
+        )
+        entry.pid = p.pid  # recorded at once: `cluster stop` must find the new process
+        state.started, state.due = now, None
+        state.backoff = min(state.backoff * 2, MAX_BACKOFF)
+        state.awaiting_address = state.address_file is not None
+
+    def _read_address(self, entry: ProcessEntry, state: _Restarts) -> bool:
+        """The restarted TaskManager's address, once it listens (written to its address file)."""
+        path = state.address_file
+        if path is None or not os.path.exists(path):
+            return False
+        with open(path) as f:
+            address = f.read().strip()
+        if not address:
+            return False
+        state.awaiting_address = False
+        log.info("TaskManager %s (pid %d) listens at %s", _resource_id(entry.extra[COMMAND]), entry.pid, address)
+        entry.address = address
+        return True
+
+    def _reap(self) -> None:
+        self._children = [p for p in self._children if p.poll() is None]
+
+
+def _resource_id(command: Sequence[str]) -> str:
+    return _flag_value(command, "--resource-id") or "?"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sluice.cli.supervisor", description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", required=True, help="the cluster directory (holding cluster.json)")
+    args = parser.parse_args(argv)
+    cluster_dir = os.path.abspath(args.dir)
+    logs.setup("supervisor", log_file=os.path.join(cluster_dir, "log", LOG_NAME))
+    supervisor = Supervisor(cluster_dir)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: supervisor.stopped.set())
+    signal.signal(signal.SIGINT, lambda _signum, _frame: supervisor.stopped.set())
+    return supervisor.run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""The TaskManager's task registry: the cancellation watchdog, slots freed only when a task's
+thread really ended, and cancels that overtook their deployment. Real task threads (no Spark):
+a task whose work ignores the cooperative cancel, either in Python code (an interrupt reaches
+it) or in one blocking C call (nothing does: the TaskManager gives up)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from helpers import wait_until
+
+from sluice.states import ExecutionState, FailureCause
+from sluice.v1 import common_pb2, taskmanager_pb2
+from taskmanager.network.partition import PartitionManager, TaskCancelled
+from taskmanager.spark_engine import SparkEngine
+from taskmanager.task import Task
+from taskmanager.task_messages import Failure
+from taskmanager.task_registry import TaskRegistry, TaskRejected
+
+DEADLINE = 10.0
+
+
+class Reports:
+    def __init__(self) -> None:
+        self.states: list[tuple[str, ExecutionState, Failure | None]] = []
+        self.lock = threading.Lock()
+
+    def report(self, task, state, failure=None, end_of_input=False) -> None:
+        with self.lock:
+            self.states.append((task.execution_id, state, failure))
+
+    def acknowledge(self, task, checkpoint_id, handle, size) -> None:
+        raise AssertionError("no checkpoints here")
+
+    def decline(self, task, checkpoint_id, reason) -> None:
+        raise AssertionError("no checkpoints here")
+
+    def of(self, execution_id: str) -> list[ExecutionState]:
+        with self.lock:
+            return [state for eid, state, _ in self.states if eid == execution_id]
+
+
+class StubbornTask(Task):
+    """Its work never looks at the cancel flag: a busy Python loop, or a wait in one C call."""
+
+    def __init__(self, execution_id: str, reports: Reports, blocking: bool) -> None:
+        tdd = taskmanager_pb2.TaskDeploymentDescriptor(
+            leader_session_id="s1",
+            job_id="job-a",
+            execution_id=execution_id,
+            chain_id="c",
+            parallelism=1,
+            job=common_pb2.JobGraph(),
+        )
+        super().__init__(tdd, SparkEngine(1), PartitionManager(), "127.0.0.1:1", reports)
+        self.blocking = blocking
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def _run(self) -> None:
+        self._interruptible = True
+        try:
+            self.started.set()
+            if self.blocking:
+                self.release.wait()  # one C call: an asynchronous exception waits for it to return
+            else:
+                end = time.monotonic() + 60
+                while time.monotonic() < end:  # Python bytecode: an interrupt arrives here
+                    pass
+            self.state = ExecutionState.FINISHED
+            self.reports.report(self, ExecutionState.FINISHED)
+        except TaskCancelled:
+            self._interruptible = False
+            self.state = ExecutionState.CANCELED
+            self.reports.report(self, ExecutionState.CANCELED)
+        finally:
+            self._interruptible = False
+
+
+class Fatal:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def __call__(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+
+def registry(timeout: float = 0.6) -> tuple[TaskRegistry, Fatal]:
+    fatal = Fatal()
+    tasks = TaskRegistry(1, cancellation_interval=0.05, cancellation_timeout=timeout, on_fatal=fatal)
+    tasks.follow("s1")
+    return tasks, fatal
+
+
+def deploy(tasks: TaskRegistry, eid: str, reports: Reports, blocking: bool) -> StubbornTask:
+    task = tasks.deploy(0, "job-a", eid, lambda: StubbornTask(eid, reports, blocking))
+    assert isinstance(task, StubbornTask)
+    task.start()
+    assert task.started.wait(DEADLINE)
+    return task
+
+
+def test_an_interrupt_stops_a_task_that_ignores_the_cancel_and_only_then_frees_its_slot():
+    tasks, fatal = registry(timeout=30)
+    freed = threading.Event()
+    tasks.on_slot_freed(freed.set)
+    reports = Reports()
+    task = deploy(tasks, "a/0", reports, blocking=False)
+    assert tasks.cancel("a/0") is True
+    assert tasks.table.free_slots() == 0 and tasks.slot_report()[0].job_id == "job-a"  # asked, not ended
+    wait_until(lambda: reports.of("a/0") == [ExecutionState.CANCELED], DEADLINE, "CANCELED after an interrupt")
+    task.join(DEADLINE)
+    assert freed.wait(DEADLINE)
+    assert tasks.table.free_slots() == 1 and tasks.slot_report()[0].job_id == ""
+    assert tasks.get("a/0") is None and fatal.reasons == []
+
+
+def test_a_task_that_does_not_stop_within_the_timeout_fails_and_its_taskmanager_gives_up():
+    tasks, fatal = registry(timeout=0.6)
+    reports = Reports()
+    task = deploy(tasks, "a/0", reports, blocking=True)
+    started = time.monotonic()
+    tasks.cancel("a/0")
+    wait_until(lambda: fatal.reasons, DEADLINE, "the watchdog to give up")
+    assert time.monotonic() - started >= 0.6
+    [(_, state, failure)] = reports.states
+    assert state == ExecutionState.FAILED and failure is not None and failure.cause == FailureCause.TASK_ERROR
+    assert "did not stop within 0.6s of being cancelled (task.cancellation.timeout)" in failure.error
+    assert "self.release.wait()" in failure.error  # where the thread hangs
+    assert "a/0" not in fatal.reasons[0] and "task c#0" in fatal.reasons[0]
+    assert tasks.table.free_slots() == 0  # its thread still runs: the slot is not free
+    task.release.set()
+    task.join(DEADLINE)
+    wait_until(lambda: tasks.table.free_slots() == 1, DEADLINE, "the slot freed once the thread ended")
+
+
+def test_a_timeout_of_zero_never_gives_up():
+    tasks, fatal = registry(timeout=0)
+    task = deploy(tasks, "a/0", Reports(), blocking=True)
+    tasks.cancel("a/0")
+    time.sleep(0.5)  # ten intervals: the watchdog keeps trying, never gives up
+    assert fatal.reasons == [] and task.alive
+    task.release.set()
+    task.join(DEADLINE)
+    wait_until(lambda: tasks.table.free_slots() == 1, DEADLINE, "the slot freed")
+
+
+def test_a_cancel_that_overtook_its_deployment_refuses_the_deployment():
+    tasks, _ = registry()
+    assert tasks.cancel("late/0") is False
+    created = []
+    with pytest.raises(TaskRejected, match="cancelled before it was deployed"):
+        tasks.deploy(0, "job-a", "late/0", lambda: created.append(1))  # type: ignore[arg-type,func-returns-value]  # never called
+    assert created == [] and tasks.table.free_slots() == 1
+
+
+def test_a_new_leader_cancels_the_old_leaders_tasks_and_their_slots_stay_held_until_they_end():
+    tasks, _ = registry(timeout=30)
+    reports = Reports()
+    task = deploy(tasks, "a/0", reports, blocking=True)
+    tasks.follow("s2")
+    assert task.cancelled() and tasks.table.free_slots() == 0
+    with pytest.raises(TaskRejected, match="held by job job-a"):
+        tasks.deploy(0, "job-b", "b/0", lambda: StubbornTask("b/0", reports, True))
+    task.release.set()
+    task.join(DEADLINE)
+    wait_until(lambda: tasks.table.free_slots() == 1, DEADLINE, "the slot freed")
+
+
+@pytest.mark.parametrize(("interval", "timeout"), [(0, 1), (-1, 1), (1, -1)])
+def test_bad_watchdog_settings_are_refused(interval, timeout):
+    with pytest.raises(ValueError, match="task.cancellation"):
+        TaskRegistry(1, cancellation_interval=interval, cancellation_timeout=timeout)
