@@ -267,7 +267,15 @@ class LeaderConnection:
                 self._report_channel[1].close()
             self._report_channel = (address, rpc.channel(address))
         stub = jobmanager_pb2_grpc.ResourceManagerStub(self._report_channel[1])
-        getattr(stub, method)(msg, timeout=RPC_TIMEOUT)
+        try:
+            getattr(stub, method)(msg, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as err:
+            if err.code() not in REFUSED:
+                raise
+            # the leader refused this report for good: retrying would block the ordered queue
+            log.warning(
+                "[job %s] %s for %s refused by the leader: %s", msg.job_id, method, msg.execution_id, _describe(err)
+            )
 
     def _log_retry(self, state: RetryCallState) -> None:
         method, msg = state.args
@@ -282,6 +290,17 @@ class LeaderConnection:
             _describe(exc),
             state.upcoming_sleep,
         )
+
+
+# Answers that no retry can change (docs/protocols.md, Fencing and Bounds).
+REFUSED = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.NOT_FOUND,
+    }
+)
 
 
 def _describe(exc: BaseException | None) -> str:

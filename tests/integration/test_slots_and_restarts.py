@@ -78,6 +78,7 @@ def test_taskmanager_retries_an_unreachable_zookeeper(tmp_path):
                 f"127.0.0.1:{port}",
                 "--slots",
                 "1",
+                "--insecure",  # no cluster to take certificates from: only ZooKeeper is under test
                 "--log-file",
                 str(log),
             ],
