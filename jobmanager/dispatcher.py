@@ -44,6 +44,7 @@ from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, f
 from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2_grpc
 
 if TYPE_CHECKING:
+    from jobmanager.checkpoint.id_counter import CheckpointIDCounter
     from jobmanager.leader.guarded_transaction import GuardedTransaction
 
 log = logging.getLogger("sluice.jobmanager")
@@ -114,15 +115,7 @@ class Dispatcher:
             try:
                 job = self.ha.get_job_graph(job_id)
                 latest = self.ha.latest_checkpoint(job_id)
-                master = JobMaster(
-                    job_id,
-                    job,
-                    self,
-                    self.checkpoint_dir,
-                    self.cancel_timeout,
-                    counter=self.ha.checkpoint_id_counter(job_id),
-                    max_tm_losses=self.max_taskmanager_losses,
-                )
+                master = self._job_master(job_id, job, self.ha.checkpoint_id_counter(job_id))
             except Exception as exc:  # noqa: BLE001 — one unreadable job must not stop recovering the others
                 log.error("[job %s] cannot recover: %s", job_id, exc)
                 continue
@@ -134,6 +127,18 @@ class Dispatcher:
                 f"checkpoint {latest}" if latest else "from the beginning (no checkpoint yet)",
             )
             master.start(self.clock(), recover_from=latest)
+
+    def _job_master(self, job_id: str, job: common_pb2.JobGraph, counter: CheckpointIDCounter | None) -> JobMaster:
+        """The JobMaster of a submitted or recovered job, with this JobManager's settings."""
+        return JobMaster(
+            job_id,
+            job,
+            self,
+            self.checkpoint_dir,
+            self.cancel_timeout,
+            counter=counter,
+            max_tm_losses=self.max_taskmanager_losses,
+        )
 
     def revoke_leadership(self) -> None:
         with self._lock:
@@ -166,15 +171,7 @@ class Dispatcher:
         counter = self.ha.checkpoint_id_counter(job_id) if self.ha is not None else None
         with self._lock:
             try:
-                master = JobMaster(
-                    job_id,
-                    job,
-                    self,
-                    self.checkpoint_dir,
-                    self.cancel_timeout,
-                    counter=counter,
-                    max_tm_losses=self.max_taskmanager_losses,
-                )
+                master = self._job_master(job_id, job, counter)
             except ValueError as exc:
                 raise graph.JobValidationError("config", str(exc)) from None
         if self.ha is not None:  # persist before announcing the job id

@@ -149,6 +149,13 @@ class LocalCluster:
         out = sluice(*args, "--", *job_args).stdout.strip().splitlines()
         return out[-1].strip()
 
+    def run_page_views(self, work: Any, *job_args: str, parallelism: int = 2) -> str:
+        """Submit the reference job (examples/page_views.py) reading `work`/in and writing
+        `work`/out, detached; returns the job id."""
+        page_views = os.path.join(EXAMPLES, "page_views.py")
+        inputs, outputs = os.path.join(work, "in"), os.path.join(work, "out")
+        return self.run(page_views, "--input", inputs, "--output", outputs, *job_args, parallelism=parallelism)
+
     def status(self, job_id: str) -> dict:
         return json.loads(sluice("status", job_id, "--json", "--cluster-dir", self.dir).stdout)
 

@@ -145,16 +145,7 @@ def page_views(cluster, tmp_path_factory):
     """The reference job with checkpoints every 300 ms, long enough to be attacked while it runs."""
     work = tmp_path_factory.mktemp("page-views")
     expected = generate(str(work / "in"), events=300_000, files=120, urls=3_000, seed=5)
-    job_id = cluster.run(
-        os.path.join(EXAMPLES, "page_views.py"),
-        "--input",
-        str(work / "in"),
-        "--output",
-        str(work / "out"),
-        "--checkpoint-interval",
-        "300",
-        parallelism=2,
-    )
+    job_id = cluster.run_page_views(work, "--checkpoint-interval", "300")
     eids = wait_until(
         lambda: (cluster.status(job_id)["state"] == "RUNNING" and len(d := deployed(cluster, job_id)) >= 2) and d,
         timeout=120,

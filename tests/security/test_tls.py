@@ -109,14 +109,7 @@ def test_grpc_client_with_only_cluster_json_tls_lists_jobs(cluster):
 
 def test_client_certificate_cannot_act_as_a_cluster_process_and_the_job_is_unaffected(cluster, tmp_path):
     expected = generate(str(tmp_path / "in"), events=120_000, files=8, urls=1_000, seed=5)
-    job_id = cluster.run(
-        os.path.join(EXAMPLES, "page_views.py"),
-        "--input",
-        str(tmp_path / "in"),
-        "--output",
-        str(tmp_path / "out"),
-        parallelism=2,
-    )
+    job_id = cluster.run_page_views(tmp_path)
     wait_until(lambda: cluster.status(job_id)["state"] != "CREATED", timeout=60, message="job deployed")
     client = cluster.tls("client")
     jm, tm = cluster.addresses("jobmanager")[0], cluster.addresses("taskmanager")[0]
