@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -19,6 +20,14 @@ import numpy as np
 import psutil
 
 from sluice.cli.main import format_size
+
+# TaskManager log lines the benchmarks read (their formats: taskmanager/task.py's SOURCE_BATCH_LOG and
+# SOURCE_SNAPSHOT_LOG, and the file sink's commit line)
+LOG_TIME = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
+TASK_TAG = r"\[job (\w+) attempt (\d+) task (\S+)#(\d+)\]"
+SOURCE_BATCH = re.compile(LOG_TIME + r" .*?" + TASK_TAG + r" source batch: offset (\d+) -> (\d+) in ([\d.]+)s")
+SOURCE_SNAPSHOT = re.compile(LOG_TIME + r" .*?" + TASK_TAG + r" checkpoint (\d+): source snapshot at offset (\d+)")
+COMMITTED = re.compile(LOG_TIME + r" .*?" + TASK_TAG + r" committed \S+ \(checkpoint (\d+)\)")
 
 
 def _commit() -> str:

@@ -2,13 +2,17 @@
 same data, the same machine, the same Spark (pyspark, local[2] per process).
 
     python bench/compare.py [--size quick|full] [--runs N] [--recovery-runs N] [--failover-runs N]
-        [--paced-files N] [--out bench/RESULTS.md] [--plot bench/compare.png] [--workdir DIR] [--keep-workdir]
+        [--paced-files N] [--max-load L] [--out bench/RESULTS.md] [--plot bench/compare.png] [--workdir DIR]
+        [--keep-workdir]
 
 quick (`make bench-quick`, ~2.5 minutes): 200,000 events in 16 files, 3 runs;
 full (`make bench`, ~10 minutes): 2,000,000 events in 40 files, 5 runs. Events come from
 examples/generate_page_views.py (10,000 urls, Zipf s = 1, fixed seed); the
 expected count per url is computed there, apart from both systems, and every
-run's committed counts are checked against it.
+run's committed output is checked against it, line by line
+(bench/output_check.py: no (url, count) line twice, each url's counts
+increasing, final counts exact); a run that breaks it is named at the top of
+the section and the invocation exits 1.
 
 Sluice: `examples/page_views.py` (key_by(url).count() into the
 exactly-once FileSink) on a local cluster of 2 TaskManagers x 2 slots,
@@ -22,7 +26,11 @@ SparkSession, like a TaskManager's): as many warm-up queries, then the runs.
 
 Figures
 - throughput: events / (job submitted -> FINISHED) for Sluice, events /
-  (query started -> all input processed) for the peer; medians.
+  (query started -> all input processed) for the peer; medians with their
+  95 % bootstrap interval (bench/stats.py). Every measured run records the
+  1-minute load average at its start and end; with --max-load, runs above
+  it are marked and left out of the medians (off by default: bench/README.md
+  says why).
 - startup, apart: Sluice cluster start (ZooKeeper, JobManager, TaskManagers
   with Spark warmed up) and job submit -> RUNNING; the peer's Python process +
   SparkSession and query start.
@@ -57,9 +65,10 @@ Figures
   group (Python + JVM) gets `kill -9` after its first committed micro-batch and
   is started again at once on its checkpointLocation. Time from the kill to
   the first output file written after it; the jobs run to the end and their
-  counts are checked (exactly once).
+  output is checked.
 - JobManager failover (Sluice only: the peer's driver is its single point of
-  failure): bench/failover_bench.py's measurement, session timeout 6 s.
+  failure): bench/failover_bench.py's measurement, session timeout 6 s, its
+  output checked too.
 
 Output: a dated section in --out with ratios Sluice / peer, and a PNG plot
 (--plot) of events read per second over time: the throughput runs, and the
@@ -72,7 +81,6 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -87,14 +95,26 @@ import paced_latency
 import page_views_bench as pvb
 import structured_streaming_bench as ssb
 from bench_common import (
+    COMMITTED,
+    SOURCE_BATCH,
+    SOURCE_SNAPSHOT,
     append_results,
     begin_run,
     finish_workdir,
     fmt,
-    median,
     run_main,
 )
 from generate_page_views import generate
+from output_check import check_sluice_output
+from stats import (
+    LOAD_FACTOR,
+    apply_load_rule,
+    default_load_threshold,
+    estimate,
+    fmt_estimate,
+    fmt_load,
+    load_rule_text,
+)
 
 from sluice.client import SluiceError
 from sluice.storage import list_files
@@ -141,12 +161,6 @@ BIN = 0.25  # seconds per bin of the throughput timelines
 PACED_RATE = 4.0  # files per second into the watched directory (fixed-rate latency)
 PACED_EVENTS_PER_FILE = 25_000  # so 100,000 events/s: well below both systems' capacity
 log = pvb.log
-
-_LOG_TIME = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
-_TAG = r"\[job (\w+) attempt (\d+) task (\S+)#(\d+)\]"
-SOURCE_BATCH = re.compile(_LOG_TIME + r" .*?" + _TAG + r" source batch: offset (\d+) -> (\d+) in ([\d.]+)s")
-SOURCE_SNAPSHOT = re.compile(_LOG_TIME + r" .*?" + _TAG + r" checkpoint (\d+): source snapshot at offset (\d+)")
-COMMITTED = re.compile(_LOG_TIME + r" .*?" + _TAG + r" committed \S+ \(checkpoint (\d+)\)")
 
 
 # -- statistics --------------------------------------------------------------------------------------
@@ -292,7 +306,6 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
         data, expected = inputs[which]
         out = os.path.join(work, f"sluice-out-{label}")
         r = pvb.throughput_run(c, data, out, interval, sum(expected.values()), expected, cfg.timeout)
-        shutil.rmtree(out, ignore_errors=True)
         r["label"] = label
         r["to_running"] = next((t for t, s in r["transitions"] if s == "RUNNING"), None)
         jl = SluiceJobLog(taskmanager_logs(c), r["job_id"], data)
@@ -301,14 +314,12 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
             r["latency"], missing = jl.latencies()
             if missing:
                 notes.append(f"Sluice {label}: {missing:,} events without a commit line in the logs")
-        if not r["counts_ok"]:
-            notes.append(f"Sluice {label} (job {r['job_id']}): committed counts differ from the expected ones")
         if r["restarts"]:
             notes.append(f"Sluice {label} (job {r['job_id']}) restarted {r['restarts']} times")
         log(
             f"Sluice {label} checkpoints {r['mode']:>3}: {r['throughput']:,.0f} events/s "
-            f"({r['submit_to_end']:.2f}s), submit→RUNNING {fmt(r['to_running'])}s, "
-            f"counts {'correct' if r['counts_ok'] else 'WRONG'}"
+            f"({r['submit_to_end']:.2f}s), submit→RUNNING {fmt(r['to_running'])}s, load {fmt_load(r)}, "
+            f"output {r['output_check'].describe()}"
         )
         return r
 
@@ -342,18 +353,18 @@ def sluice_phase(cfg, work: str, inputs: dict, clusters: list, notes: list[str])
             notes.append(f"Sluice {label} failed: {exc}")
             log(f"Sluice {label} failed: {exc}")
             continue
-        r["counts_ok"] = pvb.read_final_counts(out) == rec_expected
+        r["label"] = label
+        r["output_check"] = check_sluice_output(out, rec_expected)
+        r["counts_ok"] = r["output_check"].ok
         r["spans"] = SluiceJobLog(taskmanager_logs(c), r["job_id"], rec_data).spans()
-        shutil.rmtree(out, ignore_errors=True)
-        if r["final_state"] != "FINISHED" or not r["counts_ok"]:
-            notes.append(
-                f"Sluice {label} (job {r['job_id']}): ended {r['final_state']}, counts "
-                f"{'correct' if r['counts_ok'] else 'WRONG'}"
-            )
+        if r["counts_ok"]:  # an output that broke the check stays, for a look at it
+            shutil.rmtree(out, ignore_errors=True)
+        if r["final_state"] != "FINISHED":
+            notes.append(f"Sluice {label} (job {r['job_id']}): ended {r['final_state']}")
         log(
             f"Sluice {label}: after the kill: RUNNING again {fmt(r['running'])}s, first output written "
-            f"{fmt(r['first_written_file'])}s; ended {r['final_state']}, counts "
-            f"{'correct' if r['counts_ok'] else 'WRONG'}"
+            f"{fmt(r['first_written_file'])}s; ended {r['final_state']}, load {fmt_load(r)}, output "
+            f"{r['output_check'].describe()}"
         )
         res["recovery"].append(r)
     leftovers = c.stop()
@@ -375,7 +386,7 @@ def describe_paced(who: str, r: dict) -> str:
     return (
         f"{who} at a fixed rate: {r['counted']} of {r['files']} files counted, latency p50 "
         f"{fmt(weighted_pct([(x, 1) for x in lat], 50))}s p99 {fmt(weighted_pct([(x, 1) for x in lat], 99))}s, "
-        f"counts {'correct' if r['counts_ok'] else 'WRONG'}"
+        f"output {r['output_check'].describe()}"
     )
 
 
@@ -396,10 +407,10 @@ def sluice_paced(c, cfg, work: str, paced: tuple, interval: int, notes: list[str
     except (pvb.BenchError, SluiceError) as exc:
         notes.append(f"Sluice fixed-rate run ({interval} ms checkpoints) failed: {exc}")
         return None
-    if not r["counts_ok"] or r["missing"]:
+    if r["missing"]:
         notes.append(
             f"Sluice fixed-rate run ({interval} ms checkpoints, job {r['job_id']}): {r['missing']} files "
-            f"never seen counted; counts {'correct' if r['counts_ok'] else 'WRONG'}"
+            "never seen counted"
         )
     log(describe_paced(f"Sluice, checkpoints {interval} ms,", r))
     return r
@@ -452,14 +463,17 @@ def peer_phase(
                 cfg.timeout,
             )
             log(describe_paced("Structured Streaming", paced_run))
-            if not paced_run["counts_ok"] or paced_run["missing"]:
-                notes.append(
-                    f"Structured Streaming fixed-rate run: {paced_run['missing']} files never seen counted; "
-                    f"counts {'correct' if paced_run['counts_ok'] else 'WRONG'}"
-                )
+            if paced_run["missing"]:
+                notes.append(f"Structured Streaming fixed-rate run: {paced_run['missing']} files never seen counted")
         except ssb.BenchError as exc:
             notes.append(f"Structured Streaming fixed-rate run failed: {exc}")
-    return {"warmup": runs[0], "runs": runs[cfg.warmups :], "recovery": recovery, "paced": paced_run}
+    return {
+        "warmup": runs[0],
+        "warmups": runs[: cfg.warmups],
+        "runs": runs[cfg.warmups :],
+        "recovery": recovery,
+        "paced": paced_run,
+    }
 
 
 def peer_spans(detail: list[tuple[float, int, float]]) -> list[tuple[float, float, int]]:
@@ -467,36 +481,85 @@ def peer_spans(detail: list[tuple[float, int, float]]) -> list[tuple[float, floa
 
 
 # -- figures -------------------------------------------------------------------------------------------
-def summarize(sl: dict, peer: dict, failover: list[dict]) -> dict:
+def load_groups(sl: dict, peer: dict, failover: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The runs the load rule applies to, by what their medians are of."""
+    return [
+        ("Sluice throughput, checkpoints on", [r for r in sl["runs"] if r["mode"] == "on"]),
+        ("Sluice throughput, checkpoints off", [r for r in sl["runs"] if r["mode"] == "off"]),
+        ("Structured Streaming throughput", peer["runs"]),
+        (f"Sluice checkpoints {SHORT_INTERVAL} ms", sl["short"]),
+        ("Sluice checkpoint overhead", sl["overhead"]),
+        ("Sluice recovery", sl["recovery"]),
+        ("Structured Streaming recovery", peer["recovery"]),
+        ("JobManager failover", failover),
+    ]
+
+
+def output_failures(sl: dict, peer: dict, failover: list[dict]) -> list[str]:
+    """Every run, warm-ups included, whose committed output broke exactly-once: which, and how."""
+    runs = [("Sluice", r.get("label", ""), r) for r in sl["warmup"] + sl["runs"] + sl["short"] + sl["overhead"]]
+    runs += [("Sluice", r.get("label", "recovery"), r) for r in sl["recovery"]]
+    runs += [("Sluice", f"fixed rate, checkpoints {i} ms", r) for i, r in sl["paced"].items() if r]
+    runs += [("Structured Streaming", r["label"], r) for r in peer.get("warmups", []) + peer["runs"]]
+    runs += [("Structured Streaming", f"recovery {r['run']}", r) for r in peer["recovery"]]
+    runs += [("Structured Streaming", "fixed rate", peer["paced"])] if peer.get("paced") else []
+    runs += [("Sluice", f"JobManager failover {i}", r) for i, r in enumerate(failover, 1)]
+    return [
+        f"{who} {label}{' (job ' + r['job_id'] + ')' if r.get('job_id') else ''}: {r['output_check'].describe()}"
+        for who, label, r in runs
+        if r.get("output_check") is not None and not r["output_check"].ok
+    ]
+
+
+def kept(runs: list[dict]) -> list[dict]:
+    """The runs the load rule kept."""
+    return [r for r in runs if not r.get("excluded")]
+
+
+def summarize(sl: dict, peer: dict, failover: list[dict], max_load: float | None = None) -> dict:
+    """The headline figures: medians with their 95 % intervals (`<name>_est`, bench/stats.py) over the
+    runs the load rule kept, and the latency percentiles over those runs' batches."""
+    for _name, runs in load_groups(sl, peer, failover):
+        apply_load_rule(runs, max_load)
     on = [r for r in sl["runs"] if r["mode"] == "on"]
     off = [r for r in sl["runs"] if r["mode"] == "off"]
-    s_lat = [p for r in on for p in r.get("latency", [])]
-    short_lat = [p for r in sl["short"] for p in r.get("latency", [])]
-    p_lat = [(ms / 1000, rows) for r in peer["runs"] for _s, rows, ms in r["detail"]]
-    f = {
-        "s_tput": median(r["throughput"] for r in on),
-        "s_tput_off": median(r["throughput"] for r in off),
-        "p_tput": median(r["throughput"] for r in peer["runs"]),
+    s_lat = [p for r in kept(on) for p in r.get("latency", [])]
+    short_lat = [p for r in kept(sl["short"]) for p in r.get("latency", [])]
+    p_lat = [(ms / 1000, rows) for r in kept(peer["runs"]) for _s, rows, ms in r["detail"]]
+    est = {
+        "s_tput": estimate(on, "throughput"),
+        "s_tput_off": estimate(off, "throughput"),
+        "p_tput": estimate(peer["runs"], "throughput"),
+        "short_tput": estimate(sl["short"], "throughput"),
+        "s_rec": estimate(sl["recovery"], "first_written_file"),
+        "s_rec_running": estimate(sl["recovery"], "running"),
+        "p_rec": estimate(peer["recovery"], "first_output"),
+        "p_rec_ready": estimate(peer["recovery"], "ready"),
+        "s_job_start": estimate(sl["runs"], "to_running"),
+        "p_query_start": estimate(peer["runs"], "query_start"),
+        "failover": estimate(failover, "running"),
+        "failover_ckpt": estimate(failover, "ckpt"),
+    }
+    if sl["overhead"]:
+        est["o_on"] = estimate([r for r in sl["overhead"] if r["mode"] == "on"], "throughput")
+        est["o_off"] = estimate([r for r in sl["overhead"] if r["mode"] == "off"], "throughput")
+    else:
+        est["o_on"], est["o_off"] = est["s_tput"], est["s_tput_off"]
+    f: dict = {k: e.median for k, e in est.items()} | {f"{k}_est": e for k, e in est.items()}
+    f |= {
         "s_p50": weighted_pct(s_lat, 50),
         "s_p99": weighted_pct(s_lat, 99),
-        "short_tput": median(r["throughput"] for r in sl["short"]),
         "short_p50": weighted_pct(short_lat, 50),
         "short_p99": weighted_pct(short_lat, 99),
         "p_p50": weighted_pct(p_lat, 50),
         "p_p99": weighted_pct(p_lat, 99),
-        "s_rec": median(r["first_written_file"] for r in sl["recovery"] if r["first_written_file"] is not None),
-        "s_rec_running": median(r["running"] for r in sl["recovery"] if r["running"] is not None),
-        "p_rec": median(r["first_output"] for r in peer["recovery"] if r["first_output"] is not None),
-        "p_rec_ready": median(r["ready"] for r in peer["recovery"]),
         "s_startup": sl["startup"],
-        "s_job_start": median(r["to_running"] for r in sl["runs"]),
         "p_startup": peer["warmup"]["process"] + peer["warmup"]["session"] if peer.get("warmup") else None,
-        "p_query_start": median(r["query_start"] for r in peer["runs"]),
-        "s_counts": all(r["counts_ok"] for r in sl["runs"] + sl["recovery"]),
-        "p_counts": all(r["counts_ok"] for r in peer["runs"] + peer["recovery"]),
-        "failover": median(r["running"] for r in failover if "running" in r),
-        "failover_ckpt": median(r["ckpt"] for r in failover if "ckpt" in r),
+        "output_failures": output_failures(sl, peer, failover),
+        "max_load": max_load,
     }
+    f["s_counts"] = not any(x.startswith("Sluice") for x in f["output_failures"])
+    f["p_counts"] = not any(x.startswith("Structured") for x in f["output_failures"])
     for key, r in (
         ("pc_s", sl["paced"].get(INTERVAL)),
         ("pc_short", sl["paced"].get(SHORT_INTERVAL)),
@@ -504,11 +567,6 @@ def summarize(sl: dict, peer: dict, failover: list[dict]) -> dict:
     ):
         lat = [(x, 1) for x in r["latencies"]] if r else []
         f[f"{key}_p50"], f[f"{key}_p99"] = weighted_pct(lat, 50), weighted_pct(lat, 99)
-    if sl["overhead"]:
-        f["o_on"] = median(r["throughput"] for r in sl["overhead"] if r["mode"] == "on")
-        f["o_off"] = median(r["throughput"] for r in sl["overhead"] if r["mode"] == "off")
-    else:
-        f["o_on"], f["o_off"] = f["s_tput"], f["s_tput_off"]
     f["overhead"] = None if not (f["o_on"] and f["o_off"]) else f["o_off"] / f["o_on"] - 1
     f["job_overhead"] = None if not (f["s_tput"] and f["s_tput_off"]) else f["s_tput_off"] / f["s_tput"] - 1
     return f
@@ -536,8 +594,10 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     fig, axes = plt.subplots(3 if paced else 2, 1, figsize=(11, 12 if paced else 8))
     top, bottom = axes[0], axes[1]
     on = [r for r in sl["runs"] if r["mode"] == "on"]
-    s_run = min(on, key=lambda r: abs(r["throughput"] - f["s_tput"])) if on else None
-    p_run = min(peer["runs"], key=lambda r: abs(r["throughput"] - f["p_tput"])) if peer["runs"] else None
+    s_run = min(kept(on), key=lambda r: abs(r["throughput"] - f["s_tput"])) if f["s_tput"] is not None else None
+    p_run = (
+        min(kept(peer["runs"]), key=lambda r: abs(r["throughput"] - f["p_tput"])) if f["p_tput"] is not None else None
+    )
     if s_run and s_run["spans"]:
         tl = timeline(s_run["spans"], min(s[0] for s in s_run["spans"]))
         top.step([t for t, _ in tl], [v / 1e6 for _, v in tl], where="post", label=f"Sluice ({s_run['label']})")
@@ -609,6 +669,13 @@ def plot(path: str, sl: dict, peer: dict, f: dict) -> None:
     plt.close(fig)
 
 
+def run_cell(run: dict | None, key: str, spec: str = ".2f") -> str:
+    """A run's figure in a run table; a run the load rule left out is marked."""
+    if not run:
+        return "—"
+    return fmt(run.get(key), spec) + (" *excluded*" if run.get("excluded") else "")
+
+
 def report(
     cfg,
     facts: dict,
@@ -626,10 +693,25 @@ def report(
         else "the throughput runs (jobs of about a second: too short to resolve a few per cent; "
         f"the full size measures it on {SIZES['full']['overhead_events']:,}-event jobs)"
     )
+
+    def E(key: str, spec: str = ".2f") -> str:
+        """A headline cell: the median and its 95 % interval."""
+        return fmt_estimate(f[f"{key}_est"], spec)
+
+    failures = f["output_failures"]
     L = [
         f"## {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} — Sluice vs. Spark Structured Streaming "
         f"({cfg.size}, one invocation)",
         "",
+        *(
+            [
+                f"**OUTPUT CHECK FAILED in {len(failures)} run(s): committed output not exactly once** — "
+                f"{failures[0]}" + (" (all of them under Notes)" if len(failures) > 1 else ""),
+                "",
+            ]
+            if failures
+            else []
+        ),
         f"Command: `{command}` at commit {facts['commit']}",
         "",
         f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
@@ -639,20 +721,22 @@ def report(
         f"in {cfg.recovery_files} files (recovery; seed 11); 10,000 urls, Zipf s = 1. Sluice: 2 TaskManagers x 2 "
         f"slots, parallelism {PARALLELISM}, checkpoints every {INTERVAL} ms. Structured Streaming: local[2], "
         f"maxFilesPerTrigger {cfg.mfpt} (recovery {cfg.recovery_mfpt}), update mode, one warm SparkSession. "
-        f"Medians of {cfg.runs} runs after {cfg.warmups} warm-up jobs/queries each; ratio = Sluice / peer for "
-        "rates, peer / Sluice for times "
-        "(above 1 = Sluice better).",
+        f"Medians of {cfg.runs} runs after {cfg.warmups} warm-up jobs/queries each, with their 95 % "
+        "confidence interval in brackets (percentile bootstrap, bench/README.md); ratio = Sluice / peer "
+        "of the medians for rates, peer / Sluice for times (above 1 = Sluice better).",
+        "",
+        load_rule_text(f["max_load"], load_groups(sl, peer, failover)),
         "",
         "| figure | Sluice | Structured Streaming | ratio |",
         "|---|---|---|---|",
-        f"| throughput, events/s | {fmt(f['s_tput'], ',.0f')} | {fmt(f['p_tput'], ',.0f')} | "
+        f"| throughput, events/s | {E('s_tput', ',.0f')} | {E('p_tput', ',.0f')} | "
         f"**{ratio(f['s_tput'], f['p_tput'])}** |",
         f"| end-to-end latency p50, s (read → count committed) | {fmt(f['s_p50'])} | {fmt(f['p_p50'])} | "
         f"{ratio(f['s_p50'], f['p_p50'], invert=True)} |",
         f"| end-to-end latency p99, s | {fmt(f['s_p99'])} | {fmt(f['p_p99'])} | "
         f"{ratio(f['s_p99'], f['p_p99'], invert=True)} |",
         f"| with checkpoints every {SHORT_INTERVAL} ms: throughput, events/s; latency p50 / p99, s | "
-        f"{fmt(f['short_tput'], ',.0f')}; {fmt(f['short_p50'])} / {fmt(f['short_p99'])} | (as above) | "
+        f"{E('short_tput', ',.0f')}; {fmt(f['short_p50'])} / {fmt(f['short_p99'])} | (as above) | "
         f"{ratio(f['short_tput'], f['p_tput'])}; {ratio(f['short_p50'], f['p_p50'], invert=True)} / "
         f"{ratio(f['short_p99'], f['p_p99'], invert=True)} |",
         *(
@@ -671,19 +755,20 @@ def report(
             else []
         ),
         f"| checkpoint overhead (throughput off / on − 1), {o_input} | "
-        f"{fmt(f['overhead'] and 100 * f['overhead'], '+.1f')} % ({fmt(f['o_on'], ',.0f')} events/s on, "
-        f"{fmt(f['o_off'], ',.0f')} off) | n/a: always checkpoints | |",
-        f"| recovery: kill -9 → first output written after it, s | {fmt(f['s_rec'])} (TaskManager) | "
-        f"{fmt(f['p_rec'])} (driver, restarted at once) | **{ratio(f['s_rec'], f['p_rec'], invert=True)}** |",
-        f"| recovery: kill -9 → processing again, s | {fmt(f['s_rec_running'])} (job RUNNING) | "
-        f"{fmt(f['p_rec_ready'])} (query started) | {ratio(f['s_rec_running'], f['p_rec_ready'], invert=True)} |",
-        f"| JobManager failover: kill -9 of the leader → job RUNNING, s | {fmt(f['failover'])} (first checkpoint "
-        f"{fmt(f['failover_ckpt'])}) | — (no standby driver) | |",
+        f"{fmt(f['overhead'] and 100 * f['overhead'], '+.1f')} % ({E('o_on', ',.0f')} events/s on, "
+        f"{E('o_off', ',.0f')} off) | n/a: always checkpoints | |",
+        f"| recovery: kill -9 → first output written after it, s | {E('s_rec')} (TaskManager) | "
+        f"{E('p_rec')} (driver, restarted at once) | **{ratio(f['s_rec'], f['p_rec'], invert=True)}** |",
+        f"| recovery: kill -9 → processing again, s | {E('s_rec_running')} (job RUNNING) | "
+        f"{E('p_rec_ready')} (query started) | {ratio(f['s_rec_running'], f['p_rec_ready'], invert=True)} |",
+        f"| JobManager failover: kill -9 of the leader → job RUNNING, s | {E('failover')} (first checkpoint "
+        f"{E('failover_ckpt')}) | — (no standby driver) | |",
         f"| startup (not in throughput), s | cluster {fmt(f['s_startup'], '.1f')}; job submit → RUNNING "
-        f"{fmt(f['s_job_start'])} | process + SparkSession {fmt(f['p_startup'], '.1f')}; query start "
-        f"{fmt(f['p_query_start'])} | |",
-        f"| committed counts exact (every run, recovery included) | {'yes' if f['s_counts'] else 'NO'} | "
-        f"{'yes' if f['p_counts'] else 'NO'} | |",
+        f"{E('s_job_start')} | process + SparkSession {fmt(f['p_startup'], '.1f')}; query start "
+        f"{E('p_query_start')} | |",
+        "| committed output exactly once (every run, warm-ups, recovery and failover included: no line twice, "
+        f"counts increasing, final counts exact) | {'yes' if f['s_counts'] else '**NO**'} | "
+        f"{'yes' if f['p_counts'] else '**NO**'} | |",
         "",
     ]
     if plot_link:
@@ -693,49 +778,52 @@ def report(
             "",
         ]
     L += [
-        "Runs (events/s; Sluice by submit → FINISHED, the peer by query start → all input processed):",
+        "Runs (events/s; Sluice by submit → FINISHED, the peer by query start → all input processed; load = "
+        "the machine's 1-minute load average at the run's start → end):",
         "",
-        "| run | Sluice, checkpoints 1 s | Sluice, checkpoints off | Structured Streaming | peer micro-batches |",
-        "|---|---|---|---|---|",
+        "| run | Sluice, checkpoints 1 s | load | Sluice, checkpoints off | load | Structured Streaming | load | "
+        "peer micro-batches |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for i in range(cfg.runs):
         on = next((r for r in sl["runs"] if r["label"] == f"run {i + 1}" and r["mode"] == "on"), None)
         off = next((r for r in sl["runs"] if r["label"] == f"run {i + 1}" and r["mode"] == "off"), None)
         p = peer["runs"][i] if i < len(peer["runs"]) else None
         L.append(
-            f"| {i + 1} | {fmt(on and on['throughput'], ',.0f')} | {fmt(off and off['throughput'], ',.0f')} | "
-            f"{fmt(p and p['throughput'], ',.0f')} | {p['batches'] if p else '—'} |"
+            f"| {i + 1} | {run_cell(on, 'throughput', ',.0f')} | {fmt_load(on) if on else '—'} | "
+            f"{run_cell(off, 'throughput', ',.0f')} | {fmt_load(off) if off else '—'} | "
+            f"{run_cell(p, 'throughput', ',.0f')} | {fmt_load(p) if p else '—'} | {p['batches'] if p else '—'} |"
         )
     L += ["", f"Off / on − 1 over these runs: {fmt(f['job_overhead'] and 100 * f['job_overhead'], '+.1f')} %."]
     if sl["overhead"]:
         L += [
             "",
-            f"Checkpoint overhead runs ({o_input}), events/s: "
-            + "; ".join(f"{r['mode']} {fmt(r['throughput'], ',.0f')}" for r in sl["overhead"])
+            f"Checkpoint overhead runs ({o_input}), events/s (load): "
+            + "; ".join(f"{r['mode']} {run_cell(r, 'throughput', ',.0f')} ({fmt_load(r)})" for r in sl["overhead"])
             + ".",
         ]
     if sl["short"]:
         L += [
             "",
-            f"Sluice with checkpoints every {SHORT_INTERVAL} ms (after the runs above), events/s: "
-            + ", ".join(fmt(r["throughput"], ",.0f") for r in sl["short"])
+            f"Sluice with checkpoints every {SHORT_INTERVAL} ms (after the runs above), events/s (load): "
+            + ", ".join(f"{run_cell(r, 'throughput', ',.0f')} ({fmt_load(r)})" for r in sl["short"])
             + ".",
         ]
     L += [
         "",
         "Recovery runs (seconds from the kill):",
         "",
-        "| run | Sluice detected | Sluice RUNNING again | Sluice first output | peer query started | "
-        "peer first output | peer first commit |",
-        "|---|---|---|---|---|---|---|",
+        "| run | Sluice detected | Sluice RUNNING again | Sluice first output | Sluice load | peer query started | "
+        "peer first output | peer first commit | peer load |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for i in range(max(len(sl["recovery"]), len(peer["recovery"]))):
         s = sl["recovery"][i] if i < len(sl["recovery"]) else {}
         p = peer["recovery"][i] if i < len(peer["recovery"]) else {}
         L.append(
-            f"| {i + 1} | {fmt(s.get('detected'))} | {fmt(s.get('running'))} | "
-            f"{fmt(s.get('first_written_file'))} | {fmt(p.get('ready'))} | {fmt(p.get('first_output'))} | "
-            f"{fmt(p.get('first_commit'))} |"
+            f"| {i + 1} | {fmt(s.get('detected'))} | {run_cell(s, 'running')} | "
+            f"{run_cell(s, 'first_written_file')} | {fmt_load(s) if s else '—'} | {run_cell(p, 'ready')} | "
+            f"{run_cell(p, 'first_output')} | {fmt(p.get('first_commit'))} | {fmt_load(p) if p else '—'} |"
         )
     if failover:
         L += [
@@ -743,7 +831,9 @@ def report(
             "JobManager failover runs (s from kill -9 of the leader; 2 JobManagers, ZooKeeper session "
             f"timeout {cfg.session_timeout:g} s): "
             + "; ".join(
-                f"new leader {fmt(r.get('leader'))}, RUNNING {fmt(r.get('running'))}, checkpoint {fmt(r.get('ckpt'))}"
+                f"new leader {fmt(r.get('leader'))}, RUNNING {run_cell(r, 'running')}, checkpoint "
+                f"{fmt(r.get('ckpt'))}, output {'exactly once' if r['output_check'].ok else '**NOT exactly once**'}, "
+                f"load {fmt_load(r)}"
                 for r in failover
             ),
         ]
@@ -756,8 +846,8 @@ def report(
             f"{paced_latency.MONITOR_MS} ms — and a marker event per file tells when its counts are committed): "
             + "; ".join(
                 f"{who}: {r['counted']} files counted, min {fmt(min(r['latencies'], default=None))} s, "
-                f"max {fmt(max(r['latencies'], default=None))} s, counts "
-                f"{'exact' if r['counts_ok'] else 'WRONG'}"
+                f"max {fmt(max(r['latencies'], default=None))} s, output "
+                f"{'exactly once' if r['output_check'].ok else '**NOT exactly once**'}"
                 for who, r, _color in paced
             )
             + ".",
@@ -774,17 +864,25 @@ def report(
         f"maxFilesPerTrigger {cfg.recovery_mfpt} on small files so that its query is still running at the kill; "
         "that also keeps its first micro-batch after the restart small, which favours it in the recovery figure.",
     ]
+    unjudged = "not judged (no valid runs)"
     goals = [
-        f"throughput ratio ≥ 1.0: {'met' if f['s_tput'] and f['p_tput'] and f['s_tput'] >= f['p_tput'] else 'missed'}",
+        "throughput ratio ≥ 1.0: "
+        + (
+            unjudged
+            if f["s_tput"] is None or f["p_tput"] is None
+            else ("met" if f["s_tput"] >= f["p_tput"] else "missed")
+        ),
         (
             "checkpoint overhead ≤ 5 %: not judged (jobs too short; see a full run)"
             if not sl["overhead"]
             else "checkpoint overhead ≤ 5 %: "
-            + ("met" if f["overhead"] is not None and f["overhead"] <= 0.05 else "missed")
+            + (unjudged if f["overhead"] is None else ("met" if f["overhead"] <= 0.05 else "missed"))
         ),
-        f"recovery < 3 s: {'met' if f['s_rec'] is not None and f['s_rec'] < 3 else 'missed'}",
+        "recovery < 3 s: " + (unjudged if f["s_rec"] is None else ("met" if f["s_rec"] < 3 else "missed")),
+        "committed output exactly once in every run: " + ("met" if not failures else "**MISSED**"),
     ]
     L += ["", "Goals: " + "; ".join(goals) + "."]
+    notes = [f"**OUTPUT CHECK FAILED**: {x}" for x in failures] + notes
     if notes:
         L += ["", "Notes:", ""] + [f"- {n}" for n in notes]
     return "\n".join(L) + "\n"
@@ -804,6 +902,14 @@ def main() -> int:
         f"{PACED_EVENTS_PER_FILE:,} events; full 60, quick 0 = skipped)",
     )
     ap.add_argument("--session-timeout", type=float, default=6.0, help="ZooKeeper session timeout for failover")
+    ap.add_argument(
+        "--max-load",
+        type=float,
+        default=0.0,
+        help="runs whose 1-minute load average at start or end exceeds this are left out of the medians "
+        f"(default 0: every run counts, the load is only recorded; cores x {LOAD_FACTOR:g} = "
+        f"{default_load_threshold():g} here); see bench/README.md",
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to")
     ap.add_argument("--plot", default=None, help="PNG to write (default bench/compare-<size>.png)")
     ap.add_argument("--workdir", default=None, help="data, clusters, logs (default: a temp dir, removed)")
@@ -867,10 +973,10 @@ def main() -> int:
             try:
                 r = failover_bench.one_run(d, cfg.session_timeout)
                 failover.append(r)
-                log(f"JobManager failover {i + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in r.items()))
+                log(f"JobManager failover {i + 1}: {failover_bench.describe(r)}")
             except Exception as exc:  # noqa: BLE001 — reported, the other figures stand
                 notes.append(f"JobManager failover run {i + 1} failed: {type(exc).__name__}: {exc}")
-        f = summarize(sl, peer, failover)
+        f = summarize(sl, peer, failover, args.max_load or None)
         plot(plot_path, sl, peer, f)
         log(f"wrote {plot_path}")
         notes.append(f"whole invocation {time.monotonic() - t_start:.0f} s")
@@ -879,6 +985,9 @@ def main() -> int:
         print("\n" + section, flush=True)
         append_results(args.out, section)
         log(f"appended to {args.out}")
+        for failure in f["output_failures"]:
+            log(f"OUTPUT CHECK FAILED: {failure}")
+        failed = bool(f["output_failures"])
     except BaseException as exc:
         failed = True
         log(f"aborting: {type(exc).__name__}: {exc}")
@@ -891,7 +1000,7 @@ def main() -> int:
             except BaseException as exc:  # noqa: BLE001 — keep stopping the others
                 log(f"warning: stopping {c.dir}: {exc}")
         finish_workdir(work, temp and not failed and not args.keep_workdir, log)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

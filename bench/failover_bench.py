@@ -10,6 +10,13 @@ we measure from the kill:
   leader   a new leader published in ZooKeeper (polled every 10 ms)
   running  the job RUNNING again under the new leader, every task RUNNING
   ckpt     the first checkpoint completed after the restored one
+Then the job is canceled and its committed output checked (bench/output_check.py):
+no (key, count) line twice, each key's counts increasing, and each key's last
+count equal to the generator's at the checkpoint that committed it (the
+source offsets of that checkpoint, from the TaskManager logs, give the ids
+each source subtask emitted; `expected_counts` counts their keys as
+endless_counts.py does). A violation fails the run. Each run records the
+1-minute load average at its start and end.
 Medians over the runs, appended to RESULTS.md. Goal: job running again
 within the ZooKeeper session timeout + 2 s.
 """
@@ -17,29 +24,44 @@ within the ZooKeeper session timeout + 2 s.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 
+import numpy as np
 import psutil
 from kazoo.exceptions import NoNodeError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+from bench_common import SOURCE_SNAPSHOT, fmt, median
+from output_check import (
+    OutputCheck,
+    Violation,
+    check_final,
+    check_sluice_output,
+    part_checkpoint,
+    part_subtask,
+)
+from stats import fmt_load, load1
+
 from sluice.client import JobManagerClient
 from sluice.states import ExecutionState, JobStatus, from_proto
 from sluice.zk.auth import cluster_client
 from sluice.zk.paths import ZkPaths
 
 JOB = os.path.join(REPO, "tests", "integration", "jobs", "endless_counts.py")
+PARALLELISM = 2  # the job's, as submitted below
+KEYS = 50  # endless_counts.py's key: CAST(id % 50 AS STRING)
+TIMES = ("leader", "running", "ckpt")
 
 
 def sluice(*args: str) -> str:
@@ -56,8 +78,72 @@ def sluice(*args: str) -> str:
     return proc.stdout
 
 
+def expected_counts(offsets: dict[int, int]) -> dict[str, int]:
+    """endless_counts.py's count per key once source subtask s emitted offsets[s] ids: subtask s of
+    PARALLELISM emits ids s, s + PARALLELISM, s + 2 * PARALLELISM, ... (a generator source's offset is
+    the number of ids it emitted), and the key of id i is i % KEYS."""
+    counts = np.zeros(KEYS, dtype=np.int64)
+    for s, n in offsets.items():
+        counts += np.bincount((s + PARALLELISM * np.arange(n)) % KEYS, minlength=KEYS)
+    return {str(k): int(c) for k, c in enumerate(counts) if c}
+
+
+def source_offsets(log_paths: list[str], job_id: str) -> tuple[dict[int, dict[int, int]], str | None]:
+    """Per checkpoint id, each source subtask's offset in it, from the TaskManager logs' snapshot lines;
+    and a conflict (two offsets for one checkpoint and subtask), if any."""
+    offsets: dict[int, dict[int, int]] = {}
+    for path in log_paths:
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = SOURCE_SNAPSHOT.match(line)
+                if not m or m.group(2) != job_id:
+                    continue
+                cid, sub, offset = int(m.group(6)), int(m.group(5)), int(m.group(7))
+                known = offsets.setdefault(cid, {}).setdefault(sub, offset)
+                if known != offset:
+                    return offsets, f"checkpoint {cid}: source subtask {sub} snapshot at {known} and at {offset}"
+    return offsets, None
+
+
+def check_output(out: str, log_paths: list[str], job_id: str) -> OutputCheck:
+    """bench/output_check.py's rules over the job's committed output. A key's expected last count is
+    the generator's at the latest checkpoint committed by the sink subtask that holds the key: every
+    batch a source subtask emits updates all the keys of its parity (batches of 500 ids step
+    PARALLELISM, KEYS = 50), so a key whose count that checkpoint did not carry lost an update. Keys
+    never committed are expected as of the latest committed checkpoint."""
+    result = check_sluice_output(out, None)
+    if not result.ok:
+        return result
+    offsets, conflict = source_offsets(log_paths, job_id)
+    latest: dict[int | None, int] = {}  # sink subtask -> its latest committed checkpoint
+    for path in result.paths:
+        cid = part_checkpoint(path)
+        if cid is not None:
+            latest[part_subtask(path)] = max(cid, latest.get(part_subtask(path), cid))
+    if conflict or not latest:
+        detail = conflict or "no committed output, though a checkpoint completed before the kill"
+        result.violation = Violation("source snapshots" if conflict else "no output", out, None, None, detail)
+        return result
+    at: dict[int, dict[str, int]] = {}
+    for cid in sorted(set(latest.values())):
+        if len(offsets.get(cid, {})) != PARALLELISM:
+            result.violation = Violation(
+                "source snapshots", out, None, None, f"checkpoint {cid}: no snapshot line of every source subtask"
+            )
+            return result
+        at[cid] = expected_counts(offsets[cid])
+    expected = dict(at[max(at)])
+    for key, (_count, path, _line) in result.final.items():
+        sub = part_subtask(path)
+        expected[key] = at[latest[sub]].get(key, 0) if sub in latest else 0
+    result.checked_final = True
+    result.violation = check_final(result.final, {k: v for k, v in expected.items() if v})
+    return result
+
+
 def one_run(workdir: str, session_timeout: float) -> dict:
     cluster_dir = os.path.join(workdir, "cluster")
+    load_start = load1()
     sluice(
         "cluster",
         "start",
@@ -135,12 +221,28 @@ def one_run(workdir: str, session_timeout: float) -> dict:
         zk.close()
         client.cancel(job_id)
         client.close()
-        return result
+        load_end = load1()
     finally:
         sluice("cluster", "stop", "--dir", cluster_dir)
+    # checked once the cluster is stopped: the output and the logs no longer change
+    logs = sorted(glob.glob(os.path.join(cluster_dir, "log", "taskmanager-*.log")))
+    return {
+        **result,
+        "output_check": check_output(os.path.join(workdir, "out"), logs, job_id),
+        "load_start": load_start,
+        "load_end": load_end,
+    }
 
 
-def main() -> None:
+def describe(r: dict) -> str:
+    """One run in a line: its times from the kill, its output check and its load."""
+    return (
+        ", ".join(f"{k} {r[k]:.2f}s" for k in TIMES if k in r)
+        + f"; output {r['output_check'].describe()}; load {fmt_load(r)}"
+    )
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--zk-session-timeout", type=float, default=6.0)
@@ -153,32 +255,41 @@ def main() -> None:
             r = one_run(workdir, args.zk_session_timeout)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        print(f"run {i + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in r.items()), flush=True)
+        print(f"run {i + 1}: {describe(r)}", flush=True)
         runs.append(r)
-    med = {k: statistics.median(r[k] for r in runs if k in r) for k in ("leader", "running", "ckpt")}
+    med = {k: median(r.get(k) for r in runs) for k in TIMES}
     lines = [
         f"\n## JobManager failover after kill -9 of the leader — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n",
         f"Machine: {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM, "
         f"Python {platform.python_version()}. Command: `python bench/failover_bench.py --runs {args.runs} "
         f"--zk-session-timeout {args.zk_session_timeout}`. 2 JobManagers, 2 TaskManagers x 2 slots, "
-        "unbounded keyed count at parallelism 2, checkpoints every 500 ms.\n",
-        "| run | new leader in ZooKeeper (s) | job RUNNING again (s) | first checkpoint after restore (s) |",
-        "|---|---|---|---|",
+        "unbounded keyed count at parallelism 2, checkpoints every 500 ms. Output exactly once: the committed "
+        "lines after the cancel, no (key, count) line twice, counts increasing, each key's last count the "
+        "generator's at the checkpoint that committed it (bench/output_check.py).\n",
+        "| run | new leader in ZooKeeper (s) | job RUNNING again (s) | first checkpoint after restore (s) | "
+        "output exactly once | load, 1 min, start→end |",
+        "|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(runs, 1):
         lines.append(
-            f"| {i} | " + " | ".join(f"{r[k]:.2f}" if k in r else "–" for k in ("leader", "running", "ckpt")) + " |"
+            f"| {i} | "
+            + " | ".join(f"{r[k]:.2f}" if k in r else "–" for k in TIMES)
+            + f" | {'yes' if r['output_check'].ok else '**NO**'} | {fmt_load(r)} |"
         )
-    lines.append("| **median** | " + " | ".join(f"**{med[k]:.2f}**" for k in ("leader", "running", "ckpt")) + " |")
+    lines.append("| **median** | " + " | ".join(f"**{fmt(med[k])}**" for k in TIMES) + " | | |")
     goal = args.zk_session_timeout + 2
     lines.append(
         f"\nGoal: job RUNNING again within session timeout + 2 s = {goal:.1f} s: "
-        f"{'met' if med['running'] <= goal else 'missed'} (median {med['running']:.2f} s).\n"
+        f"{'met' if med['running'] is not None and med['running'] <= goal else 'missed'} "
+        f"(median {fmt(med['running'])} s).\n"
     )
+    bad = [(i, r["output_check"]) for i, r in enumerate(runs, 1) if not r["output_check"].ok]
+    lines += [f"**OUTPUT CHECK FAILED**, run {i}: {check.describe()}\n" for i, check in bad]
     text = "\n".join(lines)
     print(text)
     with open(args.out, "a") as f:
         f.write(text + "\n")
+    return 1 if bad else 0
 
 
 def read_leader_info(zk, path) -> bytes | None:
@@ -190,4 +301,4 @@ def read_leader_info(zk, path) -> bytes | None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -17,7 +17,8 @@ arrival(i). Both systems watch the directory themselves: Sluice's
 always watches). The first WARM_FRACTION of the files are left out of the
 percentiles (the peer runs in a fresh JVM, warmed by one bounded query first). When the last marker is seen,
 the job is cancelled (Sluice) or the query stopped (the peer), and the
-committed counts are checked against the generator's.
+committed output is checked (bench/output_check.py: no line twice, counts
+increasing, final counts equal to the generator's).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import time
 import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
 import structured_streaming_bench as ssb
 from generate_page_views import generate
+from output_check import check_peer_output, check_sluice_output
 
 MARKER = "/marker/"
 WARM_FRACTION = 0.2  # of the files, left out of the percentiles
@@ -164,10 +166,10 @@ def run_sluice(
         watcher.stop_event.set()
         cluster.cancel(job_id)
     watcher.join()
-    counts_ok = done and pvb.read_final_counts(out) == expected
+    check = check_sluice_output(out, expected)
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(watched, ignore_errors=True)
-    return figures(feeder, watcher, counts_ok, job_id=job_id, restarts=status["restarts"])
+    return figures(feeder, watcher, done and check.ok, job_id=job_id, restarts=status["restarts"], output_check=check)
 
 
 def run_peer(
@@ -202,7 +204,7 @@ def run_peer(
         child.finish(timeout)
     finally:
         child.kill()
-    counts_ok = done and ssb.read_final_counts(out) == expected
+    check = check_peer_output(out, expected)
     for d in (
         out,
         watched,
@@ -211,4 +213,4 @@ def run_peer(
         os.path.join(work, "peer-paced-warm-ckpt"),
     ):
         shutil.rmtree(d, ignore_errors=True)
-    return figures(feeder, watcher, counts_ok)
+    return figures(feeder, watcher, done and check.ok, output_check=check)

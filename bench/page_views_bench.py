@@ -17,7 +17,9 @@ generate() (Zipf urls, 10,000 urls).
    uncounted runs. Per run: events / (JobManager's submitted -> ended time),
    the client's wall time (CLI launch -> FINISHED seen) and RUNNING ->
    FINISHED (RUNNING as first seen polling every 0.1 s, the end from the
-   JobManager). The committed counts are checked against generate()'s.
+   JobManager). The committed output is checked against generate()'s counts
+   (bench/output_check.py: no line twice, counts increasing, final counts
+   exact); the load average at each run's start and end is recorded.
    Overhead = median_off / median_on - 1 (throughput; goal <= 5 %).
 2. Checkpoint durations: every COMPLETED checkpoint of the "on" runs
    (duration_ms, size_bytes as in `sluice status JOB --json`): p50, p99, median size.
@@ -29,7 +31,9 @@ generate() (Zipf urls, 10,000 urls).
    RUNNING, (b) the first committed output file written after the kill
    (visible name not there before, mtime after the kill), plus the first
    completed checkpoint after the restored one and the first new visible
-   file of any age. Then `sluice cancel` and the cluster is stopped. With
+   file of any age. Then `sluice cancel` and the cluster is stopped; the
+   committed output is checked for lines twice and counts not increasing
+   (a canceled job has no final counts to compare). With
    --spare warm, a short job at parallelism 3 runs on every TaskManager
    first, so the spare's Spark is warm; cold measures a spare that never ran
    a job; both (default) interleaves the two.
@@ -47,8 +51,6 @@ error, Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import argparse
-import csv
-import glob
 import json
 import os
 import shutil
@@ -83,6 +85,8 @@ from bench_common import (
     size,
 )
 from generate_page_views import generate
+from output_check import check_sluice_output
+from stats import fmt_load, load1
 
 from sluice.cli.main import _job_dict
 from sluice.client import JobManagerClient, SluiceError
@@ -308,35 +312,22 @@ def follow(cluster: Cluster, job_id: str, timeout: float, t_launch: float) -> di
         time.sleep(POLL)
 
 
-def read_final_counts(output_dir: str) -> dict[str, int]:
-    final: dict[str, int] = {}
-    for path in glob.glob(os.path.join(output_dir, "*")):
-        name = os.path.basename(path)
-        if name.startswith((".", "_")) or os.path.isdir(path):
-            continue
-        with open(path, newline="") as f:
-            for row in csv.reader(f):
-                url, count = row[0], int(row[1])
-                if count > final.get(url, 0):
-                    final[url] = count
-    return final
-
-
 def throughput_run(
     cluster: Cluster, data: str, out: str, interval: int, events: int, expected: dict, timeout: float
 ) -> dict:
-    t_launch = time.time()
+    load_start, t_launch = load1(), time.time()
     job_id = cluster.submit("--input", data, "--output", out, "--checkpoint-interval", str(interval))
     r = follow(cluster, job_id, timeout, t_launch)
+    load_end = load1()
     if r["state"] != "FINISHED":
         raise BenchError(f"job {job_id} ended {r['state']}: {r['status']['failure'] or r['status']['message']}")
     submit_to_end = (r["ended_ms"] - r["submitted_ms"]) / 1000
     running_seen = next((t for t, s in r["transitions"] if s == "RUNNING"), None)
     running_to_end = (r["ended_ms"] / 1000 - running_seen) if running_seen is not None else None
-    final = read_final_counts(out)
-    counts_ok = final == expected
+    check = check_sluice_output(out, expected)
     completed = [c for c in r["checkpoints"].values() if c["status"] == "COMPLETED"]
-    shutil.rmtree(out, ignore_errors=True)
+    if check.ok:  # an output that broke the check stays, for a look at it
+        shutil.rmtree(out, ignore_errors=True)
     return {
         "mode": "on" if interval > 0 else "off",
         "job_id": job_id,
@@ -344,7 +335,10 @@ def throughput_run(
         "wall": r["t_end_seen"] - t_launch,
         "running_to_end": running_to_end,
         "throughput": events / submit_to_end,
-        "counts_ok": counts_ok,
+        "counts_ok": check.ok,
+        "output_check": check,
+        "load_start": load_start,
+        "load_end": load_end,
         "restarts": r["status"]["restarts"],
         "checkpoints": completed,
         "checkpoints_all": list(r["checkpoints"].values()),
@@ -422,7 +416,7 @@ def recovery_run(
 ) -> dict:
     """Kill the TaskManager of subtask 0 once output was committed; measure the recovery. Then the
     job is canceled, or with run_to_end followed until it ends (its output left in `out`)."""
-    t_launch = time.monotonic()
+    load_start, t_launch = load1(), time.monotonic()
     job_id = cluster.submit("--input", data, "--output", out, "--checkpoint-interval", str(interval))
     t_first_checkpoint = None
     watch = DirWatch(out)
@@ -538,6 +532,7 @@ def recovery_run(
         while time.monotonic() - t0 < 60 and cluster.status(job_id)["state"] not in TERMINAL:
             time.sleep(0.2)
     result["final_state"] = cluster.status(job_id)["state"]
+    result["load_start"], result["load_end"] = load_start, load1()
     for child in children:  # the killed TaskManager's Spark JVM follows it; make sure
         try:
             child.wait(30)
@@ -579,15 +574,21 @@ def report(
         L.append("")
         L.append(
             "| run | checkpoints | events/s | submit→FINISHED s | wall s | RUNNING→FINISHED s | "
-            "completed checkpoints | counts correct |"
+            "completed checkpoints | output exactly once | load, 1 min, start→end |"
         )
-        L.append("|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|")
         for i, r in enumerate(tput, 1):
             L.append(
                 f"| {i} | {'1000 ms' if r['mode'] == 'on' else 'off'} | {r['throughput']:,.0f} | "
                 f"{r['submit_to_end']:.2f} | {r['wall']:.2f} | {fmt(r['running_to_end'])} | "
-                f"{len(r['checkpoints']) if r['mode'] == 'on' else '—'} | {'yes' if r['counts_ok'] else 'NO'} |"
+                f"{len(r['checkpoints']) if r['mode'] == 'on' else '—'} | {'yes' if r['counts_ok'] else '**NO**'} | "
+                f"{fmt_load(r)} |"
             )
+        L.append("")
+        L.append(
+            "Output exactly once: every committed line read in commit order, no (url, count) line twice, each "
+            "url's counts increasing, final counts equal to the generator's (bench/output_check.py)."
+        )
         L.append("")
         on = [r for r in tput if r["mode"] == "on"]
         off = [r for r in tput if r["mode"] == "off"]
@@ -658,21 +659,24 @@ def report(
             "the restored one completed; (b) = first committed (visible) output file written after the kill "
             "(not there before it, mtime after it); any new file = first visible file not there before the "
             "kill, whenever written (may be a commit of the last checkpoint before the kill, finishing late on "
-            "a surviving TaskManager, or a pending part committed on restore)."
+            "a surviving TaskManager, or a pending part committed on restore). Output: the committed lines "
+            "when the job was canceled, no (url, count) line twice and each url's counts increasing "
+            "(bench/output_check.py; a canceled job has no final counts to compare)."
         )
         L.append("")
         L.append(
             "| run | spare | 1st checkpoint s | detected s | (a) RUNNING again s | checkpoint s | "
             "(b) first file written after the kill s | any new file s | restored / last before kill | "
-            "states after the kill |"
+            "states after the kill | output exactly once | load, 1 min, start→end |"
         )
-        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for i, r in enumerate(recovery, 1):
             states = " → ".join(f"{s}@{t}" for t, s in r["states"])
             L.append(
                 f"| {i} | {r['spare']} | {fmt(r['first_checkpoint'], '.1f')} | {fmt(r['detected'])} | "
                 f"{fmt(r['running'])} | {fmt(r['checkpoint_after'])} | {fmt(r['first_written_file'])} | "
-                f"{fmt(r['first_file'])} | {r['restored']} / {r['checkpoint_before']} | {states} |"
+                f"{fmt(r['first_file'])} | {r['restored']} / {r['checkpoint_before']} | {states} | "
+                f"{'yes' if r['output_check'].ok else '**NO**'} | {fmt_load(r)} |"
             )
         spares = [sp for sp in ("cold", "warm") if any(r["spare"] == sp for r in recovery)]
         for sp in spares:
@@ -682,7 +686,7 @@ def report(
                 f"{fmt(median(r['detected'] for r in rs))} | **{fmt(median(r['running'] for r in rs))}** | "
                 f"{fmt(median(r['checkpoint_after'] for r in rs))} | "
                 f"**{fmt(median(r['first_written_file'] for r in rs))}** | "
-                f"{fmt(median(r['first_file'] for r in rs))} | | |"
+                f"{fmt(median(r['first_file'] for r in rs))} | | | | |"
             )
         L.append("")
         for sp in spares:
@@ -784,8 +788,9 @@ def main() -> int:
                         f"{len(r['checkpoints'])} checkpoints, counts {'correct' if r['counts_ok'] else 'WRONG'}"
                     )
                     if not r["counts_ok"]:
+                        failed = True
                         notes.append(
-                            f"job {r['job_id']} ({r['mode']}): committed counts differ from the independent computation"
+                            f"job {r['job_id']} ({r['mode']}): OUTPUT CHECK FAILED: {r['output_check'].describe()}"
                         )
                     if r["restarts"]:
                         notes.append(f"job {r['job_id']} ({r['mode']}) restarted {r['restarts']} times")
@@ -833,12 +838,18 @@ def main() -> int:
                             notes.append(f"{label}: `cluster stop` left processes behind (killed): {leftovers}")
                     if r:
                         recovery.append(r)
+                        # canceled once recovery is measured: no final counts to expect, rules (a) and (b) only
+                        r["output_check"] = check_sluice_output(out, None)
+                        if not r["output_check"].ok:
+                            failed = True
+                            notes.append(f"{label}: OUTPUT CHECK FAILED: {r['output_check'].describe()}")
                         log(
                             f"{label}: first checkpoint {fmt(r['first_checkpoint'], '.1f')}s after submission; "
                             f"after the kill: detected {fmt(r['detected'])}s, RUNNING again {fmt(r['running'])}s, "
                             f"checkpoint {fmt(r['checkpoint_after'])}s, first file written after the kill "
                             f"{fmt(r['first_written_file'])}s ({r['first_written_file_name']}), any new file "
-                            f"{fmt(r['first_file'])}s ({r['first_file_name']}); states {r['states']}"
+                            f"{fmt(r['first_file'])}s ({r['first_file_name']}); states {r['states']}; output "
+                            f"{r['output_check'].describe()}"
                         )
                         if r["end_state"]:
                             notes.append(

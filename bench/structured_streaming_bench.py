@@ -21,10 +21,11 @@ memory 2g):
 
 Each batch's file is written to a temporary name and renamed to its batch id,
 so that a batch replayed after a crash overwrites its own file (idempotent
-sink; exactly-once together with the checkpoint's offset/commit logs). Final
-counts = per url, the value in the file of the highest batch id that has it;
-they are checked against generate()'s (or, with --input, counted from the
-files in Python).
+sink; exactly-once together with the checkpoint's offset/commit logs). Every
+run's output is checked (bench/output_check.py): the batch files in batch id
+order hold no (url, count) line twice, each url's counts increase, and the
+last count of each url equals generate()'s (or, with --input, the one counted
+from the files in Python).
 
 1. Throughput: one uncounted warm-up run, then --runs runs. --session per-run
    (default): each run is a fresh child process (fresh JVM): startup =
@@ -74,6 +75,7 @@ from bench_common import (
     pct,
     run_main,
 )
+from stats import fmt_load, load1
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -194,7 +196,7 @@ def child_main(spec_path: str) -> int:
         emit("starting", query=i)
         query = writer.start()
         t_started = time.monotonic()
-        emit("started", query=i, seconds=t_started - t_def)
+        emit("started", query=i, seconds=t_started - t_def, load=os.getloadavg()[0])
         stream = ProgressStream(query, i) if q.get("stream_progress") else None
         if stream is not None:
             stream.start()
@@ -207,7 +209,13 @@ def child_main(spec_path: str) -> int:
             stream.join()
         progress = _progress(query)
         query.stop()
-        emit("done", query=i, processing=t_done - t_started, progress=[_brief(p) for p in progress])
+        emit(
+            "done",
+            query=i,
+            processing=t_done - t_started,
+            progress=[_brief(p) for p in progress],
+            load=os.getloadavg()[0],
+        )
     spark.stop()
     emit("exit")
     return 0
@@ -366,16 +374,12 @@ def prepare_input(work: str, name: str, given: str | None, events: int, files: i
     return data, expected, events
 
 
-def read_final_counts(out: str) -> dict[str, int]:
-    """Per url, the count in the file of the highest batch id that has the url (update mode)."""
-    final: dict[str, int] = {}
-    for path in sorted(glob.glob(os.path.join(out, "batch-*.csv"))):
-        with open(path) as f:
-            for line in f:
-                if line.strip():
-                    url, count = line.rstrip("\n").rsplit(",", 1)
-                    final[url] = int(count)
-    return final
+def check_output(out: str, expected: dict):
+    """bench/output_check.py's rules over this query's batch files. Imported here, in the parent:
+    the child's process start (reported as startup) stays what it was."""
+    from output_check import check_peer_output
+
+    return check_peer_output(out, expected)
 
 
 def query_spec(data: str, ckpt: str, out: str, mfpt: int, trigger_ms: int | None) -> dict:
@@ -428,7 +432,7 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
         started = child.wait_for("started", args.timeout, query=qi)
         done = child.wait_for("done", args.timeout, query=qi)
         st = batch_stats(done["progress"])
-        final = read_final_counts(spec["out"])
+        check = check_output(spec["out"], expected)
         r = {
             "label": label,
             "query_start": started["seconds"],
@@ -438,7 +442,10 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
             "batches": st["batches"],
             "latencies": st["latencies"],
             "detail": st["detail"],
-            "counts_ok": final == expected,
+            "counts_ok": check.ok,
+            "output_check": check,
+            "load_start": started.get("load"),  # the machine's, taken by the child when the query started
+            "load_end": done.get("load"),
         }
         if with_session:
             imported, session = child.find("imported"), child.find("session")
@@ -453,15 +460,15 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
         if st["rows"] != events:
             notes.append(f"{label}: progress reports {st['rows']:,} input rows, expected {events:,}")
         if not r["counts_ok"]:
-            diff = sum(1 for u in set(final) | set(expected) if final.get(u) != expected.get(u))
-            notes.append(f"{label}: final counts differ from generate()'s for {diff} urls")
+            notes.append(f"{label}: OUTPUT CHECK FAILED: {check.describe()}")
         log(
             f"{label}: startup {fmt(r['startup'])}s (session {fmt(r['session'])}s, query start "
             f"{r['query_start']:.2f}s), processing {r['processing']:.2f}s = {r['throughput']:,.0f} events/s, "
             f"{r['batches']} batches, p50 {fmt(pct(r['latencies'], 50), '.0f')} ms, "
-            f"counts {'correct' if r['counts_ok'] else 'WRONG'}"
+            f"output {check.describe()}"
         )
-        shutil.rmtree(spec["out"], ignore_errors=True)
+        if check.ok:  # an output that broke the check stays, for a look at it
+            shutil.rmtree(spec["out"], ignore_errors=True)
         shutil.rmtree(spec["checkpoint"], ignore_errors=True)
         return r
 
@@ -520,6 +527,7 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
             }
         ]
     }
+    load_start = load1()
     first = Child(spec, work, f"recovery-{n}-first")
     second = None
     try:
@@ -551,6 +559,7 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
             )
         r = {
             "run": n,
+            "load_start": load_start,
             "commits_before": len(before_commits),
             "last_commit_before": max(map(int, before_commits)),
             "before_kill": t_kill - first.t_spawn,
@@ -594,7 +603,7 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
         done = second.wait_for("done", args.timeout)
         second.finish(120)
         st = batch_stats(done["progress"])
-        final = read_final_counts(out)
+        check = check_output(out, expected)
         r.update(
             {
                 "spawn": second.t_spawn - t_kill,
@@ -612,19 +621,20 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
                 "batches_after": st["batches"],
                 "after": st["detail"],
                 "total_runtime": r["before_kill"] + (done["t"] - second.t_spawn),
-                "counts_ok": final == expected,
+                "counts_ok": check.ok,
+                "output_check": check,
+                "load_end": done.get("load"),
             }
         )
         if not r["counts_ok"]:
-            diff = sum(1 for u in set(final) | set(expected) if final.get(u) != expected.get(u))
-            notes.append(f"recovery {n}: final counts after the restart differ from the expected ones for {diff} urls")
+            notes.append(f"recovery {n}: OUTPUT CHECK FAILED after the restart: {check.describe()}")
         if r["before_kill"] + done["processing"] < 15:
             notes.append(f"recovery {n}: the query ran < 15 s in all (make --recovery-events larger)")
         log(
             f"recovery {n}: after the kill: process {r['spawn'] + r['process']:.2f}s, SparkSession "
             f"+{r['session']:.2f}s, query started {r['ready']:.2f}s, first output {fmt(r['first_output'])}s "
             f"({first_output}), first commit {fmt(r['first_commit'])}s (batch {r['first_commit_id']}); "
-            f"rest of the input {r['rest']:.1f}s, counts {'correct' if r['counts_ok'] else 'WRONG'}"
+            f"rest of the input {r['rest']:.1f}s, output {check.describe()}"
         )
         return r, notes
     finally:
@@ -692,15 +702,15 @@ def report(
         L.append("")
         L.append(
             "| run | process s | SparkSession s | query start s | startup s | processing s | events/s | "
-            "total s | batches | p50 batch ms | p99 batch ms | counts correct |"
+            "total s | batches | p50 batch ms | p99 batch ms | output exactly once | load, 1 min, start→end |"
         )
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in runs:
             L.append(
                 f"| {r['label']} | {fmt(r['process'])} | {fmt(r['session'])} | {r['query_start']:.2f} | "
                 f"{fmt(r['startup'])} | {r['processing']:.2f} | {r['throughput']:,.0f} | {r['total']:.2f} | "
                 f"{r['batches']} | {fmt(pct(r['latencies'], 50), '.0f')} | {fmt(pct(r['latencies'], 99), '.0f')} "
-                f"| {'yes' if r['counts_ok'] else 'NO'} |"
+                f"| {'yes' if r['counts_ok'] else '**NO**'} | {fmt_load(r)} |"
             )
         lat = [x for r in runs for x in r["latencies"]]
         L.append(
@@ -709,10 +719,14 @@ def report(
             f"**{fmt(median(r['startup'] for r in runs))}** | {fmt(median(r['processing'] for r in runs))} | "
             f"**{fmt(median(r['throughput'] for r in runs), ',.0f')}** | {fmt(median(r['total'] for r in runs))} | "
             f"{fmt(median(r['batches'] for r in runs), '.0f')} | **{fmt(pct(lat, 50), '.0f')}** | "
-            f"**{fmt(pct(lat, 99), '.0f')}** | {sum(r['counts_ok'] for r in runs)}/{len(runs)} |"
+            f"**{fmt(pct(lat, 99), '.0f')}** | {sum(r['counts_ok'] for r in runs)}/{len(runs)} | |"
         )
         L.append("")
-        L.append(f"Median row: p50/p99 batch latency over all {len(lat)} batches of the counted runs.")
+        L.append(
+            f"Median row: p50/p99 batch latency over all {len(lat)} batches of the counted runs. Output exactly "
+            "once: every batch file read in batch id order, no (url, count) line twice, each url's counts "
+            "increasing, final counts equal to the generator's (bench/output_check.py)."
+        )
         L.append("")
     if recovery:
         src = (
@@ -733,21 +747,22 @@ def report(
             "query started = `start()` returned; first output = first batch file written after the kill (new "
             "or a replayed batch's rewritten, polled every 20 ms); first commit = first new file in "
             "`commits/`; first batch = query started → first commit. Before kill = first child's start → "
-            "kill. Counts checked after the restarted query processed everything."
+            "kill. The output is checked (bench/output_check.py) after the restarted query processed everything."
         )
         L.append("")
         L.append(
             "| run | before kill s | commits before | process up s | SparkSession (duration) s | "
             "query started s | first output s | first commit s (batch) | first batch s | rest of input s | "
-            "counts correct |"
+            "output exactly once | load, 1 min, start→end |"
         )
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in recovery:
             L.append(
                 f"| {r['run']} | {r['before_kill']:.1f} | {r['commits_before']} | "
                 f"{r['spawn'] + r['process']:.2f} | {r['session']:.2f} | {r['ready']:.2f} | "
                 f"{fmt(r['first_output'])} | {fmt(r['first_commit'])} ({r['first_commit_id']}) | "
-                f"{fmt(r['first_batch'])} | {r['rest']:.1f} | {'yes' if r['counts_ok'] else 'NO'} |"
+                f"{fmt(r['first_batch'])} | {r['rest']:.1f} | {'yes' if r['counts_ok'] else '**NO**'} | "
+                f"{fmt_load(r)} |"
             )
         L.append(
             f"| **median** | {fmt(median(r['before_kill'] for r in recovery), '.1f')} | | "
@@ -756,7 +771,7 @@ def report(
             f"**{fmt(median(r['first_output'] for r in recovery))}** | "
             f"**{fmt(median(r['first_commit'] for r in recovery))}** | "
             f"{fmt(median(r['first_batch'] for r in recovery))} | {fmt(median(r['rest'] for r in recovery), '.1f')} "
-            f"| {sum(r['counts_ok'] for r in recovery)}/{len(recovery)} |"
+            f"| {sum(r['counts_ok'] for r in recovery)}/{len(recovery)} | |"
         )
         L.append("")
     if notes:
@@ -822,6 +837,7 @@ def main() -> int:
             data, expected, tput_events = prepare_input(work, "events", args.input, args.events, args.files, 7)
             tput, n = throughput(args, work, data, expected, tput_events)
             notes += n
+            failed = failed or not all(r["counts_ok"] for r in tput)
             if not args.input:
                 shutil.rmtree(data, ignore_errors=True)
         if not args.skip_recovery and args.recovery_runs > 0:
@@ -833,6 +849,7 @@ def main() -> int:
                     r, n = recovery_run(args, work, data, expected, rec_events, i)
                     recovery.append(r)
                     notes += n
+                    failed = failed or not r["counts_ok"]
                 except BenchError as exc:
                     failed = True
                     notes.append(f"recovery {i} failed: {exc}".split("\n")[0])

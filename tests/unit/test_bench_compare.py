@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -19,6 +20,8 @@ from taskmanager.task import SOURCE_BATCH_LOG, SOURCE_SNAPSHOT_LOG, task_tag
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import compare
+import output_check
+import stats
 from generate_page_views import generate
 
 JOB, OTHER = "a1b2c3d4e5f6a7b8", "ffffeeeeddddcccc"
@@ -101,3 +104,130 @@ def test_timeline_spreads_each_batch_over_its_duration_and_keeps_every_event():
     rates = dict(tl)
     assert rates[0.0] == pytest.approx(4000)  # only the long batch: 4000 events/s
     assert rates[0.5] == pytest.approx(4000 + 4000)  # plus 1000 events in 0.25 s
+
+
+# -- the report: medians with intervals, loads per run, the load rule, the output check ------------------
+def good_output():
+    return output_check.OutputCheck(lines=10, paths=["part-1"])
+
+
+def bad_output():
+    v = output_check.Violation("duplicate line", "/o/part-000000000003-00000-x.csv", 1, "/a", "/a,2 was already ...")
+    return output_check.OutputCheck(violation=v, paths=["part-1"])
+
+
+def fabricated(loads: list[float], peer_tput: list[float], sluice_bad: bool = False):
+    """Results shaped as sluice_phase, peer_phase and failover_bench.one_run return them."""
+
+    def sluice_run(i, mode, tput, load):
+        return {
+            "label": f"run {i + 1}",
+            "mode": mode,
+            "job_id": f"job{i}{mode}",
+            "throughput": tput,
+            "to_running": 0.3,
+            "latency": [(1.0 + i / 10, 1000)] if mode == "on" else [],
+            "load_start": load,
+            "load_end": load,
+            "output_check": bad_output() if sluice_bad and i == 0 and mode == "on" else good_output(),
+        }
+
+    runs = []
+    for i, load in enumerate(loads):
+        runs += [sluice_run(i, "on", 150_000.0 + 1000 * i, load), sluice_run(i, "off", 152_000.0 + 1000 * i, load)]
+    sl = {
+        "runs": runs,
+        "warmup": [],
+        "short": [],
+        "overhead": [],
+        "paced": {},
+        "startup": 12.0,
+        "recovery": [
+            {"label": "recovery 1", "job_id": "r1", "detected": 0.5, "running": 1.2, "first_written_file": 1.9}
+            | {"load_start": 1.0, "load_end": 1.1, "output_check": good_output()}
+        ],
+    }
+    peer_runs = [
+        {"label": f"run {i + 1}", "throughput": t, "detail": [(0.0, 1000, 500)], "query_start": 0.1, "batches": 4}
+        | {"load_start": 1.0, "load_end": 1.2, "output_check": good_output()}
+        for i, t in enumerate(peer_tput)
+    ]
+    peer = {
+        "warmup": {"process": 1.0, "session": 3.0},
+        "warmups": [],
+        "runs": peer_runs,
+        "recovery": [
+            {"run": 1, "ready": 4.0, "first_output": 6.0, "first_commit": 6.1, "load_start": 1.0, "load_end": 1.0}
+            | {"output_check": good_output()}
+        ],
+        "paced": None,
+    }
+    failover = [
+        {"leader": 6.5, "running": 7.0, "ckpt": 7.9, "load_start": 1, "load_end": 1, "output_check": good_output()}
+    ]
+    return sl, peer, failover
+
+
+CFG = SimpleNamespace(
+    size="quick",
+    runs=3,
+    warmups=4,
+    events=200_000,
+    files=16,
+    recovery_events=1_600_000,
+    recovery_files=160,
+    mfpt=4,
+    recovery_mfpt=4,
+    overhead_events=None,
+    overhead_files=None,
+    paced_files=0,
+    session_timeout=6.0,
+)
+FACTS = {"commit": "abc1234", "cores": 2, "cpu": "x", "ram": "1 GiB", "python": "3", "java": "17", "load": "1 1 1"}
+
+
+def test_the_report_gives_medians_with_intervals_and_each_runs_load():
+    sl, peer, failover = fabricated(loads=[1.0, 1.5, 2.0], peer_tput=[120_000.0, 125_000.0, 130_000.0])
+    f = compare.summarize(sl, peer, failover, max_load=4.0)
+    text = compare.report(CFG, FACTS, "python bench/compare.py", sl, peer, failover, f, None, [])
+    e = f["s_tput_est"]
+    assert (e.median, e.n, e.excluded) == (151_000.0, 3, 0) and e.low <= e.median <= e.high
+    assert f"| throughput, events/s | {stats.fmt_estimate(e)} | {stats.fmt_estimate(f['p_tput_est'])} |" in text
+    assert "151,000 [" in text and "125,000 [" in text
+    assert "| recovery: kill -9 → first output written after it, s | 1.90 (1 run, no interval) (TaskManager) |" in text
+    assert "| 1 | 150,000 | 1.00→1.00 | 152,000 | 1.00→1.00 | 120,000 | 1.00→1.20 | 4 |" in text
+    assert "exceeded 4 is left out of every median" in text and "no run exceeded it." in text
+    assert "| yes | yes | |" in text and "OUTPUT CHECK FAILED" not in text
+    assert "committed output exactly once in every run: met" in text
+
+
+def test_runs_above_the_load_threshold_are_marked_and_left_out():
+    sl, peer, failover = fabricated(loads=[1.0, 5.0, 2.0], peer_tput=[120_000.0, 125_000.0, 130_000.0])
+    f = compare.summarize(sl, peer, failover, max_load=4.0)
+    text = compare.report(CFG, FACTS, "cmd", sl, peer, failover, f, None, [])
+    assert (f["s_tput_est"].n, f["s_tput_est"].excluded) == (2, 1)
+    assert f["s_tput"] == 151_000.0  # the median of 150,000 and 152,000: run 2 (151,000) is left out
+    assert "| 2 | 151,000 *excluded* | 5.00→5.00 (excluded) |" in text
+    assert "Sluice throughput, checkpoints on 1 of 3; Sluice throughput, checkpoints off 1 of 3 left out" in text
+    assert f["s_p50"] != 1.1  # run 2's latency is left out too
+
+
+def test_all_runs_excluded_gives_no_valid_runs_and_no_verdict():
+    sl, peer, failover = fabricated(loads=[5.0, 5.0, 5.0], peer_tput=[120_000.0])
+    f = compare.summarize(sl, peer, failover, max_load=4.0)
+    text = compare.report(CFG, FACTS, "cmd", sl, peer, failover, f, None, [])
+    row = "| throughput, events/s | no valid runs (3 left out by the load rule) | 120,000 (1 run, no interval) |"
+    assert row in text
+    assert "throughput ratio ≥ 1.0: not judged (no valid runs)" in text
+
+
+def test_an_output_violation_fails_the_report_loudly():
+    sl, peer, failover = fabricated(loads=[1.0, 1.0, 1.0], peer_tput=[120_000.0], sluice_bad=True)
+    f = compare.summarize(sl, peer, failover, max_load=None)
+    text = compare.report(CFG, FACTS, "cmd", sl, peer, failover, f, None, ["a note"])
+    head = text.split("\n")[2]
+    assert head.startswith("**OUTPUT CHECK FAILED in 1 run(s): committed output not exactly once** — Sluice run 1")
+    assert "duplicate line (part-000000000003-00000-x.csv line 1, key '/a')" in head
+    assert "| **NO** | yes | |" in text and "committed output exactly once in every run: **MISSED**" in text
+    assert "- **OUTPUT CHECK FAILED**: Sluice run 1 (job job0on): VIOLATION: duplicate line" in text
+    assert "Load rule: off" in text
