@@ -30,7 +30,11 @@ FILE_COLUMN = schema_inference.FILE_COLUMN  # dead letter: the file a malformed 
 SAMPLES = 5  # malformed lines kept as a sample for `sluice status`
 SAMPLE_CHARS = 160  # of each, from its start
 PENDING_OBSERVATIONS = 16  # batches whose malformed-row count is not known yet (kept, then forgotten)
-FINAL_OBSERVATION_WAIT = 1.0  # seconds to wait for the last batch's count at the end of the input
+# seconds to wait, at the end of the input, for the counts of the batches already run: Spark
+# completes an observation from its listener bus, asynchronously after the action, which lags
+# by seconds on a loaded machine (1 s once lost half a job's count). Only batches still pending
+# wait, so a prompt bus costs nothing.
+FINAL_OBSERVATION_WAIT = 15.0
 
 
 class FileSource(Source):
@@ -154,6 +158,14 @@ class FileSource(Source):
         else:  # self.files: all my files; the offset is how many were read
             if self.offset >= len(self.files):
                 self._collect(FINAL_OBSERVATION_WAIT)
+                if self._pending:
+                    log.warning(
+                        "%d batch(es) still have no malformed-row count after %.0f s: "
+                        "records_malformed may be short",
+                        len(self._pending),
+                        FINAL_OBSERVATION_WAIT,
+                    )
+                    self._pending = []
                 return None
             paths = self.files[self.offset : self.offset + self.files_per_batch]
         self.offset += len(paths)
