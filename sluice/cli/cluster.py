@@ -66,6 +66,19 @@ def running_cluster(cluster_dir: str) -> ClusterFile | None:
     return info if any(_alive(p.pid) for p in info.processes) else None
 
 
+def crashed_cluster(cluster_dir: str) -> ClusterFile | None:
+    """The cluster.json of a cluster in DIR whose JobManagers, TaskManagers and supervisor are all
+    gone without `cluster stop` (killed, or the machine restarted); its ZooKeeper may still run.
+    None if there is none, or if any of those processes still runs."""
+    try:
+        info = read_cluster_json(cluster_dir)
+    except SluiceError:
+        return None
+    if any(_alive(p.pid) for p in info.processes if p.role != "zookeeper"):
+        return None
+    return info
+
+
 def start(
     cluster_dir: str,
     jobmanagers: int = 1,
@@ -86,15 +99,34 @@ def start(
         raise ClusterError("need --jobmanagers >= 1, --taskmanagers >= 0 and --slots >= 1")
     option_flags = _option_flags(options or {})
     cluster_dir = os.path.abspath(cluster_dir)
-    if running_cluster(cluster_dir):
+    crashed = crashed_cluster(cluster_dir)
+    if crashed is None and running_cluster(cluster_dir):
         raise ClusterError(
             f"a cluster is already running in {cluster_dir}; stop it with `sluice cluster stop --dir {cluster_dir}`"
         )
     log_dir, run_dir = os.path.join(cluster_dir, "log"), os.path.join(cluster_dir, "run")
     os.makedirs(log_dir, exist_ok=True)
     os.makedirs(run_dir, exist_ok=True)
-    cluster_id = cluster_id or f"cluster-{uuid.uuid4().hex[:8]}"
     procs: list[ProcessEntry] = []
+    kept_zookeeper: ProcessEntry | None = None
+    if crashed is not None:
+        # Resume (docs/deployment.md, "Restarting after a crash"): the same cluster id, so the
+        # new leader finds the jobs in ZooKeeper and restores them from their latest completed
+        # checkpoints; the same ZooKeeper if it still runs, else the embedded one started again
+        # on its data; the same CA, so clients that trust it keep working.
+        cluster_id = cluster_id or crashed.cluster_id
+        kept_zookeeper = next((z for z in crashed.of_role("zookeeper") if _alive(z.pid)), None)
+        if zookeeper is None and kept_zookeeper is not None:
+            zookeeper = crashed.zookeeper
+            procs.append(kept_zookeeper)
+        elif zookeeper is None and not crashed.of_role("zookeeper"):
+            zookeeper = crashed.zookeeper  # an outside ZooKeeper, as given when the cluster started
+        print(
+            f"resuming cluster {cluster_id} in {cluster_dir} after a crash: its jobs recover from their "
+            f"latest completed checkpoints (ZooKeeper {'still running' if kept_zookeeper else 'started again'})",
+            file=sys.stderr,
+        )
+    cluster_id = cluster_id or f"cluster-{uuid.uuid4().hex[:8]}"
     started: list[subprocess.Popen[bytes]] = []
     try:
         if zookeeper is None:
@@ -131,9 +163,10 @@ def start(
                 file=sys.stderr,
             )
         else:
-            from sluice.security.tls import create_cluster
+            from sluice.security.tls import CA_FILE, create_cluster, reissue_cluster
 
-            certs = create_cluster(tls_dir, jobmanagers, taskmanagers)
+            resume_ca = crashed is not None and os.path.exists(os.path.join(tls_dir, CA_FILE))
+            certs = (reissue_cluster if resume_ca else create_cluster)(tls_dir, jobmanagers, taskmanagers)
 
         def security(stem: str) -> list[str]:
             if certs is None:
@@ -219,8 +252,9 @@ def start(
     except BaseException:
         for p in started:
             _terminate([p.pid])
-        _terminate([z.pid for z in procs if z.role == "zookeeper"])
-        _remove(ClusterFile.path(cluster_dir))
+        if kept_zookeeper is None:  # a ZooKeeper this command started; a crashed cluster's own stays
+            _terminate([z.pid for z in procs if z.role == "zookeeper"])
+            _remove(ClusterFile.path(cluster_dir))
         raise
 
 

@@ -113,9 +113,27 @@ def server_credentials(files: TlsFiles, require_client_auth: bool = True) -> Any
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=require_client_auth)
 
 
-@functools.lru_cache(maxsize=8)
 def channel_credentials(files: TlsFiles) -> Any:
-    """grpc.ChannelCredentials: verify servers against the CA, present this certificate if any."""
+    """grpc.ChannelCredentials: verify servers against the CA, present this certificate if any.
+    Cached per file contents (path, size, mtime): certificates rewritten in place, e.g. by a
+    cluster restarted in the same directory, are read again."""
+    return _channel_credentials(files, _stamp(files))
+
+
+def _stamp(files: TlsFiles) -> tuple[tuple[int, int] | None, ...]:
+    out = []
+    for path in (files.ca, files.cert, files.key):
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            st = None
+        out.append(None if st is None else (st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _channel_credentials(files: TlsFiles, stamp: tuple[tuple[int, int] | None, ...]) -> Any:
+    del stamp  # part of the cache key only
     import grpc
 
     ca, cert, key = files.read()
@@ -268,6 +286,31 @@ def create_cluster(
     if jobmanagers < 0 or taskmanagers < 0:
         raise TlsError("the number of JobManagers and TaskManagers cannot be negative")
     ca = CertificateAuthority.create(directory, days=days)
+    return _issue_cluster(ca, directory, jobmanagers, taskmanagers, dns_names, days)
+
+
+def reissue_cluster(
+    directory: str,
+    jobmanagers: int = 1,
+    taskmanagers: int = 1,
+    dns_names: Sequence[str] = (),
+    days: int = DEFAULT_DAYS,
+) -> ClusterCertificates:
+    """Like `create_cluster`, but from the CA already in DIR (a cluster restarted after a crash):
+    clients that trust that CA keep working."""
+    return _issue_cluster(CertificateAuthority.load(directory), directory, jobmanagers, taskmanagers, dns_names, days)
+
+
+def _issue_cluster(
+    ca: CertificateAuthority,
+    directory: str,
+    jobmanagers: int,
+    taskmanagers: int,
+    dns_names: Sequence[str],
+    days: int,
+) -> ClusterCertificates:
+    if jobmanagers < 0 or taskmanagers < 0:
+        raise TlsError("the number of JobManagers and TaskManagers cannot be negative")
     parties: dict[str, TlsFiles] = {}
     for role, count in ((Role.JOBMANAGER, jobmanagers), (Role.TASKMANAGER, taskmanagers)):
         for i in range(count):

@@ -1,0 +1,112 @@
+"""A local cluster whose processes all died without `cluster stop` (kill -9, a machine restart) is
+resumed by `sluice cluster start` on the same directory: the same cluster id, the ZooKeeper that
+still runs (or the embedded one started again on its data), the same CA, so clients keep working;
+the new leader recovers the job from ZooKeeper and restores it from its latest completed
+checkpoint, and its committed output stays exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import psutil
+import pytest
+from harness import EXAMPLES, LocalCluster, read_counts, sluice
+from helpers import wait_until
+from test_recovery import assert_exactly_once, wait_for
+
+sys.path.insert(0, EXAMPLES)
+from generate_page_views import generate
+
+pytestmark = pytest.mark.integration
+
+
+def crash(cluster: LocalCluster, keep_zookeeper: bool) -> None:
+    """SIGKILL every process of the cluster (with its Spark JVMs), ZooKeeper too unless kept."""
+    procs = []
+    for p in cluster.info["processes"]:
+        if keep_zookeeper and p["role"] == "zookeeper":
+            continue
+        try:
+            proc = psutil.Process(p["pid"])
+            procs += [proc, *proc.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=15)
+
+
+def test_cluster_start_resumes_a_crashed_cluster_and_its_job(tmp_path):
+    staged, watched = tmp_path / "staged", tmp_path / "in"
+    expected = generate(str(staged), events=120_000, files=30, urls=2_000, seed=13)
+    watched.mkdir()
+    names = sorted(os.listdir(staged))
+
+    def arrive(batch):
+        for name in batch:
+            os.replace(staged / name, watched / name)
+
+    cluster = LocalCluster(tmp_path / "cluster", taskmanagers=2, slots=2)
+    try:
+        cluster.start()
+        first_id, ca = cluster.info["cluster_id"], open(cluster.info["tls"]["ca"], "rb").read()
+        arrive(names[:10])
+        job_id = cluster.run(
+            os.path.join(EXAMPLES, "page_views.py"),
+            "--input",
+            str(watched),
+            "--output",
+            str(tmp_path / "out"),
+            "--checkpoint-interval",
+            "300",
+            "--monitor-interval",
+            "100",
+            parallelism=2,
+        )
+        for round_, keep_zookeeper in enumerate((True, False)):
+            before = wait_for(
+                cluster,
+                job_id,
+                lambda s: s["state"] == "RUNNING" and s["last_completed_checkpoint"],
+                "a completed checkpoint",
+                timeout=180,
+            )["last_completed_checkpoint"]
+            crash(cluster, keep_zookeeper)
+            arrive(names[10 + 10 * round_ : 20 + 10 * round_])
+            started = sluice("cluster", "start", "--dir", cluster.dir, "--taskmanagers", "2", "--slots", "2")
+            assert "resuming cluster" in started.stderr, started.stderr
+            cluster.info = _cluster_json(cluster)  # the new processes, for the teardown too
+            assert cluster.info["cluster_id"] == first_id
+            assert open(cluster.info["tls"]["ca"], "rb").read() == ca  # clients that trust it keep working
+            status = wait_for(
+                cluster,
+                job_id,
+                lambda s: s["state"] == "RUNNING" and s.get("restored_checkpoint") is not None,
+                "the job recovered by the new leader",
+                timeout=180,
+            )
+            assert status["restored_checkpoint"] >= before, status
+        wait_until(
+            lambda: _final(tmp_path) == expected,
+            timeout=240,
+            message="the counts of every file to be committed",
+        )
+        assert cluster.client().cancel(job_id)
+        wait_for(cluster, job_id, lambda s: s["state"] == "CANCELED", "the cancel")
+        assert_exactly_once(tmp_path, expected)
+    finally:
+        cluster.stop()
+
+
+def _cluster_json(cluster: LocalCluster) -> dict:
+    with open(os.path.join(cluster.dir, "cluster.json")) as f:
+        return json.load(f)
+
+
+def _final(tmp_path) -> dict:
+    return read_counts(str(tmp_path / "out"))[0]
