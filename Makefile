@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick validate clean
+.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover validate clean
 
 install: system-deps $(STAMP)
 
@@ -57,15 +57,28 @@ validate: $(STAMP)
 demo: install
 	$(BIN)/python examples/demo.py
 
-# Benchmarks: Sluice and Spark Structured Streaming on the same data in one
-# invocation; each appends a dated section to bench/RESULTS.md and writes
-# bench/compare-<size>.png. bench-quick takes ~2.5 minutes, bench ~11 with the profile.
+# Benchmarks (bench/README.md): Sluice and Spark Structured Streaming on the same
+# data, alternating run by run; each script appends one generated section to
+# bench/RESULTS.md. bench-quick (~3 minutes) is the throughput suite's small
+# matched pair; bench (~45 minutes) is the reference run: throughput (sweeps,
+# sizes, headline), paired recovery, checkpoint overhead, latency at fixed rates.
+# Every script runs even if one before it failed; the target fails if any did.
+BENCH_SUITES = throughput_suite recovery_suite checkpoint_overhead latency_suite
+
 bench-quick: install
-	$(BIN)/python bench/compare.py --size quick
+	$(BIN)/python bench/throughput_suite.py --quick
 
 bench: install
-	$(BIN)/python bench/compare.py --size full
+	@failed=""; for s in $(BENCH_SUITES); do \
+	  echo "== bench/$$s.py"; $(BIN)/python bench/$$s.py || failed="$$failed $$s"; \
+	done; if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
+
+# The TaskManager hot path under py-spy, and JobManager failover alone.
+bench-profile: install
 	$(BIN)/python bench/profile_hot_path.py
+
+bench-failover: install
+	$(BIN)/python bench/failover_bench.py
 
 clean:
 	rm -rf .sluice build *.egg-info .pytest_cache

@@ -104,11 +104,9 @@ def size(n) -> str:
 
 RESULTS_HEADER = """# Sluice benchmark results
 
-Each benchmark run appends one section below, headed `## <date> — <benchmark>`,
-newest last. `bench/page_views_bench.py` writes the page_views sections
-(checkpoint overhead, checkpoint durations, recovery after kill -9); other
-benchmarks (e.g. a comparison with Spark Structured Streaming) append their
-own sections the same way.
+Generated output only: each benchmark run appends one section, headed
+`## <date> — <benchmark>`, newest last, with its command, commit and machine.
+`make bench` writes the reference sections; bench/README.md says how to read them.
 
 """
 

@@ -126,8 +126,9 @@ def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.C
 class Cluster:
     """A local cluster started and stopped through the CLI; `stop` makes sure nothing survives."""
 
-    def __init__(self, directory: str, taskmanagers: int, slots: int):
+    def __init__(self, directory: str, taskmanagers: int, slots: int, extra_args: tuple[str, ...] = ()):
         self.dir, self.taskmanagers, self.slots = directory, taskmanagers, slots
+        self.extra_args = tuple(extra_args)  # more `cluster start` flags, e.g. ("-D", "spark.master=local[2]")
         self.info: dict = {}
         self.pids: set[int] = set()
         self.descendants: dict[int, psutil.Process] = {}
@@ -146,6 +147,7 @@ class Cluster:
                 str(self.taskmanagers),
                 "--slots",
                 str(self.slots),
+                *self.extra_args,
                 timeout=400,
             )
         finally:

@@ -51,7 +51,9 @@ class Usage:
 def excluded(usage: Usage | None, limit: float | None = FOREIGN_CORES_LIMIT) -> bool:
     """The load rule: True when foreign processes used more than `limit` cores on average
     (never with `limit` None or 0, or without a measurement)."""
-    return bool(limit) and usage is not None and usage.foreign_cores() > limit  # type: ignore[operator]
+    if not limit or usage is None:
+        return False
+    return usage.foreign_cores() > limit
 
 
 def fmt_rss(n_bytes: float | None) -> str:
@@ -69,17 +71,20 @@ def label(proc: psutil.Process) -> str:
         name = proc.name()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return "?"
-    if "zookeeper" in cmd.lower():
-        return "zookeeper"
-    for role in ("jobmanager", "taskmanager", "supervisor"):
-        if role in cmd:
-            return role
-    if name == "java" or cmd.startswith("java") or "/bin/java" in cmd:
+    if name == "java" or "/bin/java" in cmd:
+        if "org.apache.zookeeper" in cmd:
+            return "zookeeper"
         if "CoarseGrainedExecutorBackend" in cmd:
             return "spark-executor"
         if "deploy.master" in cmd or "deploy.worker" in cmd:
             return "spark-" + ("master" if "deploy.master" in cmd else "worker")
         return "spark-jvm"
+    args = cmd.split()
+    for role in ("jobmanager", "taskmanager"):  # python -m jobmanager|taskmanager ...
+        if role in args[:4]:
+            return role
+    if "supervisor" in " ".join(args[:4]):
+        return "supervisor"
     return name
 
 

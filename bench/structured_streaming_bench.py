@@ -163,24 +163,37 @@ def child_main(spec_path: str) -> int:
 
     emit("imported")
     t0 = time.monotonic()
-    builder = SparkSession.builder.appName("sss-page-views-bench").master("local[2]")
+    # spec "master", "shuffle_partitions" (bench/throughput_suite.py's sweeps): default local[2], 2
+    builder = SparkSession.builder.appName("sss-page-views-bench").master(spec.get("master", "local[2]"))
     for k, v in {
         # the settings of taskmanager/spark_engine.py
         "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
+        "spark.sql.shuffle.partitions": str(spec.get("shuffle_partitions", 2)),
+        "spark.default.parallelism": str(spec.get("shuffle_partitions", 2)),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "2g",
         # keep every micro-batch's progress (default: the last 100)
         "spark.sql.streaming.numRecentProgressUpdates": "100000",
+        # spec "conf": more settings over these (bench/recovery_suite.py: a standalone master's executors)
+        **spec.get("conf", {}),
     }.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     emit("session", seconds=time.monotonic() - t0)
     for i, q in enumerate(spec["queries"]):
+        if q.get("go_file"):  # the harness says when (runs alternating with another system's) ...
+            while not os.path.exists(q["go_file"]):
+                time.sleep(0.005)
+            with open(q["go_file"]) as f:  # ... and may say what: its JSON updates the query
+                text = f.read()
+            q = {**q, **json.loads(text)} if text.strip() else q
+            if q.get("exit"):
+                break
         os.makedirs(q["out"], exist_ok=True)
+        if q.get("shuffle_partitions"):
+            spark.conf.set("spark.sql.shuffle.partitions", str(int(q["shuffle_partitions"])))
         t_def = time.monotonic()
         reader = spark.readStream.schema(SCHEMA)
         if q.get("max_files_per_trigger"):
@@ -191,7 +204,9 @@ def child_main(spec_path: str) -> int:
             .option("checkpointLocation", q["checkpoint"])
             .foreachBatch(_batch_writer(q["out"]))
         )
-        if q.get("trigger_ms"):
+        if q.get("available_now"):  # bounded: every file there now, in batches of maxFilesPerTrigger
+            writer = writer.trigger(availableNow=True)
+        elif q.get("trigger_ms"):
             writer = writer.trigger(processingTime=f"{int(q['trigger_ms'])} milliseconds")
         emit("starting", query=i)
         query = writer.start()
@@ -202,7 +217,10 @@ def child_main(spec_path: str) -> int:
             stream.start()
         while q.get("until_file") and not os.path.exists(q["until_file"]) and query.isActive:
             time.sleep(0.05)  # a watched directory: run until told (a failed query raises below)
-        query.processAllAvailable()
+        if q.get("available_now"):
+            query.awaitTermination()  # the query stops by itself once everything there was processed
+        else:
+            query.processAllAvailable()
         t_done = time.monotonic()
         if stream is not None:
             stream.stopping.set()

@@ -1,0 +1,116 @@
+"""bench/latency_suite.py: the figures of the fixed-rate runs (latencies after the warm files, block
+bootstrap of p50, per-minute summaries, capacity from a drain, maximum sustainable rate, the knee
+rule), the file contents and their expected counts, and the marker watcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+import latency_suite as ls
+
+
+def test_latencies_skip_the_warm_files_and_unseen_markers():
+    arrival = [10.0, 10.5, 11.0, 11.5]
+    seen = {0: 10.2, 1: 11.0, 3: 12.0}
+    assert ls.latencies(arrival, seen, warm=1) == [(0.5, 0.5), (1.5, 0.5)]
+    assert ls.latencies([], {}, 0) == []
+
+
+def test_block_bootstrap_interval_contains_the_percentile_and_is_reproducible():
+    rng = np.random.default_rng(3)
+    xs = list(rng.uniform(0.1, 1.1, size=400))
+    e = ls.block_bootstrap_ci(xs, block=40, resamples=500)
+    assert e.n == 400 and e.median == pytest.approx(float(np.percentile(xs, 50)))
+    assert e.low <= e.median <= e.high and e.high - e.low < 0.3
+    assert ls.block_bootstrap_ci(xs, block=40, resamples=500) == e
+    one = ls.block_bootstrap_ci([1.0, 2.0, 3.0], block=10)
+    assert one.median == 2.0 and one.low is None
+    assert ls.block_bootstrap_ci([], block=5).n == 0
+
+
+def test_blocks_make_the_interval_wider_for_correlated_samples():
+    # a saw-tooth (like a checkpoint interval's): neighbours are alike, so small blocks understate the spread
+    saw = [((i % 25) / 25) + 0.3 * (i // 100) for i in range(400)]
+    narrow = ls.block_bootstrap_ci(saw, block=1, resamples=500)
+    wide = ls.block_bootstrap_ci(saw, block=100, resamples=500)
+    assert (wide.high - wide.low) > (narrow.high - narrow.low)
+
+
+def test_per_minute_groups_by_arrival():
+    series = [(5.0, 0.5), (30.0, 1.5), (61.0, 2.0), (130.0, 0.1)]
+    rows = ls.per_minute(series)
+    assert [(r["minute"], r["n"]) for r in rows] == [(1, 2), (2, 1), (3, 1)]
+    assert rows[0]["p50"] == pytest.approx(1.0) and rows[0]["max"] == 1.5
+
+
+def test_drain_rate_needs_every_marker():
+    assert ls.drain_rate([1.0, 1.01], {0: 3.0, 1: 5.0}, 400) == pytest.approx(100.0)
+    assert ls.drain_rate([1.0, 1.01], {0: 3.0}, 400) is None
+    assert ls.drain_rate([], {}, 0) is None
+
+
+def _r(rate, p99, ok=True, excluded=False):
+    return {"rate": rate, "p99": p99, "ok": ok, "excluded": excluded}
+
+
+def test_max_sustainable_is_the_highest_counted_rate_within_the_bound():
+    runs = [_r(100, 0.5), _r(200, 0.9), _r(300, 1.5), _r(400, 0.8, ok=False), _r(350, 1.0, excluded=True), _r(500, 3)]
+    assert ls.max_sustainable(runs, 1.0)["rate"] == 200
+    assert ls.max_sustainable(runs, 2.0)["rate"] == 300
+    assert ls.max_sustainable([_r(100, 1.2)], 1.0) is None
+
+
+def test_knee_points_only_while_the_last_point_was_within_the_bound():
+    assert ls.knee_next([_r(100, 0.5), _r(200, 1.9)])
+    assert not ls.knee_next([_r(100, 0.5), _r(200, 2.5)])
+    assert not ls.knee_next([_r(100, 0.5), _r(200, 1.0, ok=False)])
+    assert not ls.knee_next([])
+
+
+def test_events_per_file():
+    assert ls.events_per_file(250_000, 25) == 10_000
+    assert ls.events_per_file(1, 25) == 1
+
+
+def test_contents_and_expected_counts_match_the_files_written(tmp_path):
+    c = ls.Contents(str(tmp_path), events=50, urls=100, seed=1)
+    counted: Counter = Counter()
+    for i in range(20):
+        lines = c.content(i, 30).decode().splitlines()
+        assert len(lines) == 31 and json.loads(lines[-1])["url"] == ls.marker_name(i)
+        for line in lines:
+            counted[json.loads(line)["url"]] += 1
+    assert dict(counted) == c.expected(20, 30)
+
+
+def test_watcher_reads_markers_from_committed_files_only(tmp_path):
+    w = ls.Watcher(str(tmp_path))
+    (tmp_path / "part-1").write_text("/page/1,3\n/marker/00007,1\n/page/2,1\n/marker/00012,1\n")
+    (tmp_path / ".part-2.inprogress").write_text("/marker/00099,1\n")
+    w.scan()
+    assert set(w.seen) == {7, 12}
+    (tmp_path / "batch-000003.csv").write_text("/marker/00013,1\n")
+    w.scan()
+    assert set(w.seen) == {7, 12, 13}
+
+
+def test_process_rss_names_sluice_processes_by_role():
+    from procstat import Usage
+
+    u = Usage(
+        1.0,
+        {},
+        {ls.SLUICE: {"zookeeper 11": 100 << 20, "taskmanager 12": 200 << 20, "java 13": 50 << 20, "? 14": 0}},
+        0.0,
+        0.0,
+    )
+    r = {"system": ls.SLUICE, "usage": u, "roles": {11: "taskmanager", 12: "spark-jvm"}}
+    assert ls.process_rss(r) == [("java 13", 50 << 20), ("spark-jvm 12", 200 << 20), ("taskmanager 11", 100 << 20)]
+    assert ls.process_rss({"system": ls.PEER}) == []
