@@ -24,6 +24,7 @@ import psutil
 
 FOREIGN_CORES_LIMIT = 0.3  # cores used on average by processes outside the benchmark
 HARNESS = "harness"  # this process and its descendants that belong to no system
+SMALL_PROCESS_RSS = 16 * 2**20  # processes below this peak RSS are reported together
 
 
 @dataclasses.dataclass
@@ -88,9 +89,10 @@ def label(proc: psutil.Process) -> str:
     return name
 
 
-def _cpu(proc: psutil.Process) -> float:
+def _cpu(proc: psutil.Process) -> tuple[float, float]:
+    """(own CPU seconds, CPU seconds of its children that exited and were reaped)."""
     t = proc.cpu_times()
-    return t.user + t.system
+    return t.user + t.system, t.children_user + t.children_system
 
 
 def _peak_rss(proc: psutil.Process) -> int:
@@ -117,9 +119,13 @@ class _Seen:
     system: str
     label: str
     created: float
+    ppid: int
     base: float  # CPU seconds when the window started (0 for a process born inside it)
     last: float
+    reaped_base: float  # the same for its reaped children's CPU (psutil's children_*)
+    reaped_last: float
     peak_rss: int
+    alive: bool = True
 
 
 class ResourceMeter:
@@ -165,24 +171,31 @@ class ResourceMeter:
         return owner
 
     def _sample(self, first: bool = False) -> None:
+        present = set()
         for pid, system in self._members().items():
             try:
                 proc = psutil.Process(pid)
                 with proc.oneshot():
                     created = proc.create_time()
-                    cpu = _cpu(proc)
+                    cpu, reaped = _cpu(proc)
                     rss = _peak_rss(proc)
                     key = (pid, created)
+                    present.add(key)
                     seen = self._seen.get(key)
                     if seen is None:
-                        born_inside = created >= self._start_wall
-                        base = 0.0 if born_inside and not first else cpu
-                        self._seen[key] = _Seen(system, label(proc), created, base, cpu, rss)
+                        born_inside = created >= self._start_wall and not first
+                        base, reaped_base = (0.0, 0.0) if born_inside else (cpu, reaped)
+                        self._seen[key] = _Seen(
+                            system, label(proc), created, proc.ppid(), base, cpu, reaped_base, reaped, rss
+                        )
                     else:
                         seen.last = max(seen.last, cpu)
+                        seen.reaped_last = max(seen.reaped_last, reaped)
                         seen.peak_rss = max(seen.peak_rss, rss)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
+        for key, seen in self._seen.items():
+            seen.alive = key in present
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -208,13 +221,24 @@ class ResourceMeter:
         cpu: dict[str, float] = {name: 0.0 for name in self.systems}
         harness = 0.0
         peaks: dict[str, dict[str, int]] = {name: {} for name in self.systems}
+        tracked = {pid for (pid, _), seen in self._seen.items() if seen.alive}
+        small: dict[str, list[int]] = {name: [] for name in self.systems}
         for (pid, _), seen in self._seen.items():
-            used = max(0.0, seen.last - seen.base)
+            used = max(0.0, seen.reaped_last - seen.reaped_base)  # children that exited: e.g. a JVM's forks
+            if seen.alive or seen.ppid not in tracked:
+                # a process gone whose parent is still measured is in that parent's reaped CPU
+                used += max(0.0, seen.last - seen.base)
             if seen.system == HARNESS:
                 harness += used
                 continue
             cpu[seen.system] += used
-            peaks[seen.system][f"{seen.label} {pid}"] = seen.peak_rss
+            if seen.peak_rss >= SMALL_PROCESS_RSS:
+                peaks[seen.system][f"{seen.label} {pid}"] = seen.peak_rss
+            else:
+                small[seen.system].append(seen.peak_rss)
+        for name, sizes in small.items():
+            if sizes:  # helpers a JVM forks (chmod, readlink, ...): one line, the largest of them
+                peaks[name][f"{len(sizes)} small processes, largest"] = max(sizes)
         foreign = max(0.0, (busy1 - self._busy0[0]) - sum(cpu.values()) - harness)
         self.usage = Usage(wall, cpu, peaks, foreign, max(0.0, steal1 - self._busy0[1]))
         return self.usage

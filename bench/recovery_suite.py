@@ -751,7 +751,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--kill-after", type=float, default=None, help="seconds after the first committed output")
     ap.add_argument("--max-files-per-trigger", type=int, default=4, help="the peer's micro-batch size in files")
     ap.add_argument("--phases", default="ab", help="a: worker failure, b: application failure (default ab)")
-    ap.add_argument("--foreign-cores-limit", type=float, default=FOREIGN_CORES_LIMIT, help="load rule (0: off)")
+    ap.add_argument(
+        "--max-foreign-cores",
+        "--foreign-cores-limit",
+        dest="foreign_cores_limit",
+        type=float,
+        default=FOREIGN_CORES_LIMIT,
+        help="load rule (0: off)",
+    )
     ap.add_argument("--timeout", type=float, default=300, help="seconds a step may take")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to")
     ap.add_argument("--workdir", default=None)

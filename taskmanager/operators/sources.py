@@ -160,8 +160,7 @@ class FileSource(Source):
                 self._collect(FINAL_OBSERVATION_WAIT)
                 if self._pending:
                     log.warning(
-                        "%d batch(es) still have no malformed-row count after %.0f s: "
-                        "records_malformed may be short",
+                        "%d batch(es) still have no malformed-row count after %.0f s: records_malformed may be short",
                         len(self._pending),
                         FINAL_OBSERVATION_WAIT,
                     )
