@@ -119,6 +119,19 @@ def append_results(path: str, section: str) -> None:
         f.write(section)
 
 
+def publish(section: str, path: str, log) -> None:
+    """Print a finished section and append it to the results file (what every script ends with)."""
+    print()
+    print(section, flush=True)
+    append_results(path, section)
+    log(f"appended to {path}")
+
+
+def notes_lines(notes) -> list[str]:
+    """A section's closing "Notes:" list, as Markdown lines (none without notes)."""
+    return ["Notes:", "", *(f"- {n}" for n in notes), ""] if notes else []
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
 import psutil
-from bench_common import append_results, begin_run, finish_workdir, fmt, pct, run_main, size
+from bench_common import begin_run, finish_workdir, fmt, notes_lines, pct, publish, run_main, size
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, excluded, fmt_rss
 from stats import Estimate, fmt_estimate, median_ci
 
@@ -312,11 +312,7 @@ def report(args, facts: dict, command: str, sizes: dict[str, StateSize], results
                     f"{'yes' if r.get('counts_ok') else '**NO**'} | {run_label(r)} |"
                 )
     L.append("")
-    if notes:
-        L.append("Notes:")
-        L.append("")
-        L += [f"- {x}" for x in notes]
-        L.append("")
+    L += notes_lines(notes)
     return "\n".join(L) + "\n"
 
 
@@ -464,10 +460,7 @@ def main() -> int:
                     if not res["cases"]:
                         res["cases"] = cases(res["blocks"], name, intervals)
                 section = report(args, facts, command, table, results, notes)
-                print()
-                print(section, flush=True)
-                append_results(args.out, section)
-                log(f"appended to {args.out}")
+                publish(section, args.out, log)
             finish_workdir(
                 work,
                 temp and (interrupted or not failed) and not args.keep_workdir,

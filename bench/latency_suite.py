@@ -60,7 +60,7 @@ import numpy as np
 import paced_latency
 import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
 import structured_streaming_bench as ssb
-from bench_common import append_results, begin_run, finish_workdir, fmt, pct, run_main
+from bench_common import begin_run, finish_workdir, fmt, notes_lines, pct, publish, run_main
 from checkpoint_overhead import cluster_roles
 from generate_page_views import generate
 from output_check import check_peer_output, check_sluice_output
@@ -588,11 +588,7 @@ def report(args, facts: dict, command: str, res: dict, notes: list[str]) -> str:
                 f"{'yes' if r['check'].ok else '**NO**'} | {status_of(r)} |"
             )
         L.append("")
-    if notes:
-        L.append("Notes:")
-        L.append("")
-        L += [f"- {x}" for x in notes]
-        L.append("")
+    L += notes_lines(notes)
     return "\n".join(L) + "\n"
 
 
@@ -748,10 +744,7 @@ def main() -> int:
                 if res["runs"]:
                     notes.append(f"whole invocation {time.monotonic() - t_start:.0f} s")
                     section = report(args, facts, command, res, notes)
-                    print()
-                    print(section, flush=True)
-                    append_results(args.out, section)
-                    log(f"appended to {args.out}")
+                    publish(section, args.out, log)
                 finish_workdir(work, temp and (interrupted or not failed) and not args.keep_workdir, log, "logs")
     return 1 if failed else 0
 

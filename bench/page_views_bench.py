@@ -75,12 +75,13 @@ DIR_POLL = 0.02  # seconds between output directory listings (recovery)
 sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, REPO)
 from bench_common import (
-    append_results,
     begin_run,
     finish_workdir,
     fmt,
     median,
+    notes_lines,
     pct,
+    publish,
     run_main,
     size,
 )
@@ -701,11 +702,7 @@ def report(
                 "of < 3 s)."
             )
             L.append("")
-    if notes:
-        L.append("Notes:")
-        L.append("")
-        L += [f"- {n}" for n in notes]
-        L.append("")
+    L += notes_lines(notes)
     return "\n".join(L) + "\n"
 
 
@@ -875,10 +872,7 @@ def main() -> int:
                 log(f"warning: stopping {c.dir}: {exc}")
         if tput or recovery:
             section = report(args, facts, command, tput, warmup, recovery, notes)
-            print()
-            print(section, flush=True)
-            append_results(args.out, section)
-            log(f"appended to {args.out}")
+            publish(section, args.out, log)
         finish_workdir(
             work, temp and (interrupted or not failed) and not args.keep_workdir, log, "cluster logs under */log/"
         )

@@ -75,7 +75,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "examples"))
 sys.path.insert(0, REPO)
 
-from bench_common import append_results, begin_run, finish_workdir, fmt, run_main
+from bench_common import begin_run, finish_workdir, fmt, publish, run_main
 from output_check import OutputCheck, check_peer_output, check_sluice_output
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, Usage, excluded
 from stats import Estimate, fmt_estimate, median_ci
@@ -911,10 +911,7 @@ def main() -> int:
         if runs:
             notes.append(f"the suite took {time.monotonic() - t_start:.0f} s")
             section = report(args, facts, command, runs, notes, limit)
-            print()
-            print(section, flush=True)
-            append_results(args.out, section)
-            log(f"appended to {args.out}")
+            publish(section, args.out, log)
         finish_workdir(work, temp and (interrupted or not failed) and not args.keep_workdir, log, "logs under */log/")
     return 1 if failed else 0
 

@@ -74,7 +74,7 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from bench_common import append_results, begin_run, finish_workdir, fmt, run_main
+from bench_common import begin_run, finish_workdir, fmt, publish, run_main
 from output_check import check_peer_output, check_sluice_output
 from stats import RESAMPLES, SEED, Estimate, fmt_estimate, median_ci
 
@@ -1006,10 +1006,7 @@ def main() -> int:
         if suite.runs:
             suite.notes.append(f"The invocation took {time.monotonic() - t_begin:.0f} s.")
             section = report(facts, command, suite.runs, suite.notes, plan)
-            print()
-            print(section, flush=True)
-            append_results(args.out, section)
-            log(f"appended to {args.out}")
+            publish(section, args.out, log)
         finish_workdir(work, temp and (interrupted or not suite.failed) and not args.keep_workdir, log)
     return 1 if suite.failed else 0
 

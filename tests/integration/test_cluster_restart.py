@@ -56,18 +56,7 @@ def test_cluster_start_resumes_a_crashed_cluster_and_its_job(tmp_path):
         cluster.start()
         first_id, ca = cluster.info["cluster_id"], open(cluster.info["tls"]["ca"], "rb").read()
         arrive(names[:10])
-        job_id = cluster.run(
-            os.path.join(EXAMPLES, "page_views.py"),
-            "--input",
-            str(watched),
-            "--output",
-            str(tmp_path / "out"),
-            "--checkpoint-interval",
-            "300",
-            "--monitor-interval",
-            "100",
-            parallelism=2,
-        )
+        job_id = cluster.run_page_views(tmp_path, "--checkpoint-interval", "300", "--monitor-interval", "100")
         for round_, keep_zookeeper in enumerate((True, False)):
             before = wait_for(
                 cluster,
