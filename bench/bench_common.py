@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import psutil
@@ -117,6 +118,19 @@ def append_results(path: str, section: str) -> None:
     with open(path, "a") as f:
         f.write(RESULTS_HEADER if new else "\n")
         f.write(section)
+
+
+def section_head(title: str, command: str, facts: dict) -> list[str]:
+    """A section's first lines: `## <UTC time> — title`, the command with its commit, the machine."""
+    return [
+        f"## {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC — {title}",
+        "",
+        f"Command: `{command}` at commit {facts['commit']}",
+        "",
+        f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
+        f"{facts['java']}, pyspark {facts['pyspark']}, load average at start {facts['load']}.",
+        "",
+    ]
 
 
 def publish(section: str, path: str, log) -> None:

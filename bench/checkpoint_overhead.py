@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
 import psutil
-from bench_common import begin_run, finish_workdir, fmt, notes_lines, pct, publish, run_main, size
+from bench_common import begin_run, finish_workdir, fmt, notes_lines, pct, publish, run_main, section_head, size
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, excluded, fmt_rss
 from stats import Estimate, fmt_estimate, median_ci
 
@@ -238,20 +238,8 @@ def run_label(r: dict) -> str:
 
 def report(args, facts: dict, command: str, sizes: dict[str, StateSize], results: dict, notes: list[str]) -> str:
     """The RESULTS.md section."""
-    L: list[str] = []
-    L.append(
-        f"## {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC — Sluice checkpoint overhead "
-        "by state size and interval "
-        f"({'quick' if args.quick else 'full'})"
-    )
-    L.append("")
-    L.append(f"Command: `{command}` at commit {facts['commit']}")
-    L.append("")
-    L.append(
-        f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
-        f"{facts['java']}, pyspark {facts['pyspark']}, load average at start {facts['load']}."
-    )
-    L.append("")
+    title = f"Sluice checkpoint overhead by state size and interval ({'quick' if args.quick else 'full'})"
+    L: list[str] = section_head(title, command, facts)
     failed = [r for res in results.values() for b in res["blocks"] for r in b.values() if not r.get("counts_ok")]
     if failed:
         L.append(f"**OUTPUT CHECK FAILED** in {len(failed)} runs (see the run table).")

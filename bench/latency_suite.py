@@ -60,7 +60,7 @@ import numpy as np
 import paced_latency
 import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
 import structured_streaming_bench as ssb
-from bench_common import begin_run, finish_workdir, fmt, notes_lines, pct, publish, run_main
+from bench_common import begin_run, finish_workdir, fmt, notes_lines, pct, publish, run_main, section_head
 from checkpoint_overhead import cluster_roles
 from generate_page_views import generate
 from output_check import check_peer_output, check_sluice_output
@@ -466,18 +466,8 @@ def process_rss(r: dict) -> list[tuple[str, int]]:
 def report(args, facts: dict, command: str, res: dict, notes: list[str]) -> str:
     L: list[str] = []
     kind = "quick" if args.quick else "full"
-    L.append(
-        f"## {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC — latency at fixed rates, sustained run, "
-        f"maximum sustainable throughput ({kind})"
-    )
-    L.append("")
-    L.append(f"Command: `{command}` at commit {facts['commit']}")
-    L.append("")
-    L.append(
-        f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
-        f"{facts['java']}, pyspark {facts['pyspark']}, load average at start {facts['load']}."
-    )
-    L.append("")
+    title = f"latency at fixed rates, sustained run, maximum sustainable throughput ({kind})"
+    L += section_head(title, command, facts)
     runs = [r for r in res["runs"]]
     bad = [r for r in runs if not r.get("ok")]
     if bad:

@@ -135,7 +135,8 @@ class Cluster:
         self.descendants: dict[int, psutil.Process] = {}
         self._client: JobManagerClient | None = None
 
-    def start(self) -> Cluster:
+    def start(self, timeout: float = 400) -> Cluster:
+        """`sluice cluster start` in the directory (which resumes a crashed cluster there)."""
         log(f"starting a cluster: {self.taskmanagers} TaskManagers x {self.slots} slots in {self.dir}")
         t0 = time.monotonic()
         try:
@@ -149,7 +150,7 @@ class Cluster:
                 "--slots",
                 str(self.slots),
                 *self.extra_args,
-                timeout=400,
+                timeout=timeout,
             )
         finally:
             path = os.path.join(self.dir, "cluster.json")

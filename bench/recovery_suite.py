@@ -228,7 +228,7 @@ def schedule(rounds: int, phase: str) -> list[str]:
 
 # -- Sluice --------------------------------------------------------------------------------------------
 def _cluster_cls():
-    from page_views_bench import Cluster, sluice
+    from page_views_bench import Cluster
 
     class SluiceCluster(Cluster):
         """A page_views_bench Cluster that can also crash every Sluice process at once (ZooKeeper
@@ -241,8 +241,8 @@ def _cluster_cls():
             self.warm_pids: frozenset[int] = frozenset()
             self.restarting = False
 
-        def start(self) -> SluiceCluster:
-            super().start()
+        def start(self, timeout: float = 400) -> SluiceCluster:
+            super().start(timeout)
             self._note_zookeeper()
             return self
 
@@ -314,29 +314,16 @@ def _cluster_cls():
                 self._client = None
             return [p.pid for p in procs]
 
-        def restart(self, tag: str, timeout: float = 400) -> float:
+        def restart(self, timeout: float = 400) -> float:
             """`cluster start` on the crashed cluster's directory: it resumes that cluster (same
             cluster id, its still-running ZooKeeper, its CA); returns the command's duration."""
             t0 = time.monotonic()
             self.restarting = True
             try:
-                sluice(
-                    "cluster",
-                    "start",
-                    "--dir",
-                    self.dir,
-                    "--taskmanagers",
-                    str(self.taskmanagers),
-                    "--slots",
-                    str(self.slots),
-                    *self.extra_args,
-                    timeout=timeout,
-                )
+                self.start(timeout)
             finally:
                 self.restarting = False
-            took = time.monotonic() - t0
-            self.reload()
-            return took
+            return time.monotonic() - t0
 
         def stop(self) -> list[int]:
             try:
@@ -414,7 +401,7 @@ def sluice_run(kind: str, cluster, data: str, out: str, expected: dict, args, me
             killed = cluster.crash()
             r["killed"] = f"{len(killed)} processes"
             log(f"  killed every Sluice process ({len(killed)}) {t_kill - t_launch:.1f}s into the job")
-            r["restart_s"] = cluster.restart(tag, timeout=args.timeout)
+            r["restart_s"] = cluster.restart(timeout=args.timeout)
             r["ready"] = time.monotonic() - t_kill
             log(f"  cluster started again in {r['restart_s']:.1f}s")
         else:
