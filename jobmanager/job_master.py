@@ -113,6 +113,8 @@ class TaskRecords(NamedTuple):
     records_malformed: int = 0  # input rows the source could not parse
     records_dropped: int = 0  # rows dropped: malformed (on_error "drop") or with a null key
     bad_record_samples: tuple[str, ...] = ()  # a few malformed lines, truncated (the TaskManager's)
+    records_late_dropped: int = 0  # rows windows dropped after their allowed lateness
+    watermark: int | None = None  # the task's current input watermark (ms)
 
 
 BAD_RECORD_SAMPLES = 5  # in a job's status: the first tasks' samples, at most this many
@@ -128,6 +130,8 @@ def task_records(m: Any) -> TaskRecords:
         m.records_malformed,
         m.records_dropped,
         tuple(s[:SAMPLE_CHARS] for s in m.bad_record_samples[:BAD_RECORD_SAMPLES]),
+        m.records_late_dropped,
+        m.watermark if m.HasField("watermark") else None,
     )
 
 
@@ -686,6 +690,7 @@ class JobMaster:
                 target_chain=target.id,
                 partitioning=edge.partitioning,
                 keys=edge.keys,
+                output_tag=edge.output_tag,
                 num_subpartitions=target.parallelism,
             )
         return tdd
@@ -743,8 +748,11 @@ class JobMaster:
                 records_malformed=records.records_malformed,
                 records_dropped=records.records_dropped,
                 bad_record_samples=records.bad_record_samples,
+                records_late_dropped=records.records_late_dropped,
+                watermark=records.watermark,
             )
             info.records_dropped += records.records_dropped
+            info.records_late_dropped += records.records_late_dropped
             room = BAD_RECORD_SAMPLES - len(info.bad_record_samples)
             info.bad_record_samples.extend(records.bad_record_samples[: max(room, 0)])
         coordinators = list(self._past_coordinators)

@@ -59,6 +59,8 @@ class OperatorKind(enum.StrEnum):
     SINK_FILE = "sink_file"
     SINK_PRINT = "sink_print"
     SINK_SQLITE = "sink_sqlite"
+    TIMESTAMPS = "timestamps"  # assign_timestamps_and_watermarks (docs/event-time.md)
+    WINDOW = "window"  # key_by(...).window(...)
 
 
 class Partitioning(enum.StrEnum):
@@ -75,7 +77,15 @@ states.register_proto(Partitioning, common_pb2.Partitioning, "PARTITIONING_")
 
 SOURCE_KINDS = (OperatorKind.SOURCE_FILES, OperatorKind.SOURCE_GENERATOR, OperatorKind.SOURCE_COLLECTION)
 BODY_KINDS = (OperatorKind.MAP, OperatorKind.FILTER, OperatorKind.FLAT_MAP)
-TRANSFORM_KINDS = (*BODY_KINDS, OperatorKind.SELECT, OperatorKind.AGGREGATE)
+TRANSFORM_KINDS = (
+    *BODY_KINDS,
+    OperatorKind.SELECT,
+    OperatorKind.AGGREGATE,
+    OperatorKind.TIMESTAMPS,
+    OperatorKind.WINDOW,
+)
+KEYED_KINDS = (OperatorKind.AGGREGATE, OperatorKind.WINDOW)  # must follow key_by on their keys
+LATE_OUTPUT = "late"  # EdgeSpec.output_tag of a window's late-data side output
 SINK_KINDS = (OperatorKind.SINK_FILE, OperatorKind.SINK_PRINT, OperatorKind.SINK_SQLITE)
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 # The settings that may be Python code (OperatorSpec.code), by kind; every other setting is plain
@@ -86,6 +96,7 @@ CODE_SETTINGS: dict[OperatorKind, frozenset[str]] = {
     OperatorKind.FLAT_MAP: frozenset({"body"}),
     OperatorKind.SOURCE_GENERATOR: frozenset({"body"}),
     OperatorKind.SOURCE_COLLECTION: frozenset({"rows"}),  # rows that are not JSON (dates, bytes, ...)
+    OperatorKind.WINDOW: frozenset({"apply"}),  # fn(key, window_start, window_end, rows) -> pandas.DataFrame
 }
 NUMERIC_AGGREGATES = ("sum", "avg")  # need a numeric input column
 
@@ -242,6 +253,7 @@ def build_chains(job: common_pb2.JobGraph) -> list[Chain]:
     def chainable(e: common_pb2.EdgeSpec) -> bool:
         return (
             partitioning_of(e) == Partitioning.FORWARD
+            and not e.output_tag  # a side output is never chained
             and len(outs[e.source]) == 1
             and len(ins[e.target]) == 1
             and ops[e.source].parallelism == ops[e.target].parallelism
@@ -415,7 +427,7 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             raise JobValidationError(where, f"operator {op.id!r} ({kind}) has no input")
         if kind in SINK_KINDS and outs[op.id]:
             raise JobValidationError(where, f"sink {op.id!r} cannot have outputs")
-        if kind == OperatorKind.AGGREGATE:
+        if kind in KEYED_KINDS:
             keys = aggregate_keys(payloads[op.id])
             if (
                 len(ins[op.id]) != 1
@@ -423,7 +435,14 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
                 or list(ins[op.id][0].keys) != keys
             ):
                 raise JobValidationError(
-                    where, f"aggregate {op.id!r} must follow key_by({', '.join(repr(k) for k in keys)})"
+                    where, f"{kind} {op.id!r} must follow key_by({', '.join(repr(k) for k in keys)})"
+                )
+        for e in outs[op.id]:
+            if e.output_tag and (e.output_tag != LATE_OUTPUT or not payloads[op.id].get("late_output")):
+                raise JobValidationError(
+                    where,
+                    f"edge {e.source} -> {e.target} reads side output {e.output_tag!r}, which {op.id!r} does not "
+                    "have (a window's late data: window(...).side_output_late_data())",
                 )
     if not any(kinds[o] in SINK_KINDS for o in kinds):
         raise JobValidationError("operators", "the job has no sink; add sink_to(...) or print()")
@@ -465,7 +484,19 @@ def _check_columns(
     for i, op in enumerate(job.operators):
         inputs = [carried[e.source] for e in ins[op.id]]
         p = payloads[op.id]
-        if kinds[op.id] == OperatorKind.AGGREGATE and inputs:
+        if kinds[op.id] in (OperatorKind.TIMESTAMPS, OperatorKind.WINDOW) and inputs:
+            column = (p.get("strategy") or {}).get("timestamp_column") or p.get("timestamp_column")
+            if column and not (kinds[op.id] == OperatorKind.WINDOW and p["window"].get("kind") == "tumbling-processing-time"):
+                field = f"operators[{i}].config.timestamp_column"
+                require_columns(field, inputs[0], [column])
+                t = inputs[0].type_of(column) if inputs[0] is not None else None
+                if t is not None and t != schemas.UNKNOWN and t not in schemas.EVENT_TIME_TYPES:
+                    raise JobValidationError(
+                        field,
+                        f"the event-time column {column!r} is {t}; it must hold epoch milliseconds "
+                        "(an integer) or a timestamp",
+                    )
+        if kinds[op.id] in KEYED_KINDS and inputs and p.get("aggs"):
             for out, (fn, col) in p["aggs"].items():
                 if fn == "count":
                     continue  # counts rows: its column is not read
@@ -591,6 +622,13 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
                 raise JobValidationError(
                     f"{where}.aggs.{out}", f"unknown aggregation {fn!r}; known: {', '.join(AGGREGATE_FUNCTIONS)}"
                 )
+    elif kind in (OperatorKind.TIMESTAMPS, OperatorKind.WINDOW):
+        from sluice.eventtime import validation  # local: numpy is only needed for event time
+
+        try:
+            validation.check(kind.value, p, has_apply="apply" in op.code)
+        except (TypeError, ValueError) as exc:
+            raise JobValidationError(where, f"operator {op.name or op.id!r}: {exc}") from None
     elif kind == OperatorKind.SINK_FILE:
         if not p.get("path") or not isinstance(p["path"], str):
             raise JobValidationError(f"{where}.path", f"a file sink needs an output path, got {p.get('path')!r}")

@@ -59,6 +59,7 @@ _CANONICAL = {
 }
 _NESTED = ("array", "map", "struct")
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+EVENT_TIME_TYPES = (*_INTEGRAL, "timestamp", "timestamp_ntz", "date")  # epoch ms or a time (docs/event-time.md)
 SUPPORTED = (
     "string, int, bigint (long), smallint, tinyint, double, float, boolean, date, timestamp, "
     "decimal(p,s), binary, array<...>, map<...>, struct<...>"

@@ -175,7 +175,10 @@ class LeaderConnection:
             records_dropped=task.records_dropped,
             bad_record_samples=task.bad_record_samples,
             end_of_input=end_of_input,
+            records_late_dropped=task.records_late_dropped,
         )
+        if (watermark := task.watermark) is not None:
+            msg.watermark = watermark
         if failure is not None:
             msg.error = failure.error
             msg.failure_cause = cast(jobmanager_pb2.FailureCause, to_proto(failure.cause))

@@ -15,6 +15,12 @@ the task thread; the write's state handle is acknowledged to the
 JobManager. At the end of the input, with checkpointing on, the task waits
 for the final checkpoint to complete (its sinks commit then) and finishes.
 See docs/checkpoints.md.
+
+Event time (docs/event-time.md): a task with inputs turns its channels'
+watermarks and idleness into its input watermark (WatermarkValve) and passes
+it down the chain (`Operator.on_watermark`: windows fire) and on to its
+outputs; a chain that assigns timestamps generates its own watermarks after
+each batch instead. The end of the input is the final watermark (+inf).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ import pyarrow as pa
 
 from sluice import graph
 from sluice.checkpoints.storage import CheckpointStorage
+from sluice.eventtime import MAX_WATERMARK, MIN_WATERMARK
+from sluice.eventtime import watermarks as wm
 from sluice.key_groups import key_group_range
 from sluice.states import ExecutionState
 from sluice.v1 import taskmanager_pb2
@@ -44,6 +52,8 @@ from taskmanager.network.record_writer import RecordWriter
 from taskmanager.operators.base import IDLE, Operator, OperatorContext, OperatorSnapshot, Source
 from taskmanager.operators.registry import combiner_for, make_operator
 from taskmanager.operators.sources import make_source
+from taskmanager.operators.timestamps import TimestampAssigner
+from taskmanager.operators.window import WindowOperator
 from taskmanager.spark_engine import Batch, SparkEngine
 from taskmanager.task_messages import (
     CheckpointAborted,
@@ -91,7 +101,12 @@ class Task:
         self._control: queue.Queue[ControlMessage] = queue.Queue()
         self._gate: InputGate | None = None
         self._aligner: ba.BarrierAligner | None = None
-        self._writers: list[RecordWriter] = []
+        self._writers: list[RecordWriter] = []  # the chain's main outputs
+        self._side_writers: list[RecordWriter] = []  # a window's late-data side output
+        self._valve: wm.WatermarkValve | None = None
+        self._assigner: TimestampAssigner | None = None
+        self._assigner_index = -1  # its place in self._operators
+        self._event_time = False  # watermarks flow through this task: send the final one at the end
         self._operators: list[tuple[str, Operator]] = []  # (operator id, operator), head first
         self._source: Source | None = None
         self._source_id = ""
@@ -130,7 +145,24 @@ class Task:
         """Rows dropped: malformed rows the source dropped (on_error "drop") and rows with a null
         key column that a hash exchange dropped (taskmanager/network/record_writer.py)."""
         dropped = self._source.records_dropped if self._source is not None else 0
+        for _op_id, op in self._operators:
+            dropped += getattr(op, "null_timestamps_dropped", 0)
         return dropped + sum(w.null_keys_dropped for w in self._writers)
+
+    @property
+    def records_late_dropped(self) -> int:
+        """Rows the chain's windows dropped for arriving after their allowed lateness."""
+        return sum(op.records_late_dropped for _op_id, op in self._operators if isinstance(op, WindowOperator))
+
+    @property
+    def watermark(self) -> int | None:
+        """The task's current input watermark in ms (a source chain: the watermark it sends);
+        None before the first one, or without event time."""
+        if self._valve is not None and self._valve.watermark != MIN_WATERMARK:
+            return self._valve.watermark
+        if self._assigner is not None:
+            return self._assigner.current_watermark
+        return None
 
     @property
     def bad_record_samples(self) -> list[str]:
@@ -213,6 +245,7 @@ class Task:
             )
             partitioning = graph.partitioning_of(out)
             combiner = None
+            ts_column = self._assigner_column(specs)
             if partitioning == graph.Partitioning.HASH:  # the consumer may let us pre-aggregate
                 target = specs[out.target_chain]
                 combiner = combiner_for(graph.kind_of(target), graph.operator_settings(target))
@@ -225,8 +258,11 @@ class Task:
                     self.maxp,
                     combiner,
                     self.cancelled,
+                    ts_column if not out.output_tag else None,
                 )
             )
+            if out.output_tag:
+                self._side_writers.append(self._writers.pop())
             self.partitions.register(partition)
         head = specs[tdd.operator_ids[0]]
         chained = list(tdd.operator_ids)
@@ -239,6 +275,7 @@ class Task:
         else:
             self._gate = self._input_gate()
             self._aligner = ba.BarrierAligner(len(self._gate.channels))
+            self._valve = wm.WatermarkValve(len(self._gate.channels))
         for op_id in chained:
             spec = specs[op_id]
             ctx = OperatorContext(
@@ -249,10 +286,26 @@ class Task:
                 restore_checkpoint_id=tdd.restore_checkpoint_id,
                 checkpointing=self.checkpointing,
                 tag=self.tag,
+                engine=self.engine,
             )
-            self._operators.append((op_id, make_operator(graph.kind_of(spec), graph.operator_settings(spec), ctx)))
+            op = make_operator(graph.kind_of(spec), graph.operator_settings(spec), ctx)
+            if isinstance(op, TimestampAssigner):
+                self._assigner, self._assigner_index = op, len(self._operators)
+                op.deferred = bool(self._writers)  # the outputs read the timestamps as they materialize
+                self._event_time = True
+            if isinstance(op, WindowOperator):
+                op.side_output = self._emit_late
+                self._event_time = True
+            self._operators.append((op_id, op))
         if tdd.restore_checkpoint_id:
             self._restore(json.loads(tdd.restore_state or b"{}"))
+
+    def _assigner_column(self, specs: dict[str, Any]) -> str | None:
+        """The timestamp column of the chain's assign_timestamps_and_watermarks, if it has one."""
+        for op_id in self.tdd.operator_ids:
+            if graph.kind_of(specs[op_id]) == graph.OperatorKind.TIMESTAMPS:
+                return str(graph.operator_config(specs[op_id])["strategy"]["timestamp_column"])
+        return None
 
     def _input_gate(self) -> InputGate:
         gate = InputGate(self.tag)
@@ -309,6 +362,7 @@ class Task:
             self._setup()
             self.state = ExecutionState.RUNNING
             self.reports.report(self, ExecutionState.RUNNING)
+            self._resend_watermark()
             if self._source is not None:
                 self._run_source(self._source)
             elif self._gate is not None and self._aligner is not None:
@@ -371,38 +425,121 @@ class Task:
             if batch is None:
                 return
             if batch is IDLE:  # an unbounded source with nothing new: checkpoints go on meanwhile
+                self._on_quiet()
                 self._drain_control(wait=source.idle_wait)
                 continue
             self._process(batch)
+            self._after_batch()
             took = time.monotonic() - started
             source.batch_done(took)
             log.info(SOURCE_BATCH_LOG, self.tag, first, source.offset, took)
 
     def _run_inputs(self, gate: InputGate, aligner: ba.BarrierAligner) -> None:
         gate.start()
+        valve = self._valve
+        assert valve is not None
         while True:
             self._drain_control()
             self._check_cancelled()
             if gate.finished:
                 return
             tables: list[pa.Table] = []
-            events: list[ba.BarrierReceived | ba.EndOfPartition] = []
+            # Barriers, ends, watermarks and stream status in arrival order, after the batches
+            # before them: a channel's items are taken up to its next barrier (poll_all).
+            events: list[tuple[ItemKind, int, Any]] = []
             for channel, (kind, value) in gate.poll_all(0.2, aligner.is_blocked):
                 match kind:
                     case ItemKind.BATCH:
                         tables.append(value)
-                    case ItemKind.BARRIER:
-                        events.append(ba.BarrierReceived(channel.global_index, value))
-                    case ItemKind.END:
-                        events.append(ba.EndOfPartition(channel.global_index))
+                    case ItemKind.BARRIER | ItemKind.END | ItemKind.WATERMARK | ItemKind.STATUS:
+                        events.append((kind, channel.global_index, value))
                     case _:
                         assert_never(kind)
             if tables:
                 table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
                 self.records_in += table.num_rows
                 self._process(Batch(self.engine, table=table))
-            for event in events:
-                self._on_alignment(aligner.handle(event))
+                self._after_batch()
+            elif not events:
+                self._on_quiet()
+            for kind, channel_index, value in events:
+                if kind == ItemKind.BARRIER:
+                    self._on_alignment(aligner.handle(ba.BarrierReceived(channel_index, value)))
+                elif kind == ItemKind.END:
+                    self._on_alignment(aligner.handle(ba.EndOfPartition(channel_index)))
+                    self._on_valve(valve.on_end(channel_index))
+                elif kind == ItemKind.WATERMARK:
+                    self._event_time = True
+                    self._on_valve(valve.on_watermark(channel_index, value))
+                else:
+                    self._on_valve(valve.on_idle(channel_index) if value else valve.on_active(channel_index))
+
+    # -- event time -------------------------------------------------------------------------------
+    def _on_valve(self, actions: Sequence[wm.WatermarkAction]) -> None:
+        """The input watermark or idleness changed: pass it down the chain (up to an assigner,
+        which makes its own)."""
+        end = self._assigner_index if self._assigner is not None else len(self._operators)
+        self._on_watermark_actions(actions, 0, end)
+
+    def _on_watermark_actions(self, actions: Sequence[wm.WatermarkAction], start: int, end: int) -> None:
+        for action in actions:
+            match action:
+                case wm.EmitWatermark(timestamp=timestamp):
+                    self._advance_watermark(timestamp, start, end)
+                case wm.EmitIdle() | wm.EmitActive():
+                    if end == len(self._operators):
+                        for w in self._writers:
+                            w.stream_status(isinstance(action, wm.EmitIdle))
+                case _:
+                    assert_never(action)
+
+    def _advance_watermark(self, timestamp: int, start: int, end: int) -> None:
+        """Operators `start`..`end - 1` see the watermark (rows they fire go down the chain
+        first); when it passes the whole chain, the outputs send it on."""
+        for i in range(start, end):
+            out = self._operators[i][1].on_watermark(timestamp)
+            if out is not None:
+                self._process(out, start=i + 1)
+        if end == len(self._operators):
+            for w in self._writers:
+                w.watermark(timestamp)
+
+    def _after_batch(self) -> None:
+        """A batch went through the chain: the assigner's generator may advance the watermark."""
+        now = int(time.time() * 1000)
+        self._on_clock(now)
+        if self._assigner is None:
+            return
+        observed = [t for w in self._writers if (t := w.take_max_timestamp()) is not None]
+        actions = self._assigner.after_batch(max(observed, default=None), now)
+        self._on_watermark_actions(actions, self._assigner_index + 1, len(self._operators))
+
+    def _on_clock(self, now: int) -> None:
+        """Processing-time windows due by the task's clock fire."""
+        for i, (_op_id, op) in enumerate(self._operators):
+            out = op.on_processing_time(now)
+            if out is not None:
+                self._process(out, start=i + 1)
+
+    def _on_quiet(self) -> None:
+        """No input now: processing-time windows may fire, an idle source says so."""
+        now = int(time.time() * 1000)
+        self._on_clock(now)
+        if self._assigner is not None:
+            actions = self._assigner.idle_check(now)
+            self._on_watermark_actions(actions, self._assigner_index + 1, len(self._operators))
+
+    def _emit_late(self, table: pa.Table) -> None:
+        """A window's late rows, to its late-data side output (if the job sinks it)."""
+        for w in self._side_writers:
+            w.emit(Batch(self.engine, table=table))
+
+    def _resend_watermark(self) -> None:
+        """A restored assigner sends the watermark it had reached, so downstream tasks, whose
+        valves start from nothing, continue from it."""
+        if self._assigner is not None and (restored := self._assigner.current_watermark) is not None:
+            for w in self._writers:
+                w.watermark(restored)
 
     def _on_alignment(self, actions: Sequence[ba.AlignerAction]) -> None:
         """Carry out the barrier aligner's actions."""
@@ -434,11 +571,16 @@ class Task:
             w.emit(batch)
 
     def _end_input(self) -> None:
+        """The end of the input is the final watermark: every window fires (end_input), and
+        downstream tasks get it before the end of each output."""
         for i, (_op_id, op) in enumerate(self._operators):
             out = op.end_input()
             if out is not None:
                 self._process(out, start=i + 1)
-        for w in self._writers:
+        if self._event_time:
+            for w in self._writers:
+                w.watermark(MAX_WATERMARK)
+        for w in [*self._writers, *self._side_writers]:
             w.end()
         self._ended = True
 
@@ -487,7 +629,7 @@ class Task:
             self.reports.decline(self, checkpoint_id, f"snapshot failed: {type(exc).__name__}: {exc}")
             return
         if not self._ended:
-            for w in self._writers:
+            for w in [*self._writers, *self._side_writers]:
                 w.barrier(checkpoint_id)
         self._uploader.submit(self._upload, self.storage, checkpoint_id, inline, keyed)
 
@@ -514,5 +656,5 @@ class Task:
     def _abort(self) -> None:
         for _op_id, op in self._operators:
             op.abort()
-        for w in self._writers:
+        for w in [*self._writers, *self._side_writers]:
             self.partitions.release(w.partition.partition_id)

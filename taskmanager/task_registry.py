@@ -153,6 +153,8 @@ class TaskRegistry:
                     records_malformed=t.records_malformed,
                     records_dropped=t.records_dropped,
                     bad_record_samples=t.bad_record_samples,
+                    records_late_dropped=t.records_late_dropped,
+                    watermark=t.watermark,
                 )
                 for t in self._tasks.values()
             ]

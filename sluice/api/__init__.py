@@ -9,5 +9,26 @@ env.execute("page_views")
 from sluice.api.connectors import FileSink, SqliteSink
 from sluice.api.datastream import DataStream, KeyedStream
 from sluice.api.environment import JobExecutionResult, StreamExecutionEnvironment
+from sluice.api.windowing import WindowedStream
+from sluice.eventtime.watermarks import WatermarkStrategy
+from sluice.eventtime.windows import (
+    EventTimeSessionWindows,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
 
-__all__ = ["StreamExecutionEnvironment", "DataStream", "KeyedStream", "FileSink", "SqliteSink", "JobExecutionResult"]
+__all__ = [
+    "StreamExecutionEnvironment",
+    "DataStream",
+    "KeyedStream",
+    "WindowedStream",
+    "FileSink",
+    "SqliteSink",
+    "JobExecutionResult",
+    "WatermarkStrategy",
+    "TumblingEventTimeWindows",
+    "SlidingEventTimeWindows",
+    "EventTimeSessionWindows",
+    "TumblingProcessingTimeWindows",
+]

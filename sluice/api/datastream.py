@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import schema as schemas
 from sluice.api.connectors import FileSink, SqliteSink
+from sluice.api.windowing import WindowedStream
+from sluice.eventtime.watermarks import WatermarkStrategy
+from sluice.eventtime.windows import WindowAssigner
 from sluice.graph import AGGREGATE_FUNCTIONS, OperatorKind, Partitioning
 
 # A PySpark function DataFrame -> DataFrame (a filter's may return a boolean Column).
@@ -33,10 +36,17 @@ class DataStream:
     """A stream produced by one operator. Bodies are PySpark functions
     `DataFrame -> DataFrame` applied to each batch of the stream."""
 
-    def __init__(self, env: StreamExecutionEnvironment, op_id: str, partitioning: Partitioning | None = None):
+    def __init__(
+        self,
+        env: StreamExecutionEnvironment,
+        op_id: str,
+        partitioning: Partitioning | None = None,
+        output_tag: str = "",
+    ):
         self._env = env
         self._op_id = op_id
         self._partitioning = partitioning  # of the edges out of this view (None = forward when possible)
+        self._output_tag = output_tag  # "": the operator's main output; "late": a window's late data
 
     # -- stateless transformations ------------------------------------------
     def map(self, body: Body, name: str | None = None, output_schema: SchemaLike = None) -> DataStream:
@@ -62,6 +72,20 @@ class DataStream:
         `col alias` (sluice/schema.py); name computed columns with AS."""
         return self._then(OperatorKind.SELECT, {"columns": list(exprs)}, name)
 
+    # -- event time -----------------------------------------------------------
+    def assign_timestamps_and_watermarks(self, strategy: WatermarkStrategy, name: str | None = None) -> DataStream:
+        """Event time from here on: each record's time is `strategy`'s timestamp column (epoch
+        ms, or a timestamp), and each subtask sends watermarks that trail the largest
+        timestamp it saw by the strategy's out-of-orderness bound (docs/event-time.md). Rows
+        whose timestamp is null are dropped and counted in `records_dropped`."""
+        if not isinstance(strategy, WatermarkStrategy):
+            raise TypeError(
+                "assign_timestamps_and_watermarks() takes a WatermarkStrategy, e.g. "
+                f"WatermarkStrategy.for_bounded_out_of_orderness(2000).with_timestamp_column('ts'); got {strategy!r}"
+            )
+        strategy.check()
+        return self._then(OperatorKind.TIMESTAMPS, {"strategy": strategy.to_config()}, name or "timestamps")
+
     # -- partitioning ---------------------------------------------------------
     def key_by(self, *columns: str | Sequence[str]) -> KeyedStream:
         """Partition by one or more key columns: `key_by("url")`, `key_by("country", "device")`
@@ -73,11 +97,11 @@ class DataStream:
 
     def rebalance(self) -> DataStream:
         """Round-robin whole batches to the next operator's subtasks."""
-        return DataStream(self._env, self._op_id, Partitioning.REBALANCE)
+        return DataStream(self._env, self._op_id, Partitioning.REBALANCE, self._output_tag)
 
     def broadcast(self) -> DataStream:
         """Every batch to every subtask of the next operator."""
-        return DataStream(self._env, self._op_id, Partitioning.BROADCAST)
+        return DataStream(self._env, self._op_id, Partitioning.BROADCAST, self._output_tag)
 
     def union(self, *others: DataStream, name: str | None = None) -> DataStream:
         """Merge streams of the same schema (batches pass through as they are: the columns
@@ -85,7 +109,7 @@ class DataStream:
         op = self._then(OperatorKind.MAP, {"body": _identity}, name or "union")
         self._env._operators[op._op_id]["union"] = True
         for other in others:
-            self._env._connect(other._op_id, op._op_id, partitioning=other._partitioning)
+            self._env._connect(other._op_id, op._op_id, partitioning=other._partitioning, output_tag=other._output_tag)
         return op
 
     # -- sinks ----------------------------------------------------------------
@@ -120,14 +144,18 @@ class DataStream:
     def schema(self) -> schemas.Schema | None:
         """The columns of this stream as the client derives them (sluice/schema.py):
         None when they cannot be known before running (after a map without
-        `output_schema`); a column of type `unknown` has a known name only."""
+        `output_schema`); a column of type `unknown` has a known name only. A window's late
+        data has the window's input columns."""
+        if self._output_tag:
+            upstream = [e["source"] for e in self._env._edges if e["target"] == self._op_id]
+            return self._env._schemas()[upstream[0]] if upstream else None
         return self._env._schemas()[self._op_id]
 
     def _then(
         self, kind: OperatorKind, payload: dict[str, Any], name: str | None, keys: Sequence[str] = ()
     ) -> DataStream:
         op_id = self._env._add(kind, payload, name)
-        self._env._connect(self._op_id, op_id, keys=keys, partitioning=self._partitioning)
+        self._env._connect(self._op_id, op_id, keys=keys, partitioning=self._partitioning, output_tag=self._output_tag)
         return DataStream(self._env, op_id)
 
     def _declared(self, kind: OperatorKind, body: Body, name: str | None, output_schema: SchemaLike) -> DataStream:
@@ -171,6 +199,13 @@ class KeyedStream:
         `column`), a double. Kept as (sum, count) in state and on the wire, so it is
         exact across the shuffle and a restore; NULL until a value arrives."""
         return self.aggregate(**{name or _column("avg", column): ("avg", column)})
+
+    def window(self, assigner: WindowAssigner) -> WindowedStream:
+        """Cut each key's records into windows: `TumblingEventTimeWindows.of(ms)`,
+        `SlidingEventTimeWindows.of(size_ms, slide_ms)`, `EventTimeSessionWindows.with_gap(ms)`
+        or `TumblingProcessingTimeWindows.of(ms)`; then `.count()`, `.sum(col)`, ...,
+        `.aggregate(...)` or `.apply(fn)` (sluice/api/windowing.py)."""
+        return WindowedStream(self, assigner)
 
     def aggregate(self, **aggs: tuple[str, str]) -> DataStream:
         """Running aggregates, each output column named by its keyword, e.g.

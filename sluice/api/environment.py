@@ -189,7 +189,12 @@ class StreamExecutionEnvironment:
         return op_id
 
     def _connect(
-        self, source: str, target: str, keys: Sequence[str] = (), partitioning: Partitioning | None = None
+        self,
+        source: str,
+        target: str,
+        keys: Sequence[str] = (),
+        partitioning: Partitioning | None = None,
+        output_tag: str = "",
     ) -> None:
         self._edges.append(
             {
@@ -197,18 +202,39 @@ class StreamExecutionEnvironment:
                 "target": target,
                 "partitioning": Partitioning.HASH if keys else partitioning,
                 "keys": list(keys),
+                "output_tag": output_tag,
             }
         )
+
+    def _timestamp_column(self, op_id: str) -> str | None:
+        """The event-time column of the stream `op_id` produces: that of the nearest
+        assign_timestamps_and_watermarks upstream (None: the stream has no event time)."""
+        seen: set[str] = set()
+        todo = [op_id]
+        while todo:
+            current = todo.pop(0)
+            if current in seen:
+                continue
+            seen.add(current)
+            op = self._operators[current]
+            if op["kind"] == OperatorKind.TIMESTAMPS:
+                column: str = op["payload"]["strategy"]["timestamp_column"]
+                return column
+            todo += [e["source"] for e in self._edges if e["target"] == current]
+        return None
 
     def _schemas(self) -> dict[str, schemas.Schema | None]:
         """Each operator's output columns, derived from the sources through the operators
         (rules in sluice/schema.py); None where they cannot be known before running."""
-        inputs: dict[str, list[str]] = {op_id: [] for op_id in self._operators}
+        inputs: dict[str, list[tuple[str, str]]] = {op_id: [] for op_id in self._operators}
         for e in self._edges:
-            inputs[e["target"]].append(e["source"])
+            inputs[e["target"]].append((e["source"], e.get("output_tag", "")))
         out: dict[str, schemas.Schema | None] = {}
+        into: dict[str, list[schemas.Schema | None]] = {}
         for op_id, op in self._operators.items():  # ids are added in order: inputs come first
-            out[op_id] = _derive(op, [out[i] for i in inputs[op_id]])
+            # a window's late-data side output carries its input rows as they were
+            into[op_id] = [into[i][0] if tag and into[i] else out[i] for i, tag in inputs[op_id]]
+            out[op_id] = _derive(op, into[op_id])
         return out
 
     def _set_parallelism(self, op_id: str, parallelism: int) -> None:
@@ -243,6 +269,7 @@ class StreamExecutionEnvironment:
                 target=e["target"],
                 partitioning=states.to_proto(partitioning),
                 keys=e["keys"],
+                output_tag=e.get("output_tag", ""),
             )
         return job
 
@@ -336,6 +363,12 @@ def _derive(op: dict[str, Any], inputs: list[schemas.Schema | None]) -> schemas.
         return schemas.select(inputs[0] if len(inputs) == 1 else None, payload.get("columns") or [])
     if kind == OperatorKind.AGGREGATE:
         return schemas.aggregate(inputs[0] if len(inputs) == 1 else None, payload["keys"], payload["aggs"])
+    if kind == OperatorKind.TIMESTAMPS:
+        return inputs[0] if len(inputs) == 1 else None
+    if kind == OperatorKind.WINDOW:
+        from sluice.api.windowing import window_schema
+
+        return window_schema(inputs, payload["keys"], payload.get("aggs"))
     return None  # generator and map/flat_map bodies without a declared schema; sinks
 
 

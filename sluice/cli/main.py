@@ -318,6 +318,7 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
         "ended": _iso(d["ended_ms"]) if d["ended_ms"] else None,
         "slots_required": d["slots_required"],
         "records_dropped": d["records_dropped"],
+        "records_late_dropped": d["records_late_dropped"],
         "bad_record_samples": d["bad_record_samples"],
         "checkpoints": [
             {
@@ -336,6 +337,7 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
             {
                 **{k: t[k] for k in _TASK_KEYS},
                 "state": from_proto(ExecutionState, t["state"]),
+                "watermark": t.get("watermark"),
                 **({"error": t["error"]} if t["error"] else {}),
             }
             for t in d["tasks"]
@@ -365,6 +367,7 @@ _TASK_KEYS = (
     "records_sent",
     "records_malformed",
     "records_dropped",
+    "records_late_dropped",
 )
 
 
@@ -406,7 +409,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     if d["message"]:
         console.print(f"  {d['message']}", highlight=False)
     t = Table(
-        "operator", "subtask", "state", "taskmanager", "records in", "records out", "sent", "malformed", "dropped"
+        "operator",
+        "subtask",
+        "state",
+        "taskmanager",
+        "records in",
+        "records out",
+        "sent",
+        "malformed",
+        "dropped",
+        "watermark",
     )
     for task in d["tasks"]:
         t.add_row(
@@ -419,10 +431,18 @@ def cmd_status(args: argparse.Namespace) -> int:
             str(task["records_sent"]),
             str(task["records_malformed"]),
             str(task["records_dropped"]),
+            "-" if task["watermark"] is None else str(task["watermark"]),
         )
     console.print(t)
     if d["records_dropped"]:
-        console.print(f"numRecordsDropped {d['records_dropped']} (malformed or with a null key)", highlight=False)
+        console.print(
+            f"numRecordsDropped {d['records_dropped']} (malformed, with a null key or timestamp)", highlight=False
+        )
+    if d["records_late_dropped"]:
+        console.print(
+            f"numLateRecordsDropped {d['records_late_dropped']} (after their window's allowed lateness)",
+            highlight=False,
+        )
     if d["bad_record_samples"]:
         console.print("malformed records (a sample, file: line):", highlight=False)
         for line in d["bad_record_samples"]:

@@ -50,6 +50,8 @@ class OperatorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATOR_KIND_SINK_FILE: _ClassVar[OperatorKind]
     OPERATOR_KIND_SINK_PRINT: _ClassVar[OperatorKind]
     OPERATOR_KIND_SINK_SQLITE: _ClassVar[OperatorKind]
+    OPERATOR_KIND_TIMESTAMPS: _ClassVar[OperatorKind]
+    OPERATOR_KIND_WINDOW: _ClassVar[OperatorKind]
 
 class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -90,6 +92,8 @@ OPERATOR_KIND_AGGREGATE: OperatorKind
 OPERATOR_KIND_SINK_FILE: OperatorKind
 OPERATOR_KIND_SINK_PRINT: OperatorKind
 OPERATOR_KIND_SINK_SQLITE: OperatorKind
+OPERATOR_KIND_TIMESTAMPS: OperatorKind
+OPERATOR_KIND_WINDOW: OperatorKind
 PARTITIONING_UNSPECIFIED: Partitioning
 PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning
@@ -122,16 +126,18 @@ class OperatorSpec(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[OperatorKind, str]] = ..., parallelism: _Optional[int] = ..., config: _Optional[str] = ..., code: _Optional[_Mapping[str, bytes]] = ..., output_schema: _Optional[str] = ...) -> None: ...
 
 class EdgeSpec(_message.Message):
-    __slots__ = ("source", "target", "partitioning", "keys")
+    __slots__ = ("source", "target", "partitioning", "keys", "output_tag")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     PARTITIONING_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TAG_FIELD_NUMBER: _ClassVar[int]
     source: str
     target: str
     partitioning: Partitioning
     keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., partitioning: _Optional[_Union[Partitioning, str]] = ..., keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    output_tag: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., partitioning: _Optional[_Union[Partitioning, str]] = ..., keys: _Optional[_Iterable[str]] = ..., output_tag: _Optional[str] = ...) -> None: ...
 
 class JobGraph(_message.Message):
     __slots__ = ("name", "operators", "edges", "max_parallelism", "config")
@@ -155,7 +161,7 @@ class JobGraph(_message.Message):
     def __init__(self, name: _Optional[str] = ..., operators: _Optional[_Iterable[_Union[OperatorSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeSpec, _Mapping]]] = ..., max_parallelism: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples")
+    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped")
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     SUBTASK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +173,8 @@ class TaskStatus(_message.Message):
     RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
     RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     operator: str
     subtask: int
     state: ExecutionState
@@ -178,10 +186,12 @@ class TaskStatus(_message.Message):
     records_malformed: int
     records_dropped: int
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ...) -> None: ...
+    watermark: int
+    records_late_dropped: int
+    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples")
+    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples", "records_late_dropped")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +210,7 @@ class JobInfo(_message.Message):
     EXCEPTIONS_FIELD_NUMBER: _ClassVar[int]
     RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     state: JobState
@@ -218,7 +229,8 @@ class JobInfo(_message.Message):
     exceptions: _containers.RepeatedCompositeFieldContainer[ExceptionEntry]
     records_dropped: int
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ...) -> None: ...
+    records_late_dropped: int
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
 
 class ExceptionEntry(_message.Message):
     __slots__ = ("time_ms", "attempt", "task", "cause", "traceback", "restarted")

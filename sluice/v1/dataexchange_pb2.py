@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1csluice/v1/dataexchange.proto\x12\tsluice.v1\"V\n\x10PartitionRequest\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x14\n\x0csubpartition\x18\x02 \x01(\x05\x12\x16\n\x0einitial_credit\x18\x03 \x01(\x05\"[\n\x0f\x43onsumerMessage\x12.\n\x07request\x18\x01 \x01(\x0b\x32\x1b.sluice.v1.PartitionRequestH\x00\x12\x10\n\x06\x63redit\x18\x02 \x01(\x05H\x00\x42\x06\n\x04kind\"\x10\n\x0e\x45ndOfPartition\"6\n\x07\x42\x61rrier\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\"\x88\x01\n\x0b\x44\x61taMessage\x12\x0f\n\x05\x62\x61tch\x18\x01 \x01(\x0cH\x00\x12(\n\x03\x65nd\x18\x02 \x01(\x0b\x32\x19.sluice.v1.EndOfPartitionH\x00\x12%\n\x07\x62\x61rrier\x18\x03 \x01(\x0b\x32\x12.sluice.v1.BarrierH\x00\x12\x0f\n\x07\x62\x61\x63klog\x18\x04 \x01(\x05\x42\x06\n\x04kind2S\n\x0c\x44\x61taExchange\x12\x43\n\tSubscribe\x12\x1a.sluice.v1.ConsumerMessage\x1a\x16.sluice.v1.DataMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1csluice/v1/dataexchange.proto\x12\tsluice.v1\"V\n\x10PartitionRequest\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x14\n\x0csubpartition\x18\x02 \x01(\x05\x12\x16\n\x0einitial_credit\x18\x03 \x01(\x05\"[\n\x0f\x43onsumerMessage\x12.\n\x07request\x18\x01 \x01(\x0b\x32\x1b.sluice.v1.PartitionRequestH\x00\x12\x10\n\x06\x63redit\x18\x02 \x01(\x05H\x00\x42\x06\n\x04kind\"\x10\n\x0e\x45ndOfPartition\"6\n\x07\x42\x61rrier\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\"!\n\tWatermark\x12\x14\n\x0ctimestamp_ms\x18\x01 \x01(\x03\"\x1c\n\x0cStreamStatus\x12\x0c\n\x04idle\x18\x01 \x01(\x08\"\xde\x01\n\x0b\x44\x61taMessage\x12\x0f\n\x05\x62\x61tch\x18\x01 \x01(\x0cH\x00\x12(\n\x03\x65nd\x18\x02 \x01(\x0b\x32\x19.sluice.v1.EndOfPartitionH\x00\x12%\n\x07\x62\x61rrier\x18\x03 \x01(\x0b\x32\x12.sluice.v1.BarrierH\x00\x12)\n\twatermark\x18\x05 \x01(\x0b\x32\x14.sluice.v1.WatermarkH\x00\x12)\n\x06status\x18\x06 \x01(\x0b\x32\x17.sluice.v1.StreamStatusH\x00\x12\x0f\n\x07\x62\x61\x63klog\x18\x04 \x01(\x05\x42\x06\n\x04kind2S\n\x0c\x44\x61taExchange\x12\x43\n\tSubscribe\x12\x1a.sluice.v1.ConsumerMessage\x1a\x16.sluice.v1.DataMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,8 +39,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ENDOFPARTITION']._serialized_end=240
   _globals['_BARRIER']._serialized_start=242
   _globals['_BARRIER']._serialized_end=296
-  _globals['_DATAMESSAGE']._serialized_start=299
-  _globals['_DATAMESSAGE']._serialized_end=435
-  _globals['_DATAEXCHANGE']._serialized_start=437
-  _globals['_DATAEXCHANGE']._serialized_end=520
+  _globals['_WATERMARK']._serialized_start=298
+  _globals['_WATERMARK']._serialized_end=331
+  _globals['_STREAMSTATUS']._serialized_start=333
+  _globals['_STREAMSTATUS']._serialized_end=361
+  _globals['_DATAMESSAGE']._serialized_start=364
+  _globals['_DATAMESSAGE']._serialized_end=586
+  _globals['_DATAEXCHANGE']._serialized_start=588
+  _globals['_DATAEXCHANGE']._serialized_end=671
 # @@protoc_insertion_point(module_scope)

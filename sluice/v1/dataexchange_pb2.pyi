@@ -35,14 +35,30 @@ class Barrier(_message.Message):
     timestamp_ms: int
     def __init__(self, checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
 
+class Watermark(_message.Message):
+    __slots__ = ("timestamp_ms",)
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    timestamp_ms: int
+    def __init__(self, timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class StreamStatus(_message.Message):
+    __slots__ = ("idle",)
+    IDLE_FIELD_NUMBER: _ClassVar[int]
+    idle: bool
+    def __init__(self, idle: _Optional[bool] = ...) -> None: ...
+
 class DataMessage(_message.Message):
-    __slots__ = ("batch", "end", "barrier", "backlog")
+    __slots__ = ("batch", "end", "barrier", "watermark", "status", "backlog")
     BATCH_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     BARRIER_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     BACKLOG_FIELD_NUMBER: _ClassVar[int]
     batch: bytes
     end: EndOfPartition
     barrier: Barrier
+    watermark: Watermark
+    status: StreamStatus
     backlog: int
-    def __init__(self, batch: _Optional[bytes] = ..., end: _Optional[_Union[EndOfPartition, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., backlog: _Optional[int] = ...) -> None: ...
+    def __init__(self, batch: _Optional[bytes] = ..., end: _Optional[_Union[EndOfPartition, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., watermark: _Optional[_Union[Watermark, _Mapping]] = ..., status: _Optional[_Union[StreamStatus, _Mapping]] = ..., backlog: _Optional[int] = ...) -> None: ...

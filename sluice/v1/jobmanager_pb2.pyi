@@ -177,7 +177,7 @@ class SlotStatus(_message.Message):
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples")
+    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,8 @@ class TaskMetrics(_message.Message):
     RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
     RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     execution_id: str
     records_in: int
@@ -194,7 +196,9 @@ class TaskMetrics(_message.Message):
     records_malformed: int
     records_dropped: int
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ...) -> None: ...
+    watermark: int
+    records_late_dropped: int
+    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("resource_id", "leader_session_id", "slots", "tasks")
@@ -215,7 +219,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input", "failure_cause", "unreachable_peer", "records_sent", "records_malformed", "records_dropped", "bad_record_samples")
+    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input", "failure_cause", "unreachable_peer", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +236,8 @@ class TaskExecutionState(_message.Message):
     RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
     RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     leader_session_id: str
     job_id: str
@@ -248,7 +254,9 @@ class TaskExecutionState(_message.Message):
     records_malformed: int
     records_dropped: int
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ...) -> None: ...
+    watermark: int
+    records_late_dropped: int
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
 
 class UpdateTaskExecutionStateResponse(_message.Message):
     __slots__ = ("accepted",)

@@ -96,6 +96,10 @@ class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
                     yield dataexchange_pb2.DataMessage(batch=table_to_ipc(value), backlog=sub.backlog())
                 case ItemKind.BARRIER:
                     yield dataexchange_pb2.DataMessage(barrier=dataexchange_pb2.Barrier(checkpoint_id=value))
+                case ItemKind.WATERMARK:
+                    yield dataexchange_pb2.DataMessage(watermark=dataexchange_pb2.Watermark(timestamp_ms=value))
+                case ItemKind.STATUS:
+                    yield dataexchange_pb2.DataMessage(status=dataexchange_pb2.StreamStatus(idle=value))
                 case ItemKind.END:
                     yield dataexchange_pb2.DataMessage(end=dataexchange_pb2.EndOfPartition())
                     partition.consumed(req.subpartition)

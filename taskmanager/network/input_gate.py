@@ -30,7 +30,16 @@ from sluice import rpc
 from sluice.retries import RetryCallState, retrying
 from sluice.serialization import ipc_to_table
 from sluice.v1 import dataexchange_pb2, dataexchange_pb2_grpc
-from taskmanager.network.partition import BARRIER, BATCH, END, Item, PartitionManager, ResultPartition
+from taskmanager.network.partition import (
+    BARRIER,
+    BATCH,
+    END,
+    STATUS,
+    WATERMARK,
+    Item,
+    PartitionManager,
+    ResultPartition,
+)
 
 log = logging.getLogger("sluice.taskmanager.network")
 
@@ -199,6 +208,10 @@ class RemoteInputChannel(InputChannel):
                     self.gate.deliver(self, (BATCH, ipc_to_table(msg.batch)))
                 elif kind == "barrier":
                     self.gate.deliver(self, (BARRIER, msg.barrier.checkpoint_id))
+                elif kind == "watermark":
+                    self.gate.deliver(self, (WATERMARK, msg.watermark.timestamp_ms))
+                elif kind == "status":
+                    self.gate.deliver(self, (STATUS, msg.status.idle))
                 elif kind == "end":
                     self.gate.deliver(self, (END, None))
                     return

@@ -4,7 +4,8 @@ per consumer subtask.
 A subpartition holds at most `capacity` batches; a producer adding to a full
 one blocks until its consumer takes from it — the first half of
 backpressure (the second is the consumer's credit, see exchange.py). Items
-are tuples: (BATCH, pyarrow.Table), (BARRIER, checkpoint_id), (END, None).
+are tuples: (BATCH, pyarrow.Table), (BARRIER, checkpoint_id), (WATERMARK, ms),
+(STATUS, idle: bool) and (END, None); only batches count against the capacity.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ class ItemKind(enum.StrEnum):
 
     BATCH = "batch"  # a pyarrow.Table of records
     BARRIER = "barrier"  # a checkpoint barrier: its checkpoint id
+    WATERMARK = "watermark"  # event time: its timestamp in ms (docs/event-time.md)
+    STATUS = "status"  # the stream went idle (True) or active again (False)
     END = "end"  # end of the partition: None
 
 
 BATCH, BARRIER, END = ItemKind.BATCH, ItemKind.BARRIER, ItemKind.END
+WATERMARK, STATUS = ItemKind.WATERMARK, ItemKind.STATUS
 Item: TypeAlias = tuple[ItemKind, Any]
 
 

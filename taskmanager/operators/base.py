@@ -47,6 +47,7 @@ class OperatorContext:
     restore_checkpoint_id: int  # 0: starting from scratch
     checkpointing: bool  # checkpoints are on: commit at checkpoints, not at the end of the input
     tag: str = ""  # the task's correlation ids, to start log lines with
+    engine: Any = None  # the TaskManager's SparkEngine, for batches an operator makes itself
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +93,15 @@ class Operator(abc.ABC):
 
     def end_input(self) -> Batch | None:
         """The input ended: a last batch to pass down the chain, if any."""
+        return None
+
+    def on_watermark(self, watermark: int) -> Batch | None:  # noqa: ARG002 — most operators keep no timers
+        """The input watermark advanced to `watermark` (ms; docs/event-time.md): rows it makes
+        due (fired windows) to pass down the chain before the watermark goes on."""
+        return None
+
+    def on_processing_time(self, now_ms: int) -> Batch | None:  # noqa: ARG002 — most keep no timers
+        """The task's clock read `now_ms` (called between batches): rows due by processing time."""
         return None
 
     def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:  # noqa: ARG002 — the default has no state

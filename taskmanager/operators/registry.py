@@ -12,7 +12,9 @@ from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payl
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.sinks import FileSinkWriter, PrintSink
 from taskmanager.operators.sqlite_sink import SqliteSinkWriter
+from taskmanager.operators.timestamps import TimestampAssigner
 from taskmanager.operators.transforms import SparkBody
+from taskmanager.operators.window import WindowOperator
 
 OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.MAP: SparkBody,
@@ -23,6 +25,8 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.SINK_FILE: FileSinkWriter,
     OperatorKind.SINK_PRINT: PrintSink,
     OperatorKind.SINK_SQLITE: SqliteSinkWriter,
+    OperatorKind.TIMESTAMPS: TimestampAssigner,
+    OperatorKind.WINDOW: WindowOperator,
 }
 
 
