@@ -486,7 +486,9 @@ def _check_columns(
         p = payloads[op.id]
         if kinds[op.id] in (OperatorKind.TIMESTAMPS, OperatorKind.WINDOW) and inputs:
             column = (p.get("strategy") or {}).get("timestamp_column") or p.get("timestamp_column")
-            if column and not (kinds[op.id] == OperatorKind.WINDOW and p["window"].get("kind") == "tumbling-processing-time"):
+            window_kind = p["window"].get("kind") if kinds[op.id] == OperatorKind.WINDOW else None
+            processing_time = window_kind == "tumbling-processing-time"
+            if column and not processing_time:
                 field = f"operators[{i}].config.timestamp_column"
                 require_columns(field, inputs[0], [column])
                 t = inputs[0].type_of(column) if inputs[0] is not None else None

@@ -577,6 +577,8 @@ class Task:
             out = op.end_input()
             if out is not None:
                 self._process(out, start=i + 1)
+        if self._assigner is not None:
+            self._assigner.generator.end_of_input()
         if self._event_time:
             for w in self._writers:
                 w.watermark(MAX_WATERMARK)

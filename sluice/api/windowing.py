@@ -42,8 +42,6 @@ class WindowedStream:
     aggregate or `apply` says what it computes and returns its output stream."""
 
     def __init__(self, keyed: KeyedStream, assigner: Any):
-        from sluice.api.datastream import DataStream  # local: datastream imports this module
-
         if not isinstance(assigner, ASSIGNER_TYPES):
             raise TypeError(
                 f"window() takes a window assigner such as TumblingEventTimeWindows.of(60_000), "
@@ -121,9 +119,7 @@ class WindowedStream:
         self._payload["aggs"] = checked
         return self._out
 
-    def apply(
-        self, fn: Callable[[Any, int, int, Any], Any], output_schema: Any = None
-    ) -> DataStream:
+    def apply(self, fn: Callable[[Any, int, int, Any], Any], output_schema: Any = None) -> DataStream:
         """`fn(key, window_start, window_end, rows: pandas.DataFrame) -> pandas.DataFrame | None`
         once per key and window when it fires (a composite key is a tuple). The key columns,
         window_start and window_end are put in front of what it returns unless it has them.

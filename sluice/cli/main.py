@@ -337,7 +337,7 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
             {
                 **{k: t[k] for k in _TASK_KEYS},
                 "state": from_proto(ExecutionState, t["state"]),
-                "watermark": t.get("watermark"),
+                "watermark": int(t["watermark"]) if t.get("watermark") is not None else None,
                 **({"error": t["error"]} if t["error"] else {}),
             }
             for t in d["tasks"]

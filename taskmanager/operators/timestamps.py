@@ -37,9 +37,7 @@ def timestamps_ms(column: Any) -> Any:
         return column.cast(pa.date64()).cast(pa.int64())
     if pa.types.is_integer(t):
         return column.cast(pa.int64())
-    raise TypeError(
-        f"the event-time column has type {t}; it must hold epoch milliseconds (an integer) or a timestamp"
-    )
+    raise TypeError(f"the event-time column has type {t}; it must hold epoch milliseconds (an integer) or a timestamp")
 
 
 class TimestampAssigner(Operator):

@@ -321,6 +321,8 @@ def test_status_json_contract():
         records_malformed=3,
         records_dropped=2,
         bad_record_samples=["a.jsonl: not json"],
+        records_late_dropped=4,
+        watermark=2**63 - 1,  # the final watermark: an int in JSON, not a quoted string
     )
     info.tasks.add(operator="sink", state=to_proto(ExecutionState.FAILED), error="Traceback")
     info.exceptions.add(
@@ -351,6 +353,7 @@ def test_status_json_contract():
         "ended": None,
         "slots_required": 3,
         "records_dropped": 0,
+        "records_late_dropped": 0,
         "bad_record_samples": [],
         "checkpoints": [
             {
@@ -384,6 +387,8 @@ def test_status_json_contract():
                 "records_sent": 2_468,
                 "records_malformed": 3,
                 "records_dropped": 2,
+                "records_late_dropped": 4,
+                "watermark": 2**63 - 1,
             },
             {
                 "operator": "sink",
@@ -395,6 +400,8 @@ def test_status_json_contract():
                 "records_sent": 0,
                 "records_malformed": 0,
                 "records_dropped": 0,
+                "records_late_dropped": 0,
+                "watermark": None,
                 "error": "Traceback",
             },
         ],

@@ -368,15 +368,15 @@ def test_rows_with_a_null_in_any_key_column_are_dropped_counted_and_logged(caplo
     writer = RecordWriter(partition, Partitioning.HASH, list(KEYS), 0, 128, None, lambda: False)
     table = pa.table({"country": ["DE", None, "FR", "DE"], "device": ["phone", "tab", None, "tab"], "v": [1, 2, 3, 4]})
     with caplog.at_level(logging.WARNING, logger="sluice.taskmanager.record_writer"):
-        kept = writer._drop_null_keys(table)
+        kept = writer._drop_nulls(table)
         assert kept.to_pylist() == [
             {"country": "DE", "device": "phone", "v": 1},
             {"country": "DE", "device": "tab", "v": 4},
         ]
-        assert writer._drop_null_keys(table.slice(1, 1)).num_rows == 0
+        assert writer._drop_nulls(table.slice(1, 1)).num_rows == 0
         writer.barrier(7)
         writer.barrier(8)  # nothing more dropped: no line
-        assert writer._drop_null_keys(table.slice(0, 1)).num_rows == 1
+        assert writer._drop_nulls(table.slice(0, 1)).num_rows == 1
         writer.end()
     assert writer.null_keys_dropped == 3
     lines = [r.getMessage() for r in caplog.records]

@@ -207,6 +207,7 @@ class FakeTask:
         self.job_id, self.execution_id, self.tag = "j1", "j1/s1.2/c/0", "[job j1]"
         self.records_in, self.records_out, self.records_sent, self.records_malformed = 3, 4, 2, 1
         self.records_dropped, self.bad_record_samples = 1, ["part-0.jsonl: oops"]
+        self.records_late_dropped, self.watermark = 5, 1_700_000_000_000
 
 
 def connection(interval: float = 1.0) -> LeaderConnection:
@@ -227,6 +228,7 @@ def test_reports_carry_proto_states_and_the_failure_cause():
     assert (failed.unreachable_peer, failed.error, failed.records_out) == ("10.0.0.7:6122", "tb", 4)
     assert (failed.records_sent, failed.records_malformed) == (2, 1)
     assert (failed.records_dropped, list(failed.bad_record_samples)) == (1, ["part-0.jsonl: oops"])
+    assert (failed.records_late_dropped, failed.watermark) == (5, 1_700_000_000_000)
 
 
 class FakeStub:
