@@ -151,10 +151,11 @@ class RecordWriter:
         dropped = pc.sum(nulls).as_py() or 0
         if not self.null_keys_dropped:
             log.warning(
-                "partition %s: dropped %d rows with a null in key or timestamp (%s); further drops are counted and "
+                "partition %s: dropped %d rows with a null in %s (%s); further drops are counted and "
                 "logged at checkpoints and at the end",
                 self.partition.partition_id,
                 dropped,
+                "key" if list(columns) == self.keys else "key or timestamp",
                 ", ".join(columns),
             )
         self.null_keys_dropped += dropped
