@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover validate clean
+.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed validate clean
 
 install: system-deps $(STAMP)
 
@@ -79,6 +79,11 @@ bench-profile: install
 
 bench-failover: install
 	$(BIN)/python bench/failover_bench.py
+
+# Event-time windows (tumbling 10 s, sliding 60 s / 10 s) on Sluice and Spark Structured Streaming,
+# every window checked exactly (bench/windowed_bench.py; --quick for a smoke run).
+bench-windowed: install
+	$(BIN)/python bench/windowed_bench.py
 
 clean:
 	rm -rf .sluice build *.egg-info .pytest_cache

@@ -2,7 +2,7 @@
 
     sluice run examples/windowed_page_views.py -- --input data/ --output out/ --window-ms 10000
         [--slide-ms 10000] [--out-of-orderness-ms 2000] [--allowed-lateness-ms 0]
-        [--late-output DIR] [--checkpoint-interval 1000]
+        [--late-output DIR] [--checkpoint-interval 1000] [--monitor-interval MS [--idleness-ms MS]]
 
 Reads newline-delimited JSON events {"url": str, "user": int, "ts": int} (ts in epoch ms,
 possibly out of order: `generate_page_views.py --disorder-ms`) from INPUT/*.jsonl, assigns
@@ -13,7 +13,10 @@ as a line `url,window_start,window_end,count` through the exactly-once file sink
 OUTPUT (an append stream: with --allowed-lateness-ms 0, one line per url and window). At
 the end of the input every remaining window fires. Records later than their windows'
 allowed lateness are dropped and counted (numLateRecordsDropped in `sluice status`), or
-written to --late-output as `url,user,ts` lines.
+written to --late-output as `url,user,ts` lines. With --monitor-interval the job keeps
+watching INPUT for new files (unbounded: windows fire as the watermark advances, and it runs
+until cancelled); --idleness-ms then lets a source subtask that gets no files stop holding
+back the watermark.
 """
 
 import argparse
@@ -36,9 +39,19 @@ def build(
     out_of_orderness_ms: int = 0,
     allowed_lateness_ms: int = 0,
     late_dir: str | None = None,
+    monitor_interval_ms: int | None = None,
+    idleness_ms: int | None = None,
 ) -> None:
-    events = env.from_files(input_dir, format="json", schema="url string, user long, ts long", name="page views")
+    events = env.from_files(
+        input_dir,
+        format="json",
+        schema="url string, user long, ts long",
+        name="page views",
+        monitor_interval_ms=monitor_interval_ms,
+    )
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(out_of_orderness_ms).with_timestamp_column("ts")
+    if idleness_ms:
+        strategy = strategy.with_idleness(idleness_ms)
     timed = events.assign_timestamps_and_watermarks(strategy)
     if slide_ms is None or slide_ms == window_ms:
         assigner = TumblingEventTimeWindows.of(window_ms)
@@ -61,6 +74,8 @@ def main() -> None:
     ap.add_argument("--allowed-lateness-ms", type=int, default=0, help="how long a fired window still takes updates")
     ap.add_argument("--late-output", default=None, help="directory for records later than that (default: dropped)")
     ap.add_argument("--checkpoint-interval", type=int, default=1000, help="milliseconds; 0 disables checkpoints")
+    ap.add_argument("--monitor-interval", type=int, default=0, help="ms; > 0 keeps watching --input (unbounded)")
+    ap.add_argument("--idleness-ms", type=int, default=0, help="a source subtask without input this long is idle")
     args = ap.parse_args()
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.checkpoint_interval > 0:
@@ -75,6 +90,8 @@ def main() -> None:
             args.out_of_orderness_ms,
             args.allowed_lateness_ms,
             args.late_output,
+            args.monitor_interval or None,
+            args.idleness_ms or None,
         )
     except (TypeError, ValueError) as exc:
         ap.error(str(exc))

@@ -478,11 +478,19 @@ def _check_columns(
     output schemas (plain proto fields, except what only a config says: the aggregates and
     the sink's columns, already parsed by validate)."""
     carried = output_schemas(job)
+
+    def schema_of(e: common_pb2.EdgeSpec) -> schemas.Schema | None:
+        """What an edge carries: its source's output, or for a late-data side output the
+        window's input rows."""
+        if not e.output_tag:
+            return carried[e.source]
+        return carried[ins[e.source][0].source] if ins[e.source] else None
+
     for j, e in enumerate(job.edges):
         if partitioning_of(e) == Partitioning.HASH:
-            require_columns(f"edges[{j}].keys", carried[e.source], e.keys)
+            require_columns(f"edges[{j}].keys", schema_of(e), e.keys)
     for i, op in enumerate(job.operators):
-        inputs = [carried[e.source] for e in ins[op.id]]
+        inputs = [schema_of(e) for e in ins[op.id]]
         p = payloads[op.id]
         if kinds[op.id] in (OperatorKind.TIMESTAMPS, OperatorKind.WINDOW) and inputs:
             column = (p.get("strategy") or {}).get("timestamp_column") or p.get("timestamp_column")
