@@ -498,13 +498,14 @@ def _check_columns(
             processing_time = window_kind == "tumbling-processing-time"
             if column and not processing_time:
                 field = f"operators[{i}].config.timestamp_column"
-                require_columns(field, inputs[0], [column])
+                if inputs[0] is not None and column not in inputs[0]:
+                    raise JobValidationError(field, f"operator {op.name or op.id!r}: {inputs[0].missing(column)}")
                 t = inputs[0].type_of(column) if inputs[0] is not None else None
                 if t is not None and t != schemas.UNKNOWN and t not in schemas.EVENT_TIME_TYPES:
                     raise JobValidationError(
                         field,
-                        f"the event-time column {column!r} is {t}; it must hold epoch milliseconds "
-                        "(an integer) or a timestamp",
+                        f"operator {op.name or op.id!r}: the event-time column {column!r} is {t}; it must hold "
+                        "epoch milliseconds (an integer) or a timestamp",
                     )
         if kinds[op.id] in KEYED_KINDS and inputs and p.get("aggs"):
             for out, (fn, col) in p["aggs"].items():

@@ -84,7 +84,25 @@ class DataStream:
                 f"WatermarkStrategy.for_bounded_out_of_orderness(2000).with_timestamp_column('ts'); got {strategy!r}"
             )
         strategy.check()
+        column = strategy.timestamp_column
+        known = self.schema
+        if known is not None and column is not None:
+            t = known.type_of(column)
+            if t is None:
+                raise ValueError(f"assign_timestamps_and_watermarks(): the stream has {known.missing(column)}")
+            if t != schemas.UNKNOWN and t not in schemas.EVENT_TIME_TYPES:
+                raise ValueError(
+                    f"assign_timestamps_and_watermarks(): the timestamp column {column!r} is {t}; it must hold "
+                    "epoch milliseconds (an integer) or a timestamp: select() a converted column first"
+                )
         return self._then(OperatorKind.TIMESTAMPS, {"strategy": strategy.to_config()}, name or "timestamps")
+
+    def window(self, assigner: Any) -> WindowedStream:
+        """Windows are per key: key_by(...).window(...)."""
+        raise TypeError(
+            f"window({type(assigner).__name__}...) needs a keyed stream: call key_by(col).window(...); "
+            "windows hold each key's records apart"
+        )
 
     # -- partitioning ---------------------------------------------------------
     def key_by(self, *columns: str | Sequence[str]) -> KeyedStream:

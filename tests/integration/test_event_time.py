@@ -85,9 +85,7 @@ def wait_end(cluster, job_id, timeout=240) -> dict:
 
 def test_sliding_windows_over_out_of_order_input_are_exact(cluster, tmp_path):
     generate(str(tmp_path / "in"), events=120_000, files=24, urls=500, seed=3, disorder_ms=2_000)
-    job = run_windowed(
-        cluster, tmp_path, "--window-ms", "10000", "--slide-ms", "2500", "--out-of-orderness-ms", "2000"
-    )
+    job = run_windowed(cluster, tmp_path, "--window-ms", "10000", "--slide-ms", "2500", "--out-of-orderness-ms", "2000")
     status = wait_end(cluster, job)
     assert_windows_exact(tmp_path / "out", expected_windows(str(tmp_path / "in"), 10_000, 2_500))
     assert status["records_late_dropped"] == 0  # the bound covers the disorder: nothing is late
@@ -269,7 +267,9 @@ def test_windows_exactly_once_across_a_taskmanager_kill(own_cluster, tmp_path, z
 def test_windows_exactly_once_across_a_leader_kill(own_cluster, tmp_path):
     cluster = own_cluster(taskmanagers=2, jobmanagers=2, zk_session_timeout=4.0)
     job = start_long_windowed(cluster, tmp_path)
-    status = wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
+    status = wait_for(
+        cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint"
+    )
     old = status["leader"]
     kill9(pid_at(cluster, old))
     status = wait_end(cluster, job, timeout=300)

@@ -120,9 +120,7 @@ def test_late_records_are_dropped_and_counted_or_sent_to_the_side_output():
     assert fire(op, MAX_WATERMARK) == [{"url": "a", "window_start": 10, "window_end": 20, "count": 1}]
 
     side = []
-    op = WindowOperator(
-        payload(TumblingEventTimeWindows.of(10), aggs={"count": ("count", "*")}, late_output=True), CTX
-    )
+    op = WindowOperator(payload(TumblingEventTimeWindows.of(10), aggs={"count": ("count", "*")}, late_output=True), CTX)
     op.side_output = side.append
     feed(op, rows(("a", 1)))
     fire(op, 9)
