@@ -294,7 +294,8 @@ class Task:
                 op.deferred = bool(self._writers)  # the outputs read the timestamps as they materialize
                 self._event_time = True
             if isinstance(op, WindowOperator):
-                op.side_output = self._emit_late
+                # late rows go to the side output when the job reads it; else they are counted as dropped
+                op.side_output = self._emit_late if self._side_writers else None
                 self._event_time = True
             self._operators.append((op_id, op))
         if tdd.restore_checkpoint_id:
