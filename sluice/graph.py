@@ -61,6 +61,7 @@ class OperatorKind(enum.StrEnum):
     SINK_SQLITE = "sink_sqlite"
     TIMESTAMPS = "timestamps"  # assign_timestamps_and_watermarks (docs/event-time.md)
     WINDOW = "window"  # key_by(...).window(...)
+    PROCESS = "process"  # key_by(...).process(fn): keyed state and timers (docs/user-state.md)
 
 
 class Partitioning(enum.StrEnum):
@@ -83,8 +84,9 @@ TRANSFORM_KINDS = (
     OperatorKind.AGGREGATE,
     OperatorKind.TIMESTAMPS,
     OperatorKind.WINDOW,
+    OperatorKind.PROCESS,
 )
-KEYED_KINDS = (OperatorKind.AGGREGATE, OperatorKind.WINDOW)  # must follow key_by on their keys
+KEYED_KINDS = (OperatorKind.AGGREGATE, OperatorKind.WINDOW, OperatorKind.PROCESS)  # must follow key_by on their keys
 LATE_OUTPUT = "late"  # EdgeSpec.output_tag of a window's late-data side output
 SINK_KINDS = (OperatorKind.SINK_FILE, OperatorKind.SINK_PRINT, OperatorKind.SINK_SQLITE)
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
@@ -97,6 +99,7 @@ CODE_SETTINGS: dict[OperatorKind, frozenset[str]] = {
     OperatorKind.SOURCE_GENERATOR: frozenset({"body"}),
     OperatorKind.SOURCE_COLLECTION: frozenset({"rows"}),  # rows that are not JSON (dates, bytes, ...)
     OperatorKind.WINDOW: frozenset({"apply"}),  # fn(key, window_start, window_end, rows) -> pandas.DataFrame
+    OperatorKind.PROCESS: frozenset({"process", "on_timer"}),  # fn(key, rows, ctx); on_timer(key, ts, ctx)
 }
 NUMERIC_AGGREGATES = ("sum", "avg")  # need a numeric input column
 
@@ -640,6 +643,19 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
             validation.check(kind.value, p, has_apply="apply" in op.code)
         except (TypeError, ValueError) as exc:
             raise JobValidationError(where, f"operator {op.name or op.id!r}: {exc}") from None
+    elif kind == OperatorKind.PROCESS:
+        process_keys = p.get("keys")
+        if not (
+            isinstance(process_keys, list) and process_keys and all(isinstance(k, str) and k for k in process_keys)
+        ):
+            raise JobValidationError(
+                f"{where}.keys", f"a process function needs the key columns of its key_by, got {process_keys!r}"
+            )
+        if "process" not in op.code:
+            raise JobValidationError(f"{where.rsplit('.', 1)[0]}.code.process", "a process operator needs its function")
+        ttl = p.get("state_ttl_ms")
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
+            raise JobValidationError(f"{where}.state_ttl_ms", f"must be a whole number of ms > 0, got {ttl!r}")
     elif kind == OperatorKind.SINK_FILE:
         if not p.get("path") or not isinstance(p["path"], str):
             raise JobValidationError(f"{where}.path", f"a file sink needs an output path, got {p.get('path')!r}")

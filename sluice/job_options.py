@@ -181,6 +181,24 @@ CHECKPOINTS_NUM_RETAINED: JobOption[int] = JobOption(
     "completed checkpoints kept; older ones are deleted",
 )
 
+
+def _ttl(value: Any) -> float | None:
+    """Empty means no time-to-live."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    return units.parse_duration(value, "ms", positive=True)
+
+
+STATE_TTL: JobOption[float | None] = JobOption(
+    "state.ttl",
+    _ttl,
+    None,
+    _ms("> 0; empty: none"),
+    "default time-to-live of the keyed state of process functions (`ttl_ms=` on a state overrides it): "
+    "an entry expires this long after its last write",
+    "none",
+)
+
 RESTART_STRATEGY: JobOption[str] = JobOption(
     "restart-strategy",
     _choice("none", "fixed-delay", "exponential-delay"),
@@ -265,7 +283,7 @@ RESTART_OPTIONS: tuple[JobOption[Any], ...] = (
     EXPONENTIAL_JITTER,
     EXPONENTIAL_ATTEMPTS,
 )
-JOB_OPTIONS: tuple[JobOption[Any], ...] = CHECKPOINT_OPTIONS + RESTART_OPTIONS
+JOB_OPTIONS: tuple[JobOption[Any], ...] = CHECKPOINT_OPTIONS + (STATE_TTL,) + RESTART_OPTIONS
 BY_KEY: dict[str, JobOption[Any]] = {o.key: o for o in JOB_OPTIONS}
 
 # Families the JobManager owns: a key in one of them that the table lacks is a typo.

@@ -218,6 +218,39 @@ class KeyedStream:
         exact across the shuffle and a restore; NULL until a value arrives."""
         return self.aggregate(**{name or _column("avg", column): ("avg", column)})
 
+    def process(
+        self,
+        fn: Any,
+        output_schema: SchemaLike = None,
+        on_timer: Callable[[Any, int, Any], Any] | None = None,
+        name: str | None = None,
+    ) -> DataStream:
+        """A keyed process function: `fn(key, rows: pandas.DataFrame, ctx) -> DataFrame | None`,
+        called once per key present in each batch (a composite key is a tuple), with keyed
+        state and timers on `ctx` (docs/user-state.md). `fn` may also be an object with
+        `process(key, rows, ctx)` and `on_timer(key, timestamp, ctx)`; or give `on_timer`
+        here. `output_schema` (DDL or StructType) declares the rows it returns: later keys
+        and sinks are checked against it, and every batch is given its types."""
+        target = getattr(fn, "process", fn)
+        if not callable(target):
+            raise TypeError(
+                f"process() takes a function (key, rows, ctx) or an object with process(); got {_describe(fn)}"
+            )
+        if on_timer is not None and not callable(on_timer):
+            raise TypeError(f"process(on_timer=...) takes a function (key, timestamp, ctx); got {_describe(on_timer)}")
+        declared = None if output_schema is None else schemas.to_schema(output_schema, "process(output_schema=...)")
+        payload: dict[str, Any] = {"keys": list(self.keys), "process": fn}
+        if on_timer is not None:
+            payload["on_timer"] = on_timer
+        if declared is not None:
+            payload["output_schema"] = declared.ddl()
+        stream = self._stream._then(
+            OperatorKind.PROCESS, payload, name or f"process by {', '.join(self.keys)}", keys=self.keys
+        )
+        if declared is not None:
+            stream._env._operators[stream._op_id]["schema"] = declared
+        return stream
+
     def window(self, assigner: WindowAssigner) -> WindowedStream:
         """Cut each key's records into windows: `TumblingEventTimeWindows.of(ms)`,
         `SlidingEventTimeWindows.of(size_ms, slide_ms)`, `EventTimeSessionWindows.with_gap(ms)`

@@ -250,7 +250,11 @@ class StreamExecutionEnvironment:
             if p is None:
                 p = 1 if op["kind"] == OperatorKind.SOURCE_COLLECTION else self._parallelism
             par[op_id] = p
-            config, code = graph.encode_operator(op["payload"])  # plain settings as JSON, bodies pickled apart
+            payload = op["payload"]
+            if op["kind"] == OperatorKind.PROCESS and "state_ttl_ms" not in payload:
+                ttl = job_options.STATE_TTL.read(self._config)  # the job's default for states without ttl_ms
+                payload = {**payload, **({"state_ttl_ms": round(ttl * 1000)} if ttl is not None else {})}
+            config, code = graph.encode_operator(payload)  # plain settings as JSON, bodies pickled apart
             job.operators.add(
                 id=op_id,
                 name=op["name"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sluice.graph import OperatorKind
 from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
+from taskmanager.operators.keyed_process import KeyedProcess
 from taskmanager.operators.sinks import FileSinkWriter, PrintSink
 from taskmanager.operators.sqlite_sink import SqliteSinkWriter
 from taskmanager.operators.timestamps import TimestampAssigner
@@ -27,6 +28,7 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.SINK_SQLITE: SqliteSinkWriter,
     OperatorKind.TIMESTAMPS: TimestampAssigner,
     OperatorKind.WINDOW: WindowOperator,
+    OperatorKind.PROCESS: KeyedProcess,
 }
 
 

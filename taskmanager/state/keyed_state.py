@@ -1,0 +1,122 @@
+"""Named keyed state of a process function, with time-to-live (pure: time is an argument).
+
+Each state a function declares (`ctx.value_state("seen", ttl_ms=...)`) is a map key -> entry
+here; the views in taskmanager/operators/keyed_process.py give it value, list or map
+semantics. With a TTL an entry expires `ttl_ms` after it was last written (Flink's
+OnCreateAndWrite): from then on it is invisible at once (`get` answers MISSING and drops it),
+`cleanup` removes expired entries incrementally — a bounded number per call, oldest first,
+from a queue of writes in time order — and `snapshot` leaves them out, so memory and
+checkpoint size stay flat for a stream of fresh keys. Time is processing time in ms, given by
+the caller.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+MISSING: Any = object()  # what `get` answers for a key without a live entry
+KINDS = ("value", "list", "map")
+
+
+@dataclasses.dataclass(frozen=True)
+class StateDescriptor:
+    name: str
+    kind: str  # value | list | map
+    ttl_ms: int | None
+
+
+class _State:
+    def __init__(self, descriptor: StateDescriptor) -> None:
+        self.descriptor = descriptor
+        self.entries: dict[Hashable, tuple[Any, int | None]] = {}  # key -> (value, expires at)
+        self.writes: collections.deque[tuple[int, Hashable]] = collections.deque()  # TTL: (expires, key)
+
+
+class KeyedStateStore:
+    def __init__(self, default_ttl_ms: int | None = None) -> None:
+        self.default_ttl_ms = default_ttl_ms
+        self._states: dict[str, _State] = {}
+
+    def declare(self, name: str, kind: str, ttl_ms: int | None = None) -> StateDescriptor:
+        """The state `name` of `kind`; declaring it again with another kind or TTL is an error."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a state needs a non-empty name, got {name!r}")
+        if kind not in KINDS:
+            raise ValueError(f"unknown state kind {kind!r}; known: {', '.join(KINDS)}")
+        if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0):
+            raise ValueError(f"state {name!r}: ttl_ms must be a whole number of ms > 0, got {ttl_ms!r}")
+        descriptor = StateDescriptor(name, kind, ttl_ms if ttl_ms is not None else self.default_ttl_ms)
+        state = self._states.get(name)
+        if state is None:
+            self._states[name] = _State(descriptor)
+        elif state.descriptor.kind != kind or (ttl_ms is not None and state.descriptor.ttl_ms != ttl_ms):
+            old = state.descriptor
+            raise ValueError(
+                f"state {name!r} is a {old.kind} state with ttl_ms={old.ttl_ms}; it cannot be used as a {kind} "
+                f"state with ttl_ms={ttl_ms}: give each state one name"
+            )
+        return self._states[name].descriptor
+
+    def get(self, name: str, key: Hashable, now: int) -> Any:
+        state = self._states[name]
+        entry = state.entries.get(key)
+        if entry is None:
+            return MISSING
+        if entry[1] is not None and entry[1] <= now:
+            del state.entries[key]
+            return MISSING
+        return entry[0]
+
+    def put(self, name: str, key: Hashable, value: Any, now: int) -> None:
+        state = self._states[name]
+        ttl = state.descriptor.ttl_ms
+        expires = now + ttl if ttl is not None else None
+        state.entries[key] = (value, expires)
+        if expires is not None:
+            state.writes.append((expires, key))
+
+    def clear(self, name: str, key: Hashable) -> None:
+        self._states[name].entries.pop(key, None)
+
+    def cleanup(self, now: int, budget: int = 1000) -> int:
+        """Remove up to about `budget` expired entries, oldest writes first; how many went."""
+        removed = 0
+        for state in self._states.values():
+            writes, entries = state.writes, state.entries
+            while writes and writes[0][0] <= now and budget > 0:
+                expires, key = writes.popleft()
+                budget -= 1
+                entry = entries.get(key)
+                if entry is not None and entry[1] == expires:  # not written again since
+                    del entries[key]
+                    removed += 1
+        return removed
+
+    def size(self, name: str | None = None) -> int:
+        """Entries held (expired ones not cleaned up yet included)."""
+        states = [self._states[name]] if name is not None else list(self._states.values())
+        return sum(len(s.entries) for s in states)
+
+    def keys(self) -> set[Hashable]:
+        return {key for s in self._states.values() for key in s.entries}
+
+    def snapshot(self, now: int) -> Iterator[tuple[StateDescriptor, Hashable, Any, int | None]]:
+        """Every live entry: (its state, key, value, expires at)."""
+        for state in self._states.values():
+            for key, (value, expires) in state.entries.items():
+                if expires is None or expires > now:
+                    yield state.descriptor, key, value, expires
+
+    def restore(self, entries: Iterator[tuple[StateDescriptor, Hashable, Any, int | None]]) -> None:
+        self._states = {}
+        for descriptor, key, value, expires in entries:
+            state = self._states.get(descriptor.name)
+            if state is None:
+                state = self._states[descriptor.name] = _State(descriptor)
+            state.entries[key] = (value, expires)
+        for state in self._states.values():
+            timed = [(e[1], k) for k, e in state.entries.items() if e[1] is not None]
+            state.writes = collections.deque(sorted(timed, key=lambda w: w[0]))
