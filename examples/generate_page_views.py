@@ -2,7 +2,7 @@
 Zipf-distributed url popularity (s = 1), split over files.
 
     python examples/generate_page_views.py --out data/ --events 200000 [--files 8] [--urls 10000] [--seed 7]
-        [--disorder-ms 0]
+        [--disorder-ms 0] [--users 1000000]
 
 Also importable: `generate(out, events, files, urls, seed, disorder_ms=0)` returns the
 expected final count per url, computed independently of Sluice.
@@ -48,6 +48,7 @@ def generate(
     seed: int = 7,
     *,
     disorder_ms: int = 0,
+    users: int = 1_000_000,
 ) -> dict[str, int]:
     if disorder_ms < 0:
         raise ValueError(f"disorder_ms must be >= 0, got {disorder_ms}")
@@ -56,7 +57,9 @@ def generate(
     weights = 1.0 / ranks
     weights /= weights.sum()
     url_idx = rng.choice(urls, size=events, p=weights)
-    users = rng.integers(0, 1_000_000, size=events)
+    if users < 1:
+        raise ValueError(f"users must be >= 1, got {users}")
+    user_ids = rng.integers(0, users, size=events)  # users uniform in [0, users): fewer users repeat more
     ts = BASE_TS + np.arange(events, dtype=np.int64)
     if disorder_ms:
         # a generator of its own, so that the url and user draws above are those of the same seed without disorder
@@ -72,7 +75,7 @@ def generate(
         for i in range(lo, hi):
             url = f"/page/{int(url_idx[i])}"
             counts[url] += 1
-            lines.append(json.dumps({"url": url, "user": int(users[i]), "ts": int(ts[i])}))
+            lines.append(json.dumps({"url": url, "user": int(user_ids[i]), "ts": int(ts[i])}))
         with open(os.path.join(out, f"events-{f:04d}.jsonl"), "w") as fh:
             fh.write("\n".join(lines) + "\n")
     return dict(counts)
@@ -176,10 +179,15 @@ def main() -> None:
         default=0,
         help="timestamps out of order by up to this many ms (event i: BASE + i - uniform[0, N]); 0: in order",
     )
+    ap.add_argument("--users", type=int, default=1_000_000, help="user ids uniform in [0, N) (dedup.py: a small N)")
     args = ap.parse_args()
     if args.disorder_ms < 0:
         ap.error("--disorder-ms must be >= 0")
-    counts = generate(args.out, args.events, args.files, args.urls, args.seed, disorder_ms=args.disorder_ms)
+    if args.users < 1:
+        ap.error("--users must be >= 1")
+    counts = generate(
+        args.out, args.events, args.files, args.urls, args.seed, disorder_ms=args.disorder_ms, users=args.users
+    )
     print(f"wrote {args.events} events for {len(counts)} urls to {args.out}")
 
 

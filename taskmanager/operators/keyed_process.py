@@ -37,6 +37,7 @@ from taskmanager.state.timer_service import TimeDomain, TimerService
 WHAT, KEY, VALUE, TIME = "__what", "__key", "__value", "__time"  # snapshot columns
 STATE_PREFIX, TIMER_PREFIX = "state:", "timer:"
 CLEANUP_BUDGET = 1000  # expired state entries removed per batch, at most (incremental TTL cleanup)
+MAX_TIMER_ROUNDS = 100  # timers registering due timers: the rest fire at the next watermark or tick
 
 
 _ARROW_TYPES = {  # the declared output's Spark types as Arrow's (others: as pandas gives them)
@@ -124,7 +125,10 @@ class KeyedProcess(Operator):
     def _fire(self, domain: TimeDomain, time_ms: int) -> Batch | None:
         out = []
         ctx = self.context
-        while due := self.timers.due(domain, time_ms):  # a timer may register another due one
+        for _round in range(MAX_TIMER_ROUNDS):  # a timer may register another one that is due already
+            due = self.timers.due(domain, time_ms)
+            if not due:
+                break
             for ts, key in due:
                 if self.on_timer_fn is None:
                     continue

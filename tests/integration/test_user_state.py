@@ -1,0 +1,101 @@
+"""Keyed state and timers end to end: examples/dedup.py (a process function with list and
+value state and event-time timers) keeps exactly the events an independent computation keeps,
+also across kill -9 of a TaskManager (state and timers restored, output exactly once)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import uuid
+
+import pytest
+from harness import EXAMPLES, LocalCluster
+from test_event_time import committed_rows, wait_end
+from test_recovery import kill_taskmanager_running, wait_for
+
+sys.path.insert(0, EXAMPLES)
+from generate_page_views import generate, read_events
+
+pytestmark = pytest.mark.integration
+
+DEDUP = os.path.join(EXAMPLES, "dedup.py")
+TTL = 5_000
+
+
+def expected_firsts(directory: str, ttl: int) -> set[tuple[int, int, str]]:
+    """Per user, events in (ts, url) order; an event is kept when the user's last kept one is
+    at least `ttl` ms older."""
+    import json
+
+    by_user: dict[int, list[tuple[int, str]]] = collections.defaultdict(list)
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name)) as f:
+            for line in f:
+                e = json.loads(line)
+                by_user[e["user"]].append((e["ts"], e["url"]))
+    kept = set()
+    for user, events in by_user.items():
+        last = None
+        for ts, url in sorted(events):
+            if last is None or ts >= last + ttl:
+                kept.add((user, ts, url))
+                last = ts
+    return kept
+
+
+def assert_dedup_exact(out_dir, in_dir) -> None:
+    rows = [(int(u), int(t), url) for u, t, url in committed_rows(out_dir)]
+    twice = [r for r, n in collections.Counter(rows).items() if n > 1]
+    assert not twice, twice[:5]
+    want = expected_firsts(str(in_dir), TTL)
+    assert set(rows) == want, (len(rows), len(want), sorted(set(rows) ^ want)[:5])
+
+
+@pytest.fixture
+def own_cluster(tmp_path, zookeeper):
+    made: list[LocalCluster] = []
+
+    def make(**kwargs) -> LocalCluster:
+        c = LocalCluster(
+            tmp_path / f"cluster{len(made)}",
+            slots=2,
+            zookeeper=zookeeper.connect_string,
+            cluster_id=f"state-{uuid.uuid4().hex[:8]}",
+            **kwargs,
+        )
+        made.append(c)
+        return c.start()
+
+    yield make
+    for c in made:
+        c.stop()
+
+
+def run_dedup(cluster, tmp_path, events, files):
+    generate(str(tmp_path / "in"), events=events, files=files, urls=100, seed=8, disorder_ms=1_000, users=500)
+    assert len(read_events(str(tmp_path / "in"))[0]) == events
+    return cluster.run(
+        DEDUP,
+        "--input",
+        str(tmp_path / "in"),
+        "--output",
+        str(tmp_path / "out"),
+        "--ttl-ms",
+        str(TTL),
+        "--out-of-orderness-ms",
+        "1000",
+        "--checkpoint-interval",
+        "300",
+        parallelism=2,
+    )
+
+
+def test_dedup_keeps_the_first_event_per_user_within_the_ttl_across_a_taskmanager_kill(own_cluster, tmp_path):
+    cluster = own_cluster(taskmanagers=2)
+    job = run_dedup(cluster, tmp_path, events=200_000, files=100)
+    wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
+    kill_taskmanager_running(cluster, job)
+    status = wait_end(cluster, job, timeout=300)
+    assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None
+    assert_dedup_exact(tmp_path / "out", tmp_path / "in")
