@@ -25,7 +25,7 @@ class FirstWithinTtl:
     def __init__(self, ttl_ms: int) -> None:
         self.ttl = ttl_ms
 
-    def process(self, user, rows: pd.DataFrame, ctx) -> None:
+    def process(self, user, rows: pd.DataFrame, ctx) -> None:  # noqa: ARG002 — the user is the key: state is per user already
         ctx.list_state("pending").add_all(list(zip(rows["ts"].tolist(), rows["url"].tolist(), strict=True)))
         ctx.register_event_time_timer(int(rows["ts"].max()))
 
