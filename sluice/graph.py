@@ -62,6 +62,7 @@ class OperatorKind(enum.StrEnum):
     TIMESTAMPS = "timestamps"  # assign_timestamps_and_watermarks (docs/event-time.md)
     WINDOW = "window"  # key_by(...).window(...)
     PROCESS = "process"  # key_by(...).process(fn): keyed state and timers (docs/user-state.md)
+    INTERVAL_JOIN = "interval_join"  # two keyed streams joined on event time (docs/user-state.md)
 
 
 class Partitioning(enum.StrEnum):
@@ -85,6 +86,7 @@ TRANSFORM_KINDS = (
     OperatorKind.TIMESTAMPS,
     OperatorKind.WINDOW,
     OperatorKind.PROCESS,
+    OperatorKind.INTERVAL_JOIN,
 )
 KEYED_KINDS = (OperatorKind.AGGREGATE, OperatorKind.WINDOW, OperatorKind.PROCESS)  # must follow key_by on their keys
 LATE_OUTPUT = "late"  # EdgeSpec.output_tag of a window's late-data side output
@@ -440,6 +442,20 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
                 raise JobValidationError(
                     where, f"{kind} {op.id!r} must follow key_by({', '.join(repr(k) for k in keys)})"
                 )
+        if kind == OperatorKind.INTERVAL_JOIN:
+            keys = aggregate_keys(payloads[op.id])
+            sources = [e.source for e in ins[op.id]]
+            if (
+                len(ins[op.id]) != 2
+                or any(partitioning_of(e) != Partitioning.HASH or list(e.keys) != keys for e in ins[op.id])
+                or payloads[op.id].get("left") not in sources
+                or len(set(sources)) != 2
+            ):
+                raise JobValidationError(
+                    where,
+                    f"interval join {op.id!r} needs two different inputs, each after key_by("
+                    f"{', '.join(repr(k) for k in keys)}), its left one named in config.left",
+                )
         for e in outs[op.id]:
             if e.output_tag and (e.output_tag != LATE_OUTPUT or not payloads[op.id].get("late_output")):
                 raise JobValidationError(
@@ -656,6 +672,23 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
         ttl = p.get("state_ttl_ms")
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
             raise JobValidationError(f"{where}.state_ttl_ms", f"must be a whole number of ms > 0, got {ttl!r}")
+    elif kind == OperatorKind.INTERVAL_JOIN:
+        join_keys = p.get("keys")
+        if not (isinstance(join_keys, list) and join_keys and all(isinstance(k, str) and k for k in join_keys)):
+            raise JobValidationError(f"{where}.keys", f"an interval join needs its key columns, got {join_keys!r}")
+        lower, upper = p.get("lower_ms"), p.get("upper_ms")
+        whole = [b for b in (lower, upper) if isinstance(b, int) and not isinstance(b, bool)]
+        if len(whole) != 2 or whole[0] > whole[1]:
+            raise JobValidationError(
+                f"{where}.lower_ms",
+                f"between(lower_ms, upper_ms) needs whole ms with lower <= upper, got {lower!r}, {upper!r}",
+            )
+        for side in ("left_timestamp", "right_timestamp"):
+            if not isinstance(p.get(side), str) or not p[side]:
+                raise JobValidationError(
+                    f"{where}.{side}",
+                    "both sides of an interval join need event time: assign_timestamps_and_watermarks before key_by",
+                )
     elif kind == OperatorKind.SINK_FILE:
         if not p.get("path") or not isinstance(p["path"], str):
             raise JobValidationError(f"{where}.path", f"a file sink needs an output path, got {p.get('path')!r}")

@@ -107,6 +107,7 @@ class Task:
         self._assigner: TimestampAssigner | None = None
         self._assigner_index = -1  # its place in self._operators
         self._event_time = False  # watermarks flow through this task: send the final one at the end
+        self._channel_side: list[int] | None = None  # a two-input head: each input channel's side (0 left, 1 right)
         self._operators: list[tuple[str, Operator]] = []  # (operator id, operator), head first
         self._source: Source | None = None
         self._source_id = ""
@@ -152,7 +153,7 @@ class Task:
     @property
     def records_late_dropped(self) -> int:
         """Rows the chain's windows dropped for arriving after their allowed lateness."""
-        return sum(op.records_late_dropped for _op_id, op in self._operators if isinstance(op, WindowOperator))
+        return sum(getattr(op, "records_late_dropped", 0) for _op_id, op in self._operators)
 
     @property
     def watermark(self) -> int | None:
@@ -298,8 +299,18 @@ class Task:
                 op.side_output = self._emit_late if self._side_writers else None
                 self._event_time = True
             self._operators.append((op_id, op))
+        if self._operators and self._operators[0][1].two_inputs:
+            self._channel_side = self._sides(self._operators[0][1])
         if tdd.restore_checkpoint_id:
             self._restore(json.loads(tdd.restore_state or b"{}"))
+
+    def _sides(self, head: Operator) -> list[int]:
+        """Each input channel's side for a two-input head: 0 for the gate from the chain that ends
+        in the head's left input operator, 1 for the other."""
+        left_op = getattr(head, "left_input", "")
+        chain_of = graph.chain_of(graph.build_chains(self.tdd.job))
+        left_chain = chain_of[left_op].id if left_op in chain_of else None
+        return [0 if gate.upstream_chain == left_chain else 1 for gate in self.tdd.inputs for _ch in gate.channels]
 
     def _assigner_column(self, specs: dict[str, Any]) -> str | None:
         """The timestamp column of the chain's assign_timestamps_and_watermarks, if it has one."""
@@ -445,6 +456,7 @@ class Task:
             if gate.finished:
                 return
             tables: list[pa.Table] = []
+            sides: list[int] = []
             # Barriers, ends, watermarks and stream status in arrival order, after the batches
             # before them: a channel's items are taken up to its next barrier (poll_all).
             events: list[tuple[ItemKind, int, Any]] = []
@@ -452,11 +464,22 @@ class Task:
                 match kind:
                     case ItemKind.BATCH:
                         tables.append(value)
+                        sides.append(self._channel_side[channel.global_index] if self._channel_side else 0)
                     case ItemKind.BARRIER | ItemKind.END | ItemKind.WATERMARK | ItemKind.STATUS:
                         events.append((kind, channel.global_index, value))
                     case _:
                         assert_never(kind)
-            if tables:
+            if tables and self._channel_side is not None:  # a two-input head: each side apart
+                for side in (0, 1):
+                    mine = [t for t, s in zip(tables, sides, strict=True) if s == side]
+                    if mine:
+                        table = pa.concat_tables(mine, promote_options="default") if len(mine) > 1 else mine[0]
+                        self.records_in += table.num_rows
+                        out = self._operators[0][1].process_input(Batch(self.engine, table=table), side)
+                        if out is not None:
+                            self._process(out, start=1)
+                self._after_batch()
+            elif tables:
                 table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
                 self.records_in += table.num_rows
                 self._process(Batch(self.engine, table=table))

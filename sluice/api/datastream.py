@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import schema as schemas
 from sluice.api.connectors import FileSink, SqliteSink
+from sluice.api.joins import IntervalJoinBuilder
 from sluice.api.windowing import WindowedStream
 from sluice.eventtime.watermarks import WatermarkStrategy
 from sluice.eventtime.windows import WindowAssigner
@@ -250,6 +251,12 @@ class KeyedStream:
         if declared is not None:
             stream._env._operators[stream._op_id]["schema"] = declared
         return stream
+
+    def interval_join(self, other: KeyedStream) -> IntervalJoinBuilder:
+        """Join with another keyed stream on event time: `.between(lower_ms, upper_ms)` pairs each
+        row of this stream with the other's rows of the same key whose timestamp lies in
+        [ts + lower_ms, ts + upper_ms] (sluice/api/joins.py)."""
+        return IntervalJoinBuilder(self, other)
 
     def window(self, assigner: WindowAssigner) -> WindowedStream:
         """Cut each key's records into windows: `TumblingEventTimeWindows.of(ms)`,

@@ -369,6 +369,10 @@ def _derive(op: dict[str, Any], inputs: list[schemas.Schema | None]) -> schemas.
         return schemas.aggregate(inputs[0] if len(inputs) == 1 else None, payload["keys"], payload["aggs"])
     if kind == OperatorKind.TIMESTAMPS:
         return inputs[0] if len(inputs) == 1 else None
+    if kind == OperatorKind.INTERVAL_JOIN:
+        from sluice.api.joins import join_schema
+
+        return join_schema(inputs, payload["keys"], payload["right_suffix"])
     if kind == OperatorKind.WINDOW:
         from sluice.api.windowing import window_schema
 

@@ -53,6 +53,7 @@ class OperatorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATOR_KIND_TIMESTAMPS: _ClassVar[OperatorKind]
     OPERATOR_KIND_WINDOW: _ClassVar[OperatorKind]
     OPERATOR_KIND_PROCESS: _ClassVar[OperatorKind]
+    OPERATOR_KIND_INTERVAL_JOIN: _ClassVar[OperatorKind]
 
 class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -96,6 +97,7 @@ OPERATOR_KIND_SINK_SQLITE: OperatorKind
 OPERATOR_KIND_TIMESTAMPS: OperatorKind
 OPERATOR_KIND_WINDOW: OperatorKind
 OPERATOR_KIND_PROCESS: OperatorKind
+OPERATOR_KIND_INTERVAL_JOIN: OperatorKind
 PARTITIONING_UNSPECIFIED: Partitioning
 PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning

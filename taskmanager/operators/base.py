@@ -76,6 +76,7 @@ class Operator(abc.ABC):
     required; everything else defaults to a stateless operator."""
 
     is_sink: ClassVar[bool] = False  # terminates the chain; the task counts its input rows as output
+    two_inputs: ClassVar[bool] = False  # heads a chain with two inputs, each handed over apart (process_input)
 
     @classmethod
     @abc.abstractmethod
@@ -94,6 +95,10 @@ class Operator(abc.ABC):
     def end_input(self) -> Batch | None:
         """The input ended: a last batch to pass down the chain, if any."""
         return None
+
+    def process_input(self, batch: Batch, side: int) -> Batch | None:  # noqa: ARG002 — one input by default
+        """A two-input operator's rows of input `side` (0: left, 1: right)."""
+        return self.process(batch)
 
     def on_watermark(self, watermark: int) -> Batch | None:  # noqa: ARG002 — most operators keep no timers
         """The input watermark advanced to `watermark` (ms; docs/event-time.md): rows it makes

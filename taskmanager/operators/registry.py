@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sluice.graph import OperatorKind
 from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload
+from taskmanager.operators.interval_join import IntervalJoin
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.keyed_process import KeyedProcess
 from taskmanager.operators.sinks import FileSinkWriter, PrintSink
@@ -29,6 +30,7 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.TIMESTAMPS: TimestampAssigner,
     OperatorKind.WINDOW: WindowOperator,
     OperatorKind.PROCESS: KeyedProcess,
+    OperatorKind.INTERVAL_JOIN: IntervalJoin,
 }
 
 

@@ -1,6 +1,8 @@
 """Keyed state and timers end to end: examples/dedup.py (a process function with list and
 value state and event-time timers) keeps exactly the events an independent computation keeps,
-also across kill -9 of a TaskManager (state and timers restored, output exactly once)."""
+and examples/click_join.py (an interval join of two streams) writes exactly the pairs an
+independent computation finds — each across kill -9 of a TaskManager (state and timers
+restored, output exactly once)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from test_event_time import committed_rows, wait_end
 from test_recovery import kill_taskmanager_running, wait_for
 
 sys.path.insert(0, EXAMPLES)
+from generate_clicks import expected_joins
+from generate_clicks import generate as generate_clicks
 from generate_page_views import generate, read_events
 
 pytestmark = pytest.mark.integration
@@ -99,3 +103,39 @@ def test_dedup_keeps_the_first_event_per_user_within_the_ttl_across_a_taskmanage
     status = wait_end(cluster, job, timeout=300)
     assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None
     assert_dedup_exact(tmp_path / "out", tmp_path / "in")
+
+
+def test_click_join_pairs_each_click_with_its_impression_once_across_a_taskmanager_kill(own_cluster, tmp_path):
+    cluster = own_cluster(taskmanagers=2)
+    data = str(tmp_path / "data")
+    generate_clicks(data, impressions=80_000, files=40, click_rate=0.4, max_delay_ms=120_000, disorder_ms=500)
+    job = cluster.run(
+        os.path.join(EXAMPLES, "click_join.py"),
+        "--impressions",
+        os.path.join(data, "impressions"),
+        "--clicks",
+        os.path.join(data, "clicks"),
+        "--output",
+        str(tmp_path / "out"),
+        "--upper-ms",
+        "60000",
+        "--out-of-orderness-ms",
+        "500",
+        "--checkpoint-interval",
+        "300",
+        parallelism=2,
+    )
+    wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
+    kill_taskmanager_running(cluster, job)
+    status = wait_end(cluster, job, timeout=300)
+    assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None
+    assert status["records_late_dropped"] == 0  # the bound covers the disorder
+    got = collections.Counter((int(i), int(t), int(c)) for i, _ad, t, c in committed_rows(tmp_path / "out"))
+    want = expected_joins(data, 0, 60_000)
+    assert sum(want.values()) > 1_000
+    assert got == want, (
+        sum(got.values()),
+        sum(want.values()),
+        list((got - want).items())[:3],
+        list((want - got).items())[:3],
+    )

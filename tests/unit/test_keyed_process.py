@@ -168,3 +168,47 @@ def test_a_function_returning_something_else_is_an_error_naming_the_operator():
     )
     with pytest.raises(ValueError, match="lack user of its output_schema"):
         op.process(Batch(None, table=rows((1, 0))))
+
+
+# -- the interval join ------------------------------------------------------------------------------
+def side_rows(name, *events):
+    return pa.table(
+        {
+            "k": pa.array([k for k, _t in events], pa.int64()),
+            name: pa.array([f"{name}{t}" for _k, t in events]),
+            "ts": pa.array([t for _k, t in events], pa.int64()),
+            KEY_GROUP: pa.array([k % 128 for k, _t in events], pa.int32()),
+        }
+    )
+
+
+def test_interval_join_pairs_each_match_once_and_forgets_rows_behind_the_watermark():
+    from taskmanager.operators.interval_join import IntervalJoin
+
+    payload = {
+        "keys": ["k"],
+        "lower_ms": 0,
+        "upper_ms": 10,
+        "left_timestamp": "ts",
+        "right_timestamp": "ts",
+        "left": "1-src",
+        "right_suffix": "_right",
+    }
+    op = IntervalJoin(payload, CTX)
+    assert op.process_input(Batch(None, table=side_rows("a", (1, 100), (2, 100))), 0) is None
+    out = table_of(op.process_input(Batch(None, table=side_rows("b", (1, 105), (1, 111), (2, 100), (3, 101))), 1))
+    assert out == [
+        {"k": 1, "a": "a100", "ts": 100, "b": "b105", "ts_right": 105},
+        {"k": 2, "a": "a100", "ts": 100, "b": "b100", "ts_right": 100},
+    ]
+    out = table_of(op.process_input(Batch(None, table=side_rows("a", (1, 101), (3, 95))), 0))
+    assert sorted((r["k"], r["ts"], r["ts_right"]) for r in out) == [(1, 101, 105), (1, 101, 111), (3, 95, 101)]
+    snap = op.snapshot(1)
+    op.on_watermark(111)  # left rows up to ts 101 can meet no future right row (ts > 111)
+    assert op.buffers[0] is None
+    assert op.process_input(Batch(None, table=side_rows("b", (1, 111))), 1) is None  # late: not after 111
+    assert op.records_late_dropped == 1
+    restored = IntervalJoin(payload, CTX)
+    restored.restore(snap)
+    out = table_of(restored.process_input(Batch(None, table=side_rows("b", (1, 109))), 1))
+    assert sorted((r["k"], r["ts"], r["ts_right"]) for r in out) == [(1, 100, 109), (1, 101, 109)]
