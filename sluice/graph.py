@@ -63,6 +63,7 @@ class OperatorKind(enum.StrEnum):
     WINDOW = "window"  # key_by(...).window(...)
     PROCESS = "process"  # key_by(...).process(fn): keyed state and timers (docs/user-state.md)
     INTERVAL_JOIN = "interval_join"  # two keyed streams joined on event time (docs/user-state.md)
+    JOIN_TABLE = "join_table"  # a stream enriched from a table loaded in Spark (docs/user-state.md)
 
 
 class Partitioning(enum.StrEnum):
@@ -87,6 +88,7 @@ TRANSFORM_KINDS = (
     OperatorKind.WINDOW,
     OperatorKind.PROCESS,
     OperatorKind.INTERVAL_JOIN,
+    OperatorKind.JOIN_TABLE,
 )
 KEYED_KINDS = (OperatorKind.AGGREGATE, OperatorKind.WINDOW, OperatorKind.PROCESS)  # must follow key_by on their keys
 LATE_OUTPUT = "late"  # EdgeSpec.output_tag of a window's late-data side output
@@ -102,6 +104,7 @@ CODE_SETTINGS: dict[OperatorKind, frozenset[str]] = {
     OperatorKind.SOURCE_COLLECTION: frozenset({"rows"}),  # rows that are not JSON (dates, bytes, ...)
     OperatorKind.WINDOW: frozenset({"apply"}),  # fn(key, window_start, window_end, rows) -> pandas.DataFrame
     OperatorKind.PROCESS: frozenset({"process", "on_timer"}),  # fn(key, rows, ctx); on_timer(key, ts, ctx)
+    OperatorKind.JOIN_TABLE: frozenset({"table_fn"}),  # fn(spark) -> DataFrame
 }
 NUMERIC_AGGREGATES = ("sum", "avg")  # need a numeric input column
 
@@ -672,6 +675,19 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
         ttl = p.get("state_ttl_ms")
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
             raise JobValidationError(f"{where}.state_ttl_ms", f"must be a whole number of ms > 0, got {ttl!r}")
+    elif kind == OperatorKind.JOIN_TABLE:
+        on = p.get("on")
+        if not (isinstance(on, list) and on and all(isinstance(c, str) and c for c in on)):
+            raise JobValidationError(f"{where}.on", f"join_table needs one or more join column names, got {on!r}")
+        if p.get("how", "inner") not in ("inner", "left"):
+            raise JobValidationError(f"{where}.how", f"must be 'inner' or 'left', got {p.get('how')!r}")
+        refresh = p.get("refresh_ms")
+        if refresh is not None and (isinstance(refresh, bool) or not isinstance(refresh, int) or refresh <= 0):
+            raise JobValidationError(
+                f"{where}.refresh_ms", f"must be a whole number of ms > 0 or absent, got {refresh!r}"
+            )
+        if "table_fn" not in op.code:
+            raise JobValidationError(f"{where.rsplit('.', 1)[0]}.code.table_fn", "join_table needs its table function")
     elif kind == OperatorKind.INTERVAL_JOIN:
         join_keys = p.get("keys")
         if not (isinstance(join_keys, list) and join_keys and all(isinstance(k, str) and k for k in join_keys)):

@@ -288,6 +288,7 @@ class Task:
                 checkpointing=self.checkpointing,
                 tag=self.tag,
                 engine=self.engine,
+                operator_id=op_id,
             )
             op = make_operator(graph.kind_of(spec), graph.operator_settings(spec), ctx)
             if isinstance(op, TimestampAssigner):

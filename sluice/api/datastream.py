@@ -105,6 +105,37 @@ class DataStream:
             "windows hold each key's records apart"
         )
 
+    def join_table(
+        self,
+        table_fn: Callable[[Any], Any],
+        on: str | Sequence[str],
+        how: str = "inner",
+        refresh_ms: int | None = None,
+        name: str | None = None,
+    ) -> DataStream:
+        """Enrich each row from a table: `table_fn(spark) -> DataFrame` loads it inside Spark
+        (e.g. `lambda spark: spark.read.parquet("users/")`), once per TaskManager, again every
+        `refresh_ms` when given; each batch is joined with it in Spark on the `on` columns
+        (`how`: "inner" drops rows without a match, "left" keeps them with nulls)."""
+        if not callable(table_fn):
+            raise TypeError(f"join_table() takes a function spark -> DataFrame, got {_describe(table_fn)}")
+        columns = [on] if isinstance(on, str) else list(on)
+        if not columns or not all(isinstance(c, str) and c for c in columns):
+            raise TypeError(f"join_table(on=...) takes one or more column names, got {on!r}")
+        if how not in ("inner", "left"):
+            raise ValueError(f"join_table(how=...) is 'inner' or 'left', got {how!r}")
+        if refresh_ms is not None and (
+            isinstance(refresh_ms, bool) or not isinstance(refresh_ms, int) or refresh_ms <= 0
+        ):
+            raise ValueError(f"join_table(refresh_ms=...) must be a whole number of ms > 0, got {refresh_ms!r}")
+        payload: dict[str, Any] = {"table_fn": table_fn, "on": columns, "how": how, "refresh_ms": refresh_ms}
+        known = self.schema
+        if known is not None:
+            for c in columns:
+                if c not in known:
+                    raise ValueError(f"join_table(on=...): the stream has {known.missing(c)}")
+        return self._then(OperatorKind.JOIN_TABLE, payload, name or f"join table on {', '.join(columns)}")
+
     # -- partitioning ---------------------------------------------------------
     def key_by(self, *columns: str | Sequence[str]) -> KeyedStream:
         """Partition by one or more key columns: `key_by("url")`, `key_by("country", "device")`

@@ -54,6 +54,7 @@ class OperatorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATOR_KIND_WINDOW: _ClassVar[OperatorKind]
     OPERATOR_KIND_PROCESS: _ClassVar[OperatorKind]
     OPERATOR_KIND_INTERVAL_JOIN: _ClassVar[OperatorKind]
+    OPERATOR_KIND_JOIN_TABLE: _ClassVar[OperatorKind]
 
 class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -98,6 +99,7 @@ OPERATOR_KIND_TIMESTAMPS: OperatorKind
 OPERATOR_KIND_WINDOW: OperatorKind
 OPERATOR_KIND_PROCESS: OperatorKind
 OPERATOR_KIND_INTERVAL_JOIN: OperatorKind
+OPERATOR_KIND_JOIN_TABLE: OperatorKind
 PARTITIONING_UNSPECIFIED: Partitioning
 PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning

@@ -48,6 +48,7 @@ class OperatorContext:
     checkpointing: bool  # checkpoints are on: commit at checkpoints, not at the end of the input
     tag: str = ""  # the task's correlation ids, to start log lines with
     engine: Any = None  # the TaskManager's SparkEngine, for batches an operator makes itself
+    operator_id: str = ""  # the operator's id in the job graph
 
 
 @dataclasses.dataclass(frozen=True)

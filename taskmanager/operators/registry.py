@@ -14,6 +14,7 @@ from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.keyed_process import KeyedProcess
 from taskmanager.operators.sinks import FileSinkWriter, PrintSink
 from taskmanager.operators.sqlite_sink import SqliteSinkWriter
+from taskmanager.operators.table_join import TableJoin
 from taskmanager.operators.timestamps import TimestampAssigner
 from taskmanager.operators.transforms import SparkBody
 from taskmanager.operators.window import WindowOperator
@@ -31,6 +32,7 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.WINDOW: WindowOperator,
     OperatorKind.PROCESS: KeyedProcess,
     OperatorKind.INTERVAL_JOIN: IntervalJoin,
+    OperatorKind.JOIN_TABLE: TableJoin,
 }
 
 

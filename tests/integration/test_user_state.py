@@ -12,7 +12,7 @@ import sys
 import uuid
 
 import pytest
-from harness import EXAMPLES, LocalCluster
+from harness import EXAMPLES, JOBS, LocalCluster, read_counts
 from test_event_time import committed_rows, wait_end
 from test_recovery import kill_taskmanager_running, wait_for
 
@@ -139,3 +139,33 @@ def test_click_join_pairs_each_click_with_its_impression_once_across_a_taskmanag
         list((got - want).items())[:3],
         list((want - got).items())[:3],
     )
+
+
+def test_join_table_enriches_each_row_from_a_table_loaded_in_spark(own_cluster, tmp_path):
+    cluster = own_cluster(taskmanagers=1)
+    counts = generate(str(tmp_path / "in"), events=30_000, files=6, urls=200, seed=9)
+    os.makedirs(tmp_path / "table")
+    category = {f"/page/{i}": f"c{i % 7}" for i in range(0, 200, 2)}  # odd pages have no category
+    with open(tmp_path / "table" / "categories.csv", "w") as f:
+        f.writelines(f"{url},{c}\n" for url, c in category.items())
+    want: collections.Counter = collections.Counter()
+    for url, n in counts.items():
+        want[category.get(url, "none")] += n
+    for how in ("inner", "left"):
+        out = tmp_path / f"out-{how}"
+        job = cluster.run(
+            os.path.join(JOBS, "enrich.py"),
+            "--input",
+            str(tmp_path / "in"),
+            "--table",
+            str(tmp_path / "table"),
+            "--output",
+            str(out),
+            "--how",
+            how,
+            parallelism=2,
+        )
+        wait_end(cluster, job)
+        final, _lines = read_counts(str(out))
+        expected = dict(want) if how == "left" else {c: n for c, n in want.items() if c != "none"}
+        assert final == expected, how
