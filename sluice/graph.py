@@ -64,6 +64,7 @@ class OperatorKind(enum.StrEnum):
     PROCESS = "process"  # key_by(...).process(fn): keyed state and timers (docs/user-state.md)
     INTERVAL_JOIN = "interval_join"  # two keyed streams joined on event time (docs/user-state.md)
     JOIN_TABLE = "join_table"  # a stream enriched from a table loaded in Spark (docs/user-state.md)
+    BROADCAST_PROCESS = "broadcast_process"  # a keyed process function with broadcast state (docs/user-state.md)
 
 
 class Partitioning(enum.StrEnum):
@@ -89,6 +90,7 @@ TRANSFORM_KINDS = (
     OperatorKind.PROCESS,
     OperatorKind.INTERVAL_JOIN,
     OperatorKind.JOIN_TABLE,
+    OperatorKind.BROADCAST_PROCESS,
 )
 KEYED_KINDS = (OperatorKind.AGGREGATE, OperatorKind.WINDOW, OperatorKind.PROCESS)  # must follow key_by on their keys
 LATE_OUTPUT = "late"  # EdgeSpec.output_tag of a window's late-data side output
@@ -105,6 +107,7 @@ CODE_SETTINGS: dict[OperatorKind, frozenset[str]] = {
     OperatorKind.WINDOW: frozenset({"apply"}),  # fn(key, window_start, window_end, rows) -> pandas.DataFrame
     OperatorKind.PROCESS: frozenset({"process", "on_timer"}),  # fn(key, rows, ctx); on_timer(key, ts, ctx)
     OperatorKind.JOIN_TABLE: frozenset({"table_fn"}),  # fn(spark) -> DataFrame
+    OperatorKind.BROADCAST_PROCESS: frozenset({"process", "on_timer", "process_broadcast"}),
 }
 NUMERIC_AGGREGATES = ("sum", "avg")  # need a numeric input column
 
@@ -459,6 +462,22 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
                     f"interval join {op.id!r} needs two different inputs, each after key_by("
                     f"{', '.join(repr(k) for k in keys)}), its left one named in config.left",
                 )
+        if kind == OperatorKind.BROADCAST_PROCESS:
+            keys = aggregate_keys(payloads[op.id])
+            by = {partitioning_of(e): e for e in ins[op.id]}
+            keyed = by.get(Partitioning.HASH)
+            if (
+                len(ins[op.id]) != 2
+                or keyed is None
+                or list(keyed.keys) != keys
+                or keyed.source != payloads[op.id].get("left")
+                or Partitioning.BROADCAST not in by
+            ):
+                raise JobValidationError(
+                    where,
+                    f"broadcast process {op.id!r} needs a keyed input (key_by({', '.join(repr(k) for k in keys)}), "
+                    "named in config.left) and a broadcast() input",
+                )
         for e in outs[op.id]:
             if e.output_tag and (e.output_tag != LATE_OUTPUT or not payloads[op.id].get("late_output")):
                 raise JobValidationError(
@@ -662,7 +681,7 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
             validation.check(kind.value, p, has_apply="apply" in op.code)
         except (TypeError, ValueError) as exc:
             raise JobValidationError(where, f"operator {op.name or op.id!r}: {exc}") from None
-    elif kind == OperatorKind.PROCESS:
+    elif kind in (OperatorKind.PROCESS, OperatorKind.BROADCAST_PROCESS):
         process_keys = p.get("keys")
         if not (
             isinstance(process_keys, list) and process_keys and all(isinstance(k, str) and k for k in process_keys)

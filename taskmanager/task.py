@@ -471,7 +471,7 @@ class Task:
                     case _:
                         assert_never(kind)
             if tables and self._channel_side is not None:  # a two-input head: each side apart
-                for side in (0, 1):
+                for side in self._operators[0][1].input_order:
                     mine = [t for t, s in zip(tables, sides, strict=True) if s == side]
                     if mine:
                         table = pa.concat_tables(mine, promote_options="default") if len(mine) > 1 else mine[0]

@@ -263,25 +263,25 @@ class KeyedStream:
         `process(key, rows, ctx)` and `on_timer(key, timestamp, ctx)`; or give `on_timer`
         here. `output_schema` (DDL or StructType) declares the rows it returns: later keys
         and sinks are checked against it, and every batch is given its types."""
-        target = getattr(fn, "process", fn)
-        if not callable(target):
-            raise TypeError(
-                f"process() takes a function (key, rows, ctx) or an object with process(); got {_describe(fn)}"
-            )
-        if on_timer is not None and not callable(on_timer):
-            raise TypeError(f"process(on_timer=...) takes a function (key, timestamp, ctx); got {_describe(on_timer)}")
-        declared = None if output_schema is None else schemas.to_schema(output_schema, "process(output_schema=...)")
-        payload: dict[str, Any] = {"keys": list(self.keys), "process": fn}
-        if on_timer is not None:
-            payload["on_timer"] = on_timer
-        if declared is not None:
-            payload["output_schema"] = declared.ddl()
+        payload, declared = process_payload(self.keys, fn, output_schema, on_timer)
         stream = self._stream._then(
             OperatorKind.PROCESS, payload, name or f"process by {', '.join(self.keys)}", keys=self.keys
         )
         if declared is not None:
             stream._env._operators[stream._op_id]["schema"] = declared
         return stream
+
+    def connect(self, broadcast: DataStream) -> ConnectedStreams:
+        """Connect a broadcast stream (`rules.broadcast()`): `.process(fn)` then gets each of its
+        batches on every subtask (`fn.process_broadcast(rows, ctx)`, which may change
+        `ctx.broadcast_state(name)`) beside this stream's rows per key (`fn.process`)."""
+        if not isinstance(broadcast, DataStream) or broadcast._partitioning != Partitioning.BROADCAST:
+            raise TypeError(
+                f"connect() takes a broadcast stream, e.g. rules.broadcast(); got {_describe(broadcast)}"
+                if not isinstance(broadcast, DataStream)
+                else "connect() takes a broadcast stream: call .broadcast() on it first"
+            )
+        return ConnectedStreams(self, broadcast)
 
     def interval_join(self, other: KeyedStream) -> IntervalJoinBuilder:
         """Join with another keyed stream on event time: `.between(lower_ms, upper_ms)` pairs each
@@ -305,6 +305,57 @@ class KeyedStream:
         payload = {"keys": list(self.keys), "aggs": checked}
         name = f"aggregate by {', '.join(self.keys)}"
         return self._stream._then(OperatorKind.AGGREGATE, payload, name, keys=self.keys)
+
+
+class ConnectedStreams:
+    """A keyed stream and a broadcast stream, for a process function with broadcast state."""
+
+    def __init__(self, keyed: KeyedStream, broadcast: DataStream) -> None:
+        self._keyed, self._broadcast = keyed, broadcast
+
+    def process(
+        self,
+        fn: Any,
+        output_schema: SchemaLike = None,
+        on_timer: Callable[[Any, int, Any], Any] | None = None,
+        name: str | None = None,
+    ) -> DataStream:
+        """`fn` has `process(key, rows, ctx)` (the keyed side, as KeyedStream.process) and
+        `process_broadcast(rows, ctx)` (each broadcast batch, on every subtask), optionally
+        `on_timer(key, ts, ctx)`; both read `ctx.broadcast_state(name)`, a dict that only
+        process_broadcast may change (docs/user-state.md)."""
+        if not callable(getattr(fn, "process_broadcast", None)):
+            raise TypeError("connect(...).process() takes an object with process() and process_broadcast(rows, ctx)")
+        keys = self._keyed.keys
+        payload, declared = process_payload(keys, fn, output_schema, on_timer)
+        stream = self._keyed._stream
+        payload["left"] = stream._op_id
+        env = stream._env
+        op_id = env._add(OperatorKind.BROADCAST_PROCESS, payload, name or f"broadcast process by {', '.join(keys)}")
+        env._connect(stream._op_id, op_id, keys=keys, output_tag=stream._output_tag)
+        b = self._broadcast
+        env._connect(b._op_id, op_id, partitioning=Partitioning.BROADCAST, output_tag=b._output_tag)
+        if declared is not None:
+            env._operators[op_id]["schema"] = declared
+        return DataStream(env, op_id)
+
+
+def process_payload(
+    keys: Sequence[str], fn: Any, output_schema: SchemaLike, on_timer: Any
+) -> tuple[dict[str, Any], schemas.Schema | None]:
+    """A process function's settings, checked, and its declared output columns."""
+    target = getattr(fn, "process", fn)
+    if not callable(target):
+        raise TypeError(f"process() takes a function (key, rows, ctx) or an object with process(); got {_describe(fn)}")
+    if on_timer is not None and not callable(on_timer):
+        raise TypeError(f"process(on_timer=...) takes a function (key, timestamp, ctx); got {_describe(on_timer)}")
+    declared = None if output_schema is None else schemas.to_schema(output_schema, "process(output_schema=...)")
+    payload: dict[str, Any] = {"keys": list(keys), "process": fn}
+    if on_timer is not None:
+        payload["on_timer"] = on_timer
+    if declared is not None:
+        payload["output_schema"] = declared.ddl()
+    return payload, declared
 
 
 def key_columns(args: Sequence[Any]) -> tuple[str, ...]:

@@ -251,7 +251,7 @@ class StreamExecutionEnvironment:
                 p = 1 if op["kind"] == OperatorKind.SOURCE_COLLECTION else self._parallelism
             par[op_id] = p
             payload = op["payload"]
-            if op["kind"] == OperatorKind.PROCESS and "state_ttl_ms" not in payload:
+            if op["kind"] in (OperatorKind.PROCESS, OperatorKind.BROADCAST_PROCESS) and "state_ttl_ms" not in payload:
                 ttl = job_options.STATE_TTL.read(self._config)  # the job's default for states without ttl_ms
                 payload = {**payload, **({"state_ttl_ms": round(ttl * 1000)} if ttl is not None else {})}
             config, code = graph.encode_operator(payload)  # plain settings as JSON, bodies pickled apart

@@ -78,6 +78,7 @@ class Operator(abc.ABC):
 
     is_sink: ClassVar[bool] = False  # terminates the chain; the task counts its input rows as output
     two_inputs: ClassVar[bool] = False  # heads a chain with two inputs, each handed over apart (process_input)
+    input_order: ClassVar[tuple[int, int]] = (0, 1)  # which input's rows of one poll go first
 
     @classmethod
     @abc.abstractmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sluice.graph import OperatorKind
 from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload
+from taskmanager.operators.broadcast_process import BroadcastProcess
 from taskmanager.operators.interval_join import IntervalJoin
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.keyed_process import KeyedProcess
@@ -33,6 +34,7 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.PROCESS: KeyedProcess,
     OperatorKind.INTERVAL_JOIN: IntervalJoin,
     OperatorKind.JOIN_TABLE: TableJoin,
+    OperatorKind.BROADCAST_PROCESS: BroadcastProcess,
 }
 
 

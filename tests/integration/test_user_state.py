@@ -169,3 +169,27 @@ def test_join_table_enriches_each_row_from_a_table_loaded_in_spark(own_cluster, 
         final, _lines = read_counts(str(out))
         expected = dict(want) if how == "left" else {c: n for c, n in want.items() if c != "none"}
         assert final == expected, how
+
+
+def test_broadcast_rules_reach_every_subtask_and_the_keyed_side_reads_them(own_cluster, tmp_path):
+    cluster = own_cluster(taskmanagers=1)
+    counts = generate(str(tmp_path / "in"), events=20_000, files=4, urls=100, seed=10)
+    os.makedirs(tmp_path / "rules")
+    factors = {f"/page/{i}": 1 + i % 5 for i in range(0, 100, 3)}
+    for part, items in enumerate((list(factors.items())[::2], list(factors.items())[1::2])):
+        with open(tmp_path / "rules" / f"rules-{part}.jsonl", "w") as f:
+            f.writelines(f'{{"url": "{url}", "factor": {n}}}\n' for url, n in items)
+    job = cluster.run(
+        os.path.join(JOBS, "rules.py"),
+        "--input",
+        str(tmp_path / "in"),
+        "--rules",
+        str(tmp_path / "rules"),
+        "--output",
+        str(tmp_path / "out"),
+        parallelism=2,
+    )
+    wait_end(cluster, job)
+    final, lines = read_counts(str(tmp_path / "out"))
+    assert len(lines) == len(counts)  # one line per url, from its timer
+    assert final == {url: n * factors.get(url, 1) for url, n in counts.items()}

@@ -212,3 +212,42 @@ def test_interval_join_pairs_each_match_once_and_forgets_rows_behind_the_waterma
     restored.restore(snap)
     out = table_of(restored.process_input(Batch(None, table=side_rows("b", (1, 109))), 1))
     assert sorted((r["k"], r["ts"], r["ts_right"]) for r in out) == [(1, 100, 109), (1, 101, 109)]
+
+
+# -- broadcast state --------------------------------------------------------------------------------
+class Scaled:
+    """Counts per user; at the end each count times the factor the rules gave the user's parity."""
+
+    def process(self, key, frame, ctx):
+        n = ctx.value_state("n")
+        n.update((n.value or 0) + len(frame))
+        ctx.register_event_time_timer(10**15)
+        with pytest.raises(TypeError):
+            ctx.broadcast_state("factor")["odd"] = 0  # read-only on the keyed side
+
+    def process_broadcast(self, frame, ctx):
+        factors = ctx.broadcast_state("factor")
+        for rule, factor in zip(frame["rule"], frame["factor"], strict=True):
+            factors[rule] = int(factor)
+
+    def on_timer(self, key, ts, ctx):
+        factor = ctx.broadcast_state("factor").get("odd" if key % 2 else "even", 1)
+        return pd.DataFrame({"user": [key], "ts": [ctx.value_state("n").value * factor]})
+
+
+def test_broadcast_state_is_read_by_the_keyed_side_and_survives_a_snapshot():
+    from taskmanager.operators.broadcast_process import BROADCAST, KEYED, BroadcastProcess
+
+    payload = {"keys": ["user"], "process": Scaled(), "left": "2-map", "output_schema": "user bigint, ts bigint"}
+    op = BroadcastProcess(payload, CTX)
+    rules = pa.table({"rule": ["odd"], "factor": [10]})
+    assert op.process_input(Batch(None, table=rules), BROADCAST) is None
+    op.process_input(Batch(None, table=rows((1, 0), (2, 0), (1, 0))), KEYED)
+    restored = BroadcastProcess(payload, CTX)
+    restored.restore(op.snapshot(1))
+    assert restored.broadcast == {"factor": {"odd": 10}}
+    restored.process_input(Batch(None, table=pa.table({"rule": ["even"], "factor": [3]})), BROADCAST)
+    assert sorted(table_of(restored.end_input()), key=lambda r: r["user"]) == [
+        {"user": 1, "ts": 20},
+        {"user": 2, "ts": 3},
+    ]
