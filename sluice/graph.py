@@ -65,6 +65,7 @@ class OperatorKind(enum.StrEnum):
     INTERVAL_JOIN = "interval_join"  # two keyed streams joined on event time (docs/user-state.md)
     JOIN_TABLE = "join_table"  # a stream enriched from a table loaded in Spark (docs/user-state.md)
     BROADCAST_PROCESS = "broadcast_process"  # a keyed process function with broadcast state (docs/user-state.md)
+    WINDOW_JOIN = "window_join"  # two keyed streams joined per event-time window (docs/user-state.md)
 
 
 class Partitioning(enum.StrEnum):
@@ -91,6 +92,7 @@ TRANSFORM_KINDS = (
     OperatorKind.INTERVAL_JOIN,
     OperatorKind.JOIN_TABLE,
     OperatorKind.BROADCAST_PROCESS,
+    OperatorKind.WINDOW_JOIN,
 )
 KEYED_KINDS = (OperatorKind.AGGREGATE, OperatorKind.WINDOW, OperatorKind.PROCESS)  # must follow key_by on their keys
 LATE_OUTPUT = "late"  # EdgeSpec.output_tag of a window's late-data side output
@@ -448,13 +450,19 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
                 raise JobValidationError(
                     where, f"{kind} {op.id!r} must follow key_by({', '.join(repr(k) for k in keys)})"
                 )
-        if kind == OperatorKind.INTERVAL_JOIN:
+        if kind in (OperatorKind.INTERVAL_JOIN, OperatorKind.WINDOW_JOIN):
             keys = aggregate_keys(payloads[op.id])
+            right_keys = payloads[op.id].get("right_keys") or keys
             sources = [e.source for e in ins[op.id]]
+            left = payloads[op.id].get("left")
             if (
                 len(ins[op.id]) != 2
-                or any(partitioning_of(e) != Partitioning.HASH or list(e.keys) != keys for e in ins[op.id])
-                or payloads[op.id].get("left") not in sources
+                or any(
+                    partitioning_of(e) != Partitioning.HASH
+                    or list(e.keys) != (keys if e.source == left else right_keys)
+                    for e in ins[op.id]
+                )
+                or left not in sources
                 or len(set(sources)) != 2
             ):
                 raise JobValidationError(
@@ -707,11 +715,25 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
             )
         if "table_fn" not in op.code:
             raise JobValidationError(f"{where.rsplit('.', 1)[0]}.code.table_fn", "join_table needs its table function")
-    elif kind == OperatorKind.INTERVAL_JOIN:
-        join_keys = p.get("keys")
-        if not (isinstance(join_keys, list) and join_keys and all(isinstance(k, str) and k for k in join_keys)):
-            raise JobValidationError(f"{where}.keys", f"an interval join needs its key columns, got {join_keys!r}")
-        lower, upper = p.get("lower_ms"), p.get("upper_ms")
+    elif kind in (OperatorKind.INTERVAL_JOIN, OperatorKind.WINDOW_JOIN):
+        for name in ("keys", "right_keys") if kind == OperatorKind.WINDOW_JOIN else ("keys",):
+            join_keys = p.get(name)
+            if not (isinstance(join_keys, list) and join_keys and all(isinstance(k, str) and k for k in join_keys)):
+                raise JobValidationError(f"{where}.{name}", f"a join needs its key columns, got {join_keys!r}")
+        if kind == OperatorKind.WINDOW_JOIN:
+            from sluice.eventtime.windows import PaneWindows, window_from_config
+
+            try:
+                assigner = window_from_config(p.get("window") or {})
+            except (TypeError, ValueError) as exc:
+                raise JobValidationError(f"{where}.window", str(exc)) from None
+            if not isinstance(assigner, PaneWindows) or assigner.processing_time:
+                raise JobValidationError(
+                    f"{where}.window", "a windowed join takes tumbling or sliding event-time windows"
+                )
+            if len(p["keys"]) != len(p["right_keys"]):
+                raise JobValidationError(f"{where}.right_keys", "where(...) and equal_to(...) name as many columns")
+        lower, upper = p.get("lower_ms", 0), p.get("upper_ms", 0)
         whole = [b for b in (lower, upper) if isinstance(b, int) and not isinstance(b, bool)]
         if len(whole) != 2 or whole[0] > whole[1]:
             raise JobValidationError(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice import schema as schemas
 from sluice.api.connectors import FileSink, SqliteSink
-from sluice.api.joins import IntervalJoinBuilder
+from sluice.api.joins import IntervalJoinBuilder, JoinBuilder
 from sluice.api.windowing import WindowedStream
 from sluice.eventtime.watermarks import WatermarkStrategy
 from sluice.eventtime.windows import WindowAssigner
@@ -72,6 +72,11 @@ class DataStream:
         columns are known before running for `*`, plain columns, `expr AS alias` and
         `col alias` (sluice/schema.py); name computed columns with AS."""
         return self._then(OperatorKind.SELECT, {"columns": list(exprs)}, name)
+
+    def join(self, other: DataStream) -> JoinBuilder:
+        """A windowed join: `.where(cols).equal_to(cols).window(TumblingEventTimeWindows.of(ms))`
+        pairs rows with equal keys in the same event-time window (sluice/api/joins.py)."""
+        return JoinBuilder(self, other)
 
     # -- event time -----------------------------------------------------------
     def assign_timestamps_and_watermarks(self, strategy: WatermarkStrategy, name: str | None = None) -> DataStream:

@@ -369,10 +369,16 @@ def _derive(op: dict[str, Any], inputs: list[schemas.Schema | None]) -> schemas.
         return schemas.aggregate(inputs[0] if len(inputs) == 1 else None, payload["keys"], payload["aggs"])
     if kind == OperatorKind.TIMESTAMPS:
         return inputs[0] if len(inputs) == 1 else None
-    if kind == OperatorKind.INTERVAL_JOIN:
+    if kind in (OperatorKind.INTERVAL_JOIN, OperatorKind.WINDOW_JOIN):
         from sluice.api.joins import join_schema
 
-        return join_schema(inputs, payload["keys"], payload["right_suffix"])
+        return join_schema(
+            inputs,
+            payload["keys"],
+            payload["right_suffix"],
+            payload.get("right_keys"),
+            windowed=kind == OperatorKind.WINDOW_JOIN,
+        )
     if kind == OperatorKind.WINDOW:
         from sluice.api.windowing import window_schema
 

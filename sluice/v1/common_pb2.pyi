@@ -56,6 +56,7 @@ class OperatorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATOR_KIND_INTERVAL_JOIN: _ClassVar[OperatorKind]
     OPERATOR_KIND_JOIN_TABLE: _ClassVar[OperatorKind]
     OPERATOR_KIND_BROADCAST_PROCESS: _ClassVar[OperatorKind]
+    OPERATOR_KIND_WINDOW_JOIN: _ClassVar[OperatorKind]
 
 class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -102,6 +103,7 @@ OPERATOR_KIND_PROCESS: OperatorKind
 OPERATOR_KIND_INTERVAL_JOIN: OperatorKind
 OPERATOR_KIND_JOIN_TABLE: OperatorKind
 OPERATOR_KIND_BROADCAST_PROCESS: OperatorKind
+OPERATOR_KIND_WINDOW_JOIN: OperatorKind
 PARTITIONING_UNSPECIFIED: Partitioning
 PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning

@@ -61,7 +61,7 @@ class IntervalJoin(Operator):
         ts = timestamps_ms(table.column(self.ts[side]))
         keep = pc.is_valid(ts)
         if self.watermark != MIN_WATERMARK:
-            on_time = pc.greater(ts, self.watermark)
+            on_time = self._on_time(ts)
             self.records_late_dropped += table.num_rows - (pc.sum(pc.and_(keep, on_time)).as_py() or 0)
             keep = pc.and_(keep, on_time)
         table = table.filter(keep)
@@ -72,6 +72,15 @@ class IntervalJoin(Operator):
         own = self.buffers[side]
         self.buffers[side] = table if own is None else pa.concat_tables([own, table], promote_options="default")
         return Batch(self.engine, table=joined) if joined is not None and joined.num_rows else None
+
+    def _on_time(self, ts: pa.Array) -> pa.Array:
+        """Which rows are not late: after the watermark."""
+        return pc.greater(ts, self.watermark)
+
+    def _alive(self, side: int, ts: pa.Array, watermark: int) -> pa.Array:
+        """Which buffered rows of `side` may still meet a future row of the other side."""
+        bound = self.upper if side == 0 else -self.lower
+        return pc.greater(pc.add(ts, bound), watermark)
 
     def _join(self, new: pa.Table, buffered: pa.Table, side: int) -> pa.Table | None:
         left, right = (new, buffered) if side == 0 else (buffered, new)
@@ -97,13 +106,11 @@ class IntervalJoin(Operator):
         if watermark <= self.watermark:
             return None
         self.watermark = watermark
-        for side, bound in ((0, self.upper), (1, -self.lower)):
+        for side in (0, 1):
             table = self.buffers[side]
             if table is None:
                 continue
-            ts = timestamps_ms(table.column(self.ts[side]))
-            alive = pc.greater(pc.add(ts, bound), watermark)  # may still meet a row of the other side
-            kept = table.filter(alive)
+            kept = table.filter(self._alive(side, timestamps_ms(table.column(self.ts[side])), watermark))
             self.buffers[side] = kept if kept.num_rows else None
         return None
 

@@ -19,6 +19,7 @@ from taskmanager.operators.table_join import TableJoin
 from taskmanager.operators.timestamps import TimestampAssigner
 from taskmanager.operators.transforms import SparkBody
 from taskmanager.operators.window import WindowOperator
+from taskmanager.operators.window_join import WindowJoin
 
 OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.MAP: SparkBody,
@@ -35,6 +36,7 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.INTERVAL_JOIN: IntervalJoin,
     OperatorKind.JOIN_TABLE: TableJoin,
     OperatorKind.BROADCAST_PROCESS: BroadcastProcess,
+    OperatorKind.WINDOW_JOIN: WindowJoin,
 }
 
 

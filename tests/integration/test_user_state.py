@@ -193,3 +193,33 @@ def test_broadcast_rules_reach_every_subtask_and_the_keyed_side_reads_them(own_c
     final, lines = read_counts(str(tmp_path / "out"))
     assert len(lines) == len(counts)  # one line per url, from its timer
     assert final == {url: n * factors.get(url, 1) for url, n in counts.items()}
+
+
+def test_window_join_pairs_impressions_and_clicks_in_the_same_window(own_cluster, tmp_path):
+    cluster = own_cluster(taskmanagers=1)
+    data = str(tmp_path / "data")
+    generate_clicks(data, impressions=30_000, files=10, click_rate=0.5, max_delay_ms=90_000, disorder_ms=500)
+    window = 60_000
+    want = collections.Counter(
+        (i, t - t % window, t, c)
+        for (i, t, c), n in expected_joins(data, -(10**9), 10**9).items()
+        for _ in range(n)
+        if t - t % window == c - c % window
+    )
+    job = cluster.run(
+        os.path.join(JOBS, "window_join.py"),
+        "--impressions",
+        os.path.join(data, "impressions"),
+        "--clicks",
+        os.path.join(data, "clicks"),
+        "--output",
+        str(tmp_path / "out"),
+        "--window-ms",
+        str(window),
+        parallelism=2,
+    )
+    status = wait_end(cluster, job)
+    assert status["records_late_dropped"] == 0
+    got = collections.Counter(tuple(int(x) for x in row) for row in committed_rows(tmp_path / "out"))
+    assert sum(want.values()) > 1_000
+    assert got == want, (sum(got.values()), sum(want.values()))

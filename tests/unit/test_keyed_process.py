@@ -251,3 +251,30 @@ def test_broadcast_state_is_read_by_the_keyed_side_and_survives_a_snapshot():
         {"user": 1, "ts": 20},
         {"user": 2, "ts": 3},
     ]
+
+
+def test_window_join_pairs_rows_of_a_key_once_per_shared_window():
+    from sluice.eventtime.windows import SlidingEventTimeWindows
+    from taskmanager.operators.window_join import WindowJoin
+
+    payload = {
+        "keys": ["k"],
+        "right_keys": ["k"],
+        "window": SlidingEventTimeWindows.of(20, 10).to_config(),
+        "left_timestamp": "ts",
+        "right_timestamp": "ts",
+        "left": "1-src",
+        "right_suffix": "_right",
+    }
+    op = WindowJoin(payload, CTX)
+    op.process_input(Batch(None, table=side_rows("a", (1, 12))), 0)  # windows [0, 20) and [10, 30)
+    out = table_of(op.process_input(Batch(None, table=side_rows("b", (1, 5), (1, 25), (1, 33), (2, 12))), 1))
+    assert sorted((r["window_start"], r["window_end"], r["ts"], r["ts_right"]) for r in out) == [
+        (0, 20, 12, 5),
+        (10, 30, 12, 25),
+    ]
+    op.on_watermark(19)  # window [0, 20) passed: a new left row at 15 joins in [10, 30) only
+    out = table_of(op.process_input(Batch(None, table=side_rows("a", (1, 15))), 0))
+    assert sorted((r["window_start"], r["ts"], r["ts_right"]) for r in out) == [(10, 15, 25)]
+    assert op.process_input(Batch(None, table=side_rows("a", (1, 8))), 0) is None  # every window passed: late
+    assert op.records_late_dropped == 1

@@ -1,0 +1,1344 @@
+"""Keyed state: Sluice and Spark Structured Streaming (the peer) run two stateful jobs over the same
+generated data, alternating run by run, each output checked against its system's own semantics, and
+timed from the outside in the same way (first input read → last result committed).
+
+    python bench/state_bench.py [--quick] [--jobs dedup,join] [--events 1000000] [--users 50000]
+        [--ttl-ms 60000] [--impressions 750000] [--upper-ms 600000] [--disorder-ms 2000] [--runs 5]
+        [--peer-shuffle 2,200] [--no-count-calls] [--skip-sluice] [--skip-peer] [--max-foreign-cores 0.3]
+        [--out bench/RESULTS.md] [--workdir DIR] [--keep-workdir]
+
+Jobs (both systems' out-of-orderness bound is --disorder-ms D unless said otherwise):
+
+- **dedup**. Input: examples/generate_page_views.py's generate() (seed 7, users uniform in [0, U),
+  timestamps out of order by up to D, 12,500 events per file). Sluice: `examples/dedup.py --ttl-ms T
+  --out-of-orderness-ms D`, a keyed process function that keeps, per user, the first event within T
+  ms of event time (list and value state, event-time timers), output `user,ts,url`. Checked exactly
+  against an independent computation (`expected_firsts`: per user, events in (ts, url) order, an
+  event kept when the user's last kept one is at least T older; vectorized with numpy, tested against
+  the plain loop of tests/integration/test_user_state.py): every expected event committed once, none
+  missing, none unexpected. Peer: `withWatermark("et", "T milliseconds")` +
+  `dropDuplicatesWithinWatermark(["user"])` (Spark 4): the first *arrival* of a user wins, and the
+  user's entry expires once the watermark passes its event time + T; Spark's documented guarantee is
+  that events whose distance is below the watermark delay are deduplicated. Its sanity check
+  (`check_dedup_peer`): every emitted row is an input event, no row twice, every input user emitted
+  at least once, and no two emitted events of one user less than T apart. (With the whole input in
+  its first batch, nothing expires in between, so it emits one row per user; Sluice emits one per user
+  and T: the two jobs do not produce the same rows, by their definitions.)
+- **join**. Input: examples/generate_clicks.py's generate() (M impressions, one every 10 ms; about
+  0.35 M clicks, each up to 20 min after its impression, some on no impression; timestamps out of
+  order by up to D; 12,500 impressions per file and as many files of clicks). Sluice:
+  `examples/click_join.py --upper-ms U --out-of-orderness-ms D` (interval join keyed by imp_id,
+  output `imp_id,ad,ts,ts_right`). Peer: a stream-stream inner join on imp_id with watermarks of D
+  on both sides and `clicks.et BETWEEN imp.et AND imp.et + interval U milliseconds`, append mode.
+  Both checked exactly (`check_join`) against generate_clicks.expected_joins (the multiset of
+  (imp_id, impression ts, click ts)), and every row's ad against its impression's.
+
+Measured per run: the window (bench/window.py's inotify watch: the first read(2) of any input file
+(both input directories for the join) → the commit of the last output file holding a result line;
+Sluice renames its parts, the peer commits a batch by writing `_spark_metadata/<batch>`); events/s
+= input events / window (dedup N; join impressions + clicks); startup (launch → first read); CPU
+seconds per million events of the measured system's processes (bench/procstat.py, also the load
+rule); state: Sluice the largest completed checkpoint (`size_bytes` of `sluice status --json`), the
+peer the largest `memoryUsedBytes` summed over its state operators (StreamingQueryProgress) and its
+checkpoint's `state/` on disk at the end; peak RSS (VmHWM since the process started, so a high-water
+mark over every run before too) of Sluice's TaskManager (its Python process and its Spark JVM) and
+of the peer's driver (Python and JVM).
+
+Python calls per event (dedup, Sluice): the keyed-process operator counts its calls into user code
+(`python_calls`, taskmanager/operators/keyed_process.py) but does not report them. One uncounted
+*instrumented* run per invocation runs a job file this script writes into its working directory:
+examples/dedup.py's own build() with its process function subclassed to count its process() and
+on_timer() calls (the calls the operator counts) and to write the counts to a file per instance while
+the final watermark fires the last timers. The count is exact for that run; the number of batches
+(the source doubles its files per Spark call while a batch takes under 0.5 s) and with it the
+process calls differ a little from run to run. The peer runs no Python per event.
+
+Configurations: Sluice one local cluster of 1 TaskManager x 2 slots, parallelism 2, checkpoints every
+second (its best, bench/README.md); the peer one SparkSession local[2] in a child process, queries
+with Trigger.AvailableNow (maxFilesPerTrigger unset: the whole input in one batch, then the no-data
+batch that evicts state), shuffle partitions: each of --peer-shuffle tried once per job after the
+warm-up, the fastest kept (quick: 2 only). Order: one uncounted warm-up per system and job, the
+instrumented run, the peer's tuning runs, then --runs rounds; in each round each job runs Sluice, then
+the peer. Medians with bootstrap 95 % intervals (bench/stats.py); runs the load rule excludes are left
+out.
+
+Quick (--quick): 200,000 page views of 10,000 users, 150,000 impressions, 2 runs per system and job.
+Appends one section to bench/RESULTS.md ("Keyed state").
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+EXAMPLES = os.path.join(REPO, "examples")
+DEDUP_JOB = os.path.join(EXAMPLES, "dedup.py")
+JOIN_JOB = os.path.join(EXAMPLES, "click_join.py")
+sys.path.insert(0, EXAMPLES)
+sys.path.insert(0, HERE)
+sys.path.insert(0, REPO)
+
+from bench_common import begin_run, finish_workdir, fmt, notes_lines, publish, run_main, section_head, size
+from stats import Estimate, fmt_estimate, median_ci
+
+PAGE_SCHEMA = "url string, user long, ts long"
+IMP_SCHEMA = "imp_id long, ad string, user long, ts long"
+CLICK_SCHEMA = "imp_id long, user long, ts long"
+DEDUP_COLUMNS = ["user", "ts", "url"]
+JOIN_COLUMNS = ["imp_id", "ad", "ts", "ts_right"]
+EVENTS_PER_FILE = 12_500
+PAGE_SEED = 7
+CLICK_SEED = 11
+SLUICE, PEER = "Sluice", "peer"
+MEASURED, OTHERS = "measured", "others"  # ResourceMeter systems: the run's system; the other one (idle)
+SPARK_LOG = "_spark_metadata"
+CALLS_PREFIX = "calls-"  # the instrumented job's count files
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    label: str
+    columns: tuple[str, ...]
+
+
+JOBS = {
+    "dedup": Job("dedup", "dedup (first event per user within the TTL)", tuple(DEDUP_COLUMNS)),
+    "join": Job("join", "interval join (clicks within 10 min of their impression)", tuple(JOIN_COLUMNS)),
+}
+
+
+# ================================================================================================
+# the expected answers and the output checks (pure)
+# ================================================================================================
+def expected_firsts_plain(events: Iterable[tuple[int, int, str]], ttl_ms: int) -> set[tuple[int, int, str]]:
+    """tests/integration/test_user_state.py's expected_firsts over (user, ts, url) events: per user,
+    events in (ts, url) order; an event is kept when the user's last kept one is at least `ttl_ms`
+    older. Plain Python: the reference `expected_firsts` is tested against."""
+    by_user: dict[int, list[tuple[int, str]]] = collections.defaultdict(list)
+    for user, ts, url in events:
+        by_user[int(user)].append((int(ts), str(url)))
+    kept = set()
+    for user, evs in by_user.items():
+        last = None
+        for ts, url in sorted(evs):
+            if last is None or ts >= last + ttl_ms:
+                kept.add((user, ts, url))
+                last = ts
+    return kept
+
+
+def expected_firsts(frame: Any, ttl_ms: int) -> Any:
+    """`expected_firsts_plain` vectorized: `frame` has columns user, ts, url (one row per event); the
+    kept events as a DataFrame (user, ts, url) sorted by (user, ts, url). Each round advances every
+    user at once to its next kept event: the first event (in (ts, url) order) at or after its last
+    kept one + ttl, found with one searchsorted over (user, ts) keys; as many rounds as the most
+    events any user keeps."""
+    import numpy as np
+    import pandas as pd
+
+    if ttl_ms <= 0:
+        raise ValueError(f"ttl_ms must be > 0, got {ttl_ms}")
+    f = pd.DataFrame(
+        {
+            "user": np.asarray(frame["user"], dtype=np.int64),
+            "ts": np.asarray(frame["ts"], dtype=np.int64),
+            "url": np.asarray(frame["url"]).astype(str),
+        }
+    )
+    f = f.sort_values(["user", "ts", "url"], kind="stable", ignore_index=True)
+    n = len(f)
+    if n == 0:
+        return f
+    t = f["ts"].to_numpy() - int(f["ts"].min())
+    _, code = np.unique(f["user"].to_numpy(), return_inverse=True)  # 0, 1, ... in user order (sorted)
+    span = int(t.max()) + ttl_ms + 1  # a user's keys: code * span + [0, span)
+    if int(code.max()) + 1 > (2**62) // span:
+        raise ValueError("too many users x too wide a time span for 64-bit keys")
+    key = code.astype(np.int64) * span + t
+    cur = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])  # each user's first event
+    kept = [cur]
+    while len(cur):
+        nxt = np.searchsorted(key, key[cur] + ttl_ms, side="left")
+        inside = nxt < n
+        nxt, cur = nxt[inside], cur[inside]
+        cur = nxt[code[nxt] == code[cur]]  # beyond the user's last event: the next user's band
+        kept.append(cur)
+    return f.iloc[np.sort(np.concatenate(kept))].reset_index(drop=True)
+
+
+@dataclass
+class Check:
+    """What an output check found. `problems`: (count, what) of every rule (a count above 0 breaks
+    it); `summary`: what an output that passed satisfied."""
+
+    rows: int = 0
+    problems: list[tuple[int, str]] = field(default_factory=list)
+    samples: list[str] = field(default_factory=list)
+    summary: str = ""
+    error: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.rows > 0 and not any(n for n, _what in self.problems)
+
+    def describe(self) -> str:
+        if self.error:
+            return f"VIOLATION: {self.error}"
+        if not self.ok:
+            parts = [f"{n:,} {what}" for n, what in self.problems if n] or ["no output"]
+            return "VIOLATION: " + ", ".join(parts) + (f"; e.g. {'; '.join(self.samples[:3])}" if self.samples else "")
+        return self.summary
+
+
+def _typed(got: Any, columns: Sequence[str], ints: Sequence[str], check: Check) -> Any:
+    """`got` (a DataFrame of strings or tuples in `columns` order) with `ints` as int64; malformed lines
+    (a number that does not parse, a missing field) counted in `check` and dropped."""
+    import pandas as pd
+
+    frame = got if isinstance(got, pd.DataFrame) else pd.DataFrame(list(got), columns=list(columns))
+    frame = frame.copy()
+    check.rows = len(frame)
+    for c in ints:
+        frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    bad = frame[list(columns)].isna().any(axis=1)
+    for c in columns:
+        if c not in ints:
+            bad |= frame[c].astype(str) == ""  # a missing field (read with keep_default_na=False)
+    n_bad = int(bad.sum())
+    check.problems.append((n_bad, "malformed lines"))
+    if n_bad:
+        check.samples.append(f"malformed line {','.join(map(str, frame[bad].iloc[0].tolist()))}")
+    frame = frame[~bad].astype({c: "int64" for c in ints})
+    for c in columns:
+        if c not in ints:
+            frame[c] = frame[c].astype(str)
+    return frame.reset_index(drop=True)
+
+
+def _line(row: Any, columns: Sequence[str]) -> str:
+    return ",".join(str(row[c]) for c in columns)
+
+
+def check_dedup_exact(got: Any, expected: Any) -> Check:
+    """Sluice's dedup output `got` (user, ts, url) against `expected` (`expected_firsts`): every
+    expected event once, none missing, none unexpected, no line twice."""
+    c = Check()
+    got = _typed(got, DEDUP_COLUMNS, ("user", "ts"), c)
+    exp = _typed(expected, DEDUP_COLUMNS, ("user", "ts"), Check())
+    dup = got.duplicated(DEDUP_COLUMNS, keep="first")
+    c.problems.append((int(dup.sum()), "lines committed twice"))
+    if dup.any():
+        c.samples.append(f"twice: {_line(got[dup].iloc[0], DEDUP_COLUMNS)}")
+    m = got.drop_duplicates(DEDUP_COLUMNS).merge(exp.drop_duplicates(DEDUP_COLUMNS), how="outer", indicator=True)
+    unexpected, missing = m[m["_merge"] == "left_only"], m[m["_merge"] == "right_only"]
+    c.problems.append((len(unexpected), "events kept that should not be"))
+    c.problems.append((len(missing), "expected events missing"))
+    if len(unexpected):
+        c.samples.append(f"not expected: {_line(unexpected.iloc[0], DEDUP_COLUMNS)}")
+    if len(missing):
+        c.samples.append(f"missing: {_line(missing.iloc[0], DEDUP_COLUMNS)}")
+    users = got["user"].nunique()
+    c.stats = {"users": int(users), "expected": len(exp)}
+    c.summary = f"exact: all {len(exp):,} expected events once ({users:,} users)"
+    return c
+
+
+def check_dedup_peer(got: Any, events: Any, delay_ms: int) -> Check:
+    """The peer's dropDuplicatesWithinWatermark output `got` (user, ts, url) against the input
+    `events` (user, ts, url): every row an input event, no row twice, every input user at least
+    once, and no two rows of a user less than `delay_ms` apart (Spark's guarantee: events closer than
+    the watermark delay are duplicates)."""
+    import numpy as np
+
+    c = Check()
+    got = _typed(got, DEDUP_COLUMNS, ("user", "ts"), c)
+    ev = _typed(events, DEDUP_COLUMNS, ("user", "ts"), Check())
+    dup = got.duplicated(DEDUP_COLUMNS, keep="first")
+    c.problems.append((int(dup.sum()), "lines committed twice"))
+    if dup.any():
+        c.samples.append(f"twice: {_line(got[dup].iloc[0], DEDUP_COLUMNS)}")
+    got = got[~dup]
+    m = got.merge(ev.drop_duplicates(DEDUP_COLUMNS), how="left", indicator=True)
+    foreign = m[m["_merge"] == "left_only"]
+    c.problems.append((len(foreign), "rows that are no input event"))
+    if len(foreign):
+        c.samples.append(f"no such input event: {_line(foreign.iloc[0], DEDUP_COLUMNS)}")
+    absent = np.setdiff1d(ev["user"].unique(), got["user"].unique())
+    c.problems.append((len(absent), "input users never emitted"))
+    if len(absent):
+        c.samples.append(f"user {int(absent[0])} never emitted")
+    s = got.sort_values(["user", "ts"], kind="stable")
+    u, t = s["user"].to_numpy(), s["ts"].to_numpy()
+    close = (u[1:] == u[:-1]) & (t[1:] - t[:-1] < delay_ms)
+    c.problems.append((int(close.sum()), f"pairs of a user's rows less than {delay_ms:,} ms apart"))
+    if close.any():
+        i = int(np.flatnonzero(close)[0])
+        c.samples.append(f"user {int(u[i])}: ts {int(t[i])} and {int(t[i + 1])}")
+    per_user = got.groupby("user").size()
+    users = int(ev["user"].nunique())
+    c.stats = {"users": users, "max_per_user": int(per_user.max()) if len(per_user) else 0}
+    c.summary = (
+        f"sane: {len(got):,} rows, each an input event, none twice, all {users:,} users, "
+        f"no two of a user within {delay_ms:,} ms (at most {c.stats['max_per_user']} per user)"
+    )
+    return c
+
+
+def check_join(got: Any, expected: collections.Counter, ads: dict[int, str]) -> Check:
+    """Joined rows `got` (imp_id, ad, ts, ts_right) against `expected` (a Counter of (imp_id, impression
+    ts, click ts), generate_clicks.expected_joins): the same multiset exactly, and each row's ad its
+    impression's (`ads`: imp_id -> ad)."""
+    c = Check()
+    got = _typed(got, JOIN_COLUMNS, ("imp_id", "ts", "ts_right"), c)
+    have = collections.Counter(zip(got["imp_id"].tolist(), got["ts"].tolist(), got["ts_right"].tolist(), strict=True))
+    extra, missing = have - expected, expected - have
+    c.problems.append((sum(extra.values()), "lines not expected (or more often than expected)"))
+    c.problems.append((sum(missing.values()), "expected pairs missing"))
+    if extra:
+        c.samples.append(f"not expected: {next(iter(extra))}")
+    if missing:
+        c.samples.append(f"missing: {next(iter(missing))}")
+    wrong = [(i, a) for i, a in zip(got["imp_id"].tolist(), got["ad"].tolist(), strict=True) if ads.get(i) != a]
+    c.problems.append((len(wrong), "rows with another impression's ad"))
+    if wrong:
+        c.samples.append(f"imp_id {wrong[0][0]} with ad {wrong[0][1]}, its impression's is {ads.get(wrong[0][0])}")
+    total = sum(expected.values())
+    c.stats = {"expected": total}
+    c.summary = f"exact: all {total:,} expected pairs, each as often as expected, ads right"
+    return c
+
+
+def read_rows(paths: Iterable[str], columns: Sequence[str]) -> tuple[Any, dict[str, int]]:
+    """The headerless CSV lines of `paths` as one DataFrame of strings with `columns`, and the number
+    of lines per path."""
+    import pandas as pd
+
+    data = bytearray()
+    per: dict[str, int] = {}
+    for p in paths:
+        with open(p, "rb") as f:
+            chunk = f.read()
+        per[p] = sum(1 for line in chunk.split(b"\n") if line.strip())
+        data += chunk
+        if chunk and not chunk.endswith(b"\n"):
+            data += b"\n"
+    if not data.strip():
+        return pd.DataFrame({c: pd.Series(dtype=str) for c in columns}), per
+    frame = pd.read_csv(
+        io.BytesIO(bytes(data)), header=None, dtype=str, keep_default_na=False, names=list(columns), index_col=False
+    )
+    return frame, per
+
+
+def read_jsonl(directory: str, columns: Sequence[str]) -> Any:
+    """The `columns` of every *.jsonl file in `directory` (file-name order) as one DataFrame."""
+    import pandas as pd
+
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".jsonl"))
+    if not names:
+        raise FileNotFoundError(f"no *.jsonl files in {directory}")
+    frames = [pd.read_json(os.path.join(directory, n), lines=True, dtype=False)[list(columns)] for n in names]
+    return pd.concat(frames, ignore_index=True)
+
+
+def count_lines(directory: str) -> int:
+    """Non-empty lines of the *.jsonl files in `directory`."""
+    n = 0
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".jsonl"):
+            with open(os.path.join(directory, name), "rb") as f:
+                n += sum(1 for line in f if line.strip())
+    return n
+
+
+# -- Python calls of the instrumented dedup run -----------------------------------------------------
+COUNTED_JOB = '''"""Written by bench/state_bench.py: examples/dedup.py with its process function counting
+its calls (process and on_timer: what the keyed-process operator counts as python_calls), written
+to {counts}/calls-<pid>-<instance>.json while the final watermark fires the last timers."""
+
+import json
+import os
+import sys
+
+import cloudpickle
+
+sys.path.insert(0, {examples!r})
+import dedup  # noqa: E402
+
+from sluice.eventtime import MAX_WATERMARK  # noqa: E402
+
+cloudpickle.register_pickle_by_value(dedup)  # the TaskManagers cannot import examples/
+COUNTS = {counts!r}
+
+
+class Counted(dedup.FirstWithinTtl):
+    def __init__(self, ttl_ms):
+        super().__init__(ttl_ms)
+        self.calls = [0, 0]  # process, on_timer
+
+    def _write(self):
+        path = os.path.join(COUNTS, f"calls-{{os.getpid()}}-{{id(self)}}.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({{"process": self.calls[0], "on_timer": self.calls[1]}}, f)
+        os.replace(tmp, path)
+
+    def process(self, user, rows, ctx):
+        self.calls[0] += 1
+        if self.calls[0] % 20000 == 0:
+            self._write()
+        return super().process(user, rows, ctx)
+
+    def on_timer(self, user, timestamp, ctx):
+        self.calls[1] += 1
+        out = super().on_timer(user, timestamp, ctx)
+        if ctx.current_watermark == MAX_WATERMARK:  # the end of the input: this may be the last call
+            self._write()
+        return out
+
+
+dedup.FirstWithinTtl = Counted  # dedup.build() as it is, with the counting function
+dedup.main()
+'''
+
+
+def counted_job_text(counts_dir: str) -> str:
+    return COUNTED_JOB.format(counts=counts_dir, examples=EXAMPLES)
+
+
+def read_call_counts(counts_dir: str) -> dict[str, int]:
+    """The instrumented run's calls, summed over its process-function instances: process, on_timer,
+    instances."""
+    total = {"process": 0, "on_timer": 0, "instances": 0}
+    for name in sorted(os.listdir(counts_dir)) if os.path.isdir(counts_dir) else []:
+        if name.startswith(CALLS_PREFIX) and name.endswith(".json"):
+            with open(os.path.join(counts_dir, name)) as f:
+                got = json.load(f)
+            total["process"] += int(got["process"])
+            total["on_timer"] += int(got["on_timer"])
+            total["instances"] += 1
+    return total
+
+
+def rss_parts(peak_rss: dict[str, int], system: str) -> dict[str, int]:
+    """From a ResourceMeter's peak RSS per process ("<label> <pid>" -> bytes) of one system: Sluice's
+    TaskManager Python processes and their Spark JVMs (only TaskManagers start one); the peer's driver
+    (its Python process and its JVM, every process of the child)."""
+    py = jvm = 0
+    for name, rss in peak_rss.items():
+        role = name.rsplit(" ", 1)[0]
+        if role == "spark-jvm":
+            jvm += rss
+        elif (system == SLUICE and role == "taskmanager") or (system == PEER and role.startswith("python")):
+            py += rss
+    return {"py": py, "jvm": jvm, "total": py + jvm}
+
+
+# ================================================================================================
+# peer child: one SparkSession, one query per go file
+# ================================================================================================
+def peer_query(spark: Any, q: dict) -> Any:
+    """The peer's streaming DataFrame for query spec `q` (job dedup or join)."""
+    from pyspark.sql import functions as F
+
+    if q["job"] == "dedup":
+        return (
+            spark.readStream.schema(PAGE_SCHEMA)
+            .json(q["input"])
+            .withColumn("et", F.timestamp_millis("ts"))
+            .withWatermark("et", f"{int(q['ttl_ms'])} milliseconds")
+            .dropDuplicatesWithinWatermark(["user"])
+            .select(*DEDUP_COLUMNS)
+        )
+    delay = f"{int(q['delay_ms'])} milliseconds"
+    imps = (
+        spark.readStream.schema(IMP_SCHEMA)
+        .json(q["impressions"])
+        .withColumn("imp_et", F.timestamp_millis("ts"))
+        .withWatermark("imp_et", delay)
+    )
+    clicks = (
+        spark.readStream.schema(CLICK_SCHEMA)
+        .json(q["clicks"])
+        .select(
+            F.col("imp_id").alias("c_imp_id"), F.col("ts").alias("ts_right"), F.timestamp_millis("ts").alias("c_et")
+        )
+        .withWatermark("c_et", delay)
+    )
+    cond = F.expr(
+        f"imp_id = c_imp_id AND c_et >= imp_et AND c_et <= imp_et + interval {int(q['upper_ms'])} milliseconds"
+    )
+    return imps.join(clicks, cond, "inner").select(*JOIN_COLUMNS)
+
+
+def child_main(spec_path: str) -> int:
+    from structured_streaming_bench import _progress, emit
+
+    emit("python_ready")
+    with open(spec_path) as f:
+        spec = json.load(f)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    from pyspark.sql import SparkSession
+
+    emit("imported")
+    t0 = time.monotonic()
+    builder = SparkSession.builder.appName("sss-state-bench").master(spec["master"])
+    for k, v in {
+        # structured_streaming_bench.py's settings (those of taskmanager/spark_engine.py)
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": "2g",
+    }.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    emit("session", seconds=time.monotonic() - t0)
+    i = 0
+    while True:
+        go = os.path.join(spec["dir"], f"go-{i:04d}.json")
+        while not os.path.exists(go):
+            time.sleep(0.005)
+        with open(go) as f:
+            q = json.load(f)
+        if q.get("exit"):
+            break
+        spark.conf.set("spark.sql.shuffle.partitions", str(int(q["shuffle_partitions"])))
+        t_def = time.monotonic()
+        query = (
+            peer_query(spark, q)
+            .writeStream.outputMode("append")
+            .format("csv")
+            .option("path", q["out"])
+            .option("checkpointLocation", q["checkpoint"])
+            .trigger(availableNow=True)
+            .start()
+        )
+        t_started = time.monotonic()
+        emit("started", query=i, seconds=t_started - t_def)
+        try:
+            query.awaitTermination()
+        except Exception as exc:  # noqa: BLE001 — reported to the parent, the session goes on
+            emit("done", query=i, error=f"{type(exc).__name__}: {exc}".split("\n")[0][:400], progress=[])
+            i += 1
+            continue
+        t_done = time.monotonic()
+        progress = [
+            {
+                "batchId": p.get("batchId"),
+                "numInputRows": p.get("numInputRows", 0),
+                "triggerExecution": p.get("durationMs", {}).get("triggerExecution"),
+                "watermark": p.get("eventTime", {}).get("watermark"),
+                "state": [
+                    {k: s.get(k) for k in ("numRowsTotal", "memoryUsedBytes", "numRowsDroppedByWatermark")}
+                    for s in p.get("stateOperators", [])
+                ],
+            }
+            for p in _progress(query)
+        ]
+        query.stop()
+        emit("done", query=i, processing=t_done - t_started, progress=progress)
+        i += 1
+    spark.stop()
+    emit("exit")
+    return 0
+
+
+# ================================================================================================
+# the two systems
+# ================================================================================================
+def peer_state(progress: Sequence[dict]) -> dict:
+    """From the peer's batches (child_main's progress entries): the largest memoryUsedBytes summed over
+    the state operators of a batch, the rows in state at the end, the rows dropped by the watermark."""
+    peak = None
+    for p in progress:
+        if p["state"]:
+            mem = sum(s.get("memoryUsedBytes") or 0 for s in p["state"])
+            peak = mem if peak is None else max(peak, mem)
+    last = progress[-1]["state"] if progress else []
+    return {
+        "state_peak": peak,
+        "state_rows_end": sum(s.get("numRowsTotal") or 0 for s in last) if last else None,
+        "late_dropped": sum(s.get("numRowsDroppedByWatermark") or 0 for p in progress for s in p["state"]),
+    }
+
+
+class PeerSide:
+    """The peer's SparkSession in this script's --child process; each run is a query handed to it by a
+    go file."""
+
+    system = PEER
+
+    def __init__(self, work: str, master: int, timeout: float):
+        self.dir = os.path.join(work, "peer")
+        os.makedirs(self.dir, exist_ok=True)
+        self.master, self.timeout = master, timeout
+        self.next = 0
+        self.child: Any = None
+        self.t_spawn = 0.0
+
+    def spawn(self) -> PeerSide:
+        from structured_streaming_bench import Child
+
+        class StateChild(Child):
+            """structured_streaming_bench's Child (events on stdout, its own process group, killed with
+            its JVM), running this script's child mode."""
+
+            def __init__(self, spec: dict, workdir: str, name: str):
+                self.name = name
+                self.spec_path = os.path.join(workdir, f"{name}.spec.json")
+                with open(self.spec_path, "w") as f:
+                    json.dump(spec, f)
+                self.log_path = os.path.join(workdir, f"{name}.log")
+                self.events: list[dict] = []
+                self.cond = threading.Condition()
+                self.logf = open(self.log_path, "w")  # closed by Child.reap
+                self.t_spawn = time.monotonic()
+                self.proc = subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), "--child", self.spec_path],
+                    stdout=subprocess.PIPE,
+                    stderr=self.logf,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    cwd=REPO,
+                    start_new_session=True,
+                )
+                Child.live.append(self)
+                self.reader = threading.Thread(target=self._read, daemon=True)
+                self.reader.start()
+
+        self.t_spawn = time.monotonic()
+        self.child = StateChild({"master": f"local[{self.master}]", "dir": self.dir}, self.dir, "peer")
+        return self
+
+    def start(self) -> PeerSide:
+        if self.child is None:
+            self.spawn()
+        self.child.wait_for("session", self.timeout)
+        log(f"peer SparkSession local[{self.master}] ready {time.monotonic() - self.t_spawn:.1f}s after its spawn")
+        return self
+
+    def roots(self) -> list[int]:
+        return [self.child.proc.pid] if self.child is not None and self.child.proc.poll() is None else []
+
+    def prepare(self, out: str) -> str:
+        """The directory whose commits end the window: the file sink's log."""
+        path = os.path.join(out, SPARK_LOG)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def launch(self, job: Job, inputs: dict, out: str, knob: int, _job_file: str | None = None) -> Callable[[], dict]:
+        from windowed_bench import _write_atomically, dir_size, spark_time_ms
+
+        i = self.next
+        self.next += 1
+        ckpt = out + "-ckpt"
+        q = {"job": job.name, "out": out, "checkpoint": ckpt, "shuffle_partitions": knob, **inputs}
+        _write_atomically(os.path.join(self.dir, f"go-{i:04d}.json"), json.dumps(q))
+
+        def wait() -> dict:
+            done = self.child.wait_for("done", self.timeout, query=i)
+            if done.get("error"):
+                shutil.rmtree(ckpt, ignore_errors=True)
+                raise RunError(f"the peer's query failed: {done['error']}")
+            progress = done["progress"]
+            r = {
+                "batches": len(progress),
+                "rows_in": sum(p["numInputRows"] for p in progress),
+                "watermark": spark_time_ms(progress[-1]["watermark"]) if progress else None,
+                "state_disk": dir_size(os.path.join(ckpt, "state")),
+                **peer_state(progress),
+            }
+            shutil.rmtree(ckpt, ignore_errors=True)
+            return r
+
+        return wait
+
+    def committed(self, out: str) -> tuple[list[str], dict[str, str]]:
+        """(the committed data files, data file -> the name of the log file that committed it)."""
+        from windowed_bench import spark_sink_log
+
+        files, by = [], {}
+        logdir = os.path.join(out, SPARK_LOG)
+        for batch, paths in spark_sink_log(out).items():
+            name = str(batch) if os.path.exists(os.path.join(logdir, str(batch))) else f"{batch}.compact"
+            for p in paths:
+                files.append(p)
+                by[p] = name
+        return files, by
+
+    def stop(self) -> None:
+        from windowed_bench import _write_atomically
+
+        if self.child is None:
+            return
+        try:
+            if self.child.proc.poll() is None:
+                _write_atomically(os.path.join(self.dir, f"go-{self.next:04d}.json"), json.dumps({"exit": True}))
+                self.child.finish(30)
+        finally:
+            self.child.kill()
+
+
+class RunError(Exception):
+    pass
+
+
+class SluiceSide:
+    """One local cluster through page_views_bench.Cluster; the example jobs submitted with the CLI."""
+
+    system = SLUICE
+
+    def __init__(self, work: str, taskmanagers: int, slots: int, parallelism: int, timeout: float):
+        from page_views_bench import Cluster
+
+        self.cluster = Cluster(os.path.join(work, f"cluster-{taskmanagers}x{slots}"), taskmanagers, slots)
+        self.parallelism, self.timeout = parallelism, timeout
+
+    def start(self) -> SluiceSide:
+        self.cluster.start()
+        return self
+
+    def roots(self) -> list[int]:
+        return sorted(self.cluster.pids)
+
+    def prepare(self, out: str) -> str:
+        return out
+
+    def launch(self, job: Job, inputs: dict, out: str, knob: int, job_file: str | None = None) -> Callable[[], dict]:
+        from page_views_bench import sluice
+
+        if job.name == "dedup":
+            path = job_file or DEDUP_JOB
+            args = ["--input", inputs["input"], "--ttl-ms", str(inputs["ttl_ms"])]
+        else:
+            path = job_file or JOIN_JOB
+            args = ["--impressions", inputs["impressions"], "--clicks", inputs["clicks"]]
+            args += ["--upper-ms", str(inputs["upper_ms"])]
+        args += ["--output", out, "--out-of-orderness-ms", str(inputs["delay_ms"])]
+        args += ["--checkpoint-interval", str(knob)]
+        cmd = ("run", path, "--detach", "--parallelism", str(self.parallelism), "--cluster-dir", self.cluster.dir)
+        self.last_command = "sluice " + " ".join((*cmd, "--", *args))
+        proc = sluice(*cmd, "--", *args, timeout=300)
+        job_id = proc.stdout.strip().splitlines()[-1].strip()
+
+        def wait() -> dict:
+            from page_views_bench import follow
+
+            r = follow(self.cluster, job_id, self.timeout, time.time())
+            if r["state"] != "FINISHED":
+                st = r["status"]
+                raise RunError(
+                    f"job {job_id} ended {r['state']}: {st['failure'] or st['message']} (command: {self.last_command})"
+                )
+            done = [c for c in r["checkpoints"].values() if c["status"] == "COMPLETED"]
+            return {
+                "job_id": job_id,
+                "restarts": r["status"]["restarts"],
+                "records_dropped": r["status"].get("records_dropped"),
+                "late_dropped": r["status"].get("records_late_dropped"),
+                "checkpoints": len(done),
+                "state_peak": max((c["size_bytes"] for c in done), default=None),
+            }
+
+        return wait
+
+    def committed(self, out: str) -> tuple[list[str], dict[str, str]]:
+        from sluice.output import committed_parts
+
+        parts = committed_parts(out)
+        return parts, {p: os.path.basename(p) for p in parts}
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+# ================================================================================================
+# runs
+# ================================================================================================
+@dataclass
+class Data:
+    """One job's input and its expected answer."""
+
+    job: Job
+    inputs: dict  # the query's / the job's inputs and parameters
+    dirs: list[str]  # input directories (the window starts at the first read of a file in any)
+    events: int
+    check: Callable[[str, Any], Check]  # (system, rows) -> the check
+    expected_rows: dict[str, Any] = field(default_factory=dict)
+
+
+class Bench:
+    def __init__(self, args, work: str, data: dict[str, Data]):
+        self.args, self.work, self.data = args, work, data
+        self.sides: dict[str, Any] = {}
+        self.runs: list[dict] = []
+        self.notes: list[str] = []
+        self.n = 0
+        self.failed = False
+        self.shuffle: dict[str, int] = {}  # job -> the peer's shuffle partitions
+
+    def meter_systems(self, measured) -> dict[str, Callable[[], Iterable[int]]]:
+        def others() -> list[int]:
+            return [p for s in self.sides.values() if s is not measured for p in s.roots()]
+
+        return {MEASURED: measured.roots, OTHERS: others}
+
+    def run(self, system: str, job: Job, phase: str, shuffle: int | None = None, job_file: str | None = None) -> dict:
+        from procstat import ResourceMeter, excluded
+        from window import WindowWatch, commit_times, first_read
+        from windowed_bench import commit_end
+
+        side = self.sides[system]
+        d = self.data[job.name]
+        self.n += 1
+        out = os.path.join(self.work, f"out-{self.n:04d}")
+        os.makedirs(out)
+        watched = side.prepare(out)
+        if system == PEER:
+            shuffle = shuffle or self.shuffle.get(job.name, 2)
+        r: dict = {"n": self.n, "phase": phase, "system": system, "job": job.name, "events": d.events}
+        if system == PEER:
+            r["shuffle"] = shuffle
+        meter = ResourceMeter(self.meter_systems(side))
+        started: list[bool] = []
+        lock = threading.Lock()
+
+        def on_first_read(_t: float) -> None:
+            with lock:
+                if not started:
+                    meter.start()
+                    started.append(True)
+
+        watches = []
+        for k, directory in enumerate(d.dirs):  # the extra inputs' watches watch an empty directory for output
+            target = watched if k == 0 else os.path.join(self.work, f"unwatched-{self.n:04d}-{k}")
+            os.makedirs(target, exist_ok=True)
+            watches.append(WindowWatch(directory, target, on_first_read=on_first_read))
+        usage = None
+        launch = None
+        for w in watches:
+            w.start()
+        try:
+            launch = time.monotonic()
+            knob = shuffle if system == PEER else self.args.checkpoint_interval
+            wait = side.launch(job, d.inputs, out, knob, job_file)
+            r.update(wait())
+            r["end_seen"] = time.monotonic()
+        except Exception as exc:  # noqa: BLE001 — a failed run is reported, the others go on
+            r["error"] = f"{type(exc).__name__}: {exc}".split("\n")[0][:600]
+        finally:
+            with lock:
+                if started:
+                    usage = meter.stop()
+            events = [e for w in watches for e in w.stop()]
+        check = None
+        holders: set[str] = set()
+        if "error" not in r:
+            try:
+                files, committer = side.committed(out)
+                got, per = read_rows(files, job.columns)
+                check = d.check(system, got)
+                holders = {committer[p] for p, n in per.items() if n > 0}
+            except Exception as exc:  # noqa: BLE001 — unreadable output fails the check, named
+                check = Check(error=f"reading the output: {type(exc).__name__}: {exc}"[:300])
+            r["output_rows"] = check.rows
+        r["check"] = check.describe() if check is not None else None
+        r["check_ok"] = check is not None and check.ok
+        read = first_read(events)
+        commits = commit_times(events)
+        end = end_name = None
+        if any(w.overflowed for w in watches):
+            r["window_error"] = "inotify queue overflowed"
+        elif read is None:
+            r["window_error"] = "no read of an input file seen"
+        elif check is not None and check.ok:
+            end, end_name, missing = commit_end(commits, holders)
+            if missing:
+                r["window_error"] = f"no commit event for {len(missing)} output files, e.g. {missing[0]}"
+            elif end is None:
+                r["window_error"] = "no committed output"
+        window = end - read.t if end is not None and read is not None else None
+        r.update(
+            window=window,
+            rate=d.events / window if window else None,
+            startup=read.t - launch if read is not None and launch is not None else None,
+            end_part=end_name,
+            tail=r["end_seen"] - end if end is not None and "end_seen" in r else None,
+        )
+        if usage is not None:
+            r["cpu_per_m"] = usage.cpu_per_million(MEASURED, d.events)
+            r["other_cpu_s"] = usage.cpu_s.get(OTHERS, 0.0)
+            r["foreign_cores"] = usage.foreign_cores()
+            r["steal_s"] = usage.steal_s
+            r["excluded"] = excluded(usage, self.args.max_foreign_cores or None)
+            rss = rss_parts(usage.peak_rss.get(MEASURED, {}), system)
+            r.update(rss_py=rss["py"] or None, rss_jvm=rss["jvm"] or None, rss=rss["total"] or None)
+            r["rss_processes"] = dict(usage.peak_rss.get(MEASURED, {}))
+        r["ok"] = "error" not in r and r["check_ok"] and window is not None
+        what = f"run {self.n} ({system}, {job.name}, {phase})"
+        if "error" in r:
+            self.notes.append(f"{what} failed: {r['error']}")
+            if phase != "tuning":
+                self.failed = True
+        elif not r["check_ok"]:
+            self.failed = True
+            self.notes.append(f"{what}: OUTPUT CHECK FAILED: {r['check']} (output kept in {out})")
+        elif r.get("window_error"):
+            self.notes.append(f"{what}: no window: {r['window_error']}")
+        if r["check_ok"]:
+            shutil.rmtree(out, ignore_errors=True)  # an output that broke the check stays, for a look at it
+        self.runs.append(r)
+        log(
+            f"{phase} run {self.n}: {system} {job.name}{'' if shuffle is None else f' shuffle {shuffle}'}: window "
+            f"{fmt(r['window'])} s = {fmt(r['rate'], ',.0f')} events/s, startup {fmt(r['startup'])} s, state "
+            f"{size(r.get('state_peak'))}, CPU {fmt(r.get('cpu_per_m'))} s/M, RSS {size(r.get('rss'))}, foreign "
+            f"{fmt(r.get('foreign_cores'))}"
+            + (" (excluded)" if r.get("excluded") else "")
+            + f"; {r['check'] or r.get('error')}"
+        )
+        return r
+
+    def count_calls(self) -> dict | None:
+        """The instrumented dedup run (uncounted): python calls of the process function."""
+        counts = os.path.join(self.work, "calls")
+        os.makedirs(counts, exist_ok=True)
+        path = os.path.join(self.work, "dedup_counted.py")
+        with open(path, "w") as f:
+            f.write(counted_job_text(counts))
+        r = self.run(SLUICE, JOBS["dedup"], "instrumented", job_file=path)
+        if "error" in r:
+            return None
+        calls = read_call_counts(counts)
+        r["calls"] = calls
+        d = self.data["dedup"]
+        calls["events"] = d.events
+        calls["per_event"] = (calls["process"] + calls["on_timer"]) / d.events if d.events else None
+        log(
+            f"instrumented dedup: {calls['process']:,} process + {calls['on_timer']:,} on_timer calls in "
+            f"{calls['instances']} instances = {fmt(calls['per_event'], '.3f')} per event"
+        )
+        return calls
+
+    def tune_peer(self, jobs: Sequence[Job], candidates: Sequence[int]) -> None:
+        """One run per candidate shuffle-partition count and job; the fastest valid one is kept."""
+        for job in jobs:
+            if len(candidates) == 1:
+                self.shuffle[job.name] = candidates[0]
+                continue
+            tried = [(self.run(PEER, job, "tuning", shuffle=s), s) for s in candidates]
+            rated = [(r["rate"], s) for r, s in tried if r.get("ok") and r.get("rate")]
+            self.shuffle[job.name] = max(rated)[1] if rated else candidates[0]
+            log(f"peer, {job.name}: shuffle partitions {self.shuffle[job.name]}")
+
+
+# ================================================================================================
+# report
+# ================================================================================================
+def valid(runs: Iterable[dict]) -> list[dict]:
+    return [r for r in runs if r.get("ok")]
+
+
+def kept(runs: Iterable[dict]) -> list[dict]:
+    return [r for r in valid(runs) if not r.get("excluded")]
+
+
+def est(runs: Sequence[dict], key: str) -> Estimate:
+    v = valid(runs)
+    k = [r for r in v if not r.get("excluded")]
+    return median_ci((r.get(key) for r in k), excluded=len(v) - len(k))
+
+
+def fmt_bytes_est(e: Estimate) -> str:
+    if e.median is None:
+        return "—"
+    if e.low is None or e.high is None:
+        return f"{size(e.median)} (1 run)"
+    return f"{size(e.median)} [{size(e.low)}–{size(e.high)}]"
+
+
+def ratio_of(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def run_row(r: dict) -> str:
+    state = (
+        f"checkpoint {size(r.get('state_peak'))}"
+        if r["system"] == SLUICE
+        else f"memory {size(r.get('state_peak'))}, disk {size(r.get('state_disk'))}"
+    )
+    out = "yes" if r["check_ok"] else ("**NO**" if r.get("check") else "failed")
+    if r.get("error"):
+        out += f": {r['error'][:200]}"
+    elif r.get("check") and not r["check_ok"]:
+        out += f": {r['check'][:200]}"
+    elif r.get("window_error"):
+        out += f" (no window: {r['window_error']})"
+    cfg = "1 TM x 2 slots, p=2" if r["system"] == SLUICE else f"local[2], shuffle {r.get('shuffle')}"
+    return (
+        f"| {r['n']} | {r['phase']} | {r['job']} | {r['system']} | {cfg} | {fmt(r['window'])} | "
+        f"{fmt(r['rate'], ',.0f')} | {fmt(r['startup'])} | {fmt(r.get('cpu_per_m'))} | {state} | "
+        f"{size(r.get('rss_py'))} + {size(r.get('rss_jvm'))} | {fmt(r.get('output_rows'), ',')} | "
+        f"{fmt(r.get('late_dropped'), ',')} | "
+        f"{fmt(r.get('foreign_cores'))}{' (excluded)' if r.get('excluded') else ''} | {out} |"
+    )
+
+
+def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: Sequence[str]) -> str:
+    jobs: dict[str, Job] = plan["jobs"]
+    L = section_head("Keyed state: Sluice vs Spark Structured Streaming", command, facts)
+    if any(r.get("check") and not r["check_ok"] for r in runs):
+        L += ["**OUTPUT CHECK FAILED** (see the notes).", ""]
+    if "dedup" in jobs:
+        L.append(
+            f"**dedup**: {plan['dedup_events']:,} page views ({plan['dedup_files']} files) of {plan['users']:,} users "
+            f"(seed {PAGE_SEED}), timestamps out of order by up to {plan['disorder_ms']:,} ms. Sluice "
+            f"`examples/dedup.py --ttl-ms {plan['ttl_ms']} --out-of-orderness-ms {plan['disorder_ms']}`: per user, "
+            f"the first event within {plan['ttl_ms']:,} ms of event time, in timestamp order "
+            f'({plan["expected_dedup"]:,} events expected). Peer: `withWatermark("et", "{plan["ttl_ms"]} '
+            'milliseconds")` + `dropDuplicatesWithinWatermark(["user"])`: the first arrival per user, kept '
+            "until the watermark passes its time + the delay (with the whole input in one batch: one row per user)."
+        )
+        L.append("")
+    if "join" in jobs:
+        L.append(
+            f"**join**: {plan['impressions']:,} impressions and {plan['clicks']:,} clicks ({plan['join_files']} "
+            f"files each, seed {CLICK_SEED}), timestamps out of order by up to {plan['disorder_ms']:,} ms; "
+            f"clicks joined to their impression when 0 <= click ts − impression ts <= {plan['upper_ms']:,} ms "
+            f"({plan['expected_join']:,} pairs expected). Sluice `examples/click_join.py --upper-ms "
+            f"{plan['upper_ms']} --out-of-orderness-ms {plan['disorder_ms']}`; peer: stream-stream inner join on "
+            f"imp_id, watermarks of {plan['disorder_ms']:,} ms on both sides, `c_et BETWEEN imp_et AND imp_et + "
+            f"interval {plan['upper_ms']} milliseconds`, append mode."
+        )
+        L.append("")
+    L.append(
+        "Sluice: 1 TaskManager x 2 slots, parallelism 2, checkpoints every "
+        f"{plan['checkpoint_interval']} ms. Peer: local[2], CSV file sink, Trigger.AvailableNow "
+        f"(maxFilesPerTrigger unset); shuffle partitions {plan['shuffle_text']}. Window = first read of an input "
+        "file (inotify IN_ACCESS; for the join either input directory) → commit of the last output holding a "
+        "result line (Sluice: the rename of its part; peer: `_spark_metadata/<batch>`); events/s = input events / "
+        "window; CPU = the measured system's processes from the first read to the end seen by the harness, per "
+        "million events. State: Sluice the largest completed checkpoint of the run (`size_bytes`); peer the largest "
+        "`memoryUsedBytes` over its batches (summed over its state operators) and its checkpoint's `state/` on disk "
+        "at the end. RSS: peak (VmHWM since the process started: a high-water mark over the runs before too) of "
+        "Sluice's TaskManager, Python + its Spark JVM, and of the peer's driver, Python + JVM. Output check: Sluice's "
+        "dedup exactly against `expected_firsts` (every expected event once, nothing else); the peer's dedup for "
+        "sanity against Spark's own guarantee (each row an input event, none twice, every user at least once, no two "
+        f"rows of a user within {plan['ttl_ms']:,} ms); both joins exactly against `expected_joins` (the same "
+        "multiset of (imp_id, ts, ts_right), ads right). Medians with percentile-bootstrap 95 % intervals over the "
+        f"kept runs (load rule: other processes above {plan['max_foreign_cores']} cores on average exclude a run); "
+        "ratio Sluice/peer of the median events/s (above 1: Sluice faster) and peer/Sluice of CPU per event "
+        "(above 1: Sluice cheaper); *every valid run*: the same median with the load rule off."
+    )
+    L.append("")
+    measured = [r for r in runs if r["phase"] == "measured"]
+    L += [
+        "| job | system | runs kept/valid/all | events/s | ratio S/P | events/s, every valid run | window s | "
+        "startup s | CPU s per M events | CPU ratio P/S | state (peak) | RSS Python + JVM | output rows |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for job in jobs.values():
+        rs = {s: [r for r in measured if r["job"] == job.name and r["system"] == s] for s in (SLUICE, PEER)}
+        rate = {s: est(rs[s], "rate") for s in rs}
+        cpu = {s: est(rs[s], "cpu_per_m") for s in rs}
+        ratio = ratio_of(rate[SLUICE].median, rate[PEER].median)
+        cpu_ratio = ratio_of(cpu[PEER].median, cpu[SLUICE].median)
+        for s in (SLUICE, PEER):
+            runs_s = rs[s]
+            if not runs_s:
+                continue
+            state = fmt_bytes_est(est(runs_s, "state_peak"))
+            state = (
+                f"memory {state}; disk {fmt_bytes_est(est(runs_s, 'state_disk'))}"
+                if s == PEER
+                else (f"checkpoint {state}")
+            )
+            rss = f"{fmt_bytes_est(est(runs_s, 'rss_py'))} + {fmt_bytes_est(est(runs_s, 'rss_jvm'))}"
+            L.append(
+                f"| {job.name} | {s} | {len(kept(runs_s))}/{len(valid(runs_s))}/{len(runs_s)} | "
+                f"{fmt_estimate(rate[s])} | {fmt(ratio) if s == SLUICE else ''} | "
+                f"{fmt_estimate(median_ci(r['rate'] for r in valid(runs_s)))} | "
+                f"{fmt_estimate(est(runs_s, 'window'), '.2f')} | "
+                f"{fmt_estimate(est(runs_s, 'startup'), '.2f')} | {fmt_estimate(cpu[s], '.2f')} | "
+                f"{fmt(cpu_ratio) if s == SLUICE else ''} | {state} | {rss} | "
+                f"{fmt_estimate(est(runs_s, 'output_rows'), ',.0f')} |"
+            )
+    L.append("")
+    calls = plan.get("calls")
+    if "dedup" in jobs and SLUICE in plan["systems"]:
+        if calls:
+            L.append(
+                f"Python calls of Sluice's dedup process function (one instrumented run, run {calls['run']}, "
+                f"not in the figures): {calls['process']:,} `process` + {calls['on_timer']:,} `on_timer` = "
+                f"{calls['process'] + calls['on_timer']:,} calls for {calls['events']:,} events, "
+                f"**{fmt(calls['per_event'], '.3f')} per event** ({calls['instances']} function instances). Exact for "
+                "that run; the process calls (one per user present in a batch) vary with the source's adaptive "
+                "batching from run to run. The peer calls no Python per event."
+            )
+        else:
+            L.append(
+                "Python calls per event: not obtained (the instrumented run was not made or failed; see the notes)."
+            )
+        L.append("")
+    L += ["### Every run", ""]
+    L += [
+        "| run | phase | job | system | configuration | window s | events/s | startup s | CPU s per M | state | "
+        "RSS Python + JVM | output rows | late dropped | foreign cores | output checked |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    L += [run_row(r) for r in runs]
+    L.append("")
+    checks = sorted({(r["job"], r["system"], r["check"]) for r in runs if r.get("check_ok")})
+    if checks:
+        L.append("What the passing checks found (per job and system, each distinct summary once):")
+        L.append("")
+        L += [f"- {j}, {s}: {c}" for j, s, c in checks]
+        L.append("")
+    L += notes_lines(notes)
+    return "\n".join(L) + "\n"
+
+
+# ================================================================================================
+# main
+# ================================================================================================
+def prepare_dedup(work: str, events: int, users: int, disorder_ms: int, ttl_ms: int) -> tuple[Data, dict]:
+    from generate_page_views import generate
+
+    data = os.path.join(work, "page-views")
+    files = max(1, -(-events // EVENTS_PER_FILE))
+    generate(data, events=events, files=files, urls=10_000, seed=PAGE_SEED, disorder_ms=disorder_ms, users=users)
+    frame = read_jsonl(data, DEDUP_COLUMNS)
+    expected = expected_firsts(frame, ttl_ms)
+    input_frame = frame[DEDUP_COLUMNS]
+
+    def check(system: str, got: Any) -> Check:
+        if system == SLUICE:
+            return check_dedup_exact(got, expected)
+        return check_dedup_peer(got, input_frame, ttl_ms)
+
+    d = Data(
+        JOBS["dedup"],
+        {"job": "dedup", "input": data, "ttl_ms": ttl_ms, "delay_ms": disorder_ms},
+        [data],
+        len(frame),
+        check,
+    )
+    return d, {"dedup_events": len(frame), "dedup_files": files, "expected_dedup": len(expected)}
+
+
+def prepare_join(work: str, impressions: int, disorder_ms: int, upper_ms: int) -> tuple[Data, dict]:
+    from generate_clicks import expected_joins, generate
+
+    data = os.path.join(work, "clicks-data")
+    files = max(1, -(-impressions // EVENTS_PER_FILE))
+    generate(data, impressions=impressions, files=files, disorder_ms=disorder_ms, seed=CLICK_SEED)
+    imps = read_jsonl(os.path.join(data, "impressions"), ["imp_id", "ad"])
+    clicks = count_lines(os.path.join(data, "clicks"))
+    ads = dict(zip(imps["imp_id"].tolist(), imps["ad"].tolist(), strict=True))
+    expected = expected_joins(data, 0, upper_ms)
+
+    def check(_system: str, got: Any) -> Check:
+        return check_join(got, expected, ads)
+
+    inputs = {
+        "job": "join",
+        "impressions": os.path.join(data, "impressions"),
+        "clicks": os.path.join(data, "clicks"),
+        "upper_ms": upper_ms,
+        "delay_ms": disorder_ms,
+    }
+    d = Data(JOBS["join"], inputs, [inputs["impressions"], inputs["clicks"]], len(imps) + clicks, check)
+    return d, {
+        "impressions": len(imps),
+        "clicks": clicks,
+        "join_files": files,
+        "expected_join": sum(expected.values()),
+    }
+
+
+def sluice_ready() -> str | None:
+    """Why the Sluice side cannot run (None: it can)."""
+    for path in (DEDUP_JOB, JOIN_JOB):
+        if not os.path.exists(path):
+            return f"{os.path.relpath(path, REPO)} does not exist"
+    try:
+        import sluice.api  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 — reported, not raised
+        return f"sluice.api does not import: {exc}"
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="small inputs, 2 runs per system and job")
+    ap.add_argument("--jobs", default="dedup,join", help=f"any of {', '.join(JOBS)}")
+    ap.add_argument("--events", type=int, default=None, help="dedup: page views (default 1,000,000; quick 200,000)")
+    ap.add_argument("--users", type=int, default=None, help="dedup: distinct users (default 50,000; quick 10,000)")
+    ap.add_argument("--ttl-ms", type=int, default=60_000, help="dedup: T (Sluice's TTL, the peer's watermark delay)")
+    ap.add_argument("--impressions", type=int, default=None, help="join: impressions (default 750,000; quick 150,000)")
+    ap.add_argument("--upper-ms", type=int, default=600_000, help="join: a click's latest time after its impression")
+    ap.add_argument("--disorder-ms", type=int, default=2000, help="timestamps out of order by up to this; the bound")
+    ap.add_argument("--runs", type=int, default=None, help="measured runs per system and job (5; quick 2)")
+    ap.add_argument(
+        "--peer-shuffle",
+        default=None,
+        help="the peer's shuffle partitions to try (fastest kept per job); default 2,200 (200: Spark's default); "
+        "quick 2",
+    )
+    ap.add_argument("--checkpoint-interval", type=int, default=1000, help="Sluice's, in ms")
+    ap.add_argument("--no-count-calls", action="store_true", help="skip the instrumented dedup run")
+    ap.add_argument("--skip-sluice", action="store_true")
+    ap.add_argument("--skip-peer", action="store_true")
+    ap.add_argument("--max-foreign-cores", type=float, default=None, help="the load rule (procstat; 0: off)")
+    ap.add_argument("--job-timeout", type=float, default=600)
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to ('-': none)")
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--keep-workdir", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        return child_main(args.child)
+    from procstat import FOREIGN_CORES_LIMIT
+
+    if args.max_foreign_cores is None:
+        args.max_foreign_cores = FOREIGN_CORES_LIMIT
+    events = args.events or (200_000 if args.quick else 1_000_000)
+    users = args.users or (10_000 if args.quick else 50_000)
+    impressions = args.impressions or (150_000 if args.quick else 750_000)
+    runs = args.runs or (2 if args.quick else 5)
+    shuffle = [int(x) for x in (args.peer_shuffle or ("2" if args.quick else "2,200")).split(",") if x.strip()]
+    try:
+        jobs = {j.strip(): JOBS[j.strip()] for j in args.jobs.split(",") if j.strip()}
+    except KeyError as exc:
+        ap.error(f"unknown job {exc}; known: {', '.join(JOBS)}")
+    if min(events, users, impressions, args.ttl_ms, args.upper_ms) <= 0 or args.disorder_ms < 0 or runs < 1:
+        ap.error("--events, --users, --impressions, --ttl-ms, --upper-ms > 0, --disorder-ms >= 0, --runs >= 1")
+    if not shuffle or not jobs:
+        ap.error("--peer-shuffle and --jobs not empty")
+    systems = [s for s, skip in ((SLUICE, args.skip_sluice), (PEER, args.skip_peer)) if not skip]
+    if SLUICE in systems and (why := sluice_ready()):
+        log(f"the Sluice side cannot run: {why} (--skip-sluice runs the peer only)")
+        return 2
+    if not systems:
+        ap.error("nothing to run")
+
+    command, facts, temp, work = begin_run(REPO, args.workdir, "state-bench-", log)
+    t_begin = time.monotonic()
+    plan: dict = {
+        "jobs": jobs,
+        "systems": systems,
+        "users": users,
+        "ttl_ms": args.ttl_ms,
+        "upper_ms": args.upper_ms,
+        "disorder_ms": args.disorder_ms,
+        "checkpoint_interval": args.checkpoint_interval,
+        "max_foreign_cores": args.max_foreign_cores or "off",
+        "shuffle_text": "",
+    }
+    data: dict[str, Data] = {}
+    t0 = time.monotonic()
+    if "dedup" in jobs:
+        data["dedup"], facts_d = prepare_dedup(work, events, users, args.disorder_ms, args.ttl_ms)
+        plan.update(facts_d)
+        log(
+            f"dedup: {facts_d['dedup_events']:,} events of {users:,} users, {facts_d['expected_dedup']:,} expected "
+            f"firsts ({time.monotonic() - t0:.1f}s)"
+        )
+    t0 = time.monotonic()
+    if "join" in jobs:
+        data["join"], facts_j = prepare_join(work, impressions, args.disorder_ms, args.upper_ms)
+        plan.update(facts_j)
+        log(
+            f"join: {facts_j['impressions']:,} impressions, {facts_j['clicks']:,} clicks, "
+            f"{facts_j['expected_join']:,} expected pairs ({time.monotonic() - t0:.1f}s)"
+        )
+    bench = Bench(args, work, data)
+    interrupted = False
+    try:
+        if PEER in systems:
+            bench.sides[PEER] = PeerSide(work, 2, args.job_timeout).spawn()  # its JVM starts while the cluster does
+        if SLUICE in systems:
+            bench.sides[SLUICE] = SluiceSide(work, 1, 2, 2, args.job_timeout).start()
+        if PEER in systems:
+            bench.sides[PEER].start()
+        for job in jobs.values():
+            for s in systems:
+                bench.run(s, job, "warm-up", shuffle=shuffle[0] if s == PEER else None)
+        if SLUICE in systems and "dedup" in jobs and not args.no_count_calls:
+            calls = bench.count_calls()
+            if calls is not None:
+                plan["calls"] = calls | {"run": bench.n}
+        if PEER in systems:
+            bench.tune_peer(list(jobs.values()), shuffle)
+        log(f"{runs} measured runs per system and job, alternating {', '.join(systems)}")
+        for _ in range(runs):
+            for job in jobs.values():
+                for s in systems:
+                    bench.run(s, job, "measured")
+    except KeyboardInterrupt as exc:
+        interrupted = True
+        log(f"interrupted ({exc or 'Ctrl-C'}): stopping the cluster and the SparkSession")
+        raise
+    except BaseException as exc:
+        bench.failed = True
+        log(f"aborting: {type(exc).__name__}: {exc}")
+        bench.notes.append(f"aborted: {type(exc).__name__}: {exc}".split("\n")[0])
+        raise
+    finally:
+        for name, side in list(bench.sides.items()):
+            try:
+                side.stop()
+            except BaseException as exc:  # noqa: BLE001 — teardown goes on to the other side
+                log(f"warning: stopping {name}: {exc}")
+        from structured_streaming_bench import Child
+
+        Child.kill_all()
+        if PEER in systems:
+            tuned = [r for r in bench.runs if r["phase"] == "tuning"]
+            chosen = ", ".join(f"{j}: {s}" for j, s in bench.shuffle.items()) or str(shuffle[0])
+            plan["shuffle_text"] = (
+                f"{chosen}, the fastest of {', '.join(map(str, shuffle))} in one tuning run each ("
+                + "; ".join(f"{r['job']} at {r['shuffle']}: {fmt(r['rate'], ',.0f')} events/s" for r in tuned)
+                + ")"
+                if tuned
+                else f"{chosen} (not tuned)"
+            )
+        if SLUICE not in systems:
+            bench.notes.append("The Sluice side was not run (--skip-sluice).")
+        if PEER not in systems:
+            bench.notes.append("The peer was not run (--skip-peer).")
+        if bench.runs:
+            bench.notes.append(f"The invocation took {time.monotonic() - t_begin:.0f} s.")
+            section = report(facts, command, bench.runs, plan, bench.notes)
+            if args.out in ("", "-"):
+                print("\n" + section, flush=True)
+            else:
+                publish(section, args.out, log)
+        finish_workdir(work, temp and (interrupted or not bench.failed) and not args.keep_workdir, log)
+    return 1 if bench.failed else 0
+
+
+if __name__ == "__main__":
+    run_main(main)
