@@ -19,6 +19,11 @@ def list_files(uri: str, suffix: str = "", what: str = "input") -> list[str]:
     """Sorted visible files directly under `uri` ending in `suffix`
     (names starting with '.' or '_' are skipped, as Spark and Hadoop do).
     `what` names the directory in errors ("input", "output")."""
+    return [p for p, _mtime in list_files_with_mtime(uri, suffix, what)]
+
+
+def list_files_with_mtime(uri: str, suffix: str = "", what: str = "input") -> list[tuple[str, int]]:
+    """`list_files` with each file's modification time in epoch ms (0 when unknown)."""
     fs, path = resolve(uri)
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.NotFound:
@@ -27,7 +32,7 @@ def list_files(uri: str, suffix: str = "", what: str = "input") -> list[str]:
         raise FileNotFoundError(f"{what} path {uri!r} is not a directory")
     entries = fs.get_file_info(pafs.FileSelector(path, recursive=False))
     return sorted(
-        e.path
+        (e.path, int(e.mtime_ns // 1_000_000) if e.mtime_ns is not None else 0)
         for e in entries
         if e.type == pafs.FileType.File and not e.base_name.startswith((".", "_")) and e.base_name.endswith(suffix)
     )

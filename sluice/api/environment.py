@@ -89,6 +89,7 @@ class StreamExecutionEnvironment:
         monitor_interval_ms: int | None = None,
         options: dict[str, str | bool | int | float] | None = None,
         on_error: str | None = None,
+        forget_after_ms: int | None = None,
     ) -> DataStream:
         """Read every file under `path` (a directory, local or any pyarrow.fs URI)
         through Spark. Each file is a split; a split's offset is state.
@@ -115,13 +116,26 @@ class StreamExecutionEnvironment:
         `records_dropped`.
         `monitor_interval_ms`: keep watching `path` and read files that appear
         later, listing it at most this often (the stream is then unbounded;
-        make each new file visible atomically: write `.name`, then rename)."""
+        make each new file visible atomically: write `.name`, then rename).
+        `forget_after_ms` (with monitoring): the names of the files read are state; a file
+        modified this long before the newest file seen is neither read nor remembered, so
+        that state stays bounded (files must then arrive within that horizon of each other)."""
         if format not in inference.FORMATS:
             raise ValueError(f"from_files: unknown format {format!r}; use json, csv or text")
         if monitor_interval_ms is not None and not graph.positive_number(monitor_interval_ms):
             raise ValueError(
                 f"from_files: monitor_interval_ms must be a positive number of milliseconds "
                 f"(or None for a bounded read), got {monitor_interval_ms!r}"
+            )
+        if forget_after_ms is not None and (
+            monitor_interval_ms is None
+            or isinstance(forget_after_ms, bool)
+            or not isinstance(forget_after_ms, int)
+            or forget_after_ms <= 0
+        ):
+            raise ValueError(
+                "from_files: forget_after_ms takes a whole number of ms > 0 and needs monitor_interval_ms, "
+                f"got {forget_after_ms!r}"
             )
         if schema is not None and (not isinstance(schema, str) or not schema.strip()):
             raise ValueError(f"from_files: schema is a Spark DDL string such as 'url string, n bigint', got {schema!r}")
@@ -142,6 +156,8 @@ class StreamExecutionEnvironment:
             payload["options"] = checked
         if monitor_interval_ms is not None:
             payload["monitor_interval"] = monitor_interval_ms / 1000
+        if forget_after_ms is not None:
+            payload["forget_after_ms"] = forget_after_ms
         if format != "text":
             payload["on_error"] = policy
         name = name or f"files {os.path.basename(path.rstrip('/'))}"

@@ -17,7 +17,7 @@ import pyarrow as pa
 from sluice import schema as schemas
 from sluice import schema_inference
 from sluice.graph import OperatorKind
-from sluice.storage import list_files
+from sluice.storage import list_files, list_files_with_mtime
 from taskmanager.operators.base import IDLE, Idle, Payload, Source
 from taskmanager.spark_engine import Batch, SparkEngine
 
@@ -50,8 +50,12 @@ class FileSource(Source):
     has read what it knew of, and a file belongs to subtask
     crc32(name) % p, so that files arriving later never move an earlier one
     to another subtask. Its state is then the names of the files it has read
-    (which grows with the input, as a continuous file enumerator's does);
-    writers must make a file visible atomically (write `.name`, rename).
+    with their modification times (which grows with the input, as a continuous
+    file enumerator's does, unless `forget_after_ms` bounds it: a file modified
+    that long before the newest one listed is neither read nor remembered, and
+    names older than that are dropped from the state, safely, since such a
+    file would be ignored if listed again); writers must make a file visible
+    atomically (write `.name`, rename).
 
     Reading: the payload's schema is fixed (inferred at submit when the user
     gave none: sluice/schema_inference.py) and its reader options go to
@@ -98,7 +102,13 @@ class FileSource(Source):
         self.subtask, self.parallelism = subtask, parallelism
         self.monitor_interval: float | None = payload.get("monitor_interval")
         self.idle_wait = min(self.monitor_interval or 0.1, 0.1)
-        self.done: set[str] = set()  # monitoring: names of the files read
+        self.done: dict[str, int] = {}  # monitoring: names of the files read -> their modification time (ms)
+        # Monitoring with forget_after (ms): a file modified that long before the newest file seen is
+        # neither read nor remembered, so the names kept stay bounded (sources' docstring)
+        self.forget_after: int | None = payload.get("forget_after_ms")
+        self.newest_mtime = 0
+        self.files_ignored = 0
+        self._mtimes: dict[str, int] = {}  # modification times of the files listed
         self._listed_at = float("-inf")
         listed = list_files(self.path, self.suffix)  # a missing input directory fails the task in both modes
         self.schema: str | None = payload.get("schema")
@@ -119,16 +129,22 @@ class FileSource(Source):
     def snapshot(self) -> dict[str, Any]:
         if not self.monitor_interval:
             return super().snapshot()
-        return {"offset": self.offset, "done": sorted(self.done)}
+        return {"offset": self.offset, "done": dict(sorted(self.done.items())), "newest_mtime": self.newest_mtime}
 
     def restore(self, handle: dict[str, Any]) -> None:
         super().restore(handle)
         if self.monitor_interval:  # the queue (self.files) is still empty: the next listing fills it
-            self.done = set(handle.get("done", []))
+            done = handle.get("done", {})
+            self.done = dict(done) if isinstance(done, dict) else dict.fromkeys(done, 0)  # a list: before forget_after
+            self.newest_mtime = int(handle.get("newest_mtime", 0))
 
     def _mine(self, path: str) -> bool:
         name = os.path.basename(path)
         return name not in self.done and zlib.crc32(name.encode()) % self.parallelism == self.subtask
+
+    def _horizon(self) -> int | None:
+        """Files modified before this (ms) are forgotten: None without forget_after."""
+        return None if self.forget_after is None else self.newest_mtime - self.forget_after
 
     def _discover(self) -> None:
         """Monitoring: queue my files not read yet, once per interval."""
@@ -136,7 +152,31 @@ class FileSource(Source):
         if self.monitor_interval is None or now - self._listed_at < self.monitor_interval:
             return
         self._listed_at = now
-        self.files = sorted(set(self.files) | {p for p in list_files(self.path, self.suffix) if self._mine(p)})
+        listed = list_files_with_mtime(self.path, self.suffix)
+        self._mtimes.update(listed)
+        if self.forget_after is not None and listed:
+            self.newest_mtime = max(self.newest_mtime, max(m for _p, m in listed))
+        horizon = self._horizon()
+        fresh = set()
+        for p, mtime in listed:
+            if not self._mine(p):
+                continue
+            if horizon is not None and mtime < horizon:
+                self.files_ignored += 1
+                if self.files_ignored == 1:
+                    log.warning(
+                        "file %s was modified %d ms before the newest file of %s, more than forget_after_ms %d: "
+                        "not read (further such files are counted)",
+                        p,
+                        self.newest_mtime - mtime,
+                        self.path,
+                        self.forget_after,
+                    )
+                continue
+            fresh.add(p)
+        self.files = sorted(set(self.files) | fresh)
+        if horizon is not None:  # names older than the horizon can never be listed as new again
+            self.done = {n: m for n, m in self.done.items() if m >= horizon}
 
     def batch_done(self, seconds: float) -> None:
         """Adapt the files per batch to how long the last batch took through the chain, and
@@ -154,7 +194,8 @@ class FileSource(Source):
                 if not self.files:
                     return IDLE
             paths, self.files = self.files[: self.files_per_batch], self.files[self.files_per_batch :]
-            self.done.update(os.path.basename(p) for p in paths)
+            mtimes = self._mtimes
+            self.done.update((os.path.basename(p), mtimes.get(p, 0)) for p in paths)
         else:  # self.files: all my files; the offset is how many were read
             if self.offset >= len(self.files):
                 self._collect(FINAL_OBSERVATION_WAIT)

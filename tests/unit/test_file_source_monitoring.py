@@ -37,8 +37,9 @@ def put(directory, name: str) -> None:
     os.replace(hidden, directory / name)
 
 
-def source(directory, subtask=0, parallelism=1, clock=None) -> FileSource:
+def source(directory, subtask=0, parallelism=1, clock=None, **extra) -> FileSource:
     payload = {
+        **extra,
         "path": str(directory),
         "format": "json",
         "schema": "url string, user long, ts long",
@@ -92,6 +93,27 @@ def test_subtasks_split_the_files_and_keep_their_files_as_more_arrive(tmp_path):
     for i in range(3):  # a file's owner does not depend on which files arrived with it
         again = source(tmp_path, i, 3, clock)
         assert sorted(read_all(again)) == sorted(first[i] + second[i])
+
+
+def test_forget_after_bounds_the_names_kept_and_never_reads_a_file_twice(tmp_path):
+    clock = Clock()
+    src = source(tmp_path, clock=clock, forget_after_ms=10_000)
+    for i, n in enumerate(("a.jsonl", "b.jsonl", "c.jsonl")):
+        put(tmp_path, n)
+        os.utime(tmp_path / n, (1_000 + i * 4, 1_000 + i * 4))  # modified at 1000 s, 1004 s, 1008 s
+    assert read_all(src) == ["a.jsonl", "b.jsonl", "c.jsonl"]
+    put(tmp_path, "d.jsonl")
+    os.utime(tmp_path / "d.jsonl", (1_030, 1_030))
+    clock.t = 1.0
+    assert read_all(src) == ["d.jsonl"]
+    assert sorted(src.snapshot()["done"]) == ["d.jsonl"]  # a, b and c are older than 1030 s - 10 s: forgotten
+    put(tmp_path, "late.jsonl")
+    os.utime(tmp_path / "late.jsonl", (1_005, 1_005))  # appears now, but older than the horizon: not read
+    clock.t = 2.0
+    assert read_all(src) == [] and src.files_ignored >= 1
+    restored = source(tmp_path, clock=Clock(), forget_after_ms=10_000)
+    restored.restore(src.snapshot())
+    assert read_all(restored) == []  # a, b, c and late stay unread after a restore too
 
 
 def test_restore_reads_only_what_the_checkpoint_had_not(tmp_path):
