@@ -278,3 +278,21 @@ def test_window_join_pairs_rows_of_a_key_once_per_shared_window():
     assert sorted((r["window_start"], r["ts"], r["ts_right"]) for r in out) == [(10, 15, 25)]
     assert op.process_input(Batch(None, table=side_rows("a", (1, 8))), 0) is None  # every window passed: late
     assert op.records_late_dropped == 1
+
+
+def test_state_with_a_ttl_stays_flat_for_a_stream_of_fresh_keys(monkeypatch):
+    clock = {"now": 0}
+    monkeypatch.setattr(keyed_process, "_now_ms", lambda: clock["now"])
+
+    def remember(key, frame, ctx):
+        ctx.value_state("seen", ttl_ms=1_000).update(True)
+
+    op = KeyedProcess({"keys": ["user"], "process": remember}, CTX)
+    sizes = []
+    for batch in range(60):  # 100 fresh users every 100 ms: 10 batches live within the TTL
+        clock["now"] = batch * 100
+        users = range(batch * 100, batch * 100 + 100)
+        op.process(Batch(None, table=rows(*[(u, 0) for u in users])))
+        sizes.append(op.store.size())
+    assert max(sizes[20:]) <= 1_100  # bounded by the users written within the last TTL, not by 6,000
+    assert op.snapshot(1).keyed.num_rows <= 1_000
