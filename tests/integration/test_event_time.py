@@ -220,9 +220,15 @@ def test_an_idle_source_subtask_does_not_hold_back_the_windows(cluster, tmp_path
         # windows [0 s, 1 s) .. [3 s, 4 s) are passed by subtask 0's watermark; the job never ends
         want = {("/a", 1_700_000_000_000 + k * 1000, 1_700_000_000_000 + (k + 1) * 1000, 10) for k in range(4)}
         wait_until(lambda: want <= set(window_rows(tmp_path / "out")), 60, "windows fired by one subtask's watermark")
-        status = cluster.status(job)
+        # the windows' input watermark shows in status (task metrics come with heartbeats)
+        status = wait_for(
+            cluster,
+            job,
+            lambda s: all(t["watermark"] is not None for t in s["tasks"] if "window" in t["operator"]),
+            "the window tasks' watermark in status",
+            timeout=30,
+        )
         assert status["state"] == "RUNNING"
-        assert all(t["watermark"] is not None for t in status["tasks"] if "window" in t["operator"])
     finally:
         sluice("cancel", job, "--cluster-dir", cluster.dir, check=False)
 
