@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed validate clean
+.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed bench-state validate clean
 
 install: system-deps $(STAMP)
 
@@ -84,6 +84,11 @@ bench-failover: install
 # every window checked exactly (bench/windowed_bench.py; --quick for a smoke run).
 bench-windowed: install
 	$(BIN)/python bench/windowed_bench.py
+
+# Keyed state (dedup with a process function; an interval join) on Sluice and Spark Structured
+# Streaming, alternating run by run, each output checked (bench/state_bench.py; --quick for a smoke run).
+bench-state: install
+	$(BIN)/python bench/state_bench.py
 
 clean:
 	rm -rf .sluice build *.egg-info .pytest_cache

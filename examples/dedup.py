@@ -9,9 +9,10 @@ event that is a user's first in `--ttl-ms` of event time: an event is kept when 
 has no kept event in the `ttl` ms before it. Events are taken in timestamp order once the
 watermark passes them, so the output does not depend on how the input was split or
 batched. The process function keeps, per user, the events waiting for the watermark
-(`list_state`) and the timestamp of the last kept one (`value_state`), with one event-time
-timer per user and batch; a user's state is dropped `ttl` after their last kept event, so
-state stays bounded by the users active within the TTL.
+(`list_state`), the timestamp of the last kept one (`value_state`) and one event-time timer,
+at the latest waiting event or, with none waiting, when the user is to be forgotten (`ttl`
+after their last kept event), so state stays bounded by the users active within the TTL. It
+returns its rows as a list of dicts, the cheapest form for a few rows.
 """
 
 import argparse
@@ -22,36 +23,42 @@ from sluice.api import FileSink, StreamExecutionEnvironment, WatermarkStrategy
 
 
 class FirstWithinTtl:
+    """Per user: the events waiting for the watermark, the last kept event's time, and one
+    event-time timer (at the latest waiting event, or when the user is to be forgotten)."""
+
     def __init__(self, ttl_ms: int) -> None:
         self.ttl = ttl_ms
 
-    def process(self, user, rows: pd.DataFrame, ctx) -> None:  # noqa: ARG002 — the user is the key: state is per user already
-        ctx.list_state("pending").add_all(list(zip(rows["ts"].tolist(), rows["url"].tolist(), strict=True)))
-        ctx.register_event_time_timer(int(rows["ts"].max()))
+    def _move_timer(self, ctx, at: int) -> None:
+        timer = ctx.value_state("timer")
+        if timer.value != at:
+            if timer.value is not None:
+                ctx.delete_event_time_timer(timer.value)
+            ctx.register_event_time_timer(at)
+            timer.update(at)
 
-    def on_timer(self, user, timestamp: int, ctx) -> pd.DataFrame | None:
+    def process(self, user, rows: pd.DataFrame, ctx) -> None:  # noqa: ARG002 — the user is the key: state is per user already
+        ts = rows["ts"].tolist()
+        ctx.list_state("pending").add_all(list(zip(ts, rows["url"].tolist(), strict=True)))
+        timer = ctx.value_state("timer").value
+        self._move_timer(ctx, max(max(ts), timer if timer is not None else max(ts)))
+
+    def on_timer(self, user, timestamp: int, ctx) -> list[dict] | None:
+        ctx.value_state("timer").clear()
         pending = ctx.list_state("pending")
         last = ctx.value_state("last")
-        waiting = sorted(pending.get())
-        due = [e for e in waiting if e[0] <= timestamp]
         kept = []
-        for ts, url in due:
+        for ts, url in sorted(pending.get()):  # all waiting events: the timer is at the latest one
             if last.value is None or ts >= last.value + self.ttl:
                 last.update(ts)
-                kept.append((ts, url))
-        rest = waiting[len(due) :]
-        if rest:
-            pending.update(rest)
-        else:
-            pending.clear()
-            if last.value is not None:
-                if timestamp >= last.value + self.ttl:
-                    last.clear()  # the watermark passed the TTL: no later event can be a duplicate
-                else:
-                    ctx.register_event_time_timer(last.value + self.ttl)  # forget the user then
-        if not kept:
-            return None
-        return pd.DataFrame({"user": [user] * len(kept), "ts": [t for t, _u in kept], "url": [u for _t, u in kept]})
+                kept.append({"user": user, "ts": ts, "url": url})
+        pending.clear()
+        if last.value is not None:
+            if timestamp >= last.value + self.ttl:
+                last.clear()  # the watermark passed the TTL: no later event can be a duplicate
+            else:
+                self._move_timer(ctx, last.value + self.ttl)  # forget the user then
+        return kept or None
 
 
 def build(

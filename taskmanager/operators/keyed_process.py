@@ -24,7 +24,9 @@ import time
 from collections.abc import Hashable, Iterator
 from typing import Any, Self
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.eventtime import MAX_WATERMARK, MIN_WATERMARK
 from sluice.graph import OperatorKind
@@ -92,16 +94,29 @@ class KeyedProcess(Operator):
         if table.num_rows == 0:
             return None
         kgs = table.column(KEY_GROUP)
+        # Sort by key once and hand each key its slice: cheaper than iterating a groupby, and
+        # the key group of each key comes from the same sort (one per key: it is the key's hash)
+        order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in self.keys])
+        table = table.take(order)
+        kgs = table.column(KEY_GROUP).to_numpy(zero_copy_only=False)
         frame = table.drop_columns([KEY_GROUP]).to_pandas()
-        frame[KEY_GROUP] = kgs.to_numpy(zero_copy_only=False)
-        by = self.keys if len(self.keys) > 1 else self.keys[0]
+        key_arrays = [frame[k].to_numpy() for k in self.keys]
+        n = len(frame)
+        change = np.zeros(n, dtype=bool)
+        change[0] = True
+        for arr in key_arrays:
+            change[1:] |= arr[1:] != arr[:-1]
+        starts = np.flatnonzero(change).tolist() + [n]
         out = []
         ctx = self.context
-        for key, rows in frame.groupby(by, sort=False):
-            self.key_groups[key] = int(rows[KEY_GROUP].iloc[0])
+        single = len(self.keys) == 1
+        for a, b in zip(starts[:-1], starts[1:], strict=True):
+            key = key_arrays[0][a] if single else tuple(arr[a] for arr in key_arrays)
+            key = key.item() if hasattr(key, "item") else key  # a plain Python value, as state keys
+            self.key_groups[key] = int(kgs[a])
             ctx.current_key = key
             self.python_calls += 1
-            got = self.process_fn(key, rows.drop(columns=[KEY_GROUP]).reset_index(drop=True), ctx)
+            got = self.process_fn(key, frame.iloc[a:b], ctx)
             if got is not None and len(got):
                 out.append(got)
         ctx.current_key = None
@@ -145,13 +160,19 @@ class KeyedProcess(Operator):
             return None
         import pandas as pd
 
+        records = [r for f in frames if isinstance(f, list) for r in f]  # rows as dicts: cheapest to return
+        tables = [f for f in frames if isinstance(f, pd.DataFrame)]
         for f in frames:
-            if not isinstance(f, pd.DataFrame):
+            if not isinstance(f, (pd.DataFrame, list)) or (
+                isinstance(f, list) and not all(isinstance(r, dict) for r in f)
+            ):
                 raise TypeError(
                     f"{self.name}: the process function returned {type(f).__name__}; "
-                    "it must return a pandas DataFrame or None"
+                    "it must return a pandas DataFrame, a list of row dicts, or None"
                 )
-        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        if records:
+            tables.append(pd.DataFrame.from_records(records))
+        frame = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
         if self.columns is None:
             return Batch(self.engine, table=pa.Table.from_pandas(frame, preserve_index=False))
         names = [n for n, _t in self.columns]

@@ -250,6 +250,9 @@ def test_rss_parts_by_role():
     peaks = {"taskmanager 10": 300, "spark-jvm 11": 1000, "jobmanager 5": 200, "zookeeper 4": 90}
     assert rss_parts(peaks, SLUICE) == {"py": 300, "jvm": 1000, "total": 1300}
     assert rss_parts({"python3 20": 150, "spark-jvm 21": 900}, PEER) == {"py": 150, "jvm": 900, "total": 1050}
+    # a JVM's child between fork and exec looks like a second JVM of the same size: counted once
+    caught = {"python3 20": 150, "spark-jvm 21": 900, "spark-jvm 30": 890, "3 small processes, largest": 9}
+    assert rss_parts(caught, PEER) == {"py": 150, "jvm": 900, "total": 1050}
 
 
 def test_peer_state_figures():
