@@ -146,6 +146,26 @@ def notes_lines(notes) -> list[str]:
     return ["Notes:", "", *(f"- {n}" for n in notes), ""] if notes else []
 
 
+def write_atomically(path: str, text: str) -> None:
+    """Write `path` whole or not at all (a go file a child polls for, say): a temp file, renamed."""
+    tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def aborted(run, exc: BaseException, what: str, log) -> bool:
+    """What a script's main does when its runs end by an exception `exc`: an interrupt is logged
+    (stopping `what`) and returns True; anything else marks `run` (its `failed` and `notes`) failed."""
+    if isinstance(exc, KeyboardInterrupt):
+        log(f"interrupted ({exc or 'Ctrl-C'}): stopping {what}")
+        return True
+    run.failed = True
+    log(f"aborting: {type(exc).__name__}: {exc}")
+    run.notes.append(f"aborted: {type(exc).__name__}: {exc}".split("\n")[0])
+    return False
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 

@@ -74,13 +74,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-import io
 import json
 import os
-import shutil
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -95,8 +91,11 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from bench_common import begin_run, finish_workdir, fmt, notes_lines, publish, run_main, section_head, size
-from stats import Estimate, fmt_estimate, median_ci
+import paired_runs
+import spark_peer
+from bench_common import begin_run, fmt, notes_lines, run_main, section_head, size
+from paired_runs import PEER, SLUICE, fmt_bytes_est, log, read_rows
+from stats import est, fmt_estimate
 
 PAGE_SCHEMA = "url string, user long, ts long"
 IMP_SCHEMA = "imp_id long, ad string, user long, ts long"
@@ -106,14 +105,7 @@ JOIN_COLUMNS = ["imp_id", "ad", "ts", "ts_right"]
 EVENTS_PER_FILE = 12_500
 PAGE_SEED = 7
 CLICK_SEED = 11
-SLUICE, PEER = "Sluice", "peer"
-MEASURED, OTHERS = "measured", "others"  # ResourceMeter systems: the run's system; the other one (idle)
-SPARK_LOG = "_spark_metadata"
 CALLS_PREFIX = "calls-"  # the instrumented job's count files
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -242,16 +234,23 @@ def _line(row: Any, columns: Sequence[str]) -> str:
     return ",".join(str(row[c]) for c in columns)
 
 
-def check_dedup_exact(got: Any, expected: Any) -> Check:
-    """Sluice's dedup output `got` (user, ts, url) against `expected` (`expected_firsts`): every
-    expected event once, none missing, none unexpected, no line twice."""
+def _dedup_rows(got: Any, other: Any) -> tuple[Check, Any, Any, Any]:
+    """A dedup check's start: `got` and `other` (user, ts, url) typed, the malformed lines and the lines
+    of `got` committed twice counted; (the check, got, other, the twice-committed mask of got)."""
     c = Check()
     got = _typed(got, DEDUP_COLUMNS, ("user", "ts"), c)
-    exp = _typed(expected, DEDUP_COLUMNS, ("user", "ts"), Check())
+    other = _typed(other, DEDUP_COLUMNS, ("user", "ts"), Check())
     dup = got.duplicated(DEDUP_COLUMNS, keep="first")
     c.problems.append((int(dup.sum()), "lines committed twice"))
     if dup.any():
         c.samples.append(f"twice: {_line(got[dup].iloc[0], DEDUP_COLUMNS)}")
+    return c, got, other, dup
+
+
+def check_dedup_exact(got: Any, expected: Any) -> Check:
+    """Sluice's dedup output `got` (user, ts, url) against `expected` (`expected_firsts`): every
+    expected event once, none missing, none unexpected, no line twice."""
+    c, got, exp, _dup = _dedup_rows(got, expected)
     m = got.drop_duplicates(DEDUP_COLUMNS).merge(exp.drop_duplicates(DEDUP_COLUMNS), how="outer", indicator=True)
     unexpected, missing = m[m["_merge"] == "left_only"], m[m["_merge"] == "right_only"]
     c.problems.append((len(unexpected), "events kept that should not be"))
@@ -273,13 +272,7 @@ def check_dedup_peer(got: Any, events: Any, delay_ms: int) -> Check:
     the watermark delay are duplicates)."""
     import numpy as np
 
-    c = Check()
-    got = _typed(got, DEDUP_COLUMNS, ("user", "ts"), c)
-    ev = _typed(events, DEDUP_COLUMNS, ("user", "ts"), Check())
-    dup = got.duplicated(DEDUP_COLUMNS, keep="first")
-    c.problems.append((int(dup.sum()), "lines committed twice"))
-    if dup.any():
-        c.samples.append(f"twice: {_line(got[dup].iloc[0], DEDUP_COLUMNS)}")
+    c, got, ev, dup = _dedup_rows(got, events)
     got = got[~dup]
     m = got.merge(ev.drop_duplicates(DEDUP_COLUMNS), how="left", indicator=True)
     foreign = m[m["_merge"] == "left_only"]
@@ -329,28 +322,6 @@ def check_join(got: Any, expected: collections.Counter, ads: dict[int, str]) -> 
     c.stats = {"expected": total}
     c.summary = f"exact: all {total:,} expected pairs, each as often as expected, ads right"
     return c
-
-
-def read_rows(paths: Iterable[str], columns: Sequence[str]) -> tuple[Any, dict[str, int]]:
-    """The headerless CSV lines of `paths` as one DataFrame of strings with `columns`, and the number
-    of lines per path."""
-    import pandas as pd
-
-    data = bytearray()
-    per: dict[str, int] = {}
-    for p in paths:
-        with open(p, "rb") as f:
-            chunk = f.read()
-        per[p] = sum(1 for line in chunk.split(b"\n") if line.strip())
-        data += chunk
-        if chunk and not chunk.endswith(b"\n"):
-            data += b"\n"
-    if not data.strip():
-        return pd.DataFrame({c: pd.Series(dtype=str) for c in columns}), per
-    frame = pd.read_csv(
-        io.BytesIO(bytes(data)), header=None, dtype=str, keep_default_na=False, names=list(columns), index_col=False
-    )
-    return frame, per
 
 
 def read_jsonl(directory: str, columns: Sequence[str]) -> Any:
@@ -498,87 +469,16 @@ def peer_query(spark: Any, q: dict) -> Any:
 
 
 def child_main(spec_path: str) -> int:
-    from structured_streaming_bench import _progress, emit
-
-    emit("python_ready")
-    with open(spec_path) as f:
-        spec = json.load(f)
-    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-    from pyspark.sql import SparkSession
-
-    emit("imported")
-    t0 = time.monotonic()
-    builder = SparkSession.builder.appName("sss-state-bench").master(spec["master"])
-    for k, v in {
-        # structured_streaming_bench.py's settings (those of taskmanager/spark_engine.py)
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.driver.memory": "2g",
-    }.items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    emit("session", seconds=time.monotonic() - t0)
-    i = 0
-    while True:
-        go = os.path.join(spec["dir"], f"go-{i:04d}.json")
-        while not os.path.exists(go):
-            time.sleep(0.005)
-        with open(go) as f:
-            q = json.load(f)
-        if q.get("exit"):
-            break
-        spark.conf.set("spark.sql.shuffle.partitions", str(int(q["shuffle_partitions"])))
-        t_def = time.monotonic()
-        query = (
-            peer_query(spark, q)
-            .writeStream.outputMode("append")
-            .format("csv")
-            .option("path", q["out"])
-            .option("checkpointLocation", q["checkpoint"])
-            .trigger(availableNow=True)
-            .start()
-        )
-        t_started = time.monotonic()
-        emit("started", query=i, seconds=t_started - t_def)
-        try:
-            query.awaitTermination()
-        except Exception as exc:  # noqa: BLE001 — reported to the parent, the session goes on
-            emit("done", query=i, error=f"{type(exc).__name__}: {exc}".split("\n")[0][:400], progress=[])
-            i += 1
-            continue
-        t_done = time.monotonic()
-        progress = [
-            {
-                "batchId": p.get("batchId"),
-                "numInputRows": p.get("numInputRows", 0),
-                "triggerExecution": p.get("durationMs", {}).get("triggerExecution"),
-                "watermark": p.get("eventTime", {}).get("watermark"),
-                "state": [
-                    {k: s.get(k) for k in ("numRowsTotal", "memoryUsedBytes", "numRowsDroppedByWatermark")}
-                    for s in p.get("stateOperators", [])
-                ],
-            }
-            for p in _progress(query)
-        ]
-        query.stop()
-        emit("done", query=i, processing=t_done - t_started, progress=progress)
-        i += 1
-    spark.stop()
-    emit("exit")
-    return 0
+    return spark_peer.serve_queries(spec_path, "sss-state-bench", peer_query, survive_errors=True)
 
 
 # ================================================================================================
 # the two systems
 # ================================================================================================
 def peer_state(progress: Sequence[dict]) -> dict:
-    """From the peer's batches (child_main's progress entries): the largest memoryUsedBytes summed over
-    the state operators of a batch, the rows in state at the end, the rows dropped by the watermark."""
+    """From the peer's batches (spark_peer.serve_queries's progress entries): the largest
+    memoryUsedBytes summed over the state operators of a batch, the rows in state at the end, the rows
+    dropped by the watermark."""
     peak = None
     for p in progress:
         if p["state"]:
@@ -592,151 +492,17 @@ def peer_state(progress: Sequence[dict]) -> dict:
     }
 
 
-class PeerSide:
-    """The peer's SparkSession in this script's --child process; each run is a query handed to it by a
-    go file."""
-
-    system = PEER
-
-    def __init__(self, work: str, master: int, timeout: float):
-        self.dir = os.path.join(work, "peer")
-        os.makedirs(self.dir, exist_ok=True)
-        self.master, self.timeout = master, timeout
-        self.next = 0
-        self.child: Any = None
-        self.t_spawn = 0.0
-
-    def spawn(self) -> PeerSide:
-        from structured_streaming_bench import Child
-
-        class StateChild(Child):
-            """structured_streaming_bench's Child (events on stdout, its own process group, killed with
-            its JVM), running this script's child mode."""
-
-            def __init__(self, spec: dict, workdir: str, name: str):
-                self.name = name
-                self.spec_path = os.path.join(workdir, f"{name}.spec.json")
-                with open(self.spec_path, "w") as f:
-                    json.dump(spec, f)
-                self.log_path = os.path.join(workdir, f"{name}.log")
-                self.events: list[dict] = []
-                self.cond = threading.Condition()
-                self.logf = open(self.log_path, "w")  # closed by Child.reap
-                self.t_spawn = time.monotonic()
-                self.proc = subprocess.Popen(
-                    [sys.executable, os.path.abspath(__file__), "--child", self.spec_path],
-                    stdout=subprocess.PIPE,
-                    stderr=self.logf,
-                    stdin=subprocess.DEVNULL,
-                    text=True,
-                    cwd=REPO,
-                    start_new_session=True,
-                )
-                Child.live.append(self)
-                self.reader = threading.Thread(target=self._read, daemon=True)
-                self.reader.start()
-
-        self.t_spawn = time.monotonic()
-        self.child = StateChild({"master": f"local[{self.master}]", "dir": self.dir}, self.dir, "peer")
-        return self
-
-    def start(self) -> PeerSide:
-        if self.child is None:
-            self.spawn()
-        self.child.wait_for("session", self.timeout)
-        log(f"peer SparkSession local[{self.master}] ready {time.monotonic() - self.t_spawn:.1f}s after its spawn")
-        return self
-
-    def roots(self) -> list[int]:
-        return [self.child.proc.pid] if self.child is not None and self.child.proc.poll() is None else []
-
-    def prepare(self, out: str) -> str:
-        """The directory whose commits end the window: the file sink's log."""
-        path = os.path.join(out, SPARK_LOG)
-        os.makedirs(path, exist_ok=True)
-        return path
+class PeerSide(spark_peer.PeerSide):
+    script = os.path.abspath(__file__)
 
     def launch(self, job: Job, inputs: dict, out: str, knob: int, _job_file: str | None = None) -> Callable[[], dict]:
-        from windowed_bench import _write_atomically, dir_size, spark_time_ms
-
-        i = self.next
-        self.next += 1
-        ckpt = out + "-ckpt"
-        q = {"job": job.name, "out": out, "checkpoint": ckpt, "shuffle_partitions": knob, **inputs}
-        _write_atomically(os.path.join(self.dir, f"go-{i:04d}.json"), json.dumps(q))
-
-        def wait() -> dict:
-            done = self.child.wait_for("done", self.timeout, query=i)
-            if done.get("error"):
-                shutil.rmtree(ckpt, ignore_errors=True)
-                raise RunError(f"the peer's query failed: {done['error']}")
-            progress = done["progress"]
-            r = {
-                "batches": len(progress),
-                "rows_in": sum(p["numInputRows"] for p in progress),
-                "watermark": spark_time_ms(progress[-1]["watermark"]) if progress else None,
-                "state_disk": dir_size(os.path.join(ckpt, "state")),
-                **peer_state(progress),
-            }
-            shutil.rmtree(ckpt, ignore_errors=True)
-            return r
-
-        return wait
-
-    def committed(self, out: str) -> tuple[list[str], dict[str, str]]:
-        """(the committed data files, data file -> the name of the log file that committed it)."""
-        from windowed_bench import spark_sink_log
-
-        files, by = [], {}
-        logdir = os.path.join(out, SPARK_LOG)
-        for batch, paths in spark_sink_log(out).items():
-            name = str(batch) if os.path.exists(os.path.join(logdir, str(batch))) else f"{batch}.compact"
-            for p in paths:
-                files.append(p)
-                by[p] = name
-        return files, by
-
-    def stop(self) -> None:
-        from windowed_bench import _write_atomically
-
-        if self.child is None:
-            return
-        try:
-            if self.child.proc.poll() is None:
-                _write_atomically(os.path.join(self.dir, f"go-{self.next:04d}.json"), json.dumps({"exit": True}))
-                self.child.finish(30)
-        finally:
-            self.child.kill()
+        return self.submit({"job": job.name, "out": out, "shuffle_partitions": knob, **inputs}, peer_state)
 
 
-class RunError(Exception):
-    pass
-
-
-class SluiceSide:
-    """One local cluster through page_views_bench.Cluster; the example jobs submitted with the CLI."""
-
-    system = SLUICE
-
-    def __init__(self, work: str, taskmanagers: int, slots: int, parallelism: int, timeout: float):
-        from page_views_bench import Cluster
-
-        self.cluster = Cluster(os.path.join(work, f"cluster-{taskmanagers}x{slots}"), taskmanagers, slots)
-        self.parallelism, self.timeout = parallelism, timeout
-
-    def start(self) -> SluiceSide:
-        self.cluster.start()
-        return self
-
-    def roots(self) -> list[int]:
-        return sorted(self.cluster.pids)
-
-    def prepare(self, out: str) -> str:
-        return out
+class SluiceSide(paired_runs.SluiceSide):
+    """The example jobs (or the instrumented `job_file`) on the local cluster."""
 
     def launch(self, job: Job, inputs: dict, out: str, knob: int, job_file: str | None = None) -> Callable[[], dict]:
-        from page_views_bench import sluice
-
         if job.name == "dedup":
             path = job_file or DEDUP_JOB
             args = ["--input", inputs["input"], "--ttl-ms", str(inputs["ttl_ms"])]
@@ -746,40 +512,7 @@ class SluiceSide:
             args += ["--upper-ms", str(inputs["upper_ms"])]
         args += ["--output", out, "--out-of-orderness-ms", str(inputs["delay_ms"])]
         args += ["--checkpoint-interval", str(knob)]
-        cmd = ("run", path, "--detach", "--parallelism", str(self.parallelism), "--cluster-dir", self.cluster.dir)
-        self.last_command = "sluice " + " ".join((*cmd, "--", *args))
-        proc = sluice(*cmd, "--", *args, timeout=300)
-        job_id = proc.stdout.strip().splitlines()[-1].strip()
-
-        def wait() -> dict:
-            from page_views_bench import follow
-
-            r = follow(self.cluster, job_id, self.timeout, time.time())
-            if r["state"] != "FINISHED":
-                st = r["status"]
-                raise RunError(
-                    f"job {job_id} ended {r['state']}: {st['failure'] or st['message']} (command: {self.last_command})"
-                )
-            done = [c for c in r["checkpoints"].values() if c["status"] == "COMPLETED"]
-            return {
-                "job_id": job_id,
-                "restarts": r["status"]["restarts"],
-                "records_dropped": r["status"].get("records_dropped"),
-                "late_dropped": r["status"].get("records_late_dropped"),
-                "checkpoints": len(done),
-                "state_peak": max((c["size_bytes"] for c in done), default=None),
-            }
-
-        return wait
-
-    def committed(self, out: str) -> tuple[list[str], dict[str, str]]:
-        from sluice.output import committed_parts
-
-        parts = committed_parts(out)
-        return parts, {p: os.path.basename(p) for p in parts}
-
-    def stop(self) -> None:
-        self.cluster.stop()
+        return self.submit(path, args)
 
 
 # ================================================================================================
@@ -797,136 +530,38 @@ class Data:
     expected_rows: dict[str, Any] = field(default_factory=dict)
 
 
-class Bench:
+class Bench(paired_runs.PairedBench):
+    item_key = "job"
+    error_chars = 600
+
     def __init__(self, args, work: str, data: dict[str, Data]):
-        self.args, self.work, self.data = args, work, data
-        self.sides: dict[str, Any] = {}
-        self.runs: list[dict] = []
-        self.notes: list[str] = []
-        self.n = 0
-        self.failed = False
-        self.shuffle: dict[str, int] = {}  # job -> the peer's shuffle partitions
+        super().__init__(args, work)
+        self.data = data
 
-    def meter_systems(self, measured) -> dict[str, Callable[[], Iterable[int]]]:
-        def others() -> list[int]:
-            return [p for s in self.sides.values() if s is not measured for p in s.roots()]
+    def events(self, item: Job) -> int:
+        return self.data[item.name].events
 
-        return {MEASURED: measured.roots, OTHERS: others}
+    def inputs(self, item: Job) -> list[str]:
+        return self.data[item.name].dirs
 
-    def run(self, system: str, job: Job, phase: str, shuffle: int | None = None, job_file: str | None = None) -> dict:
-        from procstat import ResourceMeter, excluded
-        from window import WindowWatch, commit_times, first_read
-        from windowed_bench import commit_end
+    def launch(self, side: Any, item: Job, out: str, knob: int, **extra: Any) -> Callable[[], dict]:
+        return side.launch(item, self.data[item.name].inputs, out, knob, extra.get("job_file"))
 
-        side = self.sides[system]
-        d = self.data[job.name]
-        self.n += 1
-        out = os.path.join(self.work, f"out-{self.n:04d}")
-        os.makedirs(out)
-        watched = side.prepare(out)
-        if system == PEER:
-            shuffle = shuffle or self.shuffle.get(job.name, 2)
-        r: dict = {"n": self.n, "phase": phase, "system": system, "job": job.name, "events": d.events}
-        if system == PEER:
-            r["shuffle"] = shuffle
-        meter = ResourceMeter(self.meter_systems(side))
-        started: list[bool] = []
-        lock = threading.Lock()
+    def judge(self, system: str, item: Job, files: list[str], r: dict) -> tuple[Check, dict[str, int]]:
+        got, per = read_rows(files, item.columns)
+        return self.data[item.name].check(system, got), per
 
-        def on_first_read(_t: float) -> None:
-            with lock:
-                if not started:
-                    meter.start()
-                    started.append(True)
+    def unreadable(self, error: str) -> Check:
+        return Check(error=error)
 
-        watches = []
-        for k, directory in enumerate(d.dirs):  # the extra inputs' watches watch an empty directory for output
-            target = watched if k == 0 else os.path.join(self.work, f"unwatched-{self.n:04d}-{k}")
-            os.makedirs(target, exist_ok=True)
-            watches.append(WindowWatch(directory, target, on_first_read=on_first_read))
-        usage = None
-        launch = None
-        for w in watches:
-            w.start()
-        try:
-            launch = time.monotonic()
-            knob = shuffle if system == PEER else self.args.checkpoint_interval
-            wait = side.launch(job, d.inputs, out, knob, job_file)
-            r.update(wait())
-            r["end_seen"] = time.monotonic()
-        except Exception as exc:  # noqa: BLE001 — a failed run is reported, the others go on
-            r["error"] = f"{type(exc).__name__}: {exc}".split("\n")[0][:600]
-        finally:
-            with lock:
-                if started:
-                    usage = meter.stop()
-            events = [e for w in watches for e in w.stop()]
-        check = None
-        holders: set[str] = set()
-        if "error" not in r:
-            try:
-                files, committer = side.committed(out)
-                got, per = read_rows(files, job.columns)
-                check = d.check(system, got)
-                holders = {committer[p] for p, n in per.items() if n > 0}
-            except Exception as exc:  # noqa: BLE001 — unreadable output fails the check, named
-                check = Check(error=f"reading the output: {type(exc).__name__}: {exc}"[:300])
-            r["output_rows"] = check.rows
-        r["check"] = check.describe() if check is not None else None
-        r["check_ok"] = check is not None and check.ok
-        read = first_read(events)
-        commits = commit_times(events)
-        end = end_name = None
-        if any(w.overflowed for w in watches):
-            r["window_error"] = "inotify queue overflowed"
-        elif read is None:
-            r["window_error"] = "no read of an input file seen"
-        elif check is not None and check.ok:
-            end, end_name, missing = commit_end(commits, holders)
-            if missing:
-                r["window_error"] = f"no commit event for {len(missing)} output files, e.g. {missing[0]}"
-            elif end is None:
-                r["window_error"] = "no committed output"
-        window = end - read.t if end is not None and read is not None else None
-        r.update(
-            window=window,
-            rate=d.events / window if window else None,
-            startup=read.t - launch if read is not None and launch is not None else None,
-            end_part=end_name,
-            tail=r["end_seen"] - end if end is not None and "end_seen" in r else None,
-        )
-        if usage is not None:
-            r["cpu_per_m"] = usage.cpu_per_million(MEASURED, d.events)
-            r["other_cpu_s"] = usage.cpu_s.get(OTHERS, 0.0)
-            r["foreign_cores"] = usage.foreign_cores()
-            r["steal_s"] = usage.steal_s
-            r["excluded"] = excluded(usage, self.args.max_foreign_cores or None)
-            rss = rss_parts(usage.peak_rss.get(MEASURED, {}), system)
-            r.update(rss_py=rss["py"] or None, rss_jvm=rss["jvm"] or None, rss=rss["total"] or None)
-            r["rss_processes"] = dict(usage.peak_rss.get(MEASURED, {}))
-        r["ok"] = "error" not in r and r["check_ok"] and window is not None
-        what = f"run {self.n} ({system}, {job.name}, {phase})"
-        if "error" in r:
-            self.notes.append(f"{what} failed: {r['error']}")
-            if phase not in ("tuning", "instrumented"):  # those two are not in the figures
-                self.failed = True
-        elif not r["check_ok"]:
-            self.failed = True
-            self.notes.append(f"{what}: OUTPUT CHECK FAILED: {r['check']} (output kept in {out})")
-        elif r.get("window_error"):
-            self.notes.append(f"{what}: no window: {r['window_error']}")
-        if r["check_ok"]:
-            shutil.rmtree(out, ignore_errors=True)  # an output that broke the check stays, for a look at it
-        self.runs.append(r)
-        log(
-            f"{phase} run {self.n}: {system} {job.name}{'' if shuffle is None else f' shuffle {shuffle}'}: window "
-            f"{fmt(r['window'])} s = {fmt(r['rate'], ',.0f')} events/s, startup {fmt(r['startup'])} s, state "
-            f"{size(r.get('state_peak'))}, CPU {fmt(r.get('cpu_per_m'))} s/M, RSS {size(r.get('rss'))}, foreign "
-            f"{fmt(r.get('foreign_cores'))}"
-            + (" (excluded)" if r.get("excluded") else "")
-            + f"; {r['check'] or r.get('error')}"
-        )
-        return r
+    def usage(self, r: dict, usage: Any, system: str) -> None:
+        r["steal_s"] = usage.steal_s
+        rss = rss_parts(usage.peak_rss.get(paired_runs.MEASURED, {}), system)
+        r.update(rss_py=rss["py"] or None, rss_jvm=rss["jvm"] or None, rss=rss["total"] or None)
+        r["rss_processes"] = dict(usage.peak_rss.get(paired_runs.MEASURED, {}))
+
+    def log_extra(self, r: dict) -> str:
+        return f"RSS {size(r.get('rss'))}, "
 
     def count_calls(self) -> dict | None:
         """The instrumented dedup run (uncounted): python calls of the process function."""
@@ -949,75 +584,23 @@ class Bench:
         )
         return calls
 
-    def tune_peer(self, jobs: Sequence[Job], candidates: Sequence[int]) -> None:
-        """One run per candidate shuffle-partition count and job; the fastest valid one is kept."""
-        for job in jobs:
-            if len(candidates) == 1:
-                self.shuffle[job.name] = candidates[0]
-                continue
-            tried = [(self.run(PEER, job, "tuning", shuffle=s), s) for s in candidates]
-            rated = [(r["rate"], s) for r, s in tried if r.get("ok") and r.get("rate")]
-            self.shuffle[job.name] = max(rated)[1] if rated else candidates[0]
-            log(f"peer, {job.name}: shuffle partitions {self.shuffle[job.name]}")
-
 
 # ================================================================================================
 # report
 # ================================================================================================
-def valid(runs: Iterable[dict]) -> list[dict]:
-    return [r for r in runs if r.get("ok")]
-
-
-def kept(runs: Iterable[dict]) -> list[dict]:
-    return [r for r in valid(runs) if not r.get("excluded")]
-
-
-def est(runs: Sequence[dict], key: str) -> Estimate:
-    v = valid(runs)
-    k = [r for r in v if not r.get("excluded")]
-    return median_ci((r.get(key) for r in k), excluded=len(v) - len(k))
-
-
-def fmt_bytes_est(e: Estimate) -> str:
-    if e.median is None:
-        return "—"
-    if e.low is None or e.high is None:
-        return f"{size(e.median)} (1 run)"
-    return f"{size(e.median)} [{size(e.low)}–{size(e.high)}]"
-
-
-def ratio_of(a: float | None, b: float | None) -> float | None:
-    return a / b if a and b else None
-
-
 def run_row(r: dict) -> str:
-    state = (
-        f"checkpoint {size(r.get('state_peak'))}"
-        if r["system"] == SLUICE
-        else f"memory {size(r.get('state_peak'))}, disk {size(r.get('state_disk'))}"
-    )
-    out = "yes" if r["check_ok"] else ("**NO**" if r.get("check") else "failed")
-    if r.get("error"):
-        out += f": {r['error'][:200]}"
-    elif r.get("check") and not r["check_ok"]:
-        out += f": {r['check'][:200]}"
-    elif r.get("window_error"):
-        out += f" (no window: {r['window_error']})"
-    cfg = "1 TM x 2 slots, p=2" if r["system"] == SLUICE else f"local[2], shuffle {r.get('shuffle')}"
+    cfg, state, out = paired_runs.run_cells(r, 200, 200)
     return (
-        f"| {r['n']} | {r['phase']} | {r['job']} | {r['system']} | {cfg} | {fmt(r['window'])} | "
-        f"{fmt(r['rate'], ',.0f')} | {fmt(r['startup'])} | {fmt(r.get('cpu_per_m'))} | {state} | "
+        f"| {r['n']} | {r['phase']} | {r['job']} | {r['system']} | {cfg} | {paired_runs.timing_cells(r)} | {state} | "
         f"{size(r.get('rss_py'))} + {size(r.get('rss_jvm'))} | {fmt(r.get('output_rows'), ',')} | "
-        f"{fmt(r.get('late_dropped'), ',')} | "
-        f"{fmt(r.get('foreign_cores'))}{' (excluded)' if r.get('excluded') else ''} | {out} |"
+        f"{fmt(r.get('late_dropped'), ',')} | {paired_runs.foreign_cell(r)} | {out} |"
     )
 
 
 def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: Sequence[str]) -> str:
     jobs: dict[str, Job] = plan["jobs"]
     L = section_head("Keyed state: Sluice vs Spark Structured Streaming", command, facts)
-    if any(r.get("check") and not r["check_ok"] for r in runs):
-        L += ["**OUTPUT CHECK FAILED** (see the notes).", ""]
+    L += paired_runs.check_banner(runs)
     if "dedup" in jobs:
         L.append(
             f"**dedup**: {plan['dedup_events']:,} page views ({plan['dedup_files']} files) of {plan['users']:,} users "
@@ -1060,38 +643,19 @@ def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: S
         "(above 1: Sluice cheaper); *every valid run*: the same median with the load rule off."
     )
     L.append("")
-    measured = [r for r in runs if r["phase"] == "measured"]
     L += [
         "| job | system | runs kept/valid/all | events/s | ratio S/P | events/s, every valid run | window s | "
         "startup s | CPU s per M events | CPU ratio P/S | state (peak) | RSS Python + JVM | output rows |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for job in jobs.values():
-        rs = {s: [r for r in measured if r["job"] == job.name and r["system"] == s] for s in (SLUICE, PEER)}
-        rate = {s: est(rs[s], "rate") for s in rs}
-        cpu = {s: est(rs[s], "cpu_per_m") for s in rs}
-        ratio = ratio_of(rate[SLUICE].median, rate[PEER].median)
-        cpu_ratio = ratio_of(cpu[PEER].median, cpu[SLUICE].median)
-        for s in (SLUICE, PEER):
-            runs_s = rs[s]
-            if not runs_s:
-                continue
-            state = fmt_bytes_est(est(runs_s, "state_peak"))
-            state = (
-                f"memory {state}; disk {fmt_bytes_est(est(runs_s, 'state_disk'))}"
-                if s == PEER
-                else (f"checkpoint {state}")
-            )
-            rss = f"{fmt_bytes_est(est(runs_s, 'rss_py'))} + {fmt_bytes_est(est(runs_s, 'rss_jvm'))}"
-            L.append(
-                f"| {job.name} | {s} | {len(kept(runs_s))}/{len(valid(runs_s))}/{len(runs_s)} | "
-                f"{fmt_estimate(rate[s])} | {fmt(ratio) if s == SLUICE else ''} | "
-                f"{fmt_estimate(median_ci(r['rate'] for r in valid(runs_s)))} | "
-                f"{fmt_estimate(est(runs_s, 'window'), '.2f')} | "
-                f"{fmt_estimate(est(runs_s, 'startup'), '.2f')} | {fmt_estimate(cpu[s], '.2f')} | "
-                f"{fmt(cpu_ratio) if s == SLUICE else ''} | {state} | {rss} | "
-                f"{fmt_estimate(est(runs_s, 'output_rows'), ',.0f')} |"
-            )
+    for j, s, rs, rate, ratio in paired_runs.summary_groups(runs, "job", jobs):
+        cpu_ratio = paired_runs.ratio_of(est(rs[PEER], "cpu_per_m").median, est(rs[SLUICE], "cpu_per_m").median)
+        rss = f"{fmt_bytes_est(est(rs[s], 'rss_py'))} + {fmt_bytes_est(est(rs[s], 'rss_jvm'))}"
+        L.append(
+            f"| {j} | {s} | {paired_runs.summary_cells(rs[s], rate, ratio, s)} | "
+            f"{fmt(cpu_ratio) if s == SLUICE else ''} | {paired_runs.state_summary(rs[s], s)} | {rss} | "
+            f"{fmt_estimate(est(rs[s], 'output_rows'), ',.0f')} |"
+        )
     L.append("")
     calls = plan.get("calls")
     if "dedup" in jobs and SLUICE in plan["systems"]:
@@ -1209,33 +773,16 @@ def main() -> int:
     ap.add_argument("--upper-ms", type=int, default=600_000, help="join: a click's latest time after its impression")
     ap.add_argument("--disorder-ms", type=int, default=2000, help="timestamps out of order by up to this; the bound")
     ap.add_argument("--runs", type=int, default=None, help="measured runs per system and job (5; quick 2)")
-    ap.add_argument(
-        "--peer-shuffle",
-        default=None,
-        help="the peer's shuffle partitions to try (fastest kept per job); default 2,200 (200: Spark's default); "
-        "quick 2",
-    )
-    ap.add_argument("--checkpoint-interval", type=int, default=1000, help="Sluice's, in ms")
+    paired_runs.add_peer_args(ap, "job")
     ap.add_argument("--no-count-calls", action="store_true", help="skip the instrumented dedup run")
-    ap.add_argument("--skip-sluice", action="store_true")
-    ap.add_argument("--skip-peer", action="store_true")
-    ap.add_argument("--max-foreign-cores", type=float, default=None, help="the load rule (procstat; 0: off)")
-    ap.add_argument("--job-timeout", type=float, default=600)
-    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to ('-': none)")
-    ap.add_argument("--workdir", default=None)
-    ap.add_argument("--keep-workdir", action="store_true")
+    paired_runs.add_run_args(ap, 600)
     args = ap.parse_args()
     if args.child:
         return child_main(args.child)
-    from procstat import FOREIGN_CORES_LIMIT
-
-    if args.max_foreign_cores is None:
-        args.max_foreign_cores = FOREIGN_CORES_LIMIT
+    runs, shuffle = paired_runs.runs_and_shuffle(args)
     events = args.events or (200_000 if args.quick else 400_000)
     users = args.users or (10_000 if args.quick else 20_000)
     impressions = args.impressions or (150_000 if args.quick else 750_000)
-    runs = args.runs or (2 if args.quick else 5)
-    shuffle = [int(x) for x in (args.peer_shuffle or ("2" if args.quick else "2,200")).split(",") if x.strip()]
     try:
         jobs = {j.strip(): JOBS[j.strip()] for j in args.jobs.split(",") if j.strip()}
     except KeyError as exc:
@@ -1244,12 +791,9 @@ def main() -> int:
         ap.error("--events, --users, --impressions, --ttl-ms, --upper-ms > 0, --disorder-ms >= 0, --runs >= 1")
     if not shuffle or not jobs:
         ap.error("--peer-shuffle and --jobs not empty")
-    systems = [s for s, skip in ((SLUICE, args.skip_sluice), (PEER, args.skip_peer)) if not skip]
-    if SLUICE in systems and (why := sluice_ready()):
-        log(f"the Sluice side cannot run: {why} (--skip-sluice runs the peer only)")
+    systems = paired_runs.choose_systems(ap, args, sluice_ready)
+    if systems is None:
         return 2
-    if not systems:
-        ap.error("nothing to run")
 
     command, facts, temp, work = begin_run(REPO, args.workdir, "state-bench-", log)
     t_begin = time.monotonic()
@@ -1282,69 +826,28 @@ def main() -> int:
             f"{facts_j['expected_join']:,} expected pairs ({time.monotonic() - t0:.1f}s)"
         )
     bench = Bench(args, work, data)
-    interrupted = False
-    try:
-        if PEER in systems:
-            bench.sides[PEER] = PeerSide(work, 2, args.job_timeout).spawn()  # its JVM starts while the cluster does
-        if SLUICE in systems:
-            bench.sides[SLUICE] = SluiceSide(work, 1, 2, 2, args.job_timeout).start()
-        if PEER in systems:
-            bench.sides[PEER].start()
-        for job in jobs.values():
-            for s in systems:
-                bench.run(s, job, "warm-up", shuffle=shuffle[0] if s == PEER else None)
+
+    def count_calls() -> None:
         if SLUICE in systems and "dedup" in jobs and not args.no_count_calls:
             calls = bench.count_calls()
             if calls is not None:
                 plan["calls"] = calls | {"run": bench.n}
-        if PEER in systems:
-            bench.tune_peer(list(jobs.values()), shuffle)
-        log(f"{runs} measured runs per system and job, alternating {', '.join(systems)}")
-        for _ in range(runs):
-            for job in jobs.values():
-                for s in systems:
-                    bench.run(s, job, "measured")
-    except KeyboardInterrupt as exc:
-        interrupted = True
-        log(f"interrupted ({exc or 'Ctrl-C'}): stopping the cluster and the SparkSession")
-        raise
-    except BaseException as exc:
-        bench.failed = True
-        log(f"aborting: {type(exc).__name__}: {exc}")
-        bench.notes.append(f"aborted: {type(exc).__name__}: {exc}".split("\n")[0])
-        raise
-    finally:
-        for name, side in list(bench.sides.items()):
-            try:
-                side.stop()
-            except BaseException as exc:  # noqa: BLE001 — teardown goes on to the other side
-                log(f"warning: stopping {name}: {exc}")
-        from structured_streaming_bench import Child
 
-        Child.kill_all()
-        if PEER in systems:
-            tuned = [r for r in bench.runs if r["phase"] == "tuning"]
-            chosen = ", ".join(f"{j}: {s}" for j, s in bench.shuffle.items()) or str(shuffle[0])
-            plan["shuffle_text"] = (
-                f"{chosen}, the fastest of {', '.join(map(str, shuffle))} in one tuning run each ("
-                + "; ".join(f"{r['job']} at {r['shuffle']}: {fmt(r['rate'], ',.0f')} events/s" for r in tuned)
-                + ")"
-                if tuned
-                else f"{chosen} (not tuned)"
-            )
-        if SLUICE not in systems:
-            bench.notes.append("The Sluice side was not run (--skip-sluice).")
-        if PEER not in systems:
-            bench.notes.append("The peer was not run (--skip-peer).")
-        if bench.runs:
-            bench.notes.append(f"The invocation took {time.monotonic() - t_begin:.0f} s.")
-            section = report(facts, command, bench.runs, plan, bench.notes)
-            if args.out in ("", "-"):
-                print("\n" + section, flush=True)
-            else:
-                publish(section, args.out, log)
-        finish_workdir(work, temp and (interrupted or not bench.failed) and not args.keep_workdir, log)
-    return 1 if bench.failed else 0
+    return paired_runs.conduct(
+        bench,
+        systems,
+        (SluiceSide, PeerSide),
+        list(jobs.values()),
+        runs,
+        shuffle,
+        noun="job",
+        plan=plan,
+        label=lambda j: j,
+        report=lambda: report(facts, command, bench.runs, plan, bench.notes),
+        after_warmup=count_calls,
+        temp=temp,
+        t_begin=t_begin,
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@
   starts and when it ends (`load1()`); a run whose load exceeded the threshold
   at either end is marked and left out of every median (`apply_load_rule`),
   and the report says how many runs were left out and why (`load_rule_text`).
+- `valid(runs)`, `kept(runs)`, `est(runs, key)`: the runs that count
+  (completed, output checked, a window taken), those of them the load rule
+  kept, and the median and interval of `key` over those.
 
 bench/README.md ("How the figures are computed") says how to read them.
 """
@@ -110,6 +113,22 @@ def estimate(runs: Sequence[dict], value: str | Callable[[dict], float | None]) 
     get = value if callable(value) else (lambda r: r.get(value))
     kept = [r for r in runs if not r.get("excluded")]
     return median_ci((get(r) for r in kept), excluded=len(runs) - len(kept))
+
+
+def valid(runs: Iterable[dict]) -> list[dict]:
+    """Runs that count: completed, output exactly once, a window taken (the load rule is applied through
+    each run's `excluded`)."""
+    return [r for r in runs if r.get("ok")]
+
+
+def kept(runs: Iterable[dict]) -> list[dict]:
+    """The valid runs the load rule kept."""
+    return [r for r in valid(runs) if not r.get("excluded")]
+
+
+def est(runs: Sequence[dict], key: str) -> Estimate:
+    """The median and interval of `key` over the valid runs the load rule kept."""
+    return estimate(valid(runs), key)
 
 
 def fmt_load(run: dict) -> str:

@@ -154,18 +154,35 @@ def _progress(query) -> list[dict]:
         return [json.loads(p.json) for p in query.recentProgress]
 
 
-def child_main(spec_path: str) -> int:
+def child_spec(spec_path: str) -> dict:
+    """A child's first step (this script's and those of the scripts that run their own child mode):
+    the spec it was started with."""
     emit("python_ready")
     with open(spec_path) as f:
         spec = json.load(f)
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    return spec
+
+
+def spark_session(app_name: str, master: str, settings: dict[str, str]):
+    """The child's SparkSession, its import and start reported (`imported`, `session`)."""
     from pyspark.sql import SparkSession
 
     emit("imported")
     t0 = time.monotonic()
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    emit("session", seconds=time.monotonic() - t0)
+    return spark
+
+
+def child_main(spec_path: str) -> int:
+    spec = child_spec(spec_path)
     # spec "master", "shuffle_partitions" (bench/throughput_suite.py's sweeps): default local[2], 2
-    builder = SparkSession.builder.appName("sss-page-views-bench").master(spec.get("master", "local[2]"))
-    for k, v in {
+    settings = {
         # the settings of taskmanager/spark_engine.py
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": str(spec.get("shuffle_partitions", 2)),
@@ -177,11 +194,8 @@ def child_main(spec_path: str) -> int:
         "spark.sql.streaming.numRecentProgressUpdates": "100000",
         # spec "conf": more settings over these (bench/recovery_suite.py: a standalone master's executors)
         **spec.get("conf", {}),
-    }.items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    emit("session", seconds=time.monotonic() - t0)
+    }
+    spark = spark_session("sss-page-views-bench", spec.get("master", "local[2]"), settings)
     for i, q in enumerate(spec["queries"]):
         if q.get("go_file"):  # the harness says when (runs alternating with another system's) ...
             while not os.path.exists(q["go_file"]):
@@ -247,11 +261,12 @@ class BenchError(Exception):
 
 
 class Child:
-    """The bench script in --child mode, in its own process group (its JVM too), events read from stdout."""
+    """The bench script in --child mode, in its own process group (its JVM too), events read from stdout.
+    `script`: the script run in --child mode (default this one)."""
 
     live: list[Child] = []
 
-    def __init__(self, spec: dict, workdir: str, name: str):
+    def __init__(self, spec: dict, workdir: str, name: str, script: str | None = None):
         self.name = name
         self.spec_path = os.path.join(workdir, f"{name}.spec.json")
         with open(self.spec_path, "w") as f:
@@ -262,7 +277,7 @@ class Child:
         self.logf = open(self.log_path, "w")
         self.t_spawn = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--child", self.spec_path],
+            [sys.executable, os.path.abspath(script or __file__), "--child", self.spec_path],
             stdout=subprocess.PIPE,
             stderr=self.logf,
             stdin=subprocess.DEVNULL,

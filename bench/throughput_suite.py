@@ -74,9 +74,9 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from bench_common import begin_run, finish_workdir, fmt, publish, run_main
+from bench_common import aborted, begin_run, finish_workdir, fmt, publish, run_main, write_atomically
 from output_check import check_peer_output, check_sluice_output
-from stats import RESAMPLES, SEED, Estimate, fmt_estimate, median_ci
+from stats import RESAMPLES, SEED, Estimate, est, fmt_estimate, kept, valid
 
 CHUNK_EVENTS = 100_000  # events per generated chunk
 CHUNK_FILES = 8  # files per chunk: 12,500 events (~0.9 MB) per file
@@ -182,22 +182,6 @@ def alternating(n: int, first: str = SLUICE) -> list[str]:
 # ================================================================================================
 # figures (pure)
 # ================================================================================================
-def valid(runs: Iterable[dict]) -> list[dict]:
-    """Runs that count: completed, output exactly once, a window taken (the load rule is applied by
-    stats.estimate through each run's `excluded`)."""
-    return [r for r in runs if r.get("ok")]
-
-
-def kept(runs: Iterable[dict]) -> list[dict]:
-    return [r for r in valid(runs) if not r.get("excluded")]
-
-
-def est(runs: Sequence[dict], key: str) -> Estimate:
-    v = valid(runs)
-    k = [r for r in v if not r.get("excluded")]
-    return median_ci((r.get(key) for r in k), excluded=len(v) - len(k))
-
-
 def best_config(runs: Sequence[dict], configs: Sequence[C]) -> C | None:
     """The configuration with the highest median events/s over its kept runs."""
     scored = []
@@ -472,7 +456,7 @@ class PeerSide:
             "shuffle_partitions": cfg.shuffle,
             "available_now": True,
         }
-        _write_atomically(self._go(i), json.dumps(q))
+        write_atomically(self._go(i), json.dumps(q))
 
         def wait() -> dict:
             assert self.child is not None
@@ -492,17 +476,10 @@ class PeerSide:
             return
         try:
             if self.child.proc.poll() is None:
-                _write_atomically(self._go(self.next), json.dumps({"exit": True}))
+                write_atomically(self._go(self.next), json.dumps({"exit": True}))
                 self.child.finish(30)
         finally:
             self.child.kill()
-
-
-def _write_atomically(path: str, text: str) -> None:
-    tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 # ================================================================================================
@@ -584,8 +561,8 @@ class Suite:
 
     # -- a run ------------------------------------------------------------------------------------
     def run(self, cfg: Config, data: Dataset, phase: str) -> dict:
-        from procstat import ResourceMeter, excluded
-        from window import WindowWatch, measure
+        from paired_runs import close_run, timed_launch, usage_figures
+        from window import measure
 
         side: SluiceSide | PeerSide
         if isinstance(cfg, SluiceConfig):
@@ -596,30 +573,16 @@ class Suite:
         out = os.path.join(self.work, f"out-{self.n:04d}")
         os.makedirs(out)
         r: dict = {"n": self.n, "phase": phase, "system": cfg.system, "config": cfg, "events": data.events}
-        meter = ResourceMeter(self.meter_systems(side))
-        started: list[bool] = []
-
-        def on_first_read(_t: float) -> None:
-            meter.start()
-            started.append(True)
-
-        watch = WindowWatch(data.path, out, on_first_read=on_first_read)
-        usage = None
-        launch = None
-        watch.start()
-        try:
-            launch = time.monotonic()
-            wait = side.launch(cfg, data, out)  # type: ignore[arg-type] — cfg is the side's own config type
-            r.update(wait())
-            r["end_seen"] = time.monotonic()
-        except Exception as exc:  # noqa: BLE001 — a failed run is reported, the others go on
-            r["error"] = f"{type(exc).__name__}: {exc}".split("\n")[0][:300]
-        finally:
-            if started:
-                usage = meter.stop()
-            events = watch.stop()
+        t = timed_launch(
+            r,
+            self.meter_systems(side),
+            [(data.path, out)],
+            lambda: side.launch(cfg, data, out),  # type: ignore[arg-type] — cfg is the side's own config type
+            300,
+        )
+        usage = t.usage
         check = side.check(out, data) if "error" not in r else None
-        w = measure(launch, events, check, watch.overflowed)
+        w = measure(t.launch, t.events, check, t.overflowed)
         r["check"] = check.describe() if check is not None else None
         r["check_ok"] = check is not None and check.ok
         r.update(
@@ -633,13 +596,10 @@ class Suite:
         )
         if usage is not None:
             r["cpu_s"] = usage.cpu_s.get(MEASURED, 0.0)
-            r["cpu_per_m"] = usage.cpu_per_million(MEASURED, data.events)
-            r["other_cpu_s"] = usage.cpu_s.get(OTHERS, 0.0)
+            r.update(usage_figures(usage, data.events, self.args.max_foreign_cores))
             r["rss"] = relabel(dict(usage.peak_rss.get(MEASURED, {})))
             r["meter_s"] = usage.wall_s
-            r["foreign_cores"] = usage.foreign_cores()
             r["steal_s"] = usage.steal_s
-            r["excluded"] = excluded(usage, self.args.max_foreign_cores or None)
         r["ok"] = "error" not in r and r["check_ok"] and w.ok
         if "error" not in r and check is not None and not check.ok:
             self.failed = True
@@ -650,15 +610,13 @@ class Suite:
             self.notes.append(f"run {self.n} ({cfg.system}, {cfg.label}, {phase}) failed: {r['error']}")
         elif w.error:
             self.notes.append(f"run {self.n} ({cfg.system}, {cfg.label}, {phase}): no window: {w.error}")
-        if r["check_ok"]:
-            shutil.rmtree(out, ignore_errors=True)  # an output that broke the check stays, for a look at it
-        self.runs.append(r)
-        log(
+        close_run(
+            self.runs,
+            r,
+            out,
             f"{phase} run {self.n}: {cfg.system} {cfg.label}, {data.events:,} events: window {fmt(r['window'])} s "
             f"= {fmt(r['rate'], ',.0f')} events/s, startup {fmt(r['startup'])} s, CPU {fmt(r.get('cpu_per_m'))} "
-            f"s/M events, foreign {fmt(r.get('foreign_cores'))} cores"
-            + (" (excluded)" if r.get("excluded") else "")
-            + f"; {r['check'] or r.get('error')}"
+            f"s/M events, foreign {fmt(r.get('foreign_cores'))} cores",
         )
         return r
 
@@ -991,14 +949,8 @@ def main() -> int:
             plan.update(size_sluice=best_s, size_peer=best_p)
             log(f"size sweep {[f'{s:,}' for s in sizes]}: {args.size_runs} alternating runs each")
             suite.sizes(best_s, best_p, sizes, args.size_runs)
-    except KeyboardInterrupt as exc:
-        interrupted = True
-        log(f"interrupted ({exc or 'Ctrl-C'}): stopping the clusters and SparkSessions")
-        raise
     except BaseException as exc:
-        suite.failed = True
-        log(f"aborting: {type(exc).__name__}: {exc}")
-        suite.notes.append(f"aborted: {type(exc).__name__}: {exc}".split("\n")[0])
+        interrupted = aborted(suite, exc, "the clusters and SparkSessions", log)
         raise
     finally:
         suite.stop_all()

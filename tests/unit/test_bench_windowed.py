@@ -1,6 +1,7 @@
 """examples/generate_page_views.py's disorder and expected windowed counts, and bench/windowed_bench.py's
-pure parts: the exactness check of committed windows, the Structured Streaming sink log reader, the
-window's end. Small hand-checked cases; no Spark, no cluster."""
+pure parts: the exactness check of committed windows, and those it shares (bench/spark_peer.py's
+Structured Streaming sink log reader, bench/paired_runs.py's window end). Small hand-checked cases; no
+Spark, no cluster."""
 
 from __future__ import annotations
 
@@ -26,14 +27,9 @@ from generate_page_views import (
     window_count_table,
     window_counts,
 )
-from windowed_bench import (
-    WORKLOADS,
-    check_windows,
-    commit_end,
-    read_lines,
-    spark_sink_log,
-    spark_time_ms,
-)
+from paired_runs import commit_end
+from spark_peer import spark_sink_log, spark_time_ms
+from windowed_bench import WORKLOADS, check_windows, read_lines
 
 
 def files_of(d) -> dict[str, bytes]:
