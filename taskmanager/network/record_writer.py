@@ -35,6 +35,7 @@ from sluice import key_groups
 from sluice.graph import Partitioning
 from taskmanager.network.partition import BARRIER, BATCH, END, STATUS, WATERMARK, ResultPartition
 from taskmanager.operators.base import Combiner
+from taskmanager.operators.timestamps import timestamps_ms
 from taskmanager.spark_engine import Batch
 
 log = logging.getLogger("sluice.taskmanager.record_writer")
@@ -131,8 +132,6 @@ class RecordWriter:
             )
         table = self._drop_null_keys(table, [*self.keys, *([ts] if ts not in self.keys else [])])
         if table.num_rows:
-            from taskmanager.operators.timestamps import timestamps_ms
-
             high = pc.max(timestamps_ms(table.column(ts))).as_py()
             if high is not None and (self._max_timestamp is None or high > self._max_timestamp):
                 self._max_timestamp = high

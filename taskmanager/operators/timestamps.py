@@ -22,6 +22,7 @@ from typing import Any, Self
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.eventtime import MIN_WATERMARK
 from sluice.eventtime.watermarks import WatermarkAction, WatermarkGenerator, WatermarkStrategy
 from sluice.graph import OperatorKind
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
@@ -89,8 +90,6 @@ class TimestampAssigner(Operator):
 
     @property
     def current_watermark(self) -> int | None:
-        from sluice.eventtime import MIN_WATERMARK
-
         return None if self.generator.emitted == MIN_WATERMARK else self.generator.emitted
 
     def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:  # noqa: ARG002 — not per checkpoint
