@@ -38,7 +38,9 @@ from jobmanager.job_master import TRACEBACK_LIMIT, JobMaster, TaskRecords, bound
 from jobmanager.leader.driver import LeadershipLostError
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import slot_pool as sp
-from sluice import config, graph, rpc
+from sluice import config, graph, job_options, rpc
+from sluice.checkpoints.savepoint import Savepoint, SavepointError
+from sluice.checkpoints.savepoint import read as read_savepoint
 from sluice.security.identity import Identity, Role
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2_grpc
@@ -115,7 +117,7 @@ class Dispatcher:
             try:
                 job = self.ha.get_job_graph(job_id)
                 latest = self.ha.latest_checkpoint(job_id)
-                master = self._job_master(job_id, job, self.ha.checkpoint_id_counter(job_id))
+                master = self._job_master(job_id, job, self.ha.checkpoint_id_counter(job_id), _savepoint_of(job))
             except Exception as exc:  # noqa: BLE001 — one unreadable job must not stop recovering the others
                 log.error("[job %s] cannot recover: %s", job_id, exc)
                 continue
@@ -128,7 +130,13 @@ class Dispatcher:
             )
             master.start(self.clock(), recover_from=latest)
 
-    def _job_master(self, job_id: str, job: common_pb2.JobGraph, counter: CheckpointIDCounter | None) -> JobMaster:
+    def _job_master(
+        self,
+        job_id: str,
+        job: common_pb2.JobGraph,
+        counter: CheckpointIDCounter | None,
+        savepoint: Savepoint | None = None,
+    ) -> JobMaster:
         """The JobMaster of a submitted or recovered job, with this JobManager's settings."""
         return JobMaster(
             job_id,
@@ -138,6 +146,7 @@ class Dispatcher:
             self.cancel_timeout,
             counter=counter,
             max_tm_losses=self.max_taskmanager_losses,
+            savepoint=savepoint,
         )
 
     def revoke_leadership(self) -> None:
@@ -162,18 +171,30 @@ class Dispatcher:
         return self._session
 
     # -- client calls ---------------------------------------------------------------------------
-    def submit(self, job: common_pb2.JobGraph) -> str:
+    def submit(self, job: common_pb2.JobGraph, restore_path: str = "", allow_non_restored_state: bool = False) -> str:
+        """Accept a job; `restore_path`: start it from that savepoint (docs/savepoints.md)."""
         self._require_leader()
         graph.validate(job)
         if not job.max_parallelism:
             job.max_parallelism = graph.DEFAULT_MAX_PARALLELISM
+        if restore_path:
+            job.config[job_options.SAVEPOINT_PATH.key] = restore_path
+            job.config[job_options.SAVEPOINT_IGNORE_UNCLAIMED.key] = str(allow_non_restored_state).lower()
+        try:
+            savepoint = _savepoint_of(job)  # read before anything is kept: a bad one is the client's error
+        except SavepointError as exc:
+            raise graph.JobValidationError("restore_path", str(exc)) from None
         job_id = uuid.uuid4().hex
         counter = self.ha.checkpoint_id_counter(job_id) if self.ha is not None else None
         with self._lock:
             try:
-                master = self._job_master(job_id, job, counter)
+                master = self._job_master(job_id, job, counter, savepoint)
+            except SavepointError as exc:
+                raise graph.JobValidationError("restore_path", str(exc)) from None
             except ValueError as exc:
                 raise graph.JobValidationError("config", str(exc)) from None
+        if savepoint is not None:  # its checkpoint ids continue the savepoint's
+            master.counter.advance_to(savepoint.checkpoint_id + 1)
         if self.ha is not None:  # persist before announcing the job id
             try:
                 self.ha.put_job_graph(self.guard, job_id, job)
@@ -200,6 +221,22 @@ class Dispatcher:
                 raise ValueError(f"job {job_id} already ended {ended}")
             return self._job(job_id).cancel(self.clock())
 
+    def trigger_savepoint(self, job_id: str, target: str, stop: bool) -> str:
+        """Request a savepoint of a running job (`stop`: then stop it); the request id."""
+        self._require_leader()
+        with self._lock:
+            if job_id not in self._jobs and job_id in self._results:
+                ended = from_proto(JobStatus, self._results[job_id].state)
+                raise ValueError(f"job {job_id} already ended {ended}")
+            return self._job(job_id).trigger_savepoint(target, stop, self.clock())
+
+    def job_graph(self, job_id: str) -> common_pb2.JobGraph:
+        self._require_leader()
+        with self._lock:
+            if job_id not in self._jobs and job_id in self._results:
+                raise ValueError(f"job {job_id} ended before this JobManager led: its graph is no longer kept")
+            return self._job(job_id).job
+
     def job_info(self, job_id: str) -> common_pb2.JobInfo:
         self._require_leader()
         with self._lock:
@@ -225,7 +262,7 @@ class Dispatcher:
             infos = []
             for _, job_id in page:
                 info = self._jobs[job_id].info(free) if job_id in self._jobs else self._ended_info(job_id)
-                for detail in ("tasks", "checkpoints", "exceptions"):
+                for detail in ("tasks", "checkpoints", "exceptions", "savepoints"):
                     info.ClearField(detail)
                 info.failure = bounded(info.failure, SUMMARY_FAILURE_LIMIT)
                 infos.append(info)
@@ -567,6 +604,12 @@ class Dispatcher:
         self._rpc.shutdown(wait=False, cancel_futures=True)
         for ch in self._channels.values():
             ch.close()
+
+
+def _savepoint_of(job: common_pb2.JobGraph) -> Savepoint | None:
+    """The savepoint a job starts from (execution.savepoint.path), read and checked; None without one."""
+    path = job_options.SAVEPOINT_PATH.read(dict(job.config))
+    return read_savepoint(path) if path else None
 
 
 def _name(identity: Identity | None) -> str | None:

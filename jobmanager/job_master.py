@@ -35,6 +35,7 @@ import collections
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol, assert_never, cast
 
@@ -52,9 +53,10 @@ from jobmanager.scheduler.restart_strategy import (
     from_config,
 )
 from jobmanager.scheduler.slot_pool import SlotId
-from sluice import config, graph
+from sluice import config, graph, job_options
+from sluice.checkpoints import savepoint as sp
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
-from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, to_proto
+from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, SavepointStatus, to_proto
 from sluice.v1 import common_pb2, taskmanager_pb2
 
 log = logging.getLogger("sluice.jobmanager.job")
@@ -62,6 +64,8 @@ log = logging.getLogger("sluice.jobmanager.job")
 PAST_ATTEMPTS_SHOWN = 8  # ended attempts whose checkpoints the status still lists (then the last 50 of all)
 
 HISTORY_SIZE = 32  # exception history entries kept per job
+SAVEPOINTS_SHOWN = 16  # savepoint requests a job's status keeps
+MAX_TARGET_LENGTH = 4096  # characters of a savepoint target directory
 TRACEBACK_LIMIT = 8192  # characters of a traceback kept in the history (the job result store is a ZooKeeper node)
 
 
@@ -85,8 +89,6 @@ class Gateway(Protocol):
 def checkpoint_config(config: dict[str, str]) -> cc.CheckpointConfig | None:
     """The job's checkpoint options read through sluice/job_options.py; None when checkpointing is off.
     A bad value or an unknown execution.*/state.* key raises JobConfigError (a ValueError naming the key)."""
-    from sluice import job_options
-
     o = job_options.checkpointing(config)
     if o.interval <= 0:
         return None
@@ -135,6 +137,21 @@ def task_records(m: Any) -> TaskRecords:
     )
 
 
+@dataclasses.dataclass
+class SavepointRequest:
+    """One savepoint request (`SavepointInfo` in proto/sluice/v1/common.proto)."""
+
+    request_id: str
+    stop: bool
+    target: str
+    trigger_ms: int
+    status: SavepointStatus = SavepointStatus.IN_PROGRESS
+    checkpoint_id: int = 0
+    path: str = ""
+    failure: str = ""
+    end_ms: int = 0
+
+
 @dataclasses.dataclass(frozen=True)
 class ExceptionEntry:
     """One entry of the exception history (`ExceptionEntry` in proto/sluice/v1/common.proto)."""
@@ -166,6 +183,7 @@ class JobMaster:
         cancel_timeout: float = eg.CANCEL_TIMEOUT,
         counter: CheckpointIDCounter | None = None,
         max_tm_losses: int = config.TASKMANAGER_LOSS_MAX_PER_JOB.default,
+        savepoint: sp.Savepoint | None = None,
     ):
         self.job_id, self.job, self.gateway = job_id, job, gateway
         self.chains = graph.build_chains(job)
@@ -208,11 +226,27 @@ class JobMaster:
         self._restore_states: dict[tuple[str, int], bytes] = {}
         self.graph = eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout)  # replaced by start()
         self.coordinator: cc.CheckpointCoordinator | None = None
+        self.savepoints: collections.deque[SavepointRequest] = collections.deque(maxlen=SAVEPOINTS_SHOWN)
+        self._savepoint_request: SavepointRequest | None = None  # the one in progress
+        self.stopped_with: str = ""  # the savepoint of a job stopped with one
+        self.savepoints_dir = job_options.SAVEPOINTS_DIR.read(config) or (
+            f"{ckpt_dir.rstrip('/')}/savepoints" if ckpt_dir else None
+        )
+        # A job started from a savepoint restores from it until a checkpoint of its own completes.
+        self.savepoint = savepoint
+        self._savepoint_states: dict[tuple[str, int], bytes] = {}
+        if savepoint is not None:
+            allow = job_options.SAVEPOINT_IGNORE_UNCLAIMED.read(config)
+            self._savepoint_states = sp.restore_states(savepoint, job, self.chains, allow)  # raises SavepointError
 
     def start(self, now: float, recover_from: int | None = None) -> None:
         """First attempt; a JobManager that took over a running job restores it from
         `recover_from`, its latest completed checkpoint in the HA store."""
         if recover_from is None:
+            if self.savepoint is not None:
+                self._restore_states = self._savepoint_states
+                self.restored_checkpoint = self.savepoint.checkpoint_id
+                log.info("%s starting from savepoint %s", self.tag, self.savepoint.path)
             self._start_attempt(0, now)
             return
         self.restarts = 1  # the job's tasks restart under the new leader
@@ -323,6 +357,46 @@ class JobMaster:
             self._apply(self.graph.handle(eg.CancelRequested(now)), now)
         return self.state
 
+    def trigger_savepoint(self, target: str, stop: bool, now: float) -> str:
+        """Take a savepoint (`stop`: then stop the job); returns the request id. ValueError
+        saying why when the job cannot take one now; the job is untouched then."""
+        if self.terminal:
+            raise ValueError(f"job {self.job_id} already ended {self.final_state}")
+        if self.ckpt_config is None:
+            raise ValueError(
+                f"job {self.job_id} runs without checkpointing; savepoints need it "
+                "(env.enable_checkpointing(ms) or execution.checkpointing.interval)"
+            )
+        coordinator = self.coordinator
+        if coordinator is None or self.state != JobStatus.RUNNING:
+            raise ValueError(f"job {self.job_id} is {self.state}, not RUNNING: a savepoint needs every task running")
+        target = target or self.savepoints_dir or ""
+        if not target or len(target) > MAX_TARGET_LENGTH or "\0" in target:
+            raise ValueError("savepoint directory: give --dir (a directory or URI of at most 4096 characters)")
+        if self._savepoint_request is not None:
+            raise ValueError(f"job {self.job_id}: savepoint {self._savepoint_request.request_id} is in progress")
+        actions = coordinator.handle(cc.SavepointRequested(stop, now))  # raises ValueError, nothing changed
+        request = SavepointRequest(uuid.uuid4().hex[:12], stop, target, _now_ms())
+        self.savepoints.append(request)
+        self._savepoint_request = request
+        log.info("%s %s requested into %s", self.tag, "stop with savepoint" if stop else "savepoint", target)
+        self._apply_checkpoint(coordinator, actions, now)
+        return request.request_id
+
+    def _savepoint_ended(self, failure: str = "", path: str = "") -> None:
+        request, self._savepoint_request = self._savepoint_request, None
+        if request is None:
+            return
+        request.end_ms = _now_ms()
+        if failure:
+            request.status, request.failure = SavepointStatus.FAILED, failure
+            log.warning("%s savepoint %s failed: %s", self.tag, request.request_id, failure)
+        else:
+            request.status, request.path = SavepointStatus.COMPLETED, path
+            log.info("%s savepoint %s completed: %s", self.tag, request.request_id, path)
+            if request.stop:
+                self.stopped_with = path
+
     def tick(self, now: float) -> None:
         if self.terminal:
             return
@@ -390,6 +464,8 @@ class JobMaster:
         if action.new == JobStatus.RUNNING and self.ckpt_config is not None:
             self._start_coordinator(now)
         elif action.new in (JobStatus.FAILING, JobStatus.CANCELLING):
+            if self._savepoint_request is not None and self._savepoint_request.status == SavepointStatus.IN_PROGRESS:
+                self._savepoint_ended(failure=f"the job went {action.new} while the savepoint was taken")
             if action.new == JobStatus.FAILING:
                 self._failed_ms = _now_ms()
                 if not self._cancel_requested:
@@ -471,6 +547,9 @@ class JobMaster:
         """A new attempt that restores every task from the latest completed checkpoint."""
         self._restore_states = {}
         self.restored_checkpoint = None
+        if self.latest is None and self.savepoint is not None:  # no checkpoint of its own yet
+            self._restore_states = self._savepoint_states
+            self.restored_checkpoint = self.savepoint.checkpoint_id
         if self.latest is not None:
             try:
                 storage, cid = self._storage(), self.latest.checkpoint_id
@@ -553,7 +632,7 @@ class JobMaster:
             log.info("%s every task reached end of input: final checkpoint", self.tag)
             self._apply_checkpoint(coordinator, coordinator.handle(cc.FinalCheckpointRequested(now)), now)
 
-    def _send_trigger(self, eid: str, checkpoint_id: int, final: bool) -> None:
+    def _send_trigger(self, eid: str, checkpoint_id: int, final: bool, stop: bool = False) -> None:
         self.gateway.call_task(
             self,
             eid,
@@ -565,6 +644,7 @@ class JobMaster:
                 checkpoint_id=checkpoint_id,
                 timestamp_ms=_now_ms(),
                 final=final,
+                stop=stop,
             ),
         )
 
@@ -597,8 +677,12 @@ class JobMaster:
                         " (final)" if action.final else "",
                     )
                     targets = set(action.targets) | (set() if action.final else self.end_of_input)
+                    if action.savepoint and self._savepoint_request is not None:
+                        self._savepoint_request.checkpoint_id = action.checkpoint_id
+                    if action.stop:  # every task is told: it idles once it has snapshotted
+                        targets = set(self.graph.executions)
                     for eid in sorted(targets):
-                        self._send_trigger(eid, action.checkpoint_id, action.final)
+                        self._send_trigger(eid, action.checkpoint_id, action.final, action.stop)
                 case cc.PersistCheckpoint():
                     self._persist(coordinator, action)
                 case cc.NotifyComplete():
@@ -610,6 +694,8 @@ class JobMaster:
                     self.tm_losses = 0
                 case cc.NotifyAborted():
                     log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
+                    if action.savepoint:
+                        self._savepoint_ended(failure=action.reason)
                     if self.graph.state == JobStatus.RUNNING:
                         self._notify("NotifyCheckpointAborted", action.targets, action.checkpoint_id)
                 case cc.DiscardCheckpoint():
@@ -635,9 +721,14 @@ class JobMaster:
             lambda eid: (executions[eid].chain_id, executions[eid].subtask),
         )
         storage, cid, retained, ha = self._storage(), action.checkpoint_id, coordinator.config.retained, self.gateway.ha
+        request = self._savepoint_request if action.savepoint else None
+        plan = sp.plan(content, self.job, self.chains) if request is not None else None
+        written: list[str] = []
 
         def persist() -> None:
             path = storage.write_metadata(cid, content)
+            if request is not None and plan is not None:  # the savepoint copy, before the checkpoint counts
+                written.append(sp.write(plan, storage.fs, request.target, self.job_id))
             if ha is not None:  # the pointer in ZooKeeper, guarded by our leadership
                 ha.add_checkpoint(self.gateway.guard, self.job_id, cid, path, retained)
 
@@ -646,6 +737,8 @@ class JobMaster:
                 return  # a newer attempt: this result no longer matters
             now = time.monotonic()
             event = cc.CheckpointPersisted(cid, now) if error is None else cc.PersistFailed(cid, str(error), now)
+            if error is None and request is not None and request is self._savepoint_request:
+                self._savepoint_ended(path=written[0])
             self._apply_checkpoint(coordinator, coordinator.handle(event), now)
 
         self.gateway.run_io(self, persist, done)
@@ -721,6 +814,20 @@ class JobMaster:
             info.last_completed_checkpoint = self.latest.checkpoint_id
         if self.restored_checkpoint is not None:
             info.restored_checkpoint = self.restored_checkpoint
+        if self.savepoint is not None:
+            info.restored_savepoint = self.savepoint.path
+        info.savepoint = self.stopped_with if state == JobStatus.FINISHED else ""
+        for r in self.savepoints:
+            info.savepoints.add(
+                request_id=r.request_id,
+                status=cast(common_pb2.SavepointStatus, to_proto(r.status)),
+                path=r.path,
+                failure=r.failure,
+                checkpoint_id=r.checkpoint_id,
+                stop=r.stop,
+                trigger_ms=r.trigger_ms,
+                duration_ms=(r.end_ms or _now_ms()) - r.trigger_ms,
+            )
         if not self.terminal:
             if self._restart_at is not None:
                 cause = self.exceptions[-1].cause if self.exceptions else "failure"

@@ -77,6 +77,15 @@ def not_negative(value: int, field: str) -> int:
     return value
 
 
+MAX_PATH_LENGTH = 4096  # a savepoint path or target directory
+
+
+def _target(value: str) -> str:
+    if len(value) > MAX_PATH_LENGTH or "\0" in value:
+        raise BadField("target_directory", f"a directory or URI of at most {MAX_PATH_LENGTH} characters")
+    return value
+
+
 def member(cls: type[E], value: int, field: str) -> E:
     """The `sluice.states` member for a proto enum value of request field `field`."""
     try:
@@ -130,7 +139,32 @@ class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
     def SubmitJob(
         self, request: jobmanager_pb2.SubmitJobRequest, _context: grpc.ServicerContext
     ) -> jobmanager_pb2.SubmitJobResponse:
-        return jobmanager_pb2.SubmitJobResponse(job_id=self.dispatcher.submit(request.job))
+        if len(request.restore_path) > MAX_PATH_LENGTH:
+            raise BadField("restore_path", f"more than {MAX_PATH_LENGTH} characters")
+        job_id = self.dispatcher.submit(request.job, request.restore_path, request.allow_non_restored_state)
+        return jobmanager_pb2.SubmitJobResponse(job_id=job_id)
+
+    @translated
+    def TriggerSavepoint(
+        self, request: jobmanager_pb2.TriggerSavepointRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.TriggerSavepointResponse:
+        target = _target(request.target_directory)
+        request_id = self.dispatcher.trigger_savepoint(bounded_id(request.job_id, "job_id"), target, stop=False)
+        return jobmanager_pb2.TriggerSavepointResponse(request_id=request_id)
+
+    @translated
+    def StopJob(
+        self, request: jobmanager_pb2.StopJobRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.StopJobResponse:
+        target = _target(request.target_directory)
+        request_id = self.dispatcher.trigger_savepoint(bounded_id(request.job_id, "job_id"), target, stop=True)
+        return jobmanager_pb2.StopJobResponse(request_id=request_id)
+
+    @translated
+    def GetJobGraph(
+        self, request: jobmanager_pb2.GetJobGraphRequest, _context: grpc.ServicerContext
+    ) -> common_pb2.JobGraph:
+        return self.dispatcher.job_graph(bounded_id(request.job_id, "job_id"))
 
     @translated
     def GetJob(self, request: jobmanager_pb2.GetJobRequest, _context: grpc.ServicerContext) -> common_pb2.JobInfo:

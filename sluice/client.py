@@ -29,7 +29,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_bef
 from sluice import config, rpc
 from sluice.cluster_file import ClusterFile, ClusterFileError, ClusterFileNotFound
 from sluice.security.tls import TlsError, TlsFiles
-from sluice.states import JobStatus, from_proto
+from sluice.states import JobStatus, SavepointStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
 
 log = logging.getLogger("sluice.client")
@@ -269,8 +269,11 @@ class JobManagerClient:
         raise _LeaderUnavailable(reason)
 
     # -- calls ----------------------------------------------------------------
-    def submit(self, job: common_pb2.JobGraph) -> str:
-        request = jobmanager_pb2.SubmitJobRequest(job=job)
+    def submit(self, job: common_pb2.JobGraph, restore_path: str = "", allow_non_restored_state: bool = False) -> str:
+        """Submit `job`; with `restore_path`, it starts from that savepoint (docs/savepoints.md)."""
+        request = jobmanager_pb2.SubmitJobRequest(
+            job=job, restore_path=restore_path, allow_non_restored_state=allow_non_restored_state
+        )
         reply: jobmanager_pb2.SubmitJobResponse = self._call(
             f"SubmitJob {job.name!r}", lambda s: s.SubmitJob(request, timeout=30)
         )
@@ -304,6 +307,48 @@ class JobManagerClient:
             f"CancelJob {job_id}", lambda s: s.CancelJob(request, timeout=10)
         )
         return from_proto(JobStatus, reply.state)
+
+    def trigger_savepoint(self, job_id: str, directory: str = "", stop: bool = False) -> str:
+        """Request a savepoint (`stop`: stop the job with it); the request id (`wait_savepoint`)."""
+        if stop:
+            stop_request = jobmanager_pb2.StopJobRequest(job_id=job_id, target_directory=directory)
+            stopped: jobmanager_pb2.StopJobResponse = self._call(
+                f"StopJob {job_id}", lambda s: s.StopJob(stop_request, timeout=10)
+            )
+            return stopped.request_id
+        request = jobmanager_pb2.TriggerSavepointRequest(job_id=job_id, target_directory=directory)
+        reply: jobmanager_pb2.TriggerSavepointResponse = self._call(
+            f"TriggerSavepoint {job_id}", lambda s: s.TriggerSavepoint(request, timeout=10)
+        )
+        return reply.request_id
+
+    def wait_savepoint(self, job_id: str, request_id: str, timeout: float = 600.0, poll: float = 0.2) -> str:
+        """The path of savepoint `request_id` once it completed; SluiceError when it failed, the
+        job ended without it, or `timeout` seconds passed. A stop waits for the job to end too."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.get(job_id)
+            request = next((r for r in info.savepoints if r.request_id == request_id), None)
+            state = from_proto(JobStatus, info.state)
+            if request is None:
+                raise SluiceError(f"job {job_id} has no savepoint request {request_id} (a JobManager failover?)")
+            status = from_proto(SavepointStatus, request.status)
+            if status == SavepointStatus.FAILED:
+                raise SluiceError(f"savepoint of job {job_id} failed: {request.failure}")
+            if status == SavepointStatus.COMPLETED and (not request.stop or state.terminal):
+                if request.stop and state != JobStatus.FINISHED:
+                    raise SluiceError(f"job {job_id} ended {state} after its savepoint {request.path}")
+                return request.path
+            if state.terminal and status != SavepointStatus.COMPLETED:
+                raise SluiceError(f"job {job_id} ended {state} before its savepoint completed")
+            if time.monotonic() > deadline:
+                raise SluiceError(f"savepoint of job {job_id} not done after {timeout:g}s ({status})")
+            time.sleep(poll)
+
+    def job_graph(self, job_id: str) -> common_pb2.JobGraph:
+        request = jobmanager_pb2.GetJobGraphRequest(job_id=job_id)
+        job: common_pb2.JobGraph = self._call(f"GetJobGraph {job_id}", lambda s: s.GetJobGraph(request, timeout=30))
+        return job
 
     def cluster(self) -> jobmanager_pb2.ClusterOverview:
         overview: jobmanager_pb2.ClusterOverview = self._call(

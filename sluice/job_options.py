@@ -127,6 +127,13 @@ def _directory(value: Any) -> str | None:
     return text or None
 
 
+def _boolean(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return text == "true"
+
+
 def _ms(what: str) -> str:
     return f"duration ({what}; a bare number is milliseconds)"
 
@@ -197,6 +204,31 @@ STATE_TTL: JobOption[float | None] = JobOption(
     "default time-to-live of the keyed state of process functions (`ttl_ms=` on a state overrides it): "
     "an entry expires this long after its last write",
     "none",
+)
+
+SAVEPOINTS_DIR: JobOption[str | None] = JobOption(
+    "state.savepoints.dir",
+    _directory,
+    None,
+    "directory or URI",
+    "where `sluice savepoint` and `sluice stop` write this job's savepoints when given no `--dir`",
+    "<checkpoint dir>/savepoints",
+)
+SAVEPOINT_PATH: JobOption[str | None] = JobOption(
+    "execution.savepoint.path",
+    _directory,
+    None,
+    "savepoint directory",
+    "the savepoint the job starts from (`sluice run --from-savepoint` sets it)",
+    "none",
+)
+SAVEPOINT_IGNORE_UNCLAIMED: JobOption[bool] = JobOption(
+    "execution.savepoint.ignore-unclaimed-state",
+    _boolean,
+    False,
+    "true | false",
+    "start even when the savepoint holds state of operators the job no longer has (that state is dropped; "
+    "`--allow-non-restored-state` sets it)",
 )
 
 RESTART_STRATEGY: JobOption[str] = JobOption(
@@ -283,7 +315,8 @@ RESTART_OPTIONS: tuple[JobOption[Any], ...] = (
     EXPONENTIAL_JITTER,
     EXPONENTIAL_ATTEMPTS,
 )
-JOB_OPTIONS: tuple[JobOption[Any], ...] = CHECKPOINT_OPTIONS + (STATE_TTL,) + RESTART_OPTIONS
+SAVEPOINT_OPTIONS: tuple[JobOption[Any], ...] = (SAVEPOINTS_DIR, SAVEPOINT_PATH, SAVEPOINT_IGNORE_UNCLAIMED)
+JOB_OPTIONS: tuple[JobOption[Any], ...] = CHECKPOINT_OPTIONS + (STATE_TTL,) + SAVEPOINT_OPTIONS + RESTART_OPTIONS
 BY_KEY: dict[str, JobOption[Any]] = {o.key: o for o in JOB_OPTIONS}
 
 # Families the JobManager owns: a key in one of them that the table lacks is a typo.
@@ -296,8 +329,10 @@ _GROUPS = (
     "restart-strategy.exponential-delay.",
     "restart-strategy",
     "execution.checkpointing.",
+    "execution.savepoint.",
     "execution.",
     "state.checkpoints.",
+    "state.savepoints.",
     "state.",
 )
 

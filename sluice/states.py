@@ -75,6 +75,14 @@ class CheckpointStatus(enum.StrEnum):
     FAILED = "FAILED"
 
 
+class SavepointStatus(enum.StrEnum):
+    """A savepoint request's progress (docs/savepoints.md)."""
+
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+
 class AckOutcome(enum.StrEnum):
     """How the checkpoint coordinator took an acknowledgement (docs/checkpoints.md)."""
 
@@ -98,6 +106,7 @@ _PROTO: dict[type[enum.StrEnum], tuple[EnumTypeWrapper, str]] = {
     JobStatus: (common_pb2.JobState, "JOB_STATE_"),
     ExecutionState: (common_pb2.ExecutionState, "EXECUTION_STATE_"),
     CheckpointStatus: (common_pb2.CheckpointStatus, "CHECKPOINT_STATUS_"),
+    SavepointStatus: (common_pb2.SavepointStatus, "SAVEPOINT_STATUS_"),
     AckOutcome: (jobmanager_pb2.AckOutcome, "ACK_OUTCOME_"),
     FailureCause: (jobmanager_pb2.FailureCause, "FAILURE_CAUSE_"),
 }

@@ -86,7 +86,7 @@ class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
     ) -> taskmanager_pb2.TriggerCheckpointResponse:
         task = self._task_for(request, context)
         if task is not None:
-            task.trigger_checkpoint(request.checkpoint_id, request.final)
+            task.trigger_checkpoint(request.checkpoint_id, request.final, request.stop)
         return taskmanager_pb2.TriggerCheckpointResponse(found=task is not None)
 
     def NotifyCheckpointComplete(

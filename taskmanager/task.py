@@ -16,6 +16,13 @@ JobManager. At the end of the input, with checkpointing on, the task waits
 for the final checkpoint to complete (its sinks commit then) and finishes.
 See docs/checkpoints.md.
 
+Stop with a savepoint (docs/savepoints.md): every task is told which
+checkpoint stops the job. Once it has snapshotted that checkpoint, a task
+reads nothing more (a source stops at its barrier) and waits: when the
+checkpoint completes (a final notification while its input has not ended)
+its sinks commit and it finishes without ending its input — no final
+watermark, nothing after the savepoint; when it is aborted, the task goes on.
+
 Event time (docs/event-time.md): a task with inputs turns its channels'
 watermarks and idleness into its input watermark (WatermarkValve) and passes
 it down the chain (`Operator.on_watermark`: windows fire) and on to its
@@ -113,6 +120,8 @@ class Task:
         self._source_id = ""
         self._ended = False
         self._final_committed = False
+        self._stop_at: int | None = None  # the checkpoint that stops the job with a savepoint
+        self._stopped = False  # that checkpoint completed: finish without ending the input
         self._last_snapshot = 0
         self.maxp = tdd.job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM
         self.key_groups = key_group_range(tdd.subtask_index, tdd.parallelism, self.maxp)
@@ -222,8 +231,8 @@ class Task:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
-    def trigger_checkpoint(self, checkpoint_id: int, final: bool) -> None:  # noqa: ARG002 — a trigger is a trigger
-        self._post(TriggerCheckpoint(checkpoint_id))
+    def trigger_checkpoint(self, checkpoint_id: int, final: bool, stop: bool = False) -> None:  # noqa: ARG002 — a trigger is a trigger
+        self._post(TriggerCheckpoint(checkpoint_id, stop))
 
     def notify_complete(self, checkpoint_id: int, final: bool) -> None:
         self._post(CheckpointComplete(checkpoint_id, final))
@@ -336,7 +345,7 @@ class Task:
         """Restore every operator from the checkpoint's handles: nothing else is kept."""
         inline: dict[str, Any] = state.get("operators", {})
         keyed: dict[str, list[dict[str, Any]]] = state.get("keyed", {})
-        if self._source is not None:
+        if self._source is not None and self._source_id in inline:  # a new source (savepoint) starts afresh
             self._source.restore(inline[self._source_id])
         for op_id, op in self._operators:
             handles = keyed.get(op_id, [])
@@ -380,8 +389,11 @@ class Task:
                 self._run_source(self._source)
             elif self._gate is not None and self._aligner is not None:
                 self._run_inputs(self._gate, self._aligner)
-            self._end_input()
-            if self.checkpointing:
+            if self._stopped:
+                self._end_stopped()
+            else:
+                self._end_input()
+            if self.checkpointing and not self._stopped:
                 self.reports.report(self, ExecutionState.RUNNING, end_of_input=True)
                 log.info("%s reached end of input; waiting for the final checkpoint", self.tag)
                 while not self._final_committed:
@@ -429,10 +441,30 @@ class Task:
         if self.cancelled():
             raise TaskCancelled()
 
+    def _stopping(self) -> bool:
+        """Past the snapshot of the checkpoint that stops the job: read nothing more."""
+        return self._stop_at is not None and self._last_snapshot >= self._stop_at
+
+    def _idle_while_stopping(self) -> bool:
+        """Wait for the stop's outcome; True once it completed (the task then finishes)."""
+        while self._stopping() and not self._stopped:
+            self._check_cancelled()
+            self._drain_control(wait=0.2)
+        return self._stopped
+
+    def _end_stopped(self) -> None:
+        """Finish after a stop with a savepoint: the savepoint holds the state; nothing is
+        flushed, and the partitions go (the consumers have stopped reading them)."""
+        for w in [*self._writers, *self._side_writers]:
+            self.partitions.release(w.partition.partition_id)
+        log.info("%s stopped with the savepoint of checkpoint %s", self.tag, self._stop_at)
+
     def _run_source(self, source: Source) -> None:
         while True:
             self._drain_control()
             self._check_cancelled()
+            if self._idle_while_stopping():
+                return
             started, first = time.monotonic(), source.offset
             batch = source.next_batch()
             if batch is None:
@@ -454,6 +486,8 @@ class Task:
         while True:
             self._drain_control()
             self._check_cancelled()
+            if self._idle_while_stopping():
+                return
             if gate.finished:
                 return
             tables: list[pa.Table] = []
@@ -620,7 +654,9 @@ class Task:
                 return
             wait = 0.0
             match message:
-                case TriggerCheckpoint(checkpoint_id=checkpoint_id):
+                case TriggerCheckpoint(checkpoint_id=checkpoint_id, stop=stop):
+                    if stop:
+                        self._stop_at = checkpoint_id
                     # Sources are triggered directly; so are tasks whose inputs all ended.
                     if checkpoint_id > self._last_snapshot and (self._source is not None or self._ended):
                         self._snapshot(checkpoint_id)
@@ -629,7 +665,12 @@ class Task:
                         op.notify_checkpoint_complete(checkpoint_id)
                     if final and self._ended:
                         self._final_committed = True
+                    elif final and checkpoint_id == self._last_snapshot:
+                        # final before the end of the input: the checkpoint that stops the job
+                        self._stop_at, self._stopped = checkpoint_id, True
                 case CheckpointAborted(checkpoint_id=checkpoint_id):
+                    if checkpoint_id == self._stop_at:
+                        self._stop_at = None  # the stop failed: the job goes on
                     if self._aligner is not None:
                         self._on_alignment(self._aligner.handle(ba.CheckpointAbortedNotice(checkpoint_id)))
                 case _:

@@ -141,6 +141,7 @@ class TaskReports(Protocol):
 @dataclasses.dataclass(frozen=True)
 class TriggerCheckpoint:
     checkpoint_id: int
+    stop: bool = False  # stop with a savepoint (docs/savepoints.md)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,6 +36,15 @@ reused; a restored checkpoint's id must be below `counter.get()`.
     The event that aborts never also triggers. TasksLost aborts IN_PROGRESS
     uncounted, forgets a final request (restarted tasks ask again) and
     suspends triggering.
+  * SavepointRequested (docs/savepoints.md): a checkpoint taken now,
+    ignoring interval and min_pause, when one may trigger (else on the next
+    Tick that may; a final request goes first); its actions carry
+    `savepoint` so the adapter writes the savepoint copy while persisting.
+    `stop`: sources stop at its barrier and, once it completes, every task
+    finishes (NotifyComplete is final; nothing is triggered after it); an
+    abort leaves the job running. One savepoint at a time: a second request
+    while one is wanted or pending raises ValueError, as does a request once
+    the job failed or its final checkpoint completed.
 
 Expected races (late/duplicate/unknown acks, stray declines) get outcomes or
 `[]`. Illegal input raises, state unchanged: ValueError (bad config or
@@ -158,6 +167,12 @@ class PersistFailed:
 
 
 @dataclasses.dataclass(frozen=True)
+class SavepointRequested:
+    stop: bool
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
 class Suspend:
     now: float
 
@@ -175,6 +190,7 @@ CoordinatorEvent: TypeAlias = (
     | TasksLost
     | CheckpointPersisted
     | PersistFailed
+    | SavepointRequested
     | Suspend
     | Resume
 )
@@ -187,6 +203,8 @@ class TriggerCheckpoint:
     timestamp: float
     targets: tuple[str, ...]
     final: bool
+    savepoint: bool = False
+    stop: bool = False  # stop with a savepoint: sources stop reading after its barrier
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +212,7 @@ class PersistCheckpoint:
     checkpoint_id: int
     handles: Mapping[str, object]  # execution id -> state handle, in execution order
     final: bool
+    savepoint: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +227,7 @@ class NotifyAborted:
     checkpoint_id: int
     targets: tuple[str, ...]
     reason: str
+    savepoint: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +264,7 @@ class CompletedCheckpoint:
     completion_time: float
     size: int
     final: bool = False
+    savepoint: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,6 +288,8 @@ class _Pending:
     acks: dict[str, tuple[object, int]] = dataclasses.field(default_factory=dict)
     end_time: float | None = None
     failure: str = ""
+    savepoint: bool = False
+    stop: bool = False
 
 
 class CheckpointCoordinator:
@@ -306,6 +329,7 @@ class CheckpointCoordinator:
         self._job_failed = False
         self._final_wanted = False
         self._final_done = False
+        self._savepoint_wanted: bool | None = None  # a savepoint to trigger: its stop flag
         self._failures = 0  # consecutive failed checkpoints
         self._pending: _Pending | None = None
         self._completed: list[CompletedCheckpoint] = [restored] if restored is not None else []
@@ -329,6 +353,8 @@ class CheckpointCoordinator:
                 return self._on_persisted(event)
             case PersistFailed():
                 return self._on_persist_failed(event)
+            case SavepointRequested():
+                return self._on_savepoint_requested(event)
             case Suspend():
                 return self._on_suspend()
             case Resume():
@@ -354,6 +380,8 @@ class CheckpointCoordinator:
             return []
         if self._final_wanted:
             return self._trigger(self.counter.get_and_increment(), ev.now, final=True)
+        if self._savepoint_wanted is not None:
+            return self._trigger(self.counter.get_and_increment(), ev.now, final=False, stop=self._savepoint_wanted)
         cfg = self.config
         if cfg.interval is None or cfg.interval <= 0 or ev.now - self._last_trigger < cfg.interval:
             return []  # not periodic, or not due
@@ -379,6 +407,19 @@ class CheckpointCoordinator:
             )
         return actions + self._trigger(cid, ev.now, final=True)
 
+    def _on_savepoint_requested(self, ev: SavepointRequested) -> Actions:
+        if self._job_failed or self._final_done:
+            raise ValueError(f"job {self.job_id}: no savepoint can be taken, the job is ending")
+        p = self._pending
+        if self._savepoint_wanted is not None or (p is not None and p.savepoint):
+            raise ValueError(f"job {self.job_id}: a savepoint is already in progress; wait for it to end")
+        if not self._may_trigger() or self._final_wanted:
+            self._savepoint_wanted = ev.stop
+            return []  # served by the next Tick that may trigger
+        cid = self.counter.get_and_increment()  # before any change: a failing counter changes nothing
+        self._savepoint_wanted = ev.stop
+        return self._trigger(cid, ev.now, final=False, stop=ev.stop)
+
     def _on_ack(self, ev: Acknowledge) -> Actions:
         if not _int(ev.size) or ev.size < 0:
             raise ValueError(
@@ -395,7 +436,7 @@ class CheckpointCoordinator:
             return result
         self._set_status(p, CheckpointStatus.PERSISTING)
         handles = {eid: p.acks[eid][0] for eid in self.executions}
-        return [*result, PersistCheckpoint(p.checkpoint_id, handles, p.final)]
+        return [*result, PersistCheckpoint(p.checkpoint_id, handles, p.final, p.savepoint)]
 
     def _ack_outcome(self, ev: Acknowledge) -> AckOutcome:
         if ev.execution_id not in self.executions:
@@ -429,6 +470,7 @@ class CheckpointCoordinator:
     def _on_tasks_lost(self, ev: TasksLost) -> Actions:
         self._suspended = True
         self._final_wanted = False
+        self._savepoint_wanted = None  # the adapter fails the request: the attempt ended
         p = self._pending
         if p is None or p.status != CheckpointStatus.IN_PROGRESS:
             return []
@@ -441,12 +483,14 @@ class CheckpointCoordinator:
         self._pending = None
         self._last_end = ev.now
         self._failures = 0
-        if p.final:
+        if p.final or p.stop:
             self._final_wanted, self._final_done = False, True
         handles = {eid: p.acks[eid][0] for eid in self.executions}
         size = sum(s for _, s in p.acks.values())
-        self._completed.append(CompletedCheckpoint(p.checkpoint_id, handles, p.trigger_time, ev.now, size, p.final))
-        actions: Actions = [NotifyComplete(p.checkpoint_id, self.executions, p.final)]
+        self._completed.append(
+            CompletedCheckpoint(p.checkpoint_id, handles, p.trigger_time, ev.now, size, p.final, p.savepoint)
+        )
+        actions: Actions = [NotifyComplete(p.checkpoint_id, self.executions, p.final or p.stop)]
         while len(self._completed) > self.config.retained:
             actions.append(DiscardCheckpoint(self._completed.pop(0).checkpoint_id))
         return actions
@@ -469,14 +513,19 @@ class CheckpointCoordinator:
     def _may_trigger(self) -> bool:
         return not (self._job_failed or self._final_done or self._suspended or self._pending is not None)
 
-    def _trigger(self, cid: int, now: float, final: bool) -> Actions:
+    def _trigger(self, cid: int, now: float, final: bool, stop: bool = False) -> Actions:
+        """Trigger `cid`; a savepoint when one is wanted and this is not the final checkpoint."""
         if self._first_id is None:
             self._first_id = cid
-        self._pending = _Pending(cid, now, final)
+        savepoint = not final and self._savepoint_wanted is not None
+        if savepoint:
+            self._savepoint_wanted = None
+        stop = stop and savepoint
+        self._pending = _Pending(cid, now, final, savepoint=savepoint, stop=stop)
         self._history.append(self._pending)
         self._last_trigger = now
         targets = self.executions if final else self.sources
-        return [TriggerCheckpoint(cid, now, targets, final)]
+        return [TriggerCheckpoint(cid, now, targets, final, savepoint, stop)]
 
     def _abort(self, reason: str, now: float, counted: bool) -> Actions:
         p = self._pending
@@ -486,7 +535,10 @@ class CheckpointCoordinator:
         p.end_time, p.failure = now, reason
         self._pending = None
         self._last_end = now
-        actions: Actions = [NotifyAborted(p.checkpoint_id, self.executions, reason), DiscardCheckpoint(p.checkpoint_id)]
+        actions: Actions = [
+            NotifyAborted(p.checkpoint_id, self.executions, reason, p.savepoint),
+            DiscardCheckpoint(p.checkpoint_id),
+        ]
         if counted:
             self._failures += 1
             if self._failures > self.config.tolerable_failures and not self._job_failed:
@@ -513,6 +565,10 @@ class CheckpointCoordinator:
         p.status = new
 
     # -- queries (read-only) ----------------------------------------------------
+    @property
+    def savepoint_wanted(self) -> bool:
+        return self._savepoint_wanted is not None
+
     @property
     def pending_id(self) -> int | None:
         return None if self._pending is None else self._pending.checkpoint_id

@@ -33,6 +33,11 @@ class CheckpointIDCounter(abc.ABC):
     def get(self) -> int:
         """Return the id the next `get_and_increment()` will hand out."""
 
+    @abc.abstractmethod
+    def advance_to(self, value: int) -> None:
+        """Make the next id at least `value` (a job restored from a savepoint continues its
+        checkpoint ids, so that its committed output sorts after the savepoint's)."""
+
 
 class InMemoryCheckpointIDCounter(CheckpointIDCounter):
     def __init__(self, start: int = 1):
@@ -49,6 +54,10 @@ class InMemoryCheckpointIDCounter(CheckpointIDCounter):
     def get(self) -> int:
         with self._lock:
             return self._next
+
+    def advance_to(self, value: int) -> None:
+        with self._lock:
+            self._next = max(self._next, value)
 
     def __repr__(self) -> str:
         return f"InMemoryCheckpointIDCounter(next={self._next})"

@@ -103,6 +103,14 @@ class ZooKeeperCheckpointIDCounter(CheckpointIDCounter):
                 f"checkpoint id counter {self.path}: no compare-and-set succeeded within {self.deadline:g}s ({exc})"
             ) from exc
 
+    def advance_to(self, value: int) -> None:
+        def advance() -> None:
+            current, version = self._read()
+            if current < value:
+                self.client.set(self.path, str(value).encode(), version=version)
+
+        self._retry.copy()(advance)
+
     def _compare_and_set(self) -> int:
         value, version = self._read()
         self.client.set(self.path, str(value + 1).encode(), version=version)

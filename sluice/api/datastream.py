@@ -11,6 +11,7 @@ or a sink column names a column that is not there.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ Body = Callable[[Any], Any]
 # An output schema given by the user: a Spark DDL string or a pyspark StructType.
 SchemaLike = Any
 
+UID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 KEY_BY_USAGE = 'key_by() takes column names: key_by("a") or key_by("a", "b") or key_by(["a", "b"])'
 
 if TYPE_CHECKING:
@@ -189,6 +191,22 @@ class DataStream:
     # -- settings -------------------------------------------------------------
     def set_parallelism(self, parallelism: int) -> DataStream:
         self._env._set_parallelism(self._op_id, parallelism)
+        return self
+
+    def uid(self, uid: str) -> DataStream:
+        """A stable id for this operator: its state in a savepoint is found by it, so a new
+        version of the job keeps the operator's state as long as it keeps its uid
+        (docs/savepoints.md). Letters, digits, `_`, `.` and `-`, at most 128 characters,
+        unique in the job. Without one, the id is the operator's position and kind
+        (`3-aggregate`), which changes when operators are added before it."""
+        if not isinstance(uid, str) or not UID_PATTERN.fullmatch(uid):
+            raise ValueError(
+                f"uid must be 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit; got {uid!r}"
+            )
+        for op_id, op in self._env._operators.items():
+            if op_id != self._op_id and op.get("uid") == uid:
+                raise ValueError(f"uid {uid!r} is already the uid of operator {op['name']!r}")
+        self._env._operators[self._op_id]["uid"] = uid
         return self
 
     def name(self, name: str) -> DataStream:

@@ -253,6 +253,19 @@ class StreamExecutionEnvironment:
             out[op_id] = _derive(op, into[op_id])
         return out
 
+    def _ids(self) -> dict[str, str]:
+        """Each operator's id in the job graph: its uid (DataStream.uid) or its position and kind."""
+        ids = {op_id: op.get("uid") or op_id for op_id, op in self._operators.items()}
+        taken: dict[str, str] = {}
+        for op_id, final in ids.items():
+            if final in taken:
+                raise ValueError(
+                    f"uid {final!r} of operator {self._operators[op_id]['name']!r} is also the id of "
+                    f"operator {self._operators[taken[final]]['name']!r}: give it another uid"
+                )
+            taken[final] = op_id
+        return ids
+
     def _set_parallelism(self, op_id: str, parallelism: int) -> None:
         self._operators[op_id]["parallelism"] = parallelism
 
@@ -261,6 +274,7 @@ class StreamExecutionEnvironment:
         job.config.update(self._config)
         par = {}
         derived = self._schemas()
+        ids = self._ids()
         for op_id, op in self._operators.items():
             p = op["parallelism"]
             if p is None:
@@ -270,9 +284,11 @@ class StreamExecutionEnvironment:
             if op["kind"] in (OperatorKind.PROCESS, OperatorKind.BROADCAST_PROCESS) and "state_ttl_ms" not in payload:
                 ttl = job_options.STATE_TTL.read(self._config)  # the job's default for states without ttl_ms
                 payload = {**payload, **({"state_ttl_ms": round(ttl * 1000)} if ttl is not None else {})}
+            # settings that name another operator name it by its final id
+            payload = {k: ids[v] if k in ("left", "sink_id") and v in ids else v for k, v in payload.items()}
             config, code = graph.encode_operator(payload)  # plain settings as JSON, bodies pickled apart
             job.operators.add(
-                id=op_id,
+                id=ids[op_id],
                 name=op["name"],
                 kind=states.to_proto(op["kind"]),
                 parallelism=p,
@@ -285,8 +301,8 @@ class StreamExecutionEnvironment:
                 Partitioning.FORWARD if par[e["source"]] == par[e["target"]] else Partitioning.REBALANCE
             )
             job.edges.add(
-                source=e["source"],
-                target=e["target"],
+                source=ids[e["source"]],
+                target=ids[e["target"]],
                 partitioning=states.to_proto(partitioning),
                 keys=e["keys"],
                 output_tag=e.get("output_tag", ""),
@@ -308,7 +324,11 @@ class StreamExecutionEnvironment:
         graph.validate(job)  # fail fast, before any network call
         client = JobManagerClient.from_context(_context)
         try:
-            job_id = client.submit(job)
+            job_id = client.submit(
+                job,
+                restore_path=_context.get("from_savepoint") or "",
+                allow_non_restored_state=bool(_context.get("allow_non_restored_state")),
+            )
             if _context.get("detach"):
                 print(job_id, flush=True)
                 return JobExecutionResult(job_id, "SUBMITTED")

@@ -59,11 +59,14 @@ class CheckpointStorage:
             hlo, hhi = h["key_groups"]
             if hhi < lo or hlo > hi:
                 continue
+            # A savepoint's file (sluice/checkpoints/savepoint.py) is named by "uri": the savepoint
+            # may live on another file system than this job's checkpoints.
+            fs, path = resolve(h["uri"]) if "uri" in h else (self.fs, h["path"])
             try:
-                with self.fs.open_input_file(h["path"]) as f:
+                with fs.open_input_file(path) as f:
                     table = pa.ipc.open_file(f).read_all()
             except (OSError, pa.ArrowInvalid) as exc:
-                raise CheckpointCorrupt(f"cannot read keyed state {h['path']}: {exc}") from None
+                raise CheckpointCorrupt(f"cannot read keyed state {h.get('uri', path)}: {exc}") from None
             kg = table.column(KEY_GROUP)
             parts.append(table.filter(pc.and_(pc.greater_equal(kg, lo), pc.less_equal(kg, hi))))
         if not parts:

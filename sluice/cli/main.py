@@ -18,7 +18,7 @@ from sluice import config
 from sluice.cli.processes import add_process_commands
 from sluice.client import CONNECT_TIMEOUT, JobManagerClient, SluiceError
 from sluice.security.tls import add_certs_command
-from sluice.states import CheckpointStatus, ExecutionState, JobStatus, from_proto
+from sluice.states import CheckpointStatus, ExecutionState, JobStatus, SavepointStatus, from_proto
 from sluice.v1 import common_pb2
 
 # Wide when piped, so ids are never cut short.
@@ -134,8 +134,37 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("jobfile")
     r.add_argument("--detach", "-d", action="store_true", help="print the job id on the last line and return")
     r.add_argument("--parallelism", "-p", type=int, default=None, help="default parallelism of the job's operators")
+    r.add_argument("--from-savepoint", "-s", default="", metavar="PATH", help="start the job from this savepoint")
+    r.add_argument(
+        "--allow-non-restored-state",
+        action="store_true",
+        help="with --from-savepoint: drop savepoint state no operator of the job claims, instead of failing",
+    )
     r.add_argument("job_args", nargs="*", help="arguments for the job, after --")
     _client_options(r)
+
+    spt = sub.add_parser("savepoint", help="take a savepoint of a running job; prints its path on the last line")
+    spt.add_argument("job_id")
+    spt.add_argument("--dir", default="", help="target directory (default: the job's state.savepoints.dir)")
+    _client_options(spt)
+
+    so = sub.add_parser(
+        "stop",
+        help="stop a job with a savepoint: sources stop, sinks commit, the job ends FINISHED; prints the path",
+    )
+    so.add_argument("job_id")
+    so.add_argument("--savepoint-dir", default="", help="target directory (default: the job's state.savepoints.dir)")
+    _client_options(so)
+
+    rs = sub.add_parser(
+        "rescale",
+        help="stop a job with a savepoint and start it again from it at another parallelism; prints the new job id",
+    )
+    rs.add_argument("job_id")
+    rs.add_argument("--parallelism", "-p", type=int, required=True, help="the new parallelism")
+    rs.add_argument("--operator", default=None, metavar="UID", help="rescale only this operator (default: all)")
+    rs.add_argument("--savepoint-dir", default="", help="where the savepoint goes (default: state.savepoints.dir)")
+    _client_options(rs)
 
     ls = sub.add_parser("list", help="list jobs")
     ls.add_argument("--json", action="store_true")
@@ -185,9 +214,16 @@ def main(argv: list[str] | None = None) -> None:
     try:
         handler = (
             getattr(args, "handler", None)
-            or {"cluster": cmd_cluster, "run": cmd_run, "list": cmd_list, "status": cmd_status, "cancel": cmd_cancel}[
-                args.command
-            ]
+            or {
+                "cluster": cmd_cluster,
+                "run": cmd_run,
+                "list": cmd_list,
+                "status": cmd_status,
+                "cancel": cmd_cancel,
+                "savepoint": cmd_savepoint,
+                "stop": cmd_stop,
+                "rescale": cmd_rescale,
+            }[args.command]
         )
         code = handler(args)
     except SluiceError as exc:
@@ -261,7 +297,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parallelism is not None and args.parallelism < 1:
         raise SluiceError(f"--parallelism must be at least 1, got {args.parallelism}")
     job_args = args.job_args
-    set_execution_context(**_context(args), parallelism=args.parallelism, detach=args.detach, progress=True)
+    if args.allow_non_restored_state and not args.from_savepoint:
+        raise SluiceError("--allow-non-restored-state goes with --from-savepoint PATH")
+    set_execution_context(
+        **_context(args),
+        parallelism=args.parallelism,
+        detach=args.detach,
+        progress=True,
+        from_savepoint=args.from_savepoint,
+        allow_non_restored_state=args.allow_non_restored_state,
+    )
     sys.argv = [args.jobfile, *job_args]
     from sluice.cli.job_file import NothingSubmitted, explain, run_job_file
     from sluice.graph import JobValidationError
@@ -311,6 +356,21 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
         "restarts": d["restarts"],
         "last_completed_checkpoint": d.get("last_completed_checkpoint"),
         "restored_checkpoint": d.get("restored_checkpoint"),
+        "restored_savepoint": d["restored_savepoint"] or None,
+        "savepoint": d["savepoint"] or None,
+        "savepoints": [
+            {
+                "id": r["request_id"],
+                "status": from_proto(SavepointStatus, r["status"]),
+                "stop": r["stop"],
+                "checkpoint_id": r["checkpoint_id"] or None,
+                "path": r["path"] or None,
+                "trigger": _iso(r["trigger_ms"]),
+                "duration_ms": r["duration_ms"],
+                **({"failure": r["failure"]} if r["failure"] else {}),
+            }
+            for r in d["savepoints"]
+        ],
         "leader": d["leader"],
         "message": d["message"],
         "failure": d["failure"] or None,
@@ -372,7 +432,7 @@ _TASK_KEYS = (
 
 
 # what `list --json` leaves out of each job's `status --json` object (ListJobs returns summaries)
-_NOT_LISTED = ("tasks", "checkpoints", "exceptions")
+_NOT_LISTED = ("tasks", "checkpoints", "exceptions", "savepoints")
 
 
 def _iso(ms: int) -> str:
@@ -487,6 +547,45 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
         state = c.cancel(args.job_id)
     console.print(f"cancel requested for {args.job_id} (state {state})")
+    return 0
+
+
+# -- savepoints (docs/savepoints.md) --------------------------------------------------------------
+SAVEPOINT_WAIT = 600.0  # seconds the savepoint commands wait for the savepoint (and a stop for the job)
+
+
+def cmd_savepoint(args: argparse.Namespace) -> int:
+    with JobManagerClient.from_context(_context(args)) as c:
+        request = c.trigger_savepoint(args.job_id, args.dir)
+        err.print(f"savepoint {request} of job {args.job_id} triggered; waiting", highlight=False)
+        path = c.wait_savepoint(args.job_id, request, timeout=SAVEPOINT_WAIT)
+    print(path, flush=True)
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    with JobManagerClient.from_context(_context(args)) as c:
+        request = c.trigger_savepoint(args.job_id, args.savepoint_dir, stop=True)
+        err.print(f"stopping job {args.job_id} with savepoint {request}", highlight=False)
+        path = c.wait_savepoint(args.job_id, request, timeout=SAVEPOINT_WAIT)
+    err.print(f"job {args.job_id} FINISHED", highlight=False)
+    print(path, flush=True)
+    return 0
+
+
+def cmd_rescale(args: argparse.Namespace) -> int:
+    """Stop with a savepoint, then submit the same job graph at the new parallelism from it."""
+    from sluice.graph import rescaled
+
+    with JobManagerClient.from_context(_context(args)) as c:
+        job = c.job_graph(args.job_id)
+        new_job = rescaled(job, args.parallelism, args.operator)  # ValueError before anything stops
+        request = c.trigger_savepoint(args.job_id, args.savepoint_dir, stop=True)
+        err.print(f"stopping job {args.job_id} with savepoint {request}", highlight=False)
+        path = c.wait_savepoint(args.job_id, request, timeout=SAVEPOINT_WAIT)
+        err.print(f"savepoint {path}; starting the job at parallelism {args.parallelism}", highlight=False)
+        job_id = c.submit(new_job, restore_path=path)
+    print(job_id, flush=True)
     return 0
 
 

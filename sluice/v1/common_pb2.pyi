@@ -65,6 +65,13 @@ class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PARTITIONING_HASH: _ClassVar[Partitioning]
     PARTITIONING_REBALANCE: _ClassVar[Partitioning]
     PARTITIONING_BROADCAST: _ClassVar[Partitioning]
+
+class SavepointStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SAVEPOINT_STATUS_UNSPECIFIED: _ClassVar[SavepointStatus]
+    SAVEPOINT_STATUS_IN_PROGRESS: _ClassVar[SavepointStatus]
+    SAVEPOINT_STATUS_COMPLETED: _ClassVar[SavepointStatus]
+    SAVEPOINT_STATUS_FAILED: _ClassVar[SavepointStatus]
 JOB_STATE_UNSPECIFIED: JobState
 JOB_STATE_CREATED: JobState
 JOB_STATE_RUNNING: JobState
@@ -109,6 +116,10 @@ PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning
 PARTITIONING_REBALANCE: Partitioning
 PARTITIONING_BROADCAST: Partitioning
+SAVEPOINT_STATUS_UNSPECIFIED: SavepointStatus
+SAVEPOINT_STATUS_IN_PROGRESS: SavepointStatus
+SAVEPOINT_STATUS_COMPLETED: SavepointStatus
+SAVEPOINT_STATUS_FAILED: SavepointStatus
 
 class OperatorSpec(_message.Message):
     __slots__ = ("id", "name", "kind", "parallelism", "config", "code", "output_schema")
@@ -201,7 +212,7 @@ class TaskStatus(_message.Message):
     def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples", "records_late_dropped")
+    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples", "records_late_dropped", "savepoint", "savepoints", "restored_savepoint")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +232,9 @@ class JobInfo(_message.Message):
     RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
+    SAVEPOINTS_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     state: JobState
@@ -240,7 +254,30 @@ class JobInfo(_message.Message):
     records_dropped: int
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
     records_late_dropped: int
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
+    savepoint: str
+    savepoints: _containers.RepeatedCompositeFieldContainer[SavepointInfo]
+    restored_savepoint: str
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., records_late_dropped: _Optional[int] = ..., savepoint: _Optional[str] = ..., savepoints: _Optional[_Iterable[_Union[SavepointInfo, _Mapping]]] = ..., restored_savepoint: _Optional[str] = ...) -> None: ...
+
+class SavepointInfo(_message.Message):
+    __slots__ = ("request_id", "status", "path", "failure", "checkpoint_id", "stop", "trigger_ms", "duration_ms")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_MS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    status: SavepointStatus
+    path: str
+    failure: str
+    checkpoint_id: int
+    stop: bool
+    trigger_ms: int
+    duration_ms: int
+    def __init__(self, request_id: _Optional[str] = ..., status: _Optional[_Union[SavepointStatus, str]] = ..., path: _Optional[str] = ..., failure: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., stop: _Optional[bool] = ..., trigger_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ...) -> None: ...
 
 class ExceptionEntry(_message.Message):
     __slots__ = ("time_ms", "attempt", "task", "cause", "traceback", "restarted")

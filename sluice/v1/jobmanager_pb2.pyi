@@ -33,10 +33,14 @@ FAILURE_CAUSE_PEER_UNREACHABLE: FailureCause
 FAILURE_CAUSE_NON_RECOVERABLE: FailureCause
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("job",)
+    __slots__ = ("job", "restore_path", "allow_non_restored_state")
     JOB_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_PATH_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_NON_RESTORED_STATE_FIELD_NUMBER: _ClassVar[int]
     job: _common_pb2.JobGraph
-    def __init__(self, job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ...) -> None: ...
+    restore_path: str
+    allow_non_restored_state: bool
+    def __init__(self, job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., restore_path: _Optional[str] = ..., allow_non_restored_state: _Optional[bool] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_id",)
@@ -81,6 +85,40 @@ class CancelJobResponse(_message.Message):
 class GetClusterRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TriggerSavepointRequest(_message.Message):
+    __slots__ = ("job_id", "target_directory")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    target_directory: str
+    def __init__(self, job_id: _Optional[str] = ..., target_directory: _Optional[str] = ...) -> None: ...
+
+class TriggerSavepointResponse(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class StopJobRequest(_message.Message):
+    __slots__ = ("job_id", "target_directory")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    target_directory: str
+    def __init__(self, job_id: _Optional[str] = ..., target_directory: _Optional[str] = ...) -> None: ...
+
+class StopJobResponse(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class GetJobGraphRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class TaskManagerOverview(_message.Message):
     __slots__ = ("resource_id", "address", "slots", "free_slots", "seconds_since_heartbeat")

@@ -61,6 +61,21 @@ class JobManagerStub:
                 request_serializer=sluice_dot_v1_dot_jobmanager__pb2.GetClusterRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.ClusterOverview.FromString,
                 _registered_method=True)
+        self.TriggerSavepoint = channel.unary_unary(
+                '/sluice.v1.JobManager/TriggerSavepoint',
+                request_serializer=sluice_dot_v1_dot_jobmanager__pb2.TriggerSavepointRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.TriggerSavepointResponse.FromString,
+                _registered_method=True)
+        self.StopJob = channel.unary_unary(
+                '/sluice.v1.JobManager/StopJob',
+                request_serializer=sluice_dot_v1_dot_jobmanager__pb2.StopJobRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.StopJobResponse.FromString,
+                _registered_method=True)
+        self.GetJobGraph = channel.unary_unary(
+                '/sluice.v1.JobManager/GetJobGraph',
+                request_serializer=sluice_dot_v1_dot_jobmanager__pb2.GetJobGraphRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_common__pb2.JobGraph.FromString,
+                _registered_method=True)
 
 
 class JobManagerServicer:
@@ -97,6 +112,25 @@ class JobManagerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TriggerSavepoint(self, request, context):
+        """Savepoints and reconfiguration (docs/savepoints.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StopJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetJobGraph(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobManagerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -124,6 +158,21 @@ def add_JobManagerServicer_to_server(servicer, server):
                     servicer.GetCluster,
                     request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.GetClusterRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_jobmanager__pb2.ClusterOverview.SerializeToString,
+            ),
+            'TriggerSavepoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerSavepoint,
+                    request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.TriggerSavepointRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_jobmanager__pb2.TriggerSavepointResponse.SerializeToString,
+            ),
+            'StopJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopJob,
+                    request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.StopJobRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_jobmanager__pb2.StopJobResponse.SerializeToString,
+            ),
+            'GetJobGraph': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJobGraph,
+                    request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.GetJobGraphRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_common__pb2.JobGraph.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -262,6 +311,87 @@ class JobManager:
             '/sluice.v1.JobManager/GetCluster',
             sluice_dot_v1_dot_jobmanager__pb2.GetClusterRequest.SerializeToString,
             sluice_dot_v1_dot_jobmanager__pb2.ClusterOverview.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerSavepoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobManager/TriggerSavepoint',
+            sluice_dot_v1_dot_jobmanager__pb2.TriggerSavepointRequest.SerializeToString,
+            sluice_dot_v1_dot_jobmanager__pb2.TriggerSavepointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StopJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobManager/StopJob',
+            sluice_dot_v1_dot_jobmanager__pb2.StopJobRequest.SerializeToString,
+            sluice_dot_v1_dot_jobmanager__pb2.StopJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJobGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobManager/GetJobGraph',
+            sluice_dot_v1_dot_jobmanager__pb2.GetJobGraphRequest.SerializeToString,
+            sluice_dot_v1_dot_common__pb2.JobGraph.FromString,
             options,
             channel_credentials,
             insecure,

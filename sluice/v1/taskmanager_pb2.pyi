@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TriggerCheckpointRequest(_message.Message):
-    __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "timestamp_ms", "final")
+    __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "timestamp_ms", "final", "stop")
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
     leader_session_id: str
     job_id: str
     execution_id: str
     checkpoint_id: int
     timestamp_ms: int
     final: bool
-    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., final: _Optional[bool] = ...) -> None: ...
+    stop: bool
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., final: _Optional[bool] = ..., stop: _Optional[bool] = ...) -> None: ...
 
 class TriggerCheckpointResponse(_message.Message):
     __slots__ = ("found",)

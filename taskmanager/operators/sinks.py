@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import re
 import sys
 import uuid
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapsh
 from taskmanager.spark_engine import Batch
 
 log = logging.getLogger("sluice.taskmanager.sink")
+_PART_OWNER = re.compile(r"^\.part-[0-9]+-[0-9a-f]{1,8}-")  # a hidden part's name: ".part-<subtask>-<job8>-"
 INTERNAL_PREFIX = "__"
 
 
@@ -152,16 +154,17 @@ class FileSinkWriter(Operator):
         self.pending = keep
 
     def _check_own_part(self, staged: Any, final: Any) -> None:
-        """A pending part named in restored state must be one this subtask's sink writes: a
-        hidden part of its own in the output directory, committed to a visible part name
-        there. Checkpoint state crosses the wire in acks, so a restore never renames
+        """A pending part named in restored state must be one a subtask of this sink writes: a
+        hidden part in the output directory, committed to a visible part name there (of
+        another subtask or job when a savepoint was restored at another parallelism or into
+        a new job: docs/savepoints.md). Checkpoint state crosses the wire in acks, so a restore never renames
         anything else (docs/security.md, Fencing and limits)."""
         ok = (
             isinstance(staged, str)
             and isinstance(final, str)
             and posixpath.normpath(posixpath.dirname(staged)) == posixpath.normpath(self.dir)
             and posixpath.normpath(posixpath.dirname(final)) == posixpath.normpath(self.dir)
-            and posixpath.basename(staged).startswith(f".{self.owner}-")
+            and _PART_OWNER.match(posixpath.basename(staged)) is not None
             and staged.endswith(".inprogress")
             and posixpath.basename(final).startswith("part-")
             and final.endswith(".csv")

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from sluice import schema as schemas
 from sluice import schema_inference
+from sluice.checkpoints.rescale import generator_streams, items_read
 from sluice.graph import OperatorKind
 from sluice.storage import list_files, list_files_with_mtime
 from taskmanager.operators.base import IDLE, Idle, Payload, Source
@@ -121,6 +122,8 @@ class FileSource(Source):
         self.records_malformed = 0
         self.records_dropped = 0
         self.bad_record_samples: list[str] = []
+        self._listed = listed
+        self.skip: set[str] = set()  # fixed listing, after a rescale: names read before it (rescale.items_read)
         self.files = [] if self.monitor_interval else listed[subtask::parallelism]
         self.files_per_batch = 1
         self.target = target
@@ -128,11 +131,19 @@ class FileSource(Source):
 
     def snapshot(self) -> dict[str, Any]:
         if not self.monitor_interval:
-            return super().snapshot()
+            return {"offset": self.offset, **({"skip": sorted(self.skip)} if self.skip else {})}
         return {"offset": self.offset, "done": dict(sorted(self.done.items())), "newest_mtime": self.newest_mtime}
 
     def restore(self, handle: dict[str, Any]) -> None:
         super().restore(handle)
+        if not self.monitor_interval and ("skip" in handle or "rescale_from" in handle):
+            names = [os.path.basename(p) for p in self._listed]
+            if "rescale_from" in handle:  # a savepoint of another parallelism (sluice/checkpoints/rescale.py)
+                self.skip = items_read(names, handle["rescale_from"])
+            else:
+                self.skip = set(handle["skip"])
+            left = [p for p, n in zip(self._listed, names, strict=True) if n not in self.skip]
+            self.files = left[self.subtask :: self.parallelism]
         if self.monitor_interval:  # the queue (self.files) is still empty: the next listing fills it
             done = handle.get("done", {})
             self.done = dict(done) if isinstance(done, dict) else dict.fromkeys(done, 0)  # a list: before forget_after
@@ -355,7 +366,11 @@ def _observed(observation: Any) -> dict[str, Any] | None:
 
 class GeneratorSource(Source):
     """Subtask i of p generates ids i, i+p, i+2p, ... below `count` (or
-    forever); `body` turns each DataFrame of ids into records inside Spark."""
+    forever); `body` turns each DataFrame of ids into records inside Spark.
+
+    Its position is the progressions of ids it has still to emit ("streams": next id,
+    step); one at first, more after a savepoint restored at another parallelism split
+    them (sluice/checkpoints/rescale.py). It emits a batch of each in turn."""
 
     def __init__(self, payload: Payload, subtask: int, parallelism: int, engine: SparkEngine) -> None:
         self.engine = engine
@@ -364,17 +379,30 @@ class GeneratorSource(Source):
         self.batch_size = int(payload.get("batch_size") or 100_000)
         self.subtask, self.parallelism = subtask, parallelism
         self.offset = 0  # ids emitted by this subtask
+        self.streams: list[tuple[int, int]] = [(subtask, parallelism)]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"offset": self.offset, "streams": [list(st) for st in self.streams]}
+
+    def restore(self, handle: dict[str, Any]) -> None:
+        super().restore(handle)
+        self.streams = generator_streams(handle, self.subtask, self.parallelism)
 
     def next_batch(self) -> Batch | None:
-        start = self.subtask + self.offset * self.parallelism
-        end = start + self.batch_size * self.parallelism
-        if self.count is not None:
-            end = min(end, self.count)
-        if start >= end:
+        while self.streams:
+            start, step = self.streams[0]
+            end = start + self.batch_size * step
+            if self.count is not None:
+                end = min(end, self.count)
+            if start < end:
+                break
+            self.streams.pop(0)  # exhausted (a bounded generator)
+        else:
             return None
-        n = len(range(start, end, self.parallelism))
+        n = len(range(start, end, step))
         self.offset += n
-        df = self.body(self.engine.spark.range(start, end, self.parallelism))
+        self.streams = [*self.streams[1:], (start + n * step, step)]  # in turn: an unbounded one starves none
+        df = self.body(self.engine.spark.range(start, end, step))
         return Batch(self.engine, df=df)
 
 
@@ -383,8 +411,22 @@ class CollectionSource(Source):
 
     def __init__(self, payload: Payload, subtask: int, parallelism: int, engine: SparkEngine) -> None:
         self.engine = engine
-        self.rows = payload["rows"][subtask::parallelism]
+        self.all_rows = payload["rows"]
+        self.subtask, self.parallelism = subtask, parallelism
+        self.rows = self.all_rows[subtask::parallelism]
+        self.skip: set[str] = set()  # after a rescale: indices (as text) of rows emitted before it
         self.offset = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"offset": self.offset, **({"skip": sorted(self.skip, key=int)} if self.skip else {})}
+
+    def restore(self, handle: dict[str, Any]) -> None:
+        super().restore(handle)
+        if "skip" in handle or "rescale_from" in handle:
+            indices = [str(i) for i in range(len(self.all_rows))]
+            self.skip = items_read(indices, handle["rescale_from"]) if "rescale_from" in handle else set(handle["skip"])
+            left = [row for i, row in zip(indices, self.all_rows, strict=True) if i not in self.skip]
+            self.rows = left[self.subtask :: self.parallelism]
 
     def next_batch(self) -> Batch | None:
         if self.offset >= len(self.rows) or not self.rows:

@@ -1,0 +1,267 @@
+"""Savepoints: self-contained, relocatable copies of a completed checkpoint (docs/savepoints.md).
+
+A savepoint is a directory:
+
+    <target>/savepoint-<job8>-<token>/_metadata         JSON, written last (its presence = complete)
+    <target>/savepoint-<job8>-<token>/state/<n>.arrow   keyed state files, copied from the checkpoint
+
+`_metadata` holds no absolute path, so the directory may be copied or moved anywhere:
+
+    {"format": "sluice-savepoint", "version": 1, "job_id": ..., "job_name": ...,
+     "checkpoint_id": n, "timestamp_ms": ..., "max_parallelism": m,
+     "operators": {<operator id>: {"kind": ..., "parallelism": p,
+                                   "inline": {"<subtask>": {...}},
+                                   "keyed": [{"file": "state/<n>.arrow", "key_groups": [lo, hi],
+                                              "rows": r, "size": s}]}}}
+
+State is kept by operator id, not by task: a new version of the job may chain operators
+differently, and an operator keeps its state across versions by keeping its id
+(`DataStream.uid`). `plan` builds the savepoint from a checkpoint's `_metadata` (pure);
+`write` copies the files and writes `_metadata`; `read` checks a savepoint before anything
+trusts it; `restore_states` maps it onto a job (operators by id, parallelism by
+sluice/checkpoints/rescale.py) and says clearly what does not fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import posixpath
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from sluice import graph
+from sluice.checkpoints.rescale import RescaleError, redistribute
+from sluice.storage import resolve
+from sluice.v1 import common_pb2
+
+FORMAT = "sluice-savepoint"
+VERSION = 1
+METADATA = "_metadata"
+MAX_METADATA_BYTES = 64 * 1024 * 1024  # read no more than this from a path a client names
+COPY_CHUNK = 8 * 1024 * 1024
+
+
+class SavepointError(ValueError):
+    """A savepoint that cannot be written, read or restored; the message says what to fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    metadata: dict[str, Any]
+    files: list[tuple[str, str]]  # (path in checkpoint storage, path relative to the savepoint)
+
+
+def plan(checkpoint: dict[str, Any], job: common_pb2.JobGraph, chains: Iterable[graph.Chain]) -> Plan:
+    """The savepoint of a completed checkpoint's `_metadata` (sluice/checkpoints/storage.py)."""
+    ops = {op.id: op for op in job.operators}
+    operators: dict[str, dict[str, Any]] = {}
+    files: list[tuple[str, str]] = []
+    for chain in chains:
+        by_subtask = checkpoint["tasks"].get(chain.id, {})
+        for op_id in chain.operator_ids:
+            entry: dict[str, Any] = {
+                "kind": str(graph.kind_of(ops[op_id])),
+                "parallelism": chain.parallelism,
+                "inline": {},
+                "keyed": [],
+            }
+            for subtask in range(chain.parallelism):
+                handle = by_subtask.get(str(subtask), {})
+                inline = handle.get("operators", {}).get(op_id)
+                if inline is not None:
+                    entry["inline"][str(subtask)] = inline
+                keyed = handle.get("keyed", {}).get(op_id)
+                if keyed is not None:
+                    rel = f"state/{len(files)}.arrow"
+                    files.append((keyed["path"], rel))
+                    entry["keyed"].append(
+                        {
+                            "file": rel,
+                            "key_groups": keyed["key_groups"],
+                            "rows": keyed.get("rows", 0),
+                            "size": keyed.get("size", 0),
+                        }
+                    )
+            operators[op_id] = entry
+    metadata = {
+        "format": FORMAT,
+        "version": VERSION,
+        "job_id": checkpoint["job_id"],
+        "job_name": job.name,
+        "checkpoint_id": checkpoint["checkpoint_id"],
+        "timestamp_ms": checkpoint["timestamp_ms"],
+        "max_parallelism": job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM,
+        "operators": operators,
+    }
+    return Plan(metadata, files)
+
+
+def write(p: Plan, source_fs: pafs.FileSystem, target: str, job_id: str) -> str:
+    """Copy the state files and write `_metadata` last under a new directory of `target`;
+    returns the savepoint's path (a local path or URI, as `target` was given)."""
+    fs, base = resolve(target)
+    name = f"savepoint-{job_id[:8]}-{uuid.uuid4().hex[:6]}"
+    directory = f"{base.rstrip('/')}/{name}"
+    fs.create_dir(f"{directory}/state", recursive=True)
+    for src, rel in p.files:
+        with source_fs.open_input_stream(src) as f, fs.open_output_stream(f"{directory}/{rel}") as out:
+            while chunk := f.read(COPY_CHUNK):
+                out.write(chunk)
+    tmp = f"{directory}/.{METADATA}.inprogress"
+    with fs.open_output_stream(tmp) as out:
+        out.write(json.dumps(p.metadata, sort_keys=True).encode())
+    fs.move(tmp, f"{directory}/{METADATA}")
+    return f"{target.rstrip('/')}/{name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Savepoint:
+    path: str  # as given
+    metadata: dict[str, Any]
+
+    @property
+    def checkpoint_id(self) -> int:
+        return int(self.metadata["checkpoint_id"])
+
+    def file_uri(self, rel: str) -> str:
+        return f"{self.path.rstrip('/')}/{rel}"
+
+
+def read(path: str) -> Savepoint:
+    """The savepoint at `path` (its directory, or its `_metadata`), checked; SavepointError otherwise."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise SavepointError("savepoint path: expected a directory holding a savepoint's _metadata")
+    path = path.rstrip("/") or "/"
+    if posixpath.basename(path) == METADATA:
+        path = posixpath.dirname(path)
+    try:
+        fs, base = resolve(path)
+        info = fs.get_file_info(f"{base}/{METADATA}")
+        if info.type == pafs.FileType.NotFound:
+            raise SavepointError(f"savepoint {path}: no {METADATA} there (not a savepoint, or not complete)")
+        if info.size is not None and info.size > MAX_METADATA_BYTES:
+            raise SavepointError(f"savepoint {path}: {METADATA} is {info.size} bytes, more than {MAX_METADATA_BYTES}")
+        with fs.open_input_stream(f"{base}/{METADATA}") as f:
+            raw = f.read(MAX_METADATA_BYTES + 1)
+    except SavepointError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SavepointError(f"savepoint {path}: cannot read {METADATA}: {exc}") from None
+    if len(raw) > MAX_METADATA_BYTES:
+        raise SavepointError(f"savepoint {path}: {METADATA} is more than {MAX_METADATA_BYTES} bytes")
+    try:
+        metadata = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise SavepointError(f"savepoint {path}: {METADATA} is not JSON (corrupt?)") from None
+    _check(path, metadata)
+    return Savepoint(path, metadata)
+
+
+def _check(path: str, m: Any) -> None:
+    def bad(what: str) -> SavepointError:
+        return SavepointError(f"savepoint {path}: {METADATA} {what}")
+
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise bad(f"is not a Sluice savepoint (format {FORMAT!r} expected)")
+    if m.get("version") != VERSION:
+        raise bad(f"has format version {m.get('version')!r}; this Sluice reads version {VERSION}")
+    for key, typ in (("checkpoint_id", int), ("max_parallelism", int), ("operators", dict), ("job_id", str)):
+        if not isinstance(m.get(key), typ) or isinstance(m.get(key), bool):
+            raise bad(f"has no valid {key!r}")
+    if not 1 <= m["max_parallelism"] <= graph.MAX_MAX_PARALLELISM:
+        raise bad(f"has max_parallelism {m['max_parallelism']} out of range")
+    for op_id, entry in m["operators"].items():
+        where = f"operator {op_id!r}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("parallelism"), int):
+            raise bad(f"{where}: expected an object with a parallelism")
+        p = entry["parallelism"]
+        if not 1 <= p <= m["max_parallelism"]:
+            raise bad(f"{where}: parallelism {p} out of range")
+        try:
+            graph.OperatorKind(str(entry.get("kind")))
+        except ValueError:
+            raise bad(f"{where}: unknown kind {entry.get('kind')!r}") from None
+        inline = entry.get("inline", {})
+        if not isinstance(inline, dict) or not all(
+            k.isdigit() and int(k) < p and isinstance(v, dict) for k, v in inline.items()
+        ):
+            raise bad(f"{where}: inline state must map subtasks below {p} to objects")
+        keyed = entry.get("keyed", [])
+        if not isinstance(keyed, list):
+            raise bad(f"{where}: keyed must be a list")
+        for h in keyed:
+            rel = h.get("file") if isinstance(h, dict) else None
+            if (
+                not isinstance(rel, str)
+                or not rel
+                or rel.startswith("/")
+                or "\0" in rel
+                or "://" in rel
+                or ".." in rel.split("/")
+            ):
+                raise bad(f"{where}: keyed file {rel!r} must be a path inside the savepoint")
+            groups = h.get("key_groups")
+            if (
+                not isinstance(groups, list)
+                or len(groups) != 2
+                or not all(isinstance(g, int) and not isinstance(g, bool) for g in groups)
+                or not 0 <= groups[0] <= groups[1] < m["max_parallelism"]
+            ):
+                raise bad(f"{where}: keyed key_groups {groups!r} out of range")
+
+
+def restore_states(
+    sp: Savepoint, job: common_pb2.JobGraph, chains: Iterable[graph.Chain], allow_non_restored: bool
+) -> dict[tuple[str, int], bytes]:
+    """The restore state of every (chain id, subtask) of `job` from savepoint `sp`; SavepointError
+    naming the operator when the savepoint does not fit the job."""
+    m = sp.metadata
+    max_p = job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM
+    if m["max_parallelism"] != max_p:
+        raise SavepointError(
+            f"savepoint {sp.path} was taken with max parallelism {m['max_parallelism']}, the job has {max_p}: "
+            "key groups cannot be mapped (set the job's max parallelism to the savepoint's)"
+        )
+    ops = {op.id: op for op in job.operators}
+    saved: dict[str, Any] = m["operators"]
+    unclaimed = sorted(op_id for op_id, e in saved.items() if op_id not in ops and (e.get("inline") or e.get("keyed")))
+    if unclaimed and not allow_non_restored:
+        raise SavepointError(
+            f"savepoint {sp.path} holds state of operators the job does not have: {', '.join(unclaimed)}. "
+            "Give the operators the same uid as before (DataStream.uid), or pass --allow-non-restored-state "
+            "to start without that state"
+        )
+    out: dict[tuple[str, int], bytes] = {}
+    for chain in chains:
+        inline_by: list[dict[str, Any]] = [{} for _ in range(chain.parallelism)]
+        keyed_by: dict[str, list[dict[str, Any]]] = {}
+        for op_id in chain.operator_ids:
+            entry = saved.get(op_id)
+            if entry is None:
+                continue
+            kind = graph.kind_of(ops[op_id])
+            if entry["kind"] != str(kind):
+                raise SavepointError(
+                    f"operator {op_id!r} was a {entry['kind']} in savepoint {sp.path} and is a {kind} in this job: "
+                    "its state does not fit (give the new operator another uid, with --allow-non-restored-state)"
+                )
+            old = [entry.get("inline", {}).get(str(i)) for i in range(entry["parallelism"])]
+            try:
+                new = redistribute(kind, op_id, old, chain.parallelism)
+            except RescaleError as exc:
+                raise SavepointError(f"savepoint {sp.path}: {exc}") from None
+            for s, state in enumerate(new):
+                if state is not None:
+                    inline_by[s][op_id] = state
+            if entry.get("keyed"):
+                keyed_by[op_id] = [
+                    {"uri": sp.file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
+                    for h in entry["keyed"]
+                ]
+        for s in range(chain.parallelism):
+            out[(chain.id, s)] = json.dumps({"operators": inline_by[s], "keyed": keyed_by}).encode()
+    return out
