@@ -34,11 +34,13 @@ def build(
         schema="url string, user long, ts long",
         name="page views",
         monitor_interval_ms=monitor_interval_ms,
-    )
-    counts = events.key_by("url").count()
-    counts.sink_to(FileSink(output_dir, columns=("url", "count")), name="counts sink")
+    ).uid("page-views")
+    # uids: a savepoint's state is found by them, whatever a later version adds (docs/savepoints.md)
+    counts = events.key_by("url").count().uid("counts")
+    counts.sink_to(FileSink(output_dir, columns=("url", "count")), name="counts sink").uid("counts-sink")
     if sqlite_path:
-        counts.sink_to(SqliteSink(sqlite_path, "page_views", key="url", columns=("url", "count")), name="sqlite sink")
+        sqlite = SqliteSink(sqlite_path, "page_views", key="url", columns=("url", "count"))
+        counts.sink_to(sqlite, name="sqlite sink").uid("sqlite-sink")
 
 
 def main() -> None:
