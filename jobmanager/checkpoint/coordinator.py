@@ -42,7 +42,8 @@ reused; a restored checkpoint's id must be below `counter.get()`.
     `savepoint` so the adapter writes the savepoint copy while persisting.
     `stop`: sources stop at its barrier and, once it completes, every task
     finishes (NotifyComplete is final; nothing is triggered after it); an
-    abort leaves the job running. One savepoint at a time: a second request
+    abort leaves the job running and is not counted against
+    `tolerable_failures`. One savepoint at a time: a second request
     while one is wanted or pending raises ValueError, as does a request once
     the job failed or its final checkpoint completed.
 
@@ -539,7 +540,7 @@ class CheckpointCoordinator:
             NotifyAborted(p.checkpoint_id, self.executions, reason, p.savepoint),
             DiscardCheckpoint(p.checkpoint_id),
         ]
-        if counted:
+        if counted and not p.savepoint:  # a failed savepoint (say, an unwritable target) fails only its request
             self._failures += 1
             if self._failures > self.config.tolerable_failures and not self._job_failed:
                 self._job_failed = True
