@@ -246,7 +246,8 @@ def restore_states(
             kind = graph.kind_of(ops[op_id])
             if entry["kind"] != str(kind):
                 raise SavepointError(
-                    f"operator {op_id!r} was of kind {entry['kind']} in savepoint {sp.path} and is of kind {kind} in this job: "
+                    f"operator {op_id!r} was of kind {entry['kind']} in savepoint {sp.path} "
+                    f"and is of kind {kind} in this job: "
                     "its state does not fit (give the new operator another uid, with --allow-non-restored-state)"
                 )
             old = [entry.get("inline", {}).get(str(i)) for i in range(entry["parallelism"])]
