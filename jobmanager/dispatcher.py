@@ -230,6 +230,17 @@ class Dispatcher:
                 raise ValueError(f"job {job_id} already ended {ended}")
             return self._job(job_id).trigger_savepoint(target, stop, self.clock())
 
+    def reconfigure(self, job_id: str, operator: str, parallelism: int, new_job: common_pb2.JobGraph | None) -> str:
+        """Start a live reconfiguration of a running job (docs/reconfiguration.md); its id."""
+        self._require_leader()
+        if new_job is not None:
+            graph.validate(new_job)  # JobValidationError naming the field
+        with self._lock:
+            if job_id not in self._jobs and job_id in self._results:
+                ended = from_proto(JobStatus, self._results[job_id].state)
+                raise ValueError(f"job {job_id} already ended {ended}")
+            return self._job(job_id).reconfigure(operator, parallelism, new_job, self.clock())
+
     def job_graph(self, job_id: str) -> common_pb2.JobGraph:
         self._require_leader()
         with self._lock:
@@ -262,7 +273,7 @@ class Dispatcher:
             infos = []
             for _, job_id in page:
                 info = self._jobs[job_id].info(free) if job_id in self._jobs else self._ended_info(job_id)
-                for detail in ("tasks", "checkpoints", "exceptions", "savepoints"):
+                for detail in ("tasks", "checkpoints", "exceptions", "savepoints", "reconfigurations"):
                     info.ClearField(detail)
                 info.failure = bounded(info.failure, SUMMARY_FAILURE_LIMIT)
                 infos.append(info)
@@ -486,21 +497,42 @@ class Dispatcher:
         except KeyError:
             return None
 
-    def call_task(self, job: JobMaster, execution_id: str, method: str, request: Any) -> None:
+    def call_task(
+        self,
+        job: JobMaster,
+        execution_id: str,
+        method: str,
+        request: Any,
+        on_reply: Callable[[Any, str], None] | None = None,
+    ) -> None:
         """An RPC to the TaskManager running `execution_id`. An unreachable TaskManager is
-        declared lost at once instead of waiting for its heartbeat timeout."""
+        declared lost at once instead of waiting for its heartbeat timeout. `on_reply(reply,
+        error)` runs under the lock once it answered (reply None and the error when it failed),
+        while this JobManager still leads and the attempt is the same."""
         ex = job.graph.executions[execution_id]
         if ex.slot is None:
+            if on_reply is not None:
+                on_reply(None, "not deployed")
             return
         resource_id, address = ex.slot.resource_id, self.address_of(ex.slot.resource_id)
         if address is None:
+            if on_reply is not None:
+                on_reply(None, "its TaskManager is gone")
             return  # its TaskManager is gone; the cancel timeout settles it
         session, attempt = self._session, job.attempt
 
+        def reply(response: Any, error: str) -> None:
+            if on_reply is not None:
+                with self._lock:
+                    if self._session == session and job.attempt == attempt:
+                        on_reply(response, error)
+
         def call() -> None:
             try:
-                getattr(self._stub(address), method)(request, timeout=30 if method == "SubmitTask" else 10)
+                response = getattr(self._stub(address), method)(request, timeout=30 if method == "SubmitTask" else 10)
+                reply(response, "")
             except grpc.RpcError as err:
+                reply(None, f"{err.code().name}: {err.details()}")
                 log.warning(
                     "[job %s attempt %d] %s of %s on %s failed: %s %s",
                     job.job_id,

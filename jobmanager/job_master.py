@@ -42,6 +42,9 @@ from typing import Any, NamedTuple, Protocol, assert_never, cast
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
+from jobmanager.reconfiguration import protocol as rp
+from jobmanager.reconfiguration.plan import make_plan
+from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler.restart_strategy import (
     FailureSignature,
@@ -75,7 +78,14 @@ class Gateway(Protocol):
     def request_slots(self, job_id: str, count: int) -> None: ...
     def release_slots(self, job_id: str) -> None: ...
     def address_of(self, resource_id: str) -> str | None: ...
-    def call_task(self, job: JobMaster, execution_id: str, method: str, request: Any) -> None: ...
+    def call_task(
+        self,
+        job: JobMaster,
+        execution_id: str,
+        method: str,
+        request: Any,
+        on_reply: Callable[[Any, str], None] | None = None,
+    ) -> None: ...
     def run_io(self, job: JobMaster, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None: ...
     def guard(self) -> Any: ...
     @property
@@ -227,6 +237,11 @@ class JobMaster:
         self.graph = eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout)  # replaced by start()
         self.coordinator: cc.CheckpointCoordinator | None = None
         self.savepoints: collections.deque[SavepointRequest] = collections.deque(maxlen=SAVEPOINTS_SHOWN)
+        # Live reconfiguration (docs/reconfiguration.md): the one in progress, the past ones for the status
+        self.reconfiguration: ReconfigurationRun | None = None
+        self.reconfigurations: collections.deque[Outcome] = collections.deque(maxlen=SAVEPOINTS_SHOWN)
+        self._partition_tags: dict[tuple[str, str], str] = {}
+        self._restore_override: dict[tuple[str, int], tuple[int, bytes]] = {}
         self._savepoint_request: SavepointRequest | None = None  # the one in progress
         self.stopped_with: str = ""  # the savepoint of a job stopped with one
         self.savepoints_dir = job_options.SAVEPOINTS_DIR.read(config) or (
@@ -255,6 +270,7 @@ class JobMaster:
 
     # -- attempts -------------------------------------------------------------------------------
     def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002 — time is an input, as for events
+        self._partition_tags, self._restore_override = {}, {}  # every task of an attempt starts from one checkpoint
         infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in self.chains]
         self.graph = eg.ExecutionGraph(
             self.job_id,
@@ -317,6 +333,12 @@ class JobMaster:
             return True
         actions = self.graph.handle(eg.TaskStateReported(eid, state, error, now, cause))
         self._apply(actions, now)
+        run = self.reconfiguration
+        if run is not None and not run.ended and not any(isinstance(a, eg.Ignored) for a in actions):
+            if state == ExecutionState.FINISHED and eid in run.retiring:
+                run.handle(rp.Retired(eid), now)
+            elif state == ExecutionState.RUNNING and eid in run.new_executions:
+                run.handle(rp.Running(eid, now), now)
         return not any(isinstance(a, eg.Ignored) for a in actions)
 
     def on_deploy_failed(self, eid: str, error: str, now: float) -> None:
@@ -383,6 +405,68 @@ class JobMaster:
         self._apply_checkpoint(coordinator, actions, now)
         return request.request_id
 
+    # -- live reconfiguration (docs/reconfiguration.md) ---------------------------------------------
+    def reconfigure(self, operator: str, parallelism: int, new_job: common_pb2.JobGraph | None, now: float) -> str:
+        """Start a live reconfiguration; its id. ValueError (ReconfigurationError) saying why it
+        cannot be made now; the job is untouched then."""
+        if self.terminal:
+            raise ValueError(f"job {self.job_id} already ended {self.final_state}")
+        coordinator = self.coordinator
+        if self.ckpt_config is None or coordinator is None:
+            raise ValueError(
+                f"job {self.job_id} runs without checkpointing; a live reconfiguration switches at a checkpoint "
+                "barrier (env.enable_checkpointing(ms))"
+            )
+        if self.state != JobStatus.RUNNING or any(
+            ex.state != ExecutionState.RUNNING for ex in self.graph.executions.values()
+        ):
+            raise ValueError(f"job {self.job_id} is {self.state} and not every task runs: try again when it does")
+        if self.reconfiguration is not None and not self.reconfiguration.ended:
+            raise ValueError(f"job {self.job_id}: reconfiguration {self.reconfiguration.outcome.id} is in progress")
+        if self._savepoint_request is not None or coordinator.savepoint_wanted:
+            raise ValueError(f"job {self.job_id}: a savepoint is in progress; wait for it to end")
+        plan = make_plan(self.job, operator, parallelism, new_job, slots=len(self.graph.slots))
+        rid = uuid.uuid4().hex[:12]
+        run = ReconfigurationRun(self, rid, plan, f"{self._attempt_tag}.r{len(self.reconfigurations) + 1}", now)
+        self.reconfiguration = run
+        self.reconfigurations.append(run.outcome)
+        run.start()
+        return rid
+
+    def adopt(self, job: common_pb2.JobGraph) -> None:
+        """Make `job` the job's graph (a reconfiguration's new one, or back to the old one)."""
+        self.job = job
+        self.chains = graph.build_chains(job)
+        self.chain_by_id = {c.id: c for c in self.chains}
+        self.chain_of = graph.chain_of(self.chains)
+        self.slots_required = graph.slots_required(job)
+
+    def add_restore_states(self, states: dict[tuple[str, int], bytes], checkpoint_id: int) -> None:
+        for key, state in states.items():
+            self._restore_override[key] = (checkpoint_id, state)
+
+    def apply_graph_actions(self, actions: Iterable[eg.ExecutionGraphAction], now: float) -> None:
+        self._apply(actions, now)
+
+    def apply_checkpoint_actions(self, actions: Iterable[cc.CoordinatorAction], now: float) -> None:
+        if self.coordinator is not None:
+            self._apply_checkpoint(self.coordinator, actions, now)
+
+    def fail_globally(self, reason: str, now: float) -> None:
+        self._apply(self.graph.handle(eg.GlobalFailure(reason, now)), now)
+
+    def commit_reconfiguration(self, now: float) -> None:
+        """The new configuration is the job's: the HA store gets its graph, and a coordinator
+        over the new executions takes over from the barrier's checkpoint."""
+        old = self.coordinator
+        if old is not None and old not in self._past_coordinators:
+            self._past_coordinators = [*self._past_coordinators[-(PAST_ATTEMPTS_SHOWN - 1) :], old]
+        self.coordinator = None
+        self._start_coordinator(now)
+        ha, job = self.gateway.ha, self.job
+        if ha is not None:
+            self.gateway.run_io(self, lambda: ha.put_job_graph(self.gateway.guard, self.job_id, job), _ignore)
+
     def _savepoint_ended(self, failure: str = "", path: str = "") -> None:
         request, self._savepoint_request = self._savepoint_request, None
         if request is None:
@@ -405,6 +489,8 @@ class JobMaster:
             self._restart(now)
             return
         self._apply(self.graph.handle(eg.Tick(now)), now)
+        if self.reconfiguration is not None and not self.reconfiguration.ended:
+            self.reconfiguration.handle(rp.Tick(now), now)
         if self.coordinator is not None:
             self._apply_checkpoint(self.coordinator, self.coordinator.handle(cc.Tick(now)), now)
 
@@ -466,6 +552,8 @@ class JobMaster:
         elif action.new in (JobStatus.FAILING, JobStatus.CANCELLING):
             if self._savepoint_request is not None and self._savepoint_request.status == SavepointStatus.IN_PROGRESS:
                 self._savepoint_ended(failure=f"the job went {action.new} while the savepoint was taken")
+            if self.reconfiguration is not None and not self.reconfiguration.ended:
+                self.reconfiguration.on_job_failing(f"job {action.new}", now)
             if action.new == JobStatus.FAILING:
                 self._failed_ms = _now_ms()
                 if not self._cancel_requested:
@@ -554,7 +642,7 @@ class JobMaster:
             try:
                 storage, cid = self._storage(), self.latest.checkpoint_id
                 self._restore_states = metadata.restore_states(
-                    storage.read_metadata(cid), self.chains, storage.metadata_path(cid)
+                    storage.read_metadata(cid), self.chains, storage.metadata_path(cid), self.job
                 )
             except CheckpointCorrupt as exc:
                 log.error("%s cannot restore: %s", self.tag, exc)
@@ -679,6 +767,8 @@ class JobMaster:
                     targets = set(action.targets) | (set() if action.final else self.end_of_input)
                     if action.savepoint and self._savepoint_request is not None:
                         self._savepoint_request.checkpoint_id = action.checkpoint_id
+                    if action.reconfigure and self.reconfiguration is not None:
+                        self.reconfiguration.handle(rp.BarrierTriggered(action.checkpoint_id, now), now)
                     if action.stop:  # every task is told: it idles once it has snapshotted
                         targets = set(self.graph.executions)
                     for eid in sorted(targets):
@@ -689,6 +779,8 @@ class JobMaster:
                     log.info("%s checkpoint %d completed", self.tag, action.checkpoint_id)
                     self.latest = coordinator.latest_completed()
                     self._notify("NotifyCheckpointComplete", action.targets, action.checkpoint_id, action.final)
+                    if self.reconfiguration is not None:
+                        self.reconfiguration.handle(rp.BarrierCompleted(action.checkpoint_id), now)
                     self.restart.on_success(now)
                     self.repeated.on_success()  # progress: a repeated error is no longer a replay of the same input
                     self.tm_losses = 0
@@ -696,6 +788,8 @@ class JobMaster:
                     log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
                     if action.savepoint:
                         self._savepoint_ended(failure=action.reason)
+                    if self.reconfiguration is not None:
+                        self.reconfiguration.handle(rp.BarrierAborted(action.checkpoint_id, action.reason), now)
                     if self.graph.state == JobStatus.RUNNING:
                         self._notify("NotifyCheckpointAborted", action.targets, action.checkpoint_id)
                 case cc.DiscardCheckpoint():
@@ -722,7 +816,7 @@ class JobMaster:
         )
         storage, cid, retained, ha = self._storage(), action.checkpoint_id, coordinator.config.retained, self.gateway.ha
         request = self._savepoint_request if action.savepoint else None
-        plan = sp.plan(content, self.job, self.chains) if request is not None else None
+        plan = sp.plan(content, self.job) if request is not None else None
         written: list[str] = []
 
         def persist() -> None:
@@ -765,7 +859,10 @@ class JobMaster:
             job=self.job,
             checkpoint_dir=self.storage.uri if self.storage else "",
         )
-        if self.restored_checkpoint is not None:
+        override = self._restore_override.get((chain.id, ex.subtask))
+        if override is not None:  # a subtask deployed by a live reconfiguration
+            tdd.restore_checkpoint_id, tdd.restore_state = override
+        elif self.restored_checkpoint is not None:
             tdd.restore_checkpoint_id = self.restored_checkpoint
             tdd.restore_state = self._restore_states[(chain.id, ex.subtask)]
         for edge in chain.inputs:
@@ -773,11 +870,11 @@ class JobMaster:
             gate = tdd.inputs.add(upstream_chain=upstream.id)
             for j in range(upstream.parallelism):
                 slot = _deployed(g.slot_of(upstream.id, j), f"{upstream.id}/{j}")
-                pid = partition_id(self.job_id, self._attempt_tag, upstream.id, edge.target, j)
+                pid = self.partition_id_for(upstream.id, edge.target, j, self._ptag(upstream.id, chain.id))
                 gate.channels.add(partition_id=pid, address=self.gateway.address_of(slot.resource_id) or "")
         for edge in chain.outputs:
             target = self.chain_of[edge.target]
-            pid = partition_id(self.job_id, self._attempt_tag, chain.id, edge.target, ex.subtask)
+            pid = self.partition_id_for(chain.id, edge.target, ex.subtask, self._ptag(chain.id, target.id))
             tdd.outputs.add(
                 partition_id=pid,
                 target_chain=target.id,
@@ -787,6 +884,22 @@ class JobMaster:
                 num_subpartitions=target.parallelism,
             )
         return tdd
+
+    def partition_id_for(self, chain_id: str, target_op: str, subtask: int, tag: str) -> str:
+        return partition_id(self.job_id, tag, chain_id, target_op, subtask)
+
+    def _ptag(self, producer: str, target: str) -> str:
+        """The tag in the ids of the partitions `producer` writes for `target` (chain ids): the
+        attempt's, or that of the live reconfiguration that last redeployed either side."""
+        return (
+            self._partition_tags.get((producer, target))
+            or self._partition_tags.get((producer, ""))
+            or self._attempt_tag
+        )
+
+    def set_partition_tag(self, producer: str, tag: str, target: str = "") -> None:
+        """Partitions of `producer` (for `target`; "": for every target) are named with `tag`."""
+        self._partition_tags[(producer, target)] = tag
 
     @property
     def _attempt_tag(self) -> str:
@@ -817,6 +930,7 @@ class JobMaster:
         if self.savepoint is not None:
             info.restored_savepoint = self.savepoint.path
         info.savepoint = self.stopped_with if state == JobStatus.FINISHED else ""
+        info.reconfigurations.extend(o.to_proto() for o in self.reconfigurations)
         for r in self.savepoints:
             info.savepoints.add(
                 request_id=r.request_id,

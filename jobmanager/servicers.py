@@ -161,6 +161,20 @@ class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
         return jobmanager_pb2.StopJobResponse(request_id=request_id)
 
     @translated
+    def ReconfigureJob(
+        self, request: jobmanager_pb2.ReconfigureJobRequest, _context: grpc.ServicerContext
+    ) -> jobmanager_pb2.ReconfigureJobResponse:
+        if request.parallelism < 0:
+            raise BadField("parallelism", f"must be >= 1, got {request.parallelism}")
+        rid = self.dispatcher.reconfigure(
+            bounded_id(request.job_id, "job_id"),
+            bounded_id(request.operator_uid, "operator_uid"),
+            request.parallelism,
+            request.new_job if request.HasField("new_job") else None,
+        )
+        return jobmanager_pb2.ReconfigureJobResponse(reconfiguration_id=rid)
+
+    @translated
     def GetJobGraph(
         self, request: jobmanager_pb2.GetJobGraphRequest, _context: grpc.ServicerContext
     ) -> common_pb2.JobGraph:

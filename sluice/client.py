@@ -29,7 +29,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_bef
 from sluice import config, rpc
 from sluice.cluster_file import ClusterFile, ClusterFileError, ClusterFileNotFound
 from sluice.security.tls import TlsError, TlsFiles
-from sluice.states import JobStatus, SavepointStatus, from_proto
+from sluice.states import JobStatus, ReconfigurationStatus, SavepointStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
 
 log = logging.getLogger("sluice.client")
@@ -343,6 +343,34 @@ class JobManagerClient:
                 raise SluiceError(f"job {job_id} ended {state} before its savepoint completed")
             if time.monotonic() > deadline:
                 raise SluiceError(f"savepoint of job {job_id} not done after {timeout:g}s ({status})")
+            time.sleep(poll)
+
+    def reconfigure(
+        self, job_id: str, operator: str, parallelism: int = 0, new_job: common_pb2.JobGraph | None = None
+    ) -> str:
+        """Start a live reconfiguration (docs/reconfiguration.md); its id (`wait_reconfiguration`)."""
+        request = jobmanager_pb2.ReconfigureJobRequest(job_id=job_id, operator_uid=operator, parallelism=parallelism)
+        if new_job is not None:
+            request.new_job.CopyFrom(new_job)
+        reply: jobmanager_pb2.ReconfigureJobResponse = self._call(
+            f"ReconfigureJob {job_id}", lambda s: s.ReconfigureJob(request, timeout=30)
+        )
+        return reply.reconfiguration_id
+
+    def wait_reconfiguration(
+        self, job_id: str, rid: str, timeout: float = 600.0, poll: float = 0.2
+    ) -> common_pb2.ReconfigurationInfo:
+        """Reconfiguration `rid` once it ended (COMPLETED, FAILED or ABORTED); SluiceError after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.get(job_id)
+            r = next((r for r in info.reconfigurations if r.id == rid), None)
+            if r is None:
+                raise SluiceError(f"job {job_id} has no reconfiguration {rid} (a JobManager failover?)")
+            if from_proto(ReconfigurationStatus, r.status) != ReconfigurationStatus.IN_PROGRESS:
+                return r
+            if time.monotonic() > deadline:
+                raise SluiceError(f"reconfiguration {rid} of job {job_id} not done after {timeout:g}s")
             time.sleep(poll)
 
     def job_graph(self, job_id: str) -> common_pb2.JobGraph:

@@ -799,20 +799,24 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
                 raise JobValidationError(f"{where}.db_path", f"the database's directory {directory} does not exist")
 
 
-def rescaled(job: common_pb2.JobGraph, parallelism: int, operator: str | None = None) -> common_pb2.JobGraph:
-    """A copy of `job` with every operator (or only `operator`, by id) at `parallelism`; a
-    forward edge between operators of different parallelism becomes a rebalance, as the job
-    API makes it (`sluice rescale`, docs/savepoints.md). ValueError naming what is wrong."""
+def rescaled(
+    job: common_pb2.JobGraph, parallelism: int, operator: str | None = None, members: tuple[str, ...] = ()
+) -> common_pb2.JobGraph:
+    """A copy of `job` with every operator (or only `operator`, by id, or only `members`) at
+    `parallelism`; a forward edge between operators of different parallelism becomes a
+    rebalance, as the job API makes it (`sluice rescale`, docs/savepoints.md). ValueError
+    naming what is wrong."""
     maxp = job.max_parallelism or DEFAULT_MAX_PARALLELISM
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= maxp:
         raise ValueError(f"parallelism must be between 1 and the job's max parallelism {maxp}, got {parallelism}")
     ids = [op.id for op in job.operators]
     if operator is not None and operator not in ids:
         raise ValueError(f"the job has no operator with uid {operator!r}; its operators: {', '.join(ids)}")
+    chosen = set(members) | ({operator} if operator is not None else set())
     new = common_pb2.JobGraph()
     new.CopyFrom(job)
     for op in new.operators:
-        if operator is None or op.id == operator:
+        if not chosen or op.id in chosen:
             op.parallelism = parallelism
     par = {op.id: op.parallelism for op in new.operators}
     for e in new.edges:

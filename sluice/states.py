@@ -83,6 +83,15 @@ class SavepointStatus(enum.StrEnum):
     FAILED = "FAILED"
 
 
+class ReconfigurationStatus(enum.StrEnum):
+    """A live reconfiguration's progress (docs/reconfiguration.md)."""
+
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    ABORTED = "ABORTED"
+
+
 class AckOutcome(enum.StrEnum):
     """How the checkpoint coordinator took an acknowledgement (docs/checkpoints.md)."""
 
@@ -107,6 +116,7 @@ _PROTO: dict[type[enum.StrEnum], tuple[EnumTypeWrapper, str]] = {
     ExecutionState: (common_pb2.ExecutionState, "EXECUTION_STATE_"),
     CheckpointStatus: (common_pb2.CheckpointStatus, "CHECKPOINT_STATUS_"),
     SavepointStatus: (common_pb2.SavepointStatus, "SAVEPOINT_STATUS_"),
+    ReconfigurationStatus: (common_pb2.ReconfigurationStatus, "RECONFIGURATION_STATUS_"),
     AckOutcome: (jobmanager_pb2.AckOutcome, "ACK_OUTCOME_"),
     FailureCause: (jobmanager_pb2.FailureCause, "FAILURE_CAUSE_"),
 }

@@ -105,6 +105,21 @@ class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
             task.notify_aborted(request.checkpoint_id)
         return taskmanager_pb2.CheckpointNotificationResponse(found=task is not None)
 
+    def PrepareReconfiguration(
+        self, request: taskmanager_pb2.PrepareReconfigurationRequest, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.PrepareReconfigurationResponse:
+        task = self._task_for(request, context)
+        found = task is not None and task.prepare_reconfiguration(request)
+        return taskmanager_pb2.PrepareReconfigurationResponse(found=found)
+
+    def AbortReconfiguration(
+        self, request: taskmanager_pb2.AbortReconfigurationRequest, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.PrepareReconfigurationResponse:
+        task = self._task_for(request, context)
+        if task is not None:
+            task.abort_reconfiguration(request.reconfiguration_id)
+        return taskmanager_pb2.PrepareReconfigurationResponse(found=task is not None)
+
     def _task_for(self, request: _ForExecution, context: grpc.ServicerContext) -> Task | None:
         self._check_fencing(request.leader_session_id, context)
         return self.tasks.get(request.execution_id)

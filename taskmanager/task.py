@@ -120,7 +120,9 @@ class Task:
         self._source_id = ""
         self._ended = False
         self._final_committed = False
-        self._stop_at: int | None = None  # the checkpoint that stops the job with a savepoint
+        self._stop_at: int | None = None  # the checkpoint this task stops at (a stop with savepoint, a reconfiguration)
+        self._reconfiguration: taskmanager_pb2.PrepareReconfigurationRequest | None = None
+        self._retired_partitions: list[tuple[int, str]] = []  # (checkpoint, partition) ended by a reconfiguration
         self._stopped = False  # that checkpoint completed: finish without ending the input
         self._last_snapshot = 0
         self.maxp = tdd.job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM
@@ -250,30 +252,8 @@ class Task:
         tdd = self.tdd
         specs = {op.id: op for op in tdd.job.operators}
         for out in tdd.outputs:
-            partition = ResultPartition(
-                out.partition_id, out.num_subpartitions, SUBPARTITION_CAPACITY, on_consumed=self.partitions.release
-            )
-            partitioning = graph.partitioning_of(out)
-            combiner = None
-            ts_column = self._assigner_column(specs)
-            if partitioning == graph.Partitioning.HASH:  # the consumer may let us pre-aggregate
-                target = specs[out.target_chain]
-                combiner = combiner_for(graph.kind_of(target), graph.operator_settings(target))
-            self._writers.append(
-                RecordWriter(
-                    partition,
-                    partitioning,
-                    list(out.keys),
-                    tdd.subtask_index,
-                    self.maxp,
-                    combiner,
-                    self.cancelled,
-                    ts_column if not out.output_tag else None,
-                )
-            )
-            if out.output_tag:
-                self._side_writers.append(self._writers.pop())
-            self.partitions.register(partition)
+            writer = self._writer(out, specs)
+            (self._side_writers if out.output_tag else self._writers).append(writer)
         head = specs[tdd.operator_ids[0]]
         chained = list(tdd.operator_ids)
         if graph.kind_of(head) in graph.SOURCE_KINDS:
@@ -313,6 +293,77 @@ class Task:
             self._channel_side = self._sides(self._operators[0][1])
         if tdd.restore_checkpoint_id:
             self._restore(json.loads(tdd.restore_state or b"{}"))
+
+    def _writer(self, out: Any, specs: dict[str, Any]) -> RecordWriter:
+        """A record writer on a new, registered result partition for output `out` (a
+        ResultPartitionDescriptor); `specs`: operator specs by id, for the target's head."""
+        partition = ResultPartition(
+            out.partition_id, out.num_subpartitions, SUBPARTITION_CAPACITY, on_consumed=self.partitions.release
+        )
+        partitioning = graph.partitioning_of(out)
+        combiner = None
+        if partitioning == graph.Partitioning.HASH:  # the consumer may let us pre-aggregate
+            target = specs[out.target_chain]
+            combiner = combiner_for(graph.kind_of(target), graph.operator_settings(target))
+        writer = RecordWriter(
+            partition,
+            partitioning,
+            list(out.keys),
+            self.tdd.subtask_index,
+            self.maxp,
+            combiner,
+            self.cancelled,
+            self._assigner_column(specs) if not out.output_tag else None,
+        )
+        writer.target_chain = out.target_chain
+        self.partitions.register(partition)
+        return writer
+
+    # -- live reconfiguration (docs/reconfiguration.md) ----------------------------------------------
+    def prepare_reconfiguration(self, request: taskmanager_pb2.PrepareReconfigurationRequest) -> bool:
+        """Called on the RPC thread: the plan is in place before the JobManager triggers the
+        barrier, so the snapshot that meets it (on the task thread) sees it."""
+        if self.state.terminal or self._stopped:
+            return False
+        self._reconfiguration = request
+        return True
+
+    def abort_reconfiguration(self, reconfiguration_id: str) -> None:
+        r = self._reconfiguration
+        if r is not None and r.reconfiguration_id == reconfiguration_id:
+            self._reconfiguration = None
+
+    def _reconfigure_at(self, checkpoint_id: int) -> None:
+        """The barrier of a prepared reconfiguration: stop here (retire), or move the outputs to
+        the redeployed tasks over to new partitions (the old ones end after this barrier)."""
+        r = self._reconfiguration
+        if r is None or checkpoint_id < r.from_checkpoint_id:
+            return
+        self._reconfiguration = None
+        if r.retire:
+            self._stop_at = checkpoint_id
+            log.info("%s reconfiguration %s: stops at checkpoint %d", self.tag, r.reconfiguration_id, checkpoint_id)
+            return
+        specs = {op.id: op for op in self.tdd.job.operators} | {op.id: op for op in r.targets}
+        for out in r.outputs:
+            writers = self._side_writers if out.output_tag else self._writers
+            i = next(i for i, w in enumerate(writers) if w.target_chain == out.target_chain)
+            old, new = writers[i], self._writer(out, specs)
+            # the task's counters go on across the switch
+            new.records_produced, new.records_sent = old.records_produced, old.records_sent
+            new.null_keys_dropped = new._null_keys_logged = old.null_keys_dropped
+            old.end()
+            self._retired_partitions.append((checkpoint_id, old.partition.partition_id))
+            if old.last_watermark is not None:
+                new.watermark(old.last_watermark)
+            writers[i] = new
+        log.info(
+            "%s reconfiguration %s: outputs to %s switched at checkpoint %d",
+            self.tag,
+            r.reconfiguration_id,
+            ", ".join(o.target_chain for o in r.outputs),
+            checkpoint_id,
+        )
 
     def _sides(self, head: Operator) -> list[int]:
         """Each input channel's side for a two-input head: 0 for the gate from the chain that ends
@@ -665,9 +716,12 @@ class Task:
                         op.notify_checkpoint_complete(checkpoint_id)
                     if final and self._ended:
                         self._final_committed = True
-                    elif final and checkpoint_id == self._last_snapshot:
+                    elif checkpoint_id == self._stop_at or (final and checkpoint_id == self._last_snapshot):
                         # final before the end of the input: the checkpoint that stops the job
                         self._stop_at, self._stopped = checkpoint_id, True
+                    for cid, pid in [p for p in self._retired_partitions if p[0] <= checkpoint_id]:
+                        self.partitions.release(pid)  # its consumers stopped at that barrier
+                        self._retired_partitions.remove((cid, pid))
                 case CheckpointAborted(checkpoint_id=checkpoint_id):
                     if checkpoint_id == self._stop_at:
                         self._stop_at = None  # the stop failed: the job goes on
@@ -699,6 +753,7 @@ class Task:
         if not self._ended:
             for w in [*self._writers, *self._side_writers]:
                 w.barrier(checkpoint_id)
+            self._reconfigure_at(checkpoint_id)
         self._uploader.submit(self._upload, self.storage, checkpoint_id, inline, keyed)
 
     def _upload(

@@ -36,6 +36,11 @@ reused; a restored checkpoint's id must be below `counter.get()`.
     The event that aborts never also triggers. TasksLost aborts IN_PROGRESS
     uncounted, forgets a final request (restarted tasks ask again) and
     suspends triggering.
+  * ReconfigurationRequested (docs/reconfiguration.md): like a savepoint
+    request, a checkpoint taken as soon as one may trigger (even while
+    suspended), flagged `reconfigure` on its trigger; its abort is not
+    counted. Once it completes the coordinator suspends itself: its
+    executions are about to change, and the adapter replaces it.
   * SavepointRequested (docs/savepoints.md): a checkpoint taken now,
     ignoring interval and min_pause, when one may trigger (else on the next
     Tick that may; a final request goes first); its actions carry
@@ -174,6 +179,11 @@ class SavepointRequested:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReconfigurationRequested:
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
 class Suspend:
     now: float
 
@@ -192,6 +202,7 @@ CoordinatorEvent: TypeAlias = (
     | CheckpointPersisted
     | PersistFailed
     | SavepointRequested
+    | ReconfigurationRequested
     | Suspend
     | Resume
 )
@@ -206,6 +217,7 @@ class TriggerCheckpoint:
     final: bool
     savepoint: bool = False
     stop: bool = False  # stop with a savepoint: sources stop reading after its barrier
+    reconfigure: bool = False  # the barrier of a live reconfiguration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,6 +303,7 @@ class _Pending:
     failure: str = ""
     savepoint: bool = False
     stop: bool = False
+    reconfigure: bool = False
 
 
 class CheckpointCoordinator:
@@ -331,6 +344,7 @@ class CheckpointCoordinator:
         self._final_wanted = False
         self._final_done = False
         self._savepoint_wanted: bool | None = None  # a savepoint to trigger: its stop flag
+        self._reconfigure_wanted = False
         self._failures = 0  # consecutive failed checkpoints
         self._pending: _Pending | None = None
         self._completed: list[CompletedCheckpoint] = [restored] if restored is not None else []
@@ -356,6 +370,8 @@ class CheckpointCoordinator:
                 return self._on_persist_failed(event)
             case SavepointRequested():
                 return self._on_savepoint_requested(event)
+            case ReconfigurationRequested():
+                return self._on_reconfiguration_requested(event)
             case Suspend():
                 return self._on_suspend()
             case Resume():
@@ -383,6 +399,8 @@ class CheckpointCoordinator:
             return self._trigger(self.counter.get_and_increment(), ev.now, final=True)
         if self._savepoint_wanted is not None:
             return self._trigger(self.counter.get_and_increment(), ev.now, final=False, stop=self._savepoint_wanted)
+        if self._reconfigure_wanted:
+            return self._trigger(self.counter.get_and_increment(), ev.now, final=False)
         cfg = self.config
         if cfg.interval is None or cfg.interval <= 0 or ev.now - self._last_trigger < cfg.interval:
             return []  # not periodic, or not due
@@ -414,12 +432,28 @@ class CheckpointCoordinator:
         p = self._pending
         if self._savepoint_wanted is not None or (p is not None and p.savepoint):
             raise ValueError(f"job {self.job_id}: a savepoint is already in progress; wait for it to end")
+        if self._reconfigure_wanted or (p is not None and p.reconfigure):
+            raise ValueError(f"job {self.job_id}: a reconfiguration is in progress; wait for it to end")
         if not self._may_trigger() or self._final_wanted:
             self._savepoint_wanted = ev.stop
             return []  # served by the next Tick that may trigger
         cid = self.counter.get_and_increment()  # before any change: a failing counter changes nothing
         self._savepoint_wanted = ev.stop
         return self._trigger(cid, ev.now, final=False, stop=ev.stop)
+
+    def _on_reconfiguration_requested(self, ev: ReconfigurationRequested) -> Actions:
+        if self._job_failed or self._final_done or self._final_wanted:
+            raise ValueError(f"job {self.job_id}: no reconfiguration now, the job is ending")
+        p = self._pending
+        if self._savepoint_wanted is not None or (p is not None and (p.savepoint or p.reconfigure)):
+            raise ValueError(f"job {self.job_id}: a savepoint or reconfiguration is in progress; wait for it")
+        self._suspended = False
+        if p is not None:
+            self._reconfigure_wanted = True
+            return []  # served by the next Tick that may trigger
+        cid = self.counter.get_and_increment()
+        self._reconfigure_wanted = True
+        return self._trigger(cid, ev.now, final=False)
 
     def _on_ack(self, ev: Acknowledge) -> Actions:
         if not _int(ev.size) or ev.size < 0:
@@ -472,6 +506,7 @@ class CheckpointCoordinator:
         self._suspended = True
         self._final_wanted = False
         self._savepoint_wanted = None  # the adapter fails the request: the attempt ended
+        self._reconfigure_wanted = False
         p = self._pending
         if p is None or p.status != CheckpointStatus.IN_PROGRESS:
             return []
@@ -486,6 +521,8 @@ class CheckpointCoordinator:
         self._failures = 0
         if p.final or p.stop:
             self._final_wanted, self._final_done = False, True
+        if p.reconfigure:  # the executions change now: the adapter replaces this coordinator
+            self._suspended = True
         handles = {eid: p.acks[eid][0] for eid in self.executions}
         size = sum(s for _, s in p.acks.values())
         self._completed.append(
@@ -522,11 +559,14 @@ class CheckpointCoordinator:
         if savepoint:
             self._savepoint_wanted = None
         stop = stop and savepoint
-        self._pending = _Pending(cid, now, final, savepoint=savepoint, stop=stop)
+        reconfigure = not final and not savepoint and self._reconfigure_wanted
+        if reconfigure:
+            self._reconfigure_wanted = False
+        self._pending = _Pending(cid, now, final, savepoint=savepoint, stop=stop, reconfigure=reconfigure)
         self._history.append(self._pending)
         self._last_trigger = now
         targets = self.executions if final else self.sources
-        return [TriggerCheckpoint(cid, now, targets, final, savepoint, stop)]
+        return [TriggerCheckpoint(cid, now, targets, final, savepoint, stop, reconfigure)]
 
     def _abort(self, reason: str, now: float, counted: bool) -> Actions:
         p = self._pending
@@ -540,7 +580,7 @@ class CheckpointCoordinator:
             NotifyAborted(p.checkpoint_id, self.executions, reason, p.savepoint),
             DiscardCheckpoint(p.checkpoint_id),
         ]
-        if counted and not p.savepoint:  # a failed savepoint (say, an unwritable target) fails only its request
+        if counted and not (p.savepoint or p.reconfigure):  # a failed savepoint or reconfiguration fails only itself
             self._failures += 1
             if self._failures > self.config.tolerable_failures and not self._job_failed:
                 self._job_failed = True

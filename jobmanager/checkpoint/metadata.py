@@ -18,8 +18,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from sluice.checkpoints import savepoint
 from sluice.checkpoints.storage import CheckpointCorrupt
 from sluice.graph import Chain
+from sluice.v1 import common_pb2
 
 
 def build(
@@ -47,11 +49,21 @@ def build(
     }
 
 
-def restore_states(metadata: dict[str, Any], chains: Iterable[Chain], where: str) -> dict[tuple[str, int], bytes]:
+def restore_states(
+    metadata: dict[str, Any], chains: Iterable[Chain], where: str, job: common_pb2.JobGraph | None = None
+) -> dict[tuple[str, int], bytes]:
     """The restore state of every (chain id, subtask); CheckpointCorrupt naming `where`
-    (the metadata's path) when a task's state is incomplete."""
+    (the metadata's path) when a task's state is incomplete. A checkpoint taken before a
+    live reconfiguration changed a task's parallelism (its tasks ran at others than
+    `chains`) is mapped by operator instead (sluice/checkpoints/savepoint.py, `map_states`)."""
     out = {}
     tasks = metadata["tasks"]
+    chains = list(chains)
+    if job is not None and any(c.id in tasks and len(tasks[c.id]) != c.parallelism for c in chains):
+        try:
+            return savepoint.map_states(savepoint.by_operator(metadata, job), where, job, chains)
+        except savepoint.SavepointError as exc:
+            raise CheckpointCorrupt(str(exc)) from None
     for chain in chains:
         by_subtask = tasks.get(chain.id)
         if by_subtask is None or len(by_subtask) != chain.parallelism:

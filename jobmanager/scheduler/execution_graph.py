@@ -114,8 +114,26 @@ class Tick:
     now: float
 
 
+@dataclasses.dataclass(frozen=True)
+class ReplaceChains:
+    """Live reconfiguration (docs/reconfiguration.md): these chains' executions, all FINISHED
+    at the reconfiguration barrier, give way to new ones (at the chains' new parallelism, in
+    the job's slots), named with `tag` instead of the attempt's."""
+
+    chains: tuple[ChainInfo, ...]
+    tag: str
+    now: float
+
+
 ExecutionGraphEvent: TypeAlias = (
-    SlotsAssigned | TaskStateReported | DeploymentFailed | TaskManagerLost | GlobalFailure | CancelRequested | Tick
+    SlotsAssigned
+    | TaskStateReported
+    | DeploymentFailed
+    | TaskManagerLost
+    | GlobalFailure
+    | CancelRequested
+    | Tick
+    | ReplaceChains
 )
 
 
@@ -206,7 +224,10 @@ class ExecutionGraph:
         self.root_cause: RootCause | None = None  # set with `failure`
         self._ending_since: float | None = None
         self.executions: dict[str, Execution] = {}
+        self.tags: dict[str, str] = {}  # chain id -> the tag in its execution ids (ReplaceChains changes it)
+        self.slots: tuple[SlotId, ...] = ()
         for c in chains:
+            self.tags[c.id] = self.attempt_tag
             for i in range(c.parallelism):
                 eid = execution_id(job_id, self.attempt_tag, c.id, i)
                 self.executions[eid] = Execution(eid, c.id, c.name, i)
@@ -216,7 +237,7 @@ class ExecutionGraph:
         return 1 + max(e.subtask for e in self.executions.values())
 
     def slot_of(self, chain_id: str, subtask: int) -> SlotId | None:
-        return self.executions[execution_id(self.job_id, self.attempt_tag, chain_id, subtask)].slot
+        return self.executions[execution_id(self.job_id, self.tags[chain_id], chain_id, subtask)].slot
 
     # -- dispatch ---------------------------------------------------------------
     def handle(self, event: ExecutionGraphEvent) -> list[ExecutionGraphAction]:
@@ -235,6 +256,8 @@ class ExecutionGraph:
                 return self._on_cancel(event)
             case Tick():
                 return self._on_tick(event)
+            case ReplaceChains():
+                return self._on_replace(event)
             case _:
                 raise TypeError(f"not an ExecutionGraph event: {event!r}")
 
@@ -244,6 +267,7 @@ class ExecutionGraph:
         if len(ev.slots) < self.slots_required:
             raise ValueError(f"need {self.slots_required} slots, got {len(ev.slots)}")
         actions = self._set_job(JobStatus.RUNNING)
+        self.slots = tuple(ev.slots)
         for ex in self.executions.values():
             ex.slot = ev.slots[ex.subtask]
             self._set_task(ex, ExecutionState.DEPLOYING)
@@ -327,6 +351,27 @@ class ExecutionGraph:
                 self._set_task(ex, ExecutionState.CANCELED)
                 ex.error = f"no answer to cancel within {self.cancel_timeout}s"
         return self._check_done()
+
+    def _on_replace(self, ev: ReplaceChains) -> Actions:
+        if self.state != JobStatus.RUNNING:
+            return [Ignored(f"replace while {self.state}")]
+        replaced = {c.id for c in ev.chains}
+        old = [ex for ex in self.executions.values() if ex.chain_id in replaced]
+        if any(ex.state != ExecutionState.FINISHED for ex in old):
+            raise ValueError(f"chains {sorted(replaced)} still have executions that did not finish")
+        if any(c.parallelism > len(self.slots) for c in ev.chains) or ev.tag in self.tags.values():
+            raise ValueError(f"{len(self.slots)} slots and tag {ev.tag!r} cannot hold {ev.chains}")
+        for ex in old:
+            del self.executions[ex.execution_id]
+        new = []
+        for c in ev.chains:
+            self.tags[c.id] = ev.tag
+            for i in range(c.parallelism):
+                eid = execution_id(self.job_id, ev.tag, c.id, i)
+                ex = self.executions[eid] = Execution(eid, c.id, c.name, i, slot=self.slots[i])
+                self._set_task(ex, ExecutionState.DEPLOYING)
+                new.append(eid)
+        return [DeployExecutions(tuple(new))]
 
     # -- helpers ----------------------------------------------------------------
     def _fail(self, failure: str, now: float, root: RootCause) -> Actions:

@@ -322,6 +322,9 @@ class StreamExecutionEnvironment:
             before_submit()
         job = self.get_job_graph(job_name)
         graph.validate(job)  # fail fast, before any network call
+        if "capture" in _context:  # `sluice reconfigure --jobfile`: the graph is wanted, not a job
+            _context["capture"] = job
+            return JobExecutionResult("", "CAPTURED")
         client = JobManagerClient.from_context(_context)
         try:
             job_id = client.submit(

@@ -16,10 +16,12 @@ A savepoint is a directory:
 
 State is kept by operator id, not by task: a new version of the job may chain operators
 differently, and an operator keeps its state across versions by keeping its id
-(`DataStream.uid`). `plan` builds the savepoint from a checkpoint's `_metadata` (pure);
-`write` copies the files and writes `_metadata`; `read` checks a savepoint before anything
-trusts it; `restore_states` maps it onto a job (operators by id, parallelism by
-sluice/checkpoints/rescale.py) and says clearly what does not fit.
+(`DataStream.uid`). `by_operator` reads a checkpoint's `_metadata` that way and `plan`
+builds the savepoint from it (pure); `write` copies the files and writes `_metadata`; `read`
+checks a savepoint before anything trusts it; `restore_states` maps it onto a job
+(operators by id, parallelism by sluice/checkpoints/rescale.py) and says clearly what does
+not fit. `map_states` does the mapping for checkpoints too: a job reconfigured live restores
+from a checkpoint of its earlier topology (docs/reconfiguration.md).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import dataclasses
 import json
 import posixpath
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -55,38 +57,48 @@ class Plan:
     files: list[tuple[str, str]]  # (path in checkpoint storage, path relative to the savepoint)
 
 
-def plan(checkpoint: dict[str, Any], job: common_pb2.JobGraph, chains: Iterable[graph.Chain]) -> Plan:
-    """The savepoint of a completed checkpoint's `_metadata` (sluice/checkpoints/storage.py)."""
+def by_operator(checkpoint: dict[str, Any], job: common_pb2.JobGraph) -> dict[str, dict[str, Any]]:
+    """A checkpoint's state (its `_metadata`: sluice/checkpoints/storage.py) by operator id:
+    kind (from `job`), the parallelism it ran at, inline state by subtask and keyed state
+    handles as the checkpoint has them (absolute paths). Operators without state are left out."""
     ops = {op.id: op for op in job.operators}
     operators: dict[str, dict[str, Any]] = {}
-    files: list[tuple[str, str]] = []
-    for chain in chains:
-        by_subtask = checkpoint["tasks"].get(chain.id, {})
-        for op_id in chain.operator_ids:
-            entry: dict[str, Any] = {
-                "kind": str(graph.kind_of(ops[op_id])),
-                "parallelism": chain.parallelism,
-                "inline": {},
-                "keyed": [],
-            }
-            for subtask in range(chain.parallelism):
-                handle = by_subtask.get(str(subtask), {})
-                inline = handle.get("operators", {}).get(op_id)
-                if inline is not None:
-                    entry["inline"][str(subtask)] = inline
-                keyed = handle.get("keyed", {}).get(op_id)
-                if keyed is not None:
-                    rel = f"state/{len(files)}.arrow"
-                    files.append((keyed["path"], rel))
-                    entry["keyed"].append(
+    for by_subtask in checkpoint["tasks"].values():
+        for subtask, handle in sorted(by_subtask.items(), key=lambda kv: int(kv[0])):
+            for part in ("operators", "keyed"):
+                for op_id, state in handle.get(part, {}).items():
+                    if op_id not in ops:
+                        continue
+                    entry = operators.setdefault(
+                        op_id,
                         {
-                            "file": rel,
-                            "key_groups": keyed["key_groups"],
-                            "rows": keyed.get("rows", 0),
-                            "size": keyed.get("size", 0),
-                        }
+                            "kind": str(graph.kind_of(ops[op_id])),
+                            "parallelism": len(by_subtask),
+                            "inline": {},
+                            "keyed": [],
+                        },
                     )
-            operators[op_id] = entry
+                    if part == "operators":
+                        entry["inline"][subtask] = state
+                    else:
+                        entry["keyed"].append(state)
+    return operators
+
+
+def plan(checkpoint: dict[str, Any], job: common_pb2.JobGraph) -> Plan:
+    """The savepoint of a completed checkpoint's `_metadata`: its state by operator, each keyed
+    file to be copied under `state/`."""
+    operators = by_operator(checkpoint, job)
+    files: list[tuple[str, str]] = []
+    for entry in operators.values():
+        keyed = []
+        for h in entry["keyed"]:
+            rel = f"state/{len(files)}.arrow"
+            files.append((h["path"], rel))
+            keyed.append(
+                {"file": rel, "key_groups": h["key_groups"], "rows": h.get("rows", 0), "size": h.get("size", 0)}
+            )
+        entry["keyed"] = keyed
     metadata = {
         "format": FORMAT,
         "version": VERSION,
@@ -226,7 +238,7 @@ def restore_states(
             f"savepoint {sp.path} was taken with max parallelism {m['max_parallelism']}, the job has {max_p}: "
             "key groups cannot be mapped (set the job's max parallelism to the savepoint's)"
         )
-    ops = {op.id: op for op in job.operators}
+    ops = {op.id for op in job.operators}
     saved: dict[str, Any] = m["operators"]
     unclaimed = sorted(op_id for op_id, e in saved.items() if op_id not in ops and (e.get("inline") or e.get("keyed")))
     if unclaimed and not allow_non_restored:
@@ -235,6 +247,21 @@ def restore_states(
             "Give the operators the same uid as before (DataStream.uid), or pass --allow-non-restored-state "
             "to start without that state"
         )
+    return map_states(saved, f"savepoint {sp.path}", job, chains, sp.file_uri)
+
+
+def map_states(
+    saved: dict[str, Any],
+    where: str,
+    job: common_pb2.JobGraph,
+    chains: Iterable[graph.Chain],
+    file_uri: Callable[[str], str] | None = None,
+) -> dict[tuple[str, int], bytes]:
+    """State by operator (`by_operator`'s shape; keyed handles with a relative "file", turned
+    into a URI by `file_uri`, or an absolute "path") mapped onto `chains` of `job`: each
+    operator's inline state redistributed to its new parallelism (sluice/checkpoints/rescale.py),
+    its keyed handles given to every subtask, which reads its own key groups from them."""
+    ops = {op.id: op for op in job.operators}
     out: dict[tuple[str, int], bytes] = {}
     for chain in chains:
         inline_by: list[dict[str, Any]] = [{} for _ in range(chain.parallelism)]
@@ -246,7 +273,7 @@ def restore_states(
             kind = graph.kind_of(ops[op_id])
             if entry["kind"] != str(kind):
                 raise SavepointError(
-                    f"operator {op_id!r} was of kind {entry['kind']} in savepoint {sp.path} "
+                    f"operator {op_id!r} was of kind {entry['kind']} in {where} "
                     f"and is of kind {kind} in this job: "
                     "its state does not fit (give the new operator another uid, with --allow-non-restored-state)"
                 )
@@ -254,13 +281,15 @@ def restore_states(
             try:
                 new = redistribute(kind, op_id, old, chain.parallelism)
             except RescaleError as exc:
-                raise SavepointError(f"savepoint {sp.path}: {exc}") from None
+                raise SavepointError(f"{where}: {exc}") from None
             for s, state in enumerate(new):
                 if state is not None:
                     inline_by[s][op_id] = state
             if entry.get("keyed"):
                 keyed_by[op_id] = [
-                    {"uri": sp.file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
+                    {"uri": file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
+                    if "file" in h and file_uri is not None
+                    else {"path": h["path"], "key_groups": h["key_groups"]}
                     for h in entry["keyed"]
                 ]
         for s in range(chain.parallelism):

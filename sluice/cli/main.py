@@ -18,7 +18,14 @@ from sluice import config
 from sluice.cli.processes import add_process_commands
 from sluice.client import CONNECT_TIMEOUT, JobManagerClient, SluiceError
 from sluice.security.tls import add_certs_command
-from sluice.states import CheckpointStatus, ExecutionState, JobStatus, SavepointStatus, from_proto
+from sluice.states import (
+    CheckpointStatus,
+    ExecutionState,
+    JobStatus,
+    ReconfigurationStatus,
+    SavepointStatus,
+    from_proto,
+)
 from sluice.v1 import common_pb2
 
 # Wide when piped, so ids are never cut short.
@@ -166,6 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--savepoint-dir", default="", help="where the savepoint goes (default: state.savepoints.dir)")
     _client_options(rs)
 
+    rc = sub.add_parser(
+        "reconfigure",
+        help="change a running job in place at one checkpoint barrier: an operator's parallelism or function",
+        description="Live reconfiguration (docs/reconfiguration.md): only the operator's task and those "
+        "downstream of it pause; the tasks feeding it switch their outputs at the barrier and keep running.",
+    )
+    rc.add_argument("job_id")
+    rc.add_argument("--operator", required=True, metavar="UID", help="the operator's uid (DataStream.uid)")
+    what = rc.add_mutually_exclusive_group(required=True)
+    what.add_argument("--parallelism", "-p", type=int, help="its new parallelism (with the operators chained to it)")
+    what.add_argument("--jobfile", help="a job file whose operator of the same uid has the new function")
+    rc.add_argument("job_args", nargs="*", help="arguments for --jobfile, after --")
+    _client_options(rc)
+
     ls = sub.add_parser("list", help="list jobs")
     ls.add_argument("--json", action="store_true")
     _client_options(ls)
@@ -205,11 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     job_args: list[str] = []
-    if argv[:1] == ["run"] and "--" in argv:  # everything after `--` belongs to the job
+    if argv[:1] in (["run"], ["reconfigure"]) and "--" in argv:  # everything after `--` belongs to the job
         cut = argv.index("--")
         argv, job_args = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
-    if args.command == "run":
+    if args.command in ("run", "reconfigure"):
         args.job_args = args.job_args + job_args
     try:
         handler = (
@@ -223,6 +244,7 @@ def main(argv: list[str] | None = None) -> None:
                 "savepoint": cmd_savepoint,
                 "stop": cmd_stop,
                 "rescale": cmd_rescale,
+                "reconfigure": cmd_reconfigure,
             }[args.command]
         )
         code = handler(args)
@@ -358,6 +380,21 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
         "restored_checkpoint": d.get("restored_checkpoint"),
         "restored_savepoint": d["restored_savepoint"] or None,
         "savepoint": d["savepoint"] or None,
+        "reconfigurations": [
+            {
+                "id": r["id"],
+                "kind": r["kind"],
+                "operator": r["operator"],
+                **({"parallelism": r["parallelism"]} if r["kind"] == "parallelism" else {}),
+                "status": from_proto(ReconfigurationStatus, r["status"]),
+                "affected": {"redeployed": r["redeployed"], "switched": r["switched"]},
+                "checkpoint_id": r["checkpoint_id"] or None,
+                "trigger": _iso(r["trigger_ms"]),
+                "pause_ms": r["pause_ms"],
+                **({"failure": r["failure"]} if r["failure"] else {}),
+            }
+            for r in d["reconfigurations"]
+        ],
         "savepoints": [
             {
                 "id": r["request_id"],
@@ -432,7 +469,7 @@ _TASK_KEYS = (
 
 
 # what `list --json` leaves out of each job's `status --json` object (ListJobs returns summaries)
-_NOT_LISTED = ("tasks", "checkpoints", "exceptions", "savepoints")
+_NOT_LISTED = ("tasks", "checkpoints", "exceptions", "savepoints", "reconfigurations")
 
 
 def _iso(ms: int) -> str:
@@ -587,6 +624,47 @@ def cmd_rescale(args: argparse.Namespace) -> int:
         job_id = c.submit(new_job, restore_path=path)
     print(job_id, flush=True)
     return 0
+
+
+def cmd_reconfigure(args: argparse.Namespace) -> int:
+    """Start a live reconfiguration and wait for its outcome; exit 1 unless it COMPLETED."""
+    if args.parallelism is not None and args.parallelism < 1:
+        raise SluiceError(f"--parallelism must be at least 1, got {args.parallelism}")
+    new_job = _captured_job(args.jobfile, args.job_args) if args.jobfile else None
+    with JobManagerClient.from_context(_context(args)) as c:
+        rid = c.reconfigure(args.job_id, args.operator, args.parallelism or 0, new_job)
+        err.print(f"reconfiguration {rid} of job {args.job_id} started; waiting", highlight=False)
+        r = c.wait_reconfiguration(args.job_id, rid, timeout=SAVEPOINT_WAIT)
+    status = from_proto(ReconfigurationStatus, r.status)
+    if status != ReconfigurationStatus.COMPLETED:
+        raise SluiceError(f"reconfiguration {rid} {status}: {r.failure}")
+    err.print(
+        f"redeployed {', '.join(r.redeployed)} at checkpoint {r.checkpoint_id} (paused {r.pause_ms} ms); "
+        f"switched {', '.join(r.switched) or 'nothing'}",
+        highlight=False,
+    )
+    print(f"{rid} {status}", flush=True)
+    return 0
+
+
+def _captured_job(jobfile: str, job_args: list[str]) -> common_pb2.JobGraph:
+    """The job graph `jobfile` builds, without submitting it (its env.execute() hands it back)."""
+    from sluice.api import environment
+    from sluice.cli.job_file import run_job_file
+
+    if not os.path.isfile(jobfile):
+        raise SluiceError(f"job file {jobfile!r} not found")
+    environment.set_execution_context(capture=None)
+    argv = sys.argv
+    sys.argv = [jobfile, *job_args]
+    try:
+        run_job_file(jobfile)
+    finally:
+        sys.argv = argv
+    job = environment._context.get("capture")
+    if not isinstance(job, common_pb2.JobGraph):
+        raise SluiceError(f"{jobfile} built no job")
+    return job
 
 
 # -- output ----------------------------------------------------------------------------------

@@ -66,6 +66,14 @@ class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PARTITIONING_REBALANCE: _ClassVar[Partitioning]
     PARTITIONING_BROADCAST: _ClassVar[Partitioning]
 
+class ReconfigurationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RECONFIGURATION_STATUS_UNSPECIFIED: _ClassVar[ReconfigurationStatus]
+    RECONFIGURATION_STATUS_IN_PROGRESS: _ClassVar[ReconfigurationStatus]
+    RECONFIGURATION_STATUS_COMPLETED: _ClassVar[ReconfigurationStatus]
+    RECONFIGURATION_STATUS_FAILED: _ClassVar[ReconfigurationStatus]
+    RECONFIGURATION_STATUS_ABORTED: _ClassVar[ReconfigurationStatus]
+
 class SavepointStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SAVEPOINT_STATUS_UNSPECIFIED: _ClassVar[SavepointStatus]
@@ -116,6 +124,11 @@ PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning
 PARTITIONING_REBALANCE: Partitioning
 PARTITIONING_BROADCAST: Partitioning
+RECONFIGURATION_STATUS_UNSPECIFIED: ReconfigurationStatus
+RECONFIGURATION_STATUS_IN_PROGRESS: ReconfigurationStatus
+RECONFIGURATION_STATUS_COMPLETED: ReconfigurationStatus
+RECONFIGURATION_STATUS_FAILED: ReconfigurationStatus
+RECONFIGURATION_STATUS_ABORTED: ReconfigurationStatus
 SAVEPOINT_STATUS_UNSPECIFIED: SavepointStatus
 SAVEPOINT_STATUS_IN_PROGRESS: SavepointStatus
 SAVEPOINT_STATUS_COMPLETED: SavepointStatus
@@ -212,7 +225,7 @@ class TaskStatus(_message.Message):
     def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples", "records_late_dropped", "savepoint", "savepoints", "restored_savepoint")
+    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples", "records_late_dropped", "savepoint", "savepoints", "restored_savepoint", "reconfigurations")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +248,7 @@ class JobInfo(_message.Message):
     SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
     SAVEPOINTS_FIELD_NUMBER: _ClassVar[int]
     RESTORED_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
+    RECONFIGURATIONS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     state: JobState
@@ -257,7 +271,34 @@ class JobInfo(_message.Message):
     savepoint: str
     savepoints: _containers.RepeatedCompositeFieldContainer[SavepointInfo]
     restored_savepoint: str
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., records_late_dropped: _Optional[int] = ..., savepoint: _Optional[str] = ..., savepoints: _Optional[_Iterable[_Union[SavepointInfo, _Mapping]]] = ..., restored_savepoint: _Optional[str] = ...) -> None: ...
+    reconfigurations: _containers.RepeatedCompositeFieldContainer[ReconfigurationInfo]
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., records_late_dropped: _Optional[int] = ..., savepoint: _Optional[str] = ..., savepoints: _Optional[_Iterable[_Union[SavepointInfo, _Mapping]]] = ..., restored_savepoint: _Optional[str] = ..., reconfigurations: _Optional[_Iterable[_Union[ReconfigurationInfo, _Mapping]]] = ...) -> None: ...
+
+class ReconfigurationInfo(_message.Message):
+    __slots__ = ("id", "kind", "operator", "parallelism", "redeployed", "switched", "status", "checkpoint_id", "trigger_ms", "pause_ms", "failure")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    REDEPLOYED_FIELD_NUMBER: _ClassVar[int]
+    SWITCHED_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_MS_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: str
+    operator: str
+    parallelism: int
+    redeployed: _containers.RepeatedScalarFieldContainer[str]
+    switched: _containers.RepeatedScalarFieldContainer[str]
+    status: ReconfigurationStatus
+    checkpoint_id: int
+    trigger_ms: int
+    pause_ms: int
+    failure: str
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., operator: _Optional[str] = ..., parallelism: _Optional[int] = ..., redeployed: _Optional[_Iterable[str]] = ..., switched: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ReconfigurationStatus, str]] = ..., checkpoint_id: _Optional[int] = ..., trigger_ms: _Optional[int] = ..., pause_ms: _Optional[int] = ..., failure: _Optional[str] = ...) -> None: ...
 
 class SavepointInfo(_message.Message):
     __slots__ = ("request_id", "status", "path", "failure", "checkpoint_id", "stop", "trigger_ms", "duration_ms")

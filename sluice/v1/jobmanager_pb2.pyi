@@ -120,6 +120,24 @@ class GetJobGraphRequest(_message.Message):
     job_id: str
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
+class ReconfigureJobRequest(_message.Message):
+    __slots__ = ("job_id", "operator_uid", "parallelism", "new_job")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_UID_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    NEW_JOB_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    operator_uid: str
+    parallelism: int
+    new_job: _common_pb2.JobGraph
+    def __init__(self, job_id: _Optional[str] = ..., operator_uid: _Optional[str] = ..., parallelism: _Optional[int] = ..., new_job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ...) -> None: ...
+
+class ReconfigureJobResponse(_message.Message):
+    __slots__ = ("reconfiguration_id",)
+    RECONFIGURATION_ID_FIELD_NUMBER: _ClassVar[int]
+    reconfiguration_id: str
+    def __init__(self, reconfiguration_id: _Optional[str] = ...) -> None: ...
+
 class TaskManagerOverview(_message.Message):
     __slots__ = ("resource_id", "address", "slots", "free_slots", "seconds_since_heartbeat")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -76,6 +76,11 @@ class JobManagerStub:
                 request_serializer=sluice_dot_v1_dot_jobmanager__pb2.GetJobGraphRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_common__pb2.JobGraph.FromString,
                 _registered_method=True)
+        self.ReconfigureJob = channel.unary_unary(
+                '/sluice.v1.JobManager/ReconfigureJob',
+                request_serializer=sluice_dot_v1_dot_jobmanager__pb2.ReconfigureJobRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.ReconfigureJobResponse.FromString,
+                _registered_method=True)
 
 
 class JobManagerServicer:
@@ -131,6 +136,13 @@ class JobManagerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReconfigureJob(self, request, context):
+        """Change a running job in place (docs/reconfiguration.md); JobInfo.reconfigurations says how it went.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobManagerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -173,6 +185,11 @@ def add_JobManagerServicer_to_server(servicer, server):
                     servicer.GetJobGraph,
                     request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.GetJobGraphRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_common__pb2.JobGraph.SerializeToString,
+            ),
+            'ReconfigureJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReconfigureJob,
+                    request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.ReconfigureJobRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_jobmanager__pb2.ReconfigureJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -392,6 +409,33 @@ class JobManager:
             '/sluice.v1.JobManager/GetJobGraph',
             sluice_dot_v1_dot_jobmanager__pb2.GetJobGraphRequest.SerializeToString,
             sluice_dot_v1_dot_common__pb2.JobGraph.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReconfigureJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobManager/ReconfigureJob',
+            sluice_dot_v1_dot_jobmanager__pb2.ReconfigureJobRequest.SerializeToString,
+            sluice_dot_v1_dot_jobmanager__pb2.ReconfigureJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

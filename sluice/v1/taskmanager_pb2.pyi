@@ -7,6 +7,44 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PrepareReconfigurationRequest(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "execution_id", "reconfiguration_id", "from_checkpoint_id", "retire", "outputs", "targets")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECONFIGURATION_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    RETIRE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    execution_id: str
+    reconfiguration_id: str
+    from_checkpoint_id: int
+    retire: bool
+    outputs: _containers.RepeatedCompositeFieldContainer[ResultPartitionDescriptor]
+    targets: _containers.RepeatedCompositeFieldContainer[_common_pb2.OperatorSpec]
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., reconfiguration_id: _Optional[str] = ..., from_checkpoint_id: _Optional[int] = ..., retire: _Optional[bool] = ..., outputs: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ..., targets: _Optional[_Iterable[_Union[_common_pb2.OperatorSpec, _Mapping]]] = ...) -> None: ...
+
+class PrepareReconfigurationResponse(_message.Message):
+    __slots__ = ("found",)
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    def __init__(self, found: _Optional[bool] = ...) -> None: ...
+
+class AbortReconfigurationRequest(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "execution_id", "reconfiguration_id")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECONFIGURATION_ID_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    execution_id: str
+    reconfiguration_id: str
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., reconfiguration_id: _Optional[str] = ...) -> None: ...
+
 class TriggerCheckpointRequest(_message.Message):
     __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "timestamp_ms", "final", "stop")
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]

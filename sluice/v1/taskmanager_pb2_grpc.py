@@ -62,6 +62,16 @@ class TaskExecutorStub:
                 request_serializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.FromString,
                 _registered_method=True)
+        self.PrepareReconfiguration = channel.unary_unary(
+                '/sluice.v1.TaskExecutor/PrepareReconfiguration',
+                request_serializer=sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.FromString,
+                _registered_method=True)
+        self.AbortReconfiguration = channel.unary_unary(
+                '/sluice.v1.TaskExecutor/AbortReconfiguration',
+                request_serializer=sluice_dot_v1_dot_taskmanager__pb2.AbortReconfigurationRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServicer:
@@ -102,6 +112,19 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrepareReconfiguration(self, request, context):
+        """Live reconfiguration (docs/reconfiguration.md): told before its barrier is triggered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortReconfiguration(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -129,6 +152,16 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.NotifyCheckpointAborted,
                     request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.FromString,
                     response_serializer=sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.SerializeToString,
+            ),
+            'PrepareReconfiguration': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareReconfiguration,
+                    request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.SerializeToString,
+            ),
+            'AbortReconfiguration': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortReconfiguration,
+                    request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.AbortReconfigurationRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -269,6 +302,60 @@ class TaskExecutor:
             '/sluice.v1.TaskExecutor/NotifyCheckpointAborted',
             sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotification.SerializeToString,
             sluice_dot_v1_dot_taskmanager__pb2.CheckpointNotificationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareReconfiguration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.TaskExecutor/PrepareReconfiguration',
+            sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationRequest.SerializeToString,
+            sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortReconfiguration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.TaskExecutor/AbortReconfiguration',
+            sluice_dot_v1_dot_taskmanager__pb2.AbortReconfigurationRequest.SerializeToString,
+            sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.FromString,
             options,
             channel_credentials,
             insecure,

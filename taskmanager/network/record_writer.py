@@ -54,6 +54,8 @@ class RecordWriter:
         timestamp_column: str | None = None,
     ) -> None:
         self.partition = partition
+        self.target_chain = ""  # the chain this output feeds (a live reconfiguration finds outputs by it)
+        self.last_watermark: int | None = None  # the last watermark written (a successor partition starts at it)
         self.timestamp_column = timestamp_column  # observed for the chain's watermarks (None: no event time here)
         self._max_timestamp: int | None = None
         self.partitioning = partitioning
@@ -181,6 +183,7 @@ class RecordWriter:
 
     def watermark(self, timestamp: int) -> None:
         """Event time advanced to `timestamp` on this output (after the batches before it)."""
+        self.last_watermark = timestamp
         for s in self.partition.subpartitions:
             s.add((WATERMARK, timestamp))
 

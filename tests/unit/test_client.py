@@ -348,6 +348,7 @@ def test_status_json_contract():
         "restored_checkpoint": None,
         "restored_savepoint": None,
         "savepoint": None,
+        "reconfigurations": [],
         "savepoints": [],
         "leader": "l:1",
         "message": "m",

@@ -67,7 +67,7 @@ def take_checkpoint(tmp_path, job):
 def test_a_savepoint_is_relocatable_and_restores_at_another_parallelism(tmp_path):
     job = page_views()
     storage, meta, chains = take_checkpoint(tmp_path, job)
-    path = sp.write(sp.plan(meta, job, chains), storage.fs, str(tmp_path / "sps"), "job-1")
+    path = sp.write(sp.plan(meta, job), storage.fs, str(tmp_path / "sps"), "job-1")
     raw = (tmp_path / "sps" / path.rsplit("/", 1)[1] / "_metadata").read_text()
     assert str(tmp_path) not in raw  # no absolute path inside
     moved = tmp_path / "elsewhere"
@@ -91,7 +91,7 @@ def test_a_savepoint_is_relocatable_and_restores_at_another_parallelism(tmp_path
 def test_state_no_operator_claims_is_refused_unless_allowed(tmp_path):
     job = page_views(uids=False)
     storage, meta, chains = take_checkpoint(tmp_path, job)
-    saved = sp.read(sp.write(sp.plan(meta, job, chains), storage.fs, str(tmp_path), "job-1"))
+    saved = sp.read(sp.write(sp.plan(meta, job), storage.fs, str(tmp_path), "job-1"))
     shifted = page_views(uids=False, extra_map=True)  # default ids move with the new operator
     with pytest.raises(sp.SavepointError, match="does not have: .*--allow-non-restored-state"):
         sp.restore_states(saved, shifted, graph.build_chains(shifted), allow_non_restored=False)
@@ -101,7 +101,7 @@ def test_state_no_operator_claims_is_refused_unless_allowed(tmp_path):
 def test_a_kind_or_max_parallelism_that_does_not_fit_is_named(tmp_path):
     job = page_views()
     storage, meta, chains = take_checkpoint(tmp_path, job)
-    saved = sp.read(sp.write(sp.plan(meta, job, chains), storage.fs, str(tmp_path), "job-1"))
+    saved = sp.read(sp.write(sp.plan(meta, job), storage.fs, str(tmp_path), "job-1"))
     other = page_views()
     other.max_parallelism = 64
     with pytest.raises(sp.SavepointError, match="max parallelism 128, the job has 64"):

@@ -1,0 +1,172 @@
+"""Live reconfiguration end to end, through the CLI on a real cluster (docs/reconfiguration.md).
+
+The reference job (watched directory: it runs until cancelled) is rescaled in place, down
+and up, while input keeps arriving: the source tasks are never redeployed (they only switch
+their outputs at the barrier and keep reading), and the committed output stays exact with no
+line twice. A function swap changes what the output says at one checkpoint barrier while the
+counts go on from their state. A TaskManager killed in the middle leaves one configuration or
+the other, never a mix, and exact counts.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import glob
+import os
+import re
+import subprocess
+import uuid
+
+import pytest
+from harness import JOBS, REPO, SLUICE, assert_update_stream, running_cluster, sluice
+from helpers import wait_until
+from test_recovery import kill_taskmanager_running, wait_for
+from test_savepoints import Input, run_page_views, wait_counts
+
+pytestmark = pytest.mark.integration
+
+LABELLED = os.path.join(JOBS, "labelled_counts.py")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, zookeeper):
+    with running_cluster(
+        tmp_path_factory.mktemp("cluster"),
+        taskmanagers=2,
+        slots=2,
+        zookeeper=zookeeper.connect_string,
+        cluster_id=f"reconfigure-{uuid.uuid4().hex[:8]}",
+    ) as c:
+        yield c
+
+
+def reconfigure(cluster, job, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cut = args.index("--") if "--" in args else len(args)  # client options before the job file's
+    return sluice("reconfigure", job, *args[:cut], "--cluster-dir", cluster.dir, *args[cut:], check=check)
+
+
+def tasks_of(status, part: str) -> list[dict]:
+    """The tasks whose (chain) name holds `part`."""
+    return [t for t in status["tasks"] if part in t["operator"]]
+
+
+def test_rescale_in_place_down_and_up_while_input_arrives(cluster, tmp_path):
+    inp, out = Input(tmp_path), tmp_path / "out"
+    inp.add(events=60_000, files=20)
+    job = run_page_views(cluster, inp, out, parallelism=3)
+    wait_counts(out, inp.expected)
+    before = tasks_of(cluster.status(job), "page views")
+    assert len(before) == 3
+
+    inp.add(events=60_000, files=30)  # read while the change happens
+    done = reconfigure(cluster, job, "--operator", "counts", "--parallelism", "2")
+    assert done.stdout.strip().endswith("COMPLETED"), done.stderr
+    status = cluster.status(job)
+    [r] = status["reconfigurations"]
+    assert r["status"] == "COMPLETED" and r["parallelism"] == 2 and r["checkpoint_id"]
+    assert r["affected"]["switched"] == ["page views"]
+    assert len(r["affected"]["redeployed"]) == 1 and "counts sink" in r["affected"]["redeployed"][0]
+    assert status["restarts"] == 0 and status["state"] == "RUNNING"
+    assert len(tasks_of(status, "counts sink")) == 2
+    source = tasks_of(status, "page views")  # the same source tasks, never redeployed, kept reading
+    assert [(t["subtask"], t["taskmanager"]) for t in source] == [(t["subtask"], t["taskmanager"]) for t in before]
+    assert all(t["state"] == "RUNNING" for t in source)
+    assert sum(t["records_out"] for t in source) >= sum(t["records_out"] for t in before)
+
+    inp.add(events=30_000, files=10)
+    assert_update_stream(wait_counts(out, inp.expected))  # exactly once across the switch
+
+    done = reconfigure(cluster, job, "--operator", "counts", "--parallelism", "3")
+    assert done.stdout.strip().endswith("COMPLETED"), done.stderr
+    inp.add(events=30_000, files=10)
+    assert_update_stream(wait_counts(out, inp.expected))
+    status = cluster.status(job)
+    assert len(tasks_of(status, "counts sink")) == 3 and status["restarts"] == 0
+    assert [r["status"] for r in status["reconfigurations"]] == ["COMPLETED", "COMPLETED"]
+
+    # refused with a clear error, the job untouched
+    for args, message in (
+        (("--operator", "counts", "--parallelism", "4"), "needs 4 slots and the job holds 3"),
+        (("--operator", "nope", "--parallelism", "2"), "no operator with uid 'nope'"),
+        (("--operator", "page-views", "--parallelism", "2"), "runs in a source task"),
+        (("--operator", "counts", "--parallelism", "0"), "--parallelism must be at least 1"),
+    ):
+        proc = reconfigure(cluster, job, *args, check=False)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert cluster.status(job)["state"] == "RUNNING"
+    sluice("cancel", job, "--cluster-dir", cluster.dir)
+    wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
+
+
+def labelled_lines(out) -> list[tuple[str, str, int, str]]:
+    """(part file, url, count, label) of every committed line, in commit order."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(str(out), "part-*"))):
+        with open(path, newline="") as f:
+            rows += [(os.path.basename(path), u, int(c), lab) for u, c, lab in csv.reader(f)]
+    return rows
+
+
+def test_a_function_swap_switches_the_output_at_one_barrier_and_keeps_the_state(cluster, tmp_path):
+    inp, out = Input(tmp_path), tmp_path / "out"
+    inp.add(events=40_000, files=20)
+    args = [str(inp.dir), str(out)]
+    job = sluice("run", LABELLED, "--detach", "--cluster-dir", cluster.dir, "-p", "2", "--", *args).stdout.split()[-1]
+    wait_until(lambda: {u: c for _, u, c, _ in labelled_lines(out)} == dict(inp.expected), 180, "v1 counts")
+
+    inp.add(events=40_000, files=20)
+    proc = reconfigure(cluster, job, "--operator", "label", "--jobfile", LABELLED, "--", *args, "--label", "v2")
+    assert proc.stdout.strip().endswith("COMPLETED"), proc.stderr
+    [r] = cluster.status(job)["reconfigurations"]
+    assert r["kind"] == "function" and r["operator"] == "label" and len(r["affected"]["switched"]) == 1
+    inp.add(events=20_000, files=10)
+
+    def final():
+        rows = labelled_lines(out)
+        return rows if {u: c for _, u, c, _ in rows} == dict(inp.expected) else None
+
+    rows = wait_until(final, 180, "the counts after the swap")
+    barrier = r["checkpoint_id"]
+    checkpoint_of = lambda part: int(re.match(r"part-(\d+)-", part).group(1))  # noqa: E731 — a local reading
+    assert {lab for p, _, _, lab in rows if checkpoint_of(p) <= barrier} == {"v1"}
+    assert {lab for p, _, _, lab in rows if checkpoint_of(p) > barrier} == {"v2"}
+    per_url: dict[str, list[int]] = collections.defaultdict(list)
+    for _, u, c, _ in rows:
+        per_url[u].append(c)
+    assert all(cs == sorted(set(cs)) for cs in per_url.values())  # the state went on: no count twice, none back
+    sluice("cancel", job, "--cluster-dir", cluster.dir)
+    wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
+
+
+def test_a_taskmanager_killed_during_a_reconfiguration_leaves_one_configuration(cluster, tmp_path):
+    inp, out = Input(tmp_path), tmp_path / "out"
+    inp.add(events=40_000, files=20)
+    job = run_page_views(cluster, inp, out, parallelism=3)
+    wait_counts(out, inp.expected)
+    inp.add(events=80_000, files=40)
+    proc = subprocess.Popen(
+        [*SLUICE, "reconfigure", job, "--operator", "counts", "--parallelism", "2", "--cluster-dir", cluster.dir],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        wait_for(cluster, job, lambda s: s["reconfigurations"], "the reconfiguration to start", timeout=60)
+        address = kill_taskmanager_running(cluster, job)
+        proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    cluster.start_taskmanager(2, f"taskmanager-replacement-{address.replace(':', '-')}.log")  # stopped with the cluster
+    status = wait_for(cluster, job, lambda s: s["state"] == "RUNNING" and s["restarts"] >= 1, "the restart", 240)
+    [r] = status["reconfigurations"]
+    assert r["status"] in ("COMPLETED", "FAILED"), r
+    counts_tasks = len(tasks_of(status, "counts sink"))
+    assert counts_tasks == (2 if r["status"] == "COMPLETED" else 3), (r, counts_tasks)  # one configuration
+    inp.add(events=20_000, files=10)
+    wait_counts(out, inp.expected, timeout=240)
+    sluice("cancel", job, "--cluster-dir", cluster.dir)
+    wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
