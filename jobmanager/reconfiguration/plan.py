@@ -12,9 +12,8 @@ chained with it along, so that the job's chains keep their shape. Tasks:
 - every other task is not touched at all.
 
 A source task cannot be redeployed live (nothing upstream could hold its input across the
-switch), and a job whose every task would be redeployed gains nothing over `sluice rescale`;
-both are refused with a clear error, as is a parallelism above the slots the job holds
-(the new subtasks are deployed into them).
+switch): that is refused with a clear error, as is a parallelism above the slots the job
+holds (the new subtasks are deployed into them). So the sources always keep running.
 """
 
 from __future__ import annotations
@@ -105,11 +104,7 @@ def make_plan(
             f"operator {operator!r} runs in a source task ({chain.name!r}), which cannot be redeployed live; "
             "use `sluice rescale` (stop with a savepoint, then resume)"
         )
-    redeployed = downstream_closure(job, chains, chain.id)
-    if len(redeployed) == len(chains):
-        raise ReconfigurationError(
-            f"every task of the job is downstream of {operator!r}: nothing would keep running; use `sluice rescale`"
-        )
+    redeployed = downstream_closure(job, chains, chain.id)  # never a source task: some task keeps running
     of = graph.chain_of(chains)
     inside = set(redeployed)
     switched = sorted(

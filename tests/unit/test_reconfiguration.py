@@ -1,0 +1,232 @@
+"""Live reconfiguration's pure parts (docs/reconfiguration.md): which tasks a change touches
+(plan), the protocol with its abort and failure paths (time as an input), the execution
+graph's replacement of a chain's executions, and the coordinator's reconfiguration barrier."""
+
+from __future__ import annotations
+
+import pytest
+from test_checkpoint_coordinator import ALL as CKPT_ALL
+from test_checkpoint_coordinator import SRC as CKPT_SRC
+from test_checkpoint_coordinator import ack_all, make
+from test_execution_graph import AGG0, AGG1, SLOTS, running_graph
+
+from jobmanager.checkpoint.coordinator import (
+    CheckpointPersisted,
+    NotifyAborted,
+    ReconfigurationRequested,
+    SavepointRequested,
+    Tick,
+    TriggerCheckpoint,
+)
+from jobmanager.reconfiguration import protocol as rp
+from jobmanager.reconfiguration.plan import ReconfigurationError, make_plan
+from jobmanager.scheduler.execution_graph import ChainInfo, DeployExecutions, Ignored, ReplaceChains, TaskStateReported
+from sluice import graph
+from sluice.api import FileSink, StreamExecutionEnvironment
+from sluice.api import environment as env_module
+from sluice.states import ExecutionState
+
+
+@pytest.fixture(autouse=True)
+def no_run_context():
+    saved = dict(env_module._context)
+    env_module._context.clear()
+    yield
+    env_module._context.update(saved)
+
+
+def pipeline(label: str = "v1", parallelism: int = 3):
+    """source -> (rebalance) select -> key_by count -> label map -> sink: three tasks."""
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(parallelism)
+    src = env.from_collection([{"url": "/a", "n": 1}]).uid("src")
+    picked = src.rebalance().select("url", "n").uid("pick")
+    counts = picked.key_by("url").count().uid("counts")
+    labelled = counts.select("url", "count", f"'{label}' AS label").uid("label")
+    labelled.sink_to(FileSink("/tmp/never-written", columns=("url", "count", "label"))).uid("sink")
+    return env.get_job_graph("j")
+
+
+def chain_named(job, op: str) -> str:
+    return graph.chain_of(graph.build_chains(job))[op].id
+
+
+# -- plan -------------------------------------------------------------------------------------------
+def test_the_operators_task_and_those_downstream_are_redeployed_and_its_feeders_switched():
+    job = pipeline()
+    plan = make_plan(job, "counts", parallelism=2)
+    assert plan.redeployed == (chain_named(job, "counts"),)  # counts -> label -> sink is one task
+    assert plan.switched == (chain_named(job, "pick"),)  # the source's task is not touched at all
+    assert {op.id: op.parallelism for op in plan.new_job.operators} == {
+        "src": 1,  # a collection source runs alone
+        "pick": 3,
+        "counts": 2,
+        "label": 2,
+        "sink": 2,
+    }
+    graph.validate(plan.new_job, check_paths=False)
+
+
+def test_a_function_swap_takes_the_new_settings_and_keeps_everything_else():
+    job, new = pipeline("v1"), pipeline("v2")
+    plan = make_plan(job, "label", new_job=new)
+    assert plan.kind == "function" and plan.parallelism == 3
+    swapped = {op.id: op for op in plan.new_job.operators}
+    assert "v2" in swapped["label"].config and "v1" not in swapped["label"].config
+    assert [op.config for op in plan.new_job.operators if op.id != "label"] == [
+        op.config for op in job.operators if op.id != "label"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"operator": "nope", "parallelism": 2}, "no operator with uid 'nope'"),
+        ({"operator": "counts", "parallelism": 4}, "needs 4 slots and the job holds 3"),
+        ({"operator": "counts", "parallelism": 3}, "already runs at parallelism 3"),
+        ({"operator": "src", "parallelism": 2}, "runs in a source task"),
+        ({"operator": "counts", "parallelism": 500}, "max parallelism 128"),
+        ({"operator": "counts"}, "either a new parallelism or a new job file"),
+    ],
+)
+def test_changes_that_cannot_be_made_live_are_refused_with_what_to_do(kwargs, message):
+    job = pipeline()
+    with pytest.raises(ReconfigurationError, match=message):
+        make_plan(job, **kwargs)
+
+
+def test_a_new_job_without_the_uid_or_with_another_kind_is_refused():
+    job = pipeline()
+    other = pipeline()
+    for op in other.operators:
+        if op.id == "label":
+            op.id = "renamed"
+    for e in other.edges:
+        e.source = "renamed" if e.source == "label" else e.source
+        e.target = "renamed" if e.target == "label" else e.target
+    with pytest.raises(ReconfigurationError, match="no operator with uid 'label'"):
+        make_plan(job, "label", new_job=other)
+    with pytest.raises(ReconfigurationError, match="only its function may change"):
+        make_plan(job, "counts", new_job=pipeline().__class__.FromString(_with_kind(job, "counts", "map")))
+
+
+def _with_kind(job, op_id: str, kind: str) -> bytes:
+    from sluice import states
+
+    copy = type(job)()
+    copy.CopyFrom(job)
+    next(op for op in copy.operators if op.id == op_id).kind = states.to_proto(graph.OperatorKind(kind))
+    return copy.SerializeToString()
+
+
+# -- protocol ---------------------------------------------------------------------------------------
+RETIRE, SWITCH = ("r0", "r1"), ("u0",)
+
+
+def started(now: float = 0.0) -> rp.Reconfiguration:
+    return rp.Reconfiguration((*RETIRE, *SWITCH), RETIRE, now, timeout=10.0)
+
+
+def test_the_happy_path_prepares_barriers_retires_deploys_and_commits():
+    r = started()
+    assert r.handle(rp.Prepared("r0")) == [] and r.handle(rp.Prepared("u0")) == []
+    assert r.handle(rp.Prepared("r1")) == [rp.RequestBarrier()]
+    assert r.handle(rp.BarrierTriggered(7, 1.0)) == []
+    assert r.handle(rp.BarrierCompleted(6)) == []  # not its checkpoint
+    assert r.handle(rp.Retired("r0")) == []  # may finish before the completion is seen
+    assert r.handle(rp.BarrierCompleted(7)) == []
+    assert r.handle(rp.Retired("r1")) == [rp.ReplaceTasks()]
+    r.handle(rp.Deployed(("n0",)))
+    assert r.handle(rp.Running("x", 2.0)) == []
+    assert r.handle(rp.Running("n0", 2.5)) == [rp.Commit()]
+    assert r.phase == rp.Phase.COMPLETED and r.pause == 1.5
+    assert r.handle(rp.JobFailing("late")) == []  # ended: nothing more
+
+
+def test_a_task_that_cannot_prepare_aborts_and_the_prepared_ones_are_told():
+    r = started()
+    r.handle(rp.Prepared("u0"))
+    assert r.handle(rp.PrepareFailed("r0", "gone")) == [rp.SendAbort(("u0",))]
+    assert r.phase == rp.Phase.ABORTED and "r0 could not prepare: gone" in r.failure
+
+
+def test_deadlines_abort_before_the_barrier_and_fail_the_job_after_it():
+    r = started()
+    assert r.handle(rp.Tick(9.9)) == []
+    assert r.handle(rp.Tick(10.0)) == [rp.SendAbort(())]
+    r = started()
+    for eid in (*RETIRE, *SWITCH):
+        r.handle(rp.Prepared(eid))
+    [action] = r.handle(rp.Tick(25.0))
+    assert isinstance(action, rp.FailJob) and r.phase == rp.Phase.FAILED
+
+
+def test_a_failed_barrier_fails_the_job_which_restarts_with_the_old_configuration():
+    r = started()
+    for eid in (*RETIRE, *SWITCH):
+        r.handle(rp.Prepared(eid))
+    r.handle(rp.BarrierTriggered(4, 0.5))
+    assert r.handle(rp.BarrierAborted(3, "other")) == []
+    [action] = r.handle(rp.BarrierAborted(4, "expired"))
+    assert action == rp.FailJob("reconfiguration failed: its checkpoint 4 failed: expired")
+
+
+def test_the_job_failing_mid_way_fails_it_without_another_failure():
+    r = started()
+    for eid in (*RETIRE, *SWITCH):
+        r.handle(rp.Prepared(eid))
+    r.handle(rp.BarrierTriggered(4, 0.5))
+    r.handle(rp.BarrierCompleted(4))
+    assert r.handle(rp.JobFailing("tm lost")) == []
+    assert r.phase == rp.Phase.FAILED
+
+
+def test_a_reconfiguration_must_retire_prepared_executions():
+    with pytest.raises(ValueError, match="retires some executions"):
+        rp.Reconfiguration(("a",), ("b",), 0.0, 1.0)
+
+
+# -- execution graph ----------------------------------------------------------------------------------
+def test_a_finished_chain_gives_way_to_new_executions_in_the_jobs_slots():
+    g = running_graph()
+    before = dict(g.executions)
+    with pytest.raises(ValueError, match="did not finish"):
+        g.handle(ReplaceChains((ChainInfo("agg", "aggregate", 1),), "0.r1", 2.0))
+    for eid in (AGG0, AGG1):
+        assert g.handle(TaskStateReported(eid, ExecutionState.FINISHED, now=2.0)) == []  # the job goes on
+    [deploy] = g.handle(ReplaceChains((ChainInfo("agg", "aggregate", 1),), "0.r1", 3.0))
+    assert deploy == DeployExecutions(("job1/0.r1/agg/0",))
+    assert AGG0 not in g.executions and g.executions["job1/0.r1/agg/0"].slot == SLOTS[0]
+    assert g.slot_of("agg", 0) == SLOTS[0]
+    assert {e for e in before if e not in (AGG0, AGG1)} <= set(g.executions)
+    g.handle(TaskStateReported("job1/0/sink/0", ExecutionState.FINISHED, now=4.0))
+    with pytest.raises(ValueError, match="cannot hold"):  # more subtasks than the job's slots
+        g.handle(ReplaceChains((ChainInfo("sink", "print", 5),), "0.r2", 4.0))
+
+
+def test_replacing_outside_running_is_ignored():
+    from test_execution_graph import new_graph
+
+    assert isinstance(new_graph().handle(ReplaceChains((), "t", 0.0))[0], Ignored)
+
+
+# -- coordinator --------------------------------------------------------------------------------------
+def test_the_reconfiguration_barrier_triggers_even_while_suspended_and_then_holds_checkpoints():
+    from jobmanager.checkpoint.coordinator import Suspend
+
+    c = make(interval=10)
+    c.handle(Suspend(0.5))
+    assert c.handle(ReconfigurationRequested(1.0)) == [TriggerCheckpoint(1, 1.0, CKPT_SRC, False, False, False, True)]
+    with pytest.raises(ValueError, match="reconfiguration is in progress"):
+        c.handle(SavepointRequested(False, 1.5))
+    ack_all(c, 1, 2.0)
+    c.handle(CheckpointPersisted(1, 3.0))
+    assert c.handle(Tick(50.0)) == []  # suspended: the adapter replaces this coordinator
+
+
+def test_a_failed_reconfiguration_barrier_is_not_a_checkpoint_failure():
+    c = make(interval=10, timeout=5, tolerable_failures=0)
+    c.handle(ReconfigurationRequested(1.0))
+    actions = c.handle(Tick(6.5))
+    assert isinstance(actions[0], NotifyAborted) and c.consecutive_failures == 0
+    assert len(actions) == 2 and actions[0].targets == CKPT_ALL
