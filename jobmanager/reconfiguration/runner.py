@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, assert_never, cast
 
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata
@@ -219,7 +219,7 @@ class ReconfigurationRun:
             case rp.FailJob(reason=reason):
                 m.fail_globally(reason, now)
             case _:
-                raise TypeError(f"not a reconfiguration action: {action!r}")
+                assert_never(action)
 
     def _replace(self, now: float) -> None:
         """Deploy the new subtasks from the barrier's checkpoint, in the new configuration."""

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -588,11 +589,34 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 # -- savepoints (docs/savepoints.md) --------------------------------------------------------------
+RUNNING_WAIT = 120.0  # seconds the commands below wait for a job just submitted to run
+
+
+def _wait_running(c: JobManagerClient, job_id: str) -> None:
+    """Until the job and every task of it run: a job submitted a moment ago is still deploying.
+    An ended job (or one that does not get there in time) is an error saying so."""
+    deadline = time.monotonic() + RUNNING_WAIT
+    while True:
+        info = c.get(job_id)
+        state = from_proto(JobStatus, info.state)
+        if state.terminal:
+            raise SluiceError(f"job {job_id} already ended {state}")
+        running = state == JobStatus.RUNNING and all(
+            from_proto(ExecutionState, t.state) == ExecutionState.RUNNING for t in info.tasks
+        )
+        if running:
+            return
+        if time.monotonic() > deadline:
+            raise SluiceError(f"job {job_id} is {state} and not every task runs after {RUNNING_WAIT:g}s")
+        time.sleep(0.2)
+
+
 SAVEPOINT_WAIT = 600.0  # seconds the savepoint commands wait for the savepoint (and a stop for the job)
 
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
+        _wait_running(c, args.job_id)
         request = c.trigger_savepoint(args.job_id, args.dir)
         err.print(f"savepoint {request} of job {args.job_id} triggered; waiting", highlight=False)
         path = c.wait_savepoint(args.job_id, request, timeout=SAVEPOINT_WAIT)
@@ -602,6 +626,7 @@ def cmd_savepoint(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
+        _wait_running(c, args.job_id)
         request = c.trigger_savepoint(args.job_id, args.savepoint_dir, stop=True)
         err.print(f"stopping job {args.job_id} with savepoint {request}", highlight=False)
         path = c.wait_savepoint(args.job_id, request, timeout=SAVEPOINT_WAIT)
@@ -616,7 +641,11 @@ def cmd_rescale(args: argparse.Namespace) -> int:
 
     with JobManagerClient.from_context(_context(args)) as c:
         job = c.job_graph(args.job_id)
-        new_job = rescaled(job, args.parallelism, args.operator)  # ValueError before anything stops
+        try:
+            new_job = rescaled(job, args.parallelism, args.operator)
+        except ValueError as exc:  # before anything stops
+            raise SluiceError(str(exc)) from None
+        _wait_running(c, args.job_id)
         request = c.trigger_savepoint(args.job_id, args.savepoint_dir, stop=True)
         err.print(f"stopping job {args.job_id} with savepoint {request}", highlight=False)
         path = c.wait_savepoint(args.job_id, request, timeout=SAVEPOINT_WAIT)
@@ -632,6 +661,7 @@ def cmd_reconfigure(args: argparse.Namespace) -> int:
         raise SluiceError(f"--parallelism must be at least 1, got {args.parallelism}")
     new_job = _captured_job(args.jobfile, args.job_args) if args.jobfile else None
     with JobManagerClient.from_context(_context(args)) as c:
+        _wait_running(c, args.job_id)
         rid = c.reconfigure(args.job_id, args.operator, args.parallelism or 0, new_job)
         err.print(f"reconfiguration {rid} of job {args.job_id} started; waiting", highlight=False)
         r = c.wait_reconfiguration(args.job_id, rid, timeout=SAVEPOINT_WAIT)

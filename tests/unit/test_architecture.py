@@ -27,6 +27,9 @@ PURE_CORES = (
     "jobmanager.scheduler.restart_strategy",
     "taskmanager.slot_table",
     "taskmanager.barrier_aligner",
+    "jobmanager.reconfiguration.plan",
+    "jobmanager.reconfiguration.protocol",
+    "sluice.checkpoints.rescale",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 
