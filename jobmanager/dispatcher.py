@@ -230,7 +230,14 @@ class Dispatcher:
                 raise ValueError(f"job {job_id} already ended {ended}")
             return self._job(job_id).trigger_savepoint(target, stop, self.clock())
 
-    def reconfigure(self, job_id: str, operator: str, parallelism: int, new_job: common_pb2.JobGraph | None) -> str:
+    def reconfigure(
+        self,
+        job_id: str,
+        operator: str,
+        parallelism: int,
+        new_job: common_pb2.JobGraph | None,
+        rebalance_keys: bool = False,
+    ) -> str:
         """Start a live reconfiguration of a running job (docs/reconfiguration.md); its id."""
         self._require_leader()
         if new_job is not None:
@@ -239,7 +246,7 @@ class Dispatcher:
             if job_id not in self._jobs and job_id in self._results:
                 ended = from_proto(JobStatus, self._results[job_id].state)
                 raise ValueError(f"job {job_id} already ended {ended}")
-            return self._job(job_id).reconfigure(operator, parallelism, new_job, self.clock())
+            return self._job(job_id).reconfigure(operator, parallelism, new_job, self.clock(), rebalance_keys)
 
     def job_graph(self, job_id: str) -> common_pb2.JobGraph:
         self._require_leader()

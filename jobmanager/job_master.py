@@ -127,6 +127,7 @@ class TaskRecords(NamedTuple):
     bad_record_samples: tuple[str, ...] = ()  # a few malformed lines, truncated (the TaskManager's)
     records_late_dropped: int = 0  # rows windows dropped after their allowed lateness
     watermark: int | None = None  # the task's current input watermark (ms)
+    key_group_records: tuple[tuple[int, int], ...] = ()  # a keyed task's input rows per key group (heartbeats)
 
 
 BAD_RECORD_SAMPLES = 5  # in a job's status: the first tasks' samples, at most this many
@@ -144,6 +145,7 @@ def task_records(m: Any) -> TaskRecords:
         tuple(s[:SAMPLE_CHARS] for s in m.bad_record_samples[:BAD_RECORD_SAMPLES]),
         m.records_late_dropped,
         m.watermark if m.HasField("watermark") else None,
+        tuple(sorted(m.key_group_records.items())) if hasattr(m, "key_group_records") else (),
     )
 
 
@@ -406,7 +408,14 @@ class JobMaster:
         return request.request_id
 
     # -- live reconfiguration (docs/reconfiguration.md) ---------------------------------------------
-    def reconfigure(self, operator: str, parallelism: int, new_job: common_pb2.JobGraph | None, now: float) -> str:
+    def reconfigure(
+        self,
+        operator: str,
+        parallelism: int,
+        new_job: common_pb2.JobGraph | None,
+        now: float,
+        rebalance_keys: bool = False,
+    ) -> str:
         """Start a live reconfiguration; its id. ValueError (ReconfigurationError) saying why it
         cannot be made now; the job is untouched then."""
         if self.terminal:
@@ -425,13 +434,23 @@ class JobMaster:
             raise ValueError(f"job {self.job_id}: reconfiguration {self.reconfiguration.outcome.id} is in progress")
         if self._savepoint_request is not None or coordinator.savepoint_wanted:
             raise ValueError(f"job {self.job_id}: a savepoint is in progress; wait for it to end")
-        plan = make_plan(self.job, operator, parallelism, new_job, slots=len(self.graph.slots))
+        load = self._key_group_load(operator) if rebalance_keys else None
+        plan = make_plan(self.job, operator, parallelism, new_job, slots=len(self.graph.slots), key_group_load=load)
         rid = uuid.uuid4().hex[:12]
         run = ReconfigurationRun(self, rid, plan, f"{self._attempt_tag}.r{len(self.reconfigurations) + 1}", now)
         self.reconfiguration = run
         self.reconfigurations.append(run.outcome)
         run.start()
         return rid
+
+    def _key_group_load(self, operator: str) -> dict[int, int]:
+        """Input rows per key group of the task running `operator`, from the last heartbeats."""
+        chain = self.chain_of.get(operator)
+        load: dict[int, int] = {}
+        for eid, ex in self.graph.executions.items():
+            if chain is not None and ex.chain_id == chain.id:
+                load.update(self.metrics.get(eid, TaskRecords()).key_group_records)
+        return load
 
     def adopt(self, job: common_pb2.JobGraph) -> None:
         """Make `job` the job's graph (a reconfiguration's new one, or back to the old one)."""
@@ -882,6 +901,7 @@ class JobMaster:
                 keys=edge.keys,
                 output_tag=edge.output_tag,
                 num_subpartitions=target.parallelism,
+                key_group_owners=graph.key_group_owners(self.job, target.id),
             )
         return tdd
 

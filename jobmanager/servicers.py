@@ -45,6 +45,7 @@ E = TypeVar("E", ExecutionState, FailureCause)
 MAX_ID_LENGTH = 1024  # characters of a resource, job or execution id (operator ids alone may have 256)
 MAX_ADDRESS_LENGTH = 300  # characters of a host:port (a DNS name has at most 253)
 MAX_HEARTBEAT_TASKS = 4096  # task entries in one heartbeat
+MAX_KEY_GROUP_RECORDS = 4096  # key groups one task reports per heartbeat
 MAX_HEARTBEAT_SLOTS = 4096  # slot entries in one heartbeat's slot report
 
 
@@ -171,6 +172,7 @@ class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
             bounded_id(request.operator_uid, "operator_uid"),
             request.parallelism,
             request.new_job if request.HasField("new_job") else None,
+            request.rebalance_keys,
         )
         return jobmanager_pb2.ReconfigureJobResponse(reconfiguration_id=rid)
 
@@ -229,6 +231,8 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
             raise BadField("tasks", f"{len(request.tasks)} entries, more than {MAX_HEARTBEAT_TASKS}")
         if len(request.slots) > MAX_HEARTBEAT_SLOTS:
             raise BadField("slots", f"{len(request.slots)} entries, more than {MAX_HEARTBEAT_SLOTS}")
+        if any(len(t.key_group_records) > MAX_KEY_GROUP_RECORDS for t in request.tasks):
+            raise BadField("tasks.key_group_records", f"more than {MAX_KEY_GROUP_RECORDS} entries for one task")
         metrics = [(t.job_id, t.execution_id, task_records(t)) for t in request.tasks]
         # the slot report: one entry per slot, a job id where tasks still hold it (none: an older TaskManager)
         held = frozenset(s.slot_index for s in request.slots if s.job_id) if request.slots else None

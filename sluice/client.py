@@ -346,10 +346,17 @@ class JobManagerClient:
             time.sleep(poll)
 
     def reconfigure(
-        self, job_id: str, operator: str, parallelism: int = 0, new_job: common_pb2.JobGraph | None = None
+        self,
+        job_id: str,
+        operator: str,
+        parallelism: int = 0,
+        new_job: common_pb2.JobGraph | None = None,
+        rebalance_keys: bool = False,
     ) -> str:
         """Start a live reconfiguration (docs/reconfiguration.md); its id (`wait_reconfiguration`)."""
-        request = jobmanager_pb2.ReconfigureJobRequest(job_id=job_id, operator_uid=operator, parallelism=parallelism)
+        request = jobmanager_pb2.ReconfigureJobRequest(
+            job_id=job_id, operator_uid=operator, parallelism=parallelism, rebalance_keys=rebalance_keys
+        )
         if new_job is not None:
             request.new_job.CopyFrom(new_job)
         reply: jobmanager_pb2.ReconfigureJobResponse = self._call(

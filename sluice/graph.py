@@ -297,6 +297,12 @@ def chain_of(chains: list[Chain]) -> dict[str, Chain]:
     return {op_id: c for c in chains for op_id in c.operator_ids}
 
 
+def key_group_owners(job: common_pb2.JobGraph, chain_id: str) -> list[int]:
+    """The subtask of each key group of a chain, when a live rebalance set them (else empty:
+    contiguous ranges, sluice/key_groups.py)."""
+    return list(job.key_group_owners[chain_id].owners) if chain_id in job.key_group_owners else []
+
+
 def slots_required(job: common_pb2.JobGraph) -> int:
     """With slot sharing one slot holds one subtask of every operator."""
     return max(op.parallelism for op in job.operators)
@@ -401,6 +407,15 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
         _validate_config(f"{where}.config", op, kind, payload, check_paths)
         payloads[op.id] = payload
         kinds[op.id] = kind
+    par = {op.id: op.parallelism for op in job.operators}
+    for chain_id, table in job.key_group_owners.items():
+        where = f"key_group_owners[{chain_id[:MAX_ID_LENGTH]!r}]"
+        if chain_id not in par:
+            raise JobValidationError(where, "names no operator of the job")
+        if len(table.owners) != maxp or not all(0 <= s < par[chain_id] for s in table.owners):
+            raise JobValidationError(
+                where, f"must give each of the {maxp} key groups a subtask in 0..{par[chain_id] - 1}"
+            )
 
     ins: dict[str, list] = {op.id: [] for op in job.operators}
     outs: dict[str, list] = {op.id: [] for op in job.operators}
@@ -819,6 +834,9 @@ def rescaled(
         if not chosen or op.id in chosen:
             op.parallelism = parallelism
     par = {op.id: op.parallelism for op in new.operators}
+    before = {op.id: op.parallelism for op in job.operators}
+    for chain_id in [c for c in new.key_group_owners if par.get(c) != before.get(c)]:
+        del new.key_group_owners[chain_id]  # a rebalanced assignment is for the old parallelism
     for e in new.edges:
         if partitioning_of(e) == Partitioning.FORWARD and par[e.source] != par[e.target]:
             e.partitioning = cast(common_pb2.Partitioning, states.to_proto(Partitioning.REBALANCE))

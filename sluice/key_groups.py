@@ -48,12 +48,28 @@ def owner(key_group: int, parallelism: int, max_parallelism: int) -> int:
     return key_group * parallelism // max_parallelism
 
 
-def owners(key_groups: Any, parallelism: int, max_parallelism: int) -> Any:
-    """``owner`` of each key group of an Arrow array or column (an int64 array)."""
+def owners(key_groups: Any, parallelism: int, max_parallelism: int, table: Sequence[int] = ()) -> Any:
+    """``owner`` of each key group of an Arrow array or column (an int64 array); with `table`
+    (the subtask of each key group, as a live rebalance sets it), the table's."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if table:
+        return pc.take(pa.array(table, pa.int64()), key_groups.cast(pa.int64()))
     return pc.divide(pc.multiply(key_groups.cast(pa.int64()), parallelism), max_parallelism)
+
+
+def owned_key_groups(subtask: int, parallelism: int, max_parallelism: int, table: Sequence[int] = ()) -> list[int]:
+    """The key groups `subtask` owns: its contiguous range, or those `table` gives it."""
+    if table:
+        return [kg for kg, s in enumerate(table) if s == subtask]
+    lo, hi = key_group_range(subtask, parallelism, max_parallelism)
+    return list(range(lo, hi + 1))
+
+
+def default_table(parallelism: int, max_parallelism: int) -> list[int]:
+    """The owner of every key group with contiguous ranges (what a rebalance starts from)."""
+    return [owner(kg, parallelism, max_parallelism) for kg in range(max_parallelism)]
 
 
 def spark_key_group(key_columns: str | Sequence[str], max_parallelism: int) -> Any:

@@ -32,6 +32,7 @@ each batch instead. The end of the input is the final watermark (+inf).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import ctypes
 import json
@@ -44,12 +45,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, assert_never
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice import graph
 from sluice.checkpoints.storage import CheckpointStorage
 from sluice.eventtime import MAX_WATERMARK, MIN_WATERMARK
 from sluice.eventtime import watermarks as wm
-from sluice.key_groups import key_group_range
+from sluice.key_groups import KEY_GROUP, key_group_range, owned_key_groups
 from sluice.states import ExecutionState
 from sluice.v1 import taskmanager_pb2
 from taskmanager import barrier_aligner as ba
@@ -126,7 +128,18 @@ class Task:
         self._stopped = False  # that checkpoint completed: finish without ending the input
         self._last_snapshot = 0
         self.maxp = tdd.job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM
-        self.key_groups = key_group_range(tdd.subtask_index, tdd.parallelism, self.maxp)
+        # The key groups this subtask owns: a contiguous range, or those a live rebalance gave it
+        # (docs/reconfiguration.md); snapshots are tagged with their bounding range.
+        table = graph.key_group_owners(tdd.job, tdd.chain_id)
+        self.owned_key_groups = (
+            owned_key_groups(tdd.subtask_index, tdd.parallelism, self.maxp, table) if table else None
+        )
+        self.key_groups = (
+            (min(self.owned_key_groups), max(self.owned_key_groups))
+            if self.owned_key_groups
+            else key_group_range(tdd.subtask_index, tdd.parallelism, self.maxp)
+        )
+        self.key_group_records: collections.Counter[int] = collections.Counter()  # input rows per key group
         self.storage = CheckpointStorage(tdd.checkpoint_dir, tdd.job_id) if tdd.checkpoint_dir else None
         self._uploader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
         self._thread = threading.Thread(target=self._main, name=f"task-{tdd.chain_id}-{tdd.subtask_index}", daemon=True)
@@ -316,6 +329,7 @@ class Task:
             self._assigner_column(specs) if not out.output_tag else None,
         )
         writer.target_chain = out.target_chain
+        writer.owners_table = list(out.key_group_owners)
         self.partitions.register(partition)
         return writer
 
@@ -365,6 +379,18 @@ class Task:
             checkpoint_id,
         )
 
+    KEY_GROUP_RECORDS_REPORTED = 4096  # the heaviest key groups a heartbeat carries
+
+    def _count_key_groups(self, column: Any) -> None:
+        counts = pc.value_counts(column)
+        self.key_group_records.update(
+            dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+        )
+
+    def key_group_load(self) -> dict[int, int]:
+        """Input rows per key group, the heaviest KEY_GROUP_RECORDS_REPORTED (for heartbeats)."""
+        return dict(self.key_group_records.most_common(self.KEY_GROUP_RECORDS_REPORTED))
+
     def _sides(self, head: Operator) -> list[int]:
         """Each input channel's side for a two-input head: 0 for the gate from the chain that ends
         in the head's left input operator, 1 for the other."""
@@ -400,7 +426,11 @@ class Task:
             self._source.restore(inline[self._source_id])
         for op_id, op in self._operators:
             handles = keyed.get(op_id, [])
-            table = self.storage.read_keyed_state(handles, self.key_groups) if handles and self.storage else None
+            table = (
+                self.storage.read_keyed_state(handles, self.key_groups, self.owned_key_groups)
+                if handles and self.storage
+                else None
+            )
             op.restore(OperatorSnapshot(inline=inline.get(op_id), keyed=table))
         log.info(
             "%s restored from checkpoint %d%s",
@@ -568,6 +598,8 @@ class Task:
             elif tables:
                 table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
                 self.records_in += table.num_rows
+                if KEY_GROUP in table.column_names:  # a keyed input: its load per key group
+                    self._count_key_groups(table.column(KEY_GROUP))
                 self._process(Batch(self.engine, table=table))
                 self._after_batch()
             elif not events:

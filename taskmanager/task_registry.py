@@ -155,6 +155,7 @@ class TaskRegistry:
                     bad_record_samples=t.bad_record_samples,
                     records_late_dropped=t.records_late_dropped,
                     watermark=t.watermark,
+                    key_group_records=t.key_group_load(),
                 )
                 for t in self._tasks.values()
             ]

@@ -19,12 +19,14 @@ holds (the new subtasks are deployed into them). So the sources always keep runn
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 
-from sluice import graph
+from sluice import graph, key_groups
 from sluice.v1 import common_pb2
 
 PARALLELISM = "parallelism"
 FUNCTION = "function"
+REBALANCE = "rebalance-keys"
 
 
 class ReconfigurationError(ValueError):
@@ -40,6 +42,9 @@ class Plan:
     new_job: common_pb2.JobGraph
     redeployed: tuple[str, ...]  # chain ids, in topological order
     switched: tuple[str, ...]  # chain ids
+    moved: tuple[int, ...] = ()  # rebalance-keys: the key groups moved
+    from_subtask: int = -1  # rebalance-keys: moved from this subtask (the busiest) ...
+    to_subtask: int = -1  # ... to this one (the idlest)
 
 
 def make_plan(
@@ -48,18 +53,43 @@ def make_plan(
     parallelism: int = 0,
     new_job: common_pb2.JobGraph | None = None,
     slots: int | None = None,
+    key_group_load: Mapping[int, int] | None = None,
 ) -> Plan:
     """The plan for `operator` at `parallelism` (> 0), or with its settings from the operator
-    of the same id in `new_job`; `slots`: how many slots the job holds (default: what it needs)."""
+    of the same id in `new_job`, or (`key_group_load`: input rows per key group of its task)
+    with key groups moved from its busiest subtask to its idlest; `slots`: how many slots the
+    job holds (default: what it needs)."""
     ops = {op.id: op for op in job.operators}
     if operator not in ops:
         raise ReconfigurationError(f"the job has no operator with uid {operator!r}; its operators: {', '.join(ops)}")
-    if (parallelism > 0) == (new_job is not None):
-        raise ReconfigurationError("give either a new parallelism or a new job file, not both or neither")
+    if sum((parallelism > 0, new_job is not None, key_group_load is not None)) != 1:
+        raise ReconfigurationError("give one of a new parallelism, a new job file or --rebalance-keys")
     chains = graph.build_chains(job)
     chain = graph.chain_of(chains)[operator]
     held = slots if slots is not None else graph.slots_required(job)
-    if parallelism > 0:
+    moved: tuple[int, ...] = ()
+    busiest = idlest = -1
+    if key_group_load is not None:
+        kind = REBALANCE
+        head = ops[chain.operator_ids[0]]
+        keyed = [e for e in job.edges if e.target == head.id and graph.partitioning_of(e) == graph.Partitioning.HASH]
+        if not keyed:
+            raise ReconfigurationError(
+                f"operator {operator!r} does not run behind a key_by: it has no key groups to move"
+            )
+        maxp = job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM
+        current = graph.key_group_owners(job, chain.id) or key_groups.default_table(chain.parallelism, maxp)
+        table, busiest, idlest, moved = rebalance(current, chain.parallelism, key_group_load)
+        if not moved:
+            raise ReconfigurationError(
+                f"no key group of subtask {busiest} can move to subtask {idlest} and even out their input "
+                f"({_loads_text(current, chain.parallelism, key_group_load)}): the load is even, or one key group "
+                "carries it"
+            )
+        target = common_pb2.JobGraph()
+        target.CopyFrom(job)
+        target.key_group_owners[chain.id].owners[:] = table
+    elif parallelism > 0:
         kind = PARALLELISM
         maxp = job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM
         if not 1 <= parallelism <= maxp:
@@ -111,7 +141,42 @@ def make_plan(
         {of[e.source].id for e in job.edges if of[e.target].id in inside and of[e.source].id not in inside}
     )
     new_par = parallelism if parallelism > 0 else chain.parallelism
-    return Plan(kind, operator, chain.id, new_par, target, tuple(redeployed), tuple(switched))
+    return Plan(kind, operator, chain.id, new_par, target, tuple(redeployed), tuple(switched), moved, busiest, idlest)
+
+
+def rebalance(
+    owners: Sequence[int], parallelism: int, load: Mapping[int, int]
+) -> tuple[list[int], int, int, tuple[int, ...]]:
+    """Key groups moved from the busiest subtask to the idlest, each move the one that evens
+    their loads most, as long as a move lowers the larger of the two (pure). Returns the new
+    owner table, the busiest and idlest subtasks, and the key groups moved."""
+    table = list(owners)
+    totals = [0] * parallelism
+    for kg, n in load.items():
+        if 0 <= kg < len(table):
+            totals[table[kg]] += n
+    busiest = max(range(parallelism), key=lambda s: (totals[s], -s))
+    idlest = min(range(parallelism), key=lambda s: (totals[s], s))
+    moved: list[int] = []
+    while True:
+        gap = totals[busiest] - totals[idlest]
+        candidates = [kg for kg, s in enumerate(table) if s == busiest and 0 < load.get(kg, 0) < gap]
+        if not candidates:
+            break
+        kg = min(candidates, key=lambda k: (abs(load[k] - gap / 2), k))
+        table[kg] = idlest
+        totals[busiest] -= load[kg]
+        totals[idlest] += load[kg]
+        moved.append(kg)
+    return table, busiest, idlest, tuple(sorted(moved))
+
+
+def _loads_text(owners: Sequence[int], parallelism: int, load: Mapping[int, int]) -> str:
+    totals = [0] * parallelism
+    for kg, n in load.items():
+        if 0 <= kg < len(owners):
+            totals[owners[kg]] += n
+    return ", ".join(f"subtask {s}: {n} rows" for s, n in enumerate(totals))
 
 
 def downstream_closure(job: common_pb2.JobGraph, chains: list[graph.Chain], start: str) -> list[str]:

@@ -68,6 +68,9 @@ class Outcome:
             trigger_ms=self.trigger_ms,
             pause_ms=self.pause_ms,
             failure=self.failure,
+            moved_key_groups=self.plan.moved,
+            from_subtask=self.plan.from_subtask,
+            to_subtask=self.plan.to_subtask,
         )
 
 
@@ -134,6 +137,7 @@ class ReconfigurationRun:
                     keys=new_edge.keys,
                     output_tag=new_edge.output_tag,
                     num_subpartitions=new_chains[target.id].parallelism,
+                    key_group_owners=graph.key_group_owners(self.plan.new_job, target.id),
                 )
                 request.targets.append(new_ops[target.id])
             self._send(eid, request)

@@ -50,9 +50,12 @@ class CheckpointStorage:
         size = self.fs.get_file_info(path).size
         return {"path": path, "key_groups": list(key_groups), "rows": table.num_rows, "size": size}
 
-    def read_keyed_state(self, handles: list[dict], key_groups: tuple[int, int]) -> pa.Table | None:
+    def read_keyed_state(
+        self, handles: list[dict], key_groups: tuple[int, int], owned: list[int] | None = None
+    ) -> pa.Table | None:
         """Rows of every handle whose key group lies in [lo, hi] (the handles may come
-        from another parallelism: a rescale reads the overlapping ranges)."""
+        from another parallelism: a rescale reads the overlapping ranges); with `owned`
+        (a subtask's key groups after a live rebalance, inside [lo, hi]), only those."""
         lo, hi = key_groups
         parts = []
         for h in handles:
@@ -68,7 +71,10 @@ class CheckpointStorage:
             except (OSError, pa.ArrowInvalid) as exc:
                 raise CheckpointCorrupt(f"cannot read keyed state {h.get('uri', path)}: {exc}") from None
             kg = table.column(KEY_GROUP)
-            parts.append(table.filter(pc.and_(pc.greater_equal(kg, lo), pc.less_equal(kg, hi))))
+            if owned is not None:
+                parts.append(table.filter(pc.is_in(kg, pa.array(owned, kg.type))))
+            else:
+                parts.append(table.filter(pc.and_(pc.greater_equal(kg, lo), pc.less_equal(kg, hi))))
         if not parts:
             return None
         return pa.concat_tables(parts)

@@ -185,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     what = rc.add_mutually_exclusive_group(required=True)
     what.add_argument("--parallelism", "-p", type=int, help="its new parallelism (with the operators chained to it)")
     what.add_argument("--jobfile", help="a job file whose operator of the same uid has the new function")
+    what.add_argument(
+        "--rebalance-keys",
+        action="store_true",
+        help="move key groups of the operator's task from its busiest subtask to its idlest (skew)",
+    )
     rc.add_argument("job_args", nargs="*", help="arguments for --jobfile, after --")
     _client_options(rc)
 
@@ -387,6 +392,15 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
                 "kind": r["kind"],
                 "operator": r["operator"],
                 **({"parallelism": r["parallelism"]} if r["kind"] == "parallelism" else {}),
+                **(
+                    {
+                        "moved_key_groups": r["moved_key_groups"],
+                        "from_subtask": r["from_subtask"],
+                        "to_subtask": r["to_subtask"],
+                    }
+                    if r["kind"] == "rebalance-keys"
+                    else {}
+                ),
                 "status": from_proto(ReconfigurationStatus, r["status"]),
                 "affected": {"redeployed": r["redeployed"], "switched": r["switched"]},
                 "checkpoint_id": r["checkpoint_id"] or None,
@@ -662,7 +676,7 @@ def cmd_reconfigure(args: argparse.Namespace) -> int:
     new_job = _captured_job(args.jobfile, args.job_args) if args.jobfile else None
     with JobManagerClient.from_context(_context(args)) as c:
         _wait_running(c, args.job_id)
-        rid = c.reconfigure(args.job_id, args.operator, args.parallelism or 0, new_job)
+        rid = c.reconfigure(args.job_id, args.operator, args.parallelism or 0, new_job, args.rebalance_keys)
         err.print(f"reconfiguration {rid} of job {args.job_id} started; waiting", highlight=False)
         r = c.wait_reconfiguration(args.job_id, rid, timeout=SAVEPOINT_WAIT)
     status = from_proto(ReconfigurationStatus, r.status)
@@ -673,6 +687,11 @@ def cmd_reconfigure(args: argparse.Namespace) -> int:
         f"switched {', '.join(r.switched) or 'nothing'}",
         highlight=False,
     )
+    if r.moved_key_groups:
+        err.print(
+            f"moved {len(r.moved_key_groups)} key groups from subtask {r.from_subtask} to subtask {r.to_subtask}",
+            highlight=False,
+        )
     print(f"{rid} {status}", flush=True)
     return 0
 

@@ -174,7 +174,7 @@ class EdgeSpec(_message.Message):
     def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., partitioning: _Optional[_Union[Partitioning, str]] = ..., keys: _Optional[_Iterable[str]] = ..., output_tag: _Optional[str] = ...) -> None: ...
 
 class JobGraph(_message.Message):
-    __slots__ = ("name", "operators", "edges", "max_parallelism", "config")
+    __slots__ = ("name", "operators", "edges", "max_parallelism", "config", "key_group_owners")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -182,17 +182,32 @@ class JobGraph(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class KeyGroupOwnersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: KeyGroupOwners
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[KeyGroupOwners, _Mapping]] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     OPERATORS_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
     MAX_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    KEY_GROUP_OWNERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     operators: _containers.RepeatedCompositeFieldContainer[OperatorSpec]
     edges: _containers.RepeatedCompositeFieldContainer[EdgeSpec]
     max_parallelism: int
     config: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., operators: _Optional[_Iterable[_Union[OperatorSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeSpec, _Mapping]]] = ..., max_parallelism: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    key_group_owners: _containers.MessageMap[str, KeyGroupOwners]
+    def __init__(self, name: _Optional[str] = ..., operators: _Optional[_Iterable[_Union[OperatorSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeSpec, _Mapping]]] = ..., max_parallelism: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ..., key_group_owners: _Optional[_Mapping[str, KeyGroupOwners]] = ...) -> None: ...
+
+class KeyGroupOwners(_message.Message):
+    __slots__ = ("owners",)
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    owners: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, owners: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
     __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped")
@@ -275,7 +290,7 @@ class JobInfo(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., records_late_dropped: _Optional[int] = ..., savepoint: _Optional[str] = ..., savepoints: _Optional[_Iterable[_Union[SavepointInfo, _Mapping]]] = ..., restored_savepoint: _Optional[str] = ..., reconfigurations: _Optional[_Iterable[_Union[ReconfigurationInfo, _Mapping]]] = ...) -> None: ...
 
 class ReconfigurationInfo(_message.Message):
-    __slots__ = ("id", "kind", "operator", "parallelism", "redeployed", "switched", "status", "checkpoint_id", "trigger_ms", "pause_ms", "failure")
+    __slots__ = ("id", "kind", "operator", "parallelism", "redeployed", "switched", "status", "checkpoint_id", "trigger_ms", "pause_ms", "failure", "moved_key_groups", "from_subtask", "to_subtask")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
@@ -287,6 +302,9 @@ class ReconfigurationInfo(_message.Message):
     TRIGGER_MS_FIELD_NUMBER: _ClassVar[int]
     PAUSE_MS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    MOVED_KEY_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    FROM_SUBTASK_FIELD_NUMBER: _ClassVar[int]
+    TO_SUBTASK_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
     operator: str
@@ -298,7 +316,10 @@ class ReconfigurationInfo(_message.Message):
     trigger_ms: int
     pause_ms: int
     failure: str
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., operator: _Optional[str] = ..., parallelism: _Optional[int] = ..., redeployed: _Optional[_Iterable[str]] = ..., switched: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ReconfigurationStatus, str]] = ..., checkpoint_id: _Optional[int] = ..., trigger_ms: _Optional[int] = ..., pause_ms: _Optional[int] = ..., failure: _Optional[str] = ...) -> None: ...
+    moved_key_groups: _containers.RepeatedScalarFieldContainer[int]
+    from_subtask: int
+    to_subtask: int
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., operator: _Optional[str] = ..., parallelism: _Optional[int] = ..., redeployed: _Optional[_Iterable[str]] = ..., switched: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ReconfigurationStatus, str]] = ..., checkpoint_id: _Optional[int] = ..., trigger_ms: _Optional[int] = ..., pause_ms: _Optional[int] = ..., failure: _Optional[str] = ..., moved_key_groups: _Optional[_Iterable[int]] = ..., from_subtask: _Optional[int] = ..., to_subtask: _Optional[int] = ...) -> None: ...
 
 class SavepointInfo(_message.Message):
     __slots__ = ("request_id", "status", "path", "failure", "checkpoint_id", "stop", "trigger_ms", "duration_ms")

@@ -25,17 +25,19 @@ _sym_db = _symbol_database.Default()
 from sluice.v1 import common_pb2 as sluice_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice/v1/jobmanager.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\"l\n\x10SubmitJobRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.sluice.v1.JobGraph\x12\x14\n\x0crestore_path\x18\x02 \x01(\t\x12 \n\x18\x61llow_non_restored_state\x18\x03 \x01(\x08\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"8\n\x0fListJobsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"M\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.sluice.v1.JobInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"=\n\x11\x43\x61ncelJobResponse\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.sluice.v1.JobStateJ\x04\x08\x01\x10\x02\"\x13\n\x11GetClusterRequest\"C\n\x17TriggerSavepointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x10target_directory\x18\x02 \x01(\t\".\n\x18TriggerSavepointResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\":\n\x0eStopJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x10target_directory\x18\x02 \x01(\t\"%\n\x0fStopJobResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"$\n\x12GetJobGraphRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"x\n\x15ReconfigureJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x14\n\x0coperator_uid\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12$\n\x07new_job\x18\x04 \x01(\x0b\x32\x13.sluice.v1.JobGraph\"4\n\x16ReconfigureJobResponse\x12\x1a\n\x12reconfiguration_id\x18\x01 \x01(\t\"\x7f\n\x13TaskManagerOverview\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12\x1f\n\x17seconds_since_heartbeat\x18\x05 \x01(\x01\"\x80\x01\n\x0f\x43lusterOverview\x12\x0e\n\x06leader\x18\x01 \x01(\t\x12\x34\n\x0ctaskmanagers\x18\x02 \x03(\x0b\x32\x1e.sluice.v1.TaskManagerOverview\x12\x13\n\x0btotal_slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\"\xa0\x01\n\x1c\x41\x63knowledgeCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x14\n\x0cstate_handle\x18\x05 \x01(\x0c\x12\x12\n\nsize_bytes\x18\x06 \x01(\x03\"M\n\x1d\x41\x63knowledgeCheckpointResponse\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.sluice.v1.AckOutcomeJ\x04\x08\x01\x10\x02\"\x82\x01\n\x18\x44\x65\x63lineCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\x1b\n\x19\x44\x65\x63lineCheckpointResponse\"Q\n\x1aRegisterTaskManagerRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\"W\n\x1bRegisterTaskManagerResponse\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\"G\n\nSlotStatus\x12\x12\n\nslot_index\x18\x01 \x01(\x05\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x15\n\rexecution_ids\x18\x03 \x03(\t\"\x86\x02\n\x0bTaskMetrics\x12\x0e\n\x06job_id\x18\x04 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\x12\x14\n\x0crecords_sent\x18\x05 \x01(\x03\x12\x19\n\x11records_malformed\x18\x06 \x01(\x03\x12\x17\n\x0frecords_dropped\x18\x07 \x01(\x03\x12\x1a\n\x12\x62\x61\x64_record_samples\x18\x08 \x03(\t\x12\x16\n\twatermark\x18\t \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x14records_late_dropped\x18\n \x01(\x03\x42\x0c\n\n_watermark\"\x8f\x01\n\x10HeartbeatRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12$\n\x05slots\x18\x03 \x03(\x0b\x32\x15.sluice.v1.SlotStatus\x12%\n\x05tasks\x18\x04 \x03(\x0b\x32\x16.sluice.v1.TaskMetrics\"\"\n\x11HeartbeatResponse\x12\r\n\x05known\x18\x01 \x01(\x08\"\xed\x03\n\x12TaskExecutionState\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12\x14\n\x0c\x65xecution_id\x18\x05 \x01(\t\x12(\n\x05state\x18\x0b \x01(\x0e\x32\x19.sluice.v1.ExecutionState\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x12\n\nrecords_in\x18\x08 \x01(\x03\x12\x13\n\x0brecords_out\x18\t \x01(\x03\x12\x14\n\x0c\x65nd_of_input\x18\n \x01(\x08\x12.\n\rfailure_cause\x18\x0c \x01(\x0e\x32\x17.sluice.v1.FailureCause\x12\x18\n\x10unreachable_peer\x18\r \x01(\t\x12\x14\n\x0crecords_sent\x18\x0e \x01(\x03\x12\x19\n\x11records_malformed\x18\x0f \x01(\x03\x12\x17\n\x0frecords_dropped\x18\x10 \x01(\x03\x12\x1a\n\x12\x62\x61\x64_record_samples\x18\x11 \x03(\t\x12\x16\n\twatermark\x18\x12 \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x14records_late_dropped\x18\x13 \x01(\x03\x42\x0c\n\n_watermarkJ\x04\x08\x06\x10\x07\"4\n UpdateTaskExecutionStateResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08*\x91\x01\n\nAckOutcome\x12\x1b\n\x17\x41\x43K_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43K_OUTCOME_SUCCESS\x10\x01\x12\x19\n\x15\x41\x43K_OUTCOME_DUPLICATE\x10\x02\x12\x17\n\x13\x41\x43K_OUTCOME_UNKNOWN\x10\x03\x12\x19\n\x15\x41\x43K_OUTCOME_DISCARDED\x10\x04*\x92\x01\n\x0c\x46\x61ilureCause\x12\x1d\n\x19\x46\x41ILURE_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x46\x41ILURE_CAUSE_TASK_ERROR\x10\x01\x12\"\n\x1e\x46\x41ILURE_CAUSE_PEER_UNREACHABLE\x10\x02\x12!\n\x1d\x46\x41ILURE_CAUSE_NON_RECOVERABLE\x10\x03\x32\x9a\x05\n\nJobManager\x12\x46\n\tSubmitJob\x12\x1b.sluice.v1.SubmitJobRequest\x1a\x1c.sluice.v1.SubmitJobResponse\x12\x36\n\x06GetJob\x12\x18.sluice.v1.GetJobRequest\x1a\x12.sluice.v1.JobInfo\x12\x43\n\x08ListJobs\x12\x1a.sluice.v1.ListJobsRequest\x1a\x1b.sluice.v1.ListJobsResponse\x12\x46\n\tCancelJob\x12\x1b.sluice.v1.CancelJobRequest\x1a\x1c.sluice.v1.CancelJobResponse\x12\x46\n\nGetCluster\x12\x1c.sluice.v1.GetClusterRequest\x1a\x1a.sluice.v1.ClusterOverview\x12[\n\x10TriggerSavepoint\x12\".sluice.v1.TriggerSavepointRequest\x1a#.sluice.v1.TriggerSavepointResponse\x12@\n\x07StopJob\x12\x19.sluice.v1.StopJobRequest\x1a\x1a.sluice.v1.StopJobResponse\x12\x41\n\x0bGetJobGraph\x12\x1d.sluice.v1.GetJobGraphRequest\x1a\x13.sluice.v1.JobGraph\x12U\n\x0eReconfigureJob\x12 .sluice.v1.ReconfigureJobRequest\x1a!.sluice.v1.ReconfigureJobResponse2\xf3\x03\n\x0fResourceManager\x12\x64\n\x13RegisterTaskManager\x12%.sluice.v1.RegisterTaskManagerRequest\x1a&.sluice.v1.RegisterTaskManagerResponse\x12\x46\n\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12\x66\n\x18UpdateTaskExecutionState\x12\x1d.sluice.v1.TaskExecutionState\x1a+.sluice.v1.UpdateTaskExecutionStateResponse\x12j\n\x15\x41\x63knowledgeCheckpoint\x12\'.sluice.v1.AcknowledgeCheckpointRequest\x1a(.sluice.v1.AcknowledgeCheckpointResponse\x12^\n\x11\x44\x65\x63lineCheckpoint\x12#.sluice.v1.DeclineCheckpointRequest\x1a$.sluice.v1.DeclineCheckpointResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice/v1/jobmanager.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\"l\n\x10SubmitJobRequest\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.sluice.v1.JobGraph\x12\x14\n\x0crestore_path\x18\x02 \x01(\t\x12 \n\x18\x61llow_non_restored_state\x18\x03 \x01(\x08\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"8\n\x0fListJobsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"M\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.sluice.v1.JobInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"=\n\x11\x43\x61ncelJobResponse\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.sluice.v1.JobStateJ\x04\x08\x01\x10\x02\"\x13\n\x11GetClusterRequest\"C\n\x17TriggerSavepointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x10target_directory\x18\x02 \x01(\t\".\n\x18TriggerSavepointResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\":\n\x0eStopJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x10target_directory\x18\x02 \x01(\t\"%\n\x0fStopJobResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"$\n\x12GetJobGraphRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x90\x01\n\x15ReconfigureJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x14\n\x0coperator_uid\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12$\n\x07new_job\x18\x04 \x01(\x0b\x32\x13.sluice.v1.JobGraph\x12\x16\n\x0erebalance_keys\x18\x05 \x01(\x08\"4\n\x16ReconfigureJobResponse\x12\x1a\n\x12reconfiguration_id\x18\x01 \x01(\t\"\x7f\n\x13TaskManagerOverview\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12\x1f\n\x17seconds_since_heartbeat\x18\x05 \x01(\x01\"\x80\x01\n\x0f\x43lusterOverview\x12\x0e\n\x06leader\x18\x01 \x01(\t\x12\x34\n\x0ctaskmanagers\x18\x02 \x03(\x0b\x32\x1e.sluice.v1.TaskManagerOverview\x12\x13\n\x0btotal_slots\x18\x03 \x01(\x05\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\"\xa0\x01\n\x1c\x41\x63knowledgeCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x14\n\x0cstate_handle\x18\x05 \x01(\x0c\x12\x12\n\nsize_bytes\x18\x06 \x01(\x03\"M\n\x1d\x41\x63knowledgeCheckpointResponse\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.sluice.v1.AckOutcomeJ\x04\x08\x01\x10\x02\"\x82\x01\n\x18\x44\x65\x63lineCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\x1b\n\x19\x44\x65\x63lineCheckpointResponse\"Q\n\x1aRegisterTaskManagerRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\"W\n\x1bRegisterTaskManagerResponse\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\"G\n\nSlotStatus\x12\x12\n\nslot_index\x18\x01 \x01(\x05\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x15\n\rexecution_ids\x18\x03 \x03(\t\"\x86\x03\n\x0bTaskMetrics\x12\x0e\n\x06job_id\x18\x04 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\x12\x14\n\x0crecords_sent\x18\x05 \x01(\x03\x12\x19\n\x11records_malformed\x18\x06 \x01(\x03\x12\x17\n\x0frecords_dropped\x18\x07 \x01(\x03\x12\x1a\n\x12\x62\x61\x64_record_samples\x18\x08 \x03(\t\x12\x16\n\twatermark\x18\t \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x14records_late_dropped\x18\n \x01(\x03\x12\x46\n\x11key_group_records\x18\x0b \x03(\x0b\x32+.sluice.v1.TaskMetrics.KeyGroupRecordsEntry\x1a\x36\n\x14KeyGroupRecordsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x42\x0c\n\n_watermark\"\x8f\x01\n\x10HeartbeatRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12$\n\x05slots\x18\x03 \x03(\x0b\x32\x15.sluice.v1.SlotStatus\x12%\n\x05tasks\x18\x04 \x03(\x0b\x32\x16.sluice.v1.TaskMetrics\"\"\n\x11HeartbeatResponse\x12\r\n\x05known\x18\x01 \x01(\x08\"\xed\x03\n\x12TaskExecutionState\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x19\n\x11leader_session_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12\x14\n\x0c\x65xecution_id\x18\x05 \x01(\t\x12(\n\x05state\x18\x0b \x01(\x0e\x32\x19.sluice.v1.ExecutionState\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x12\n\nrecords_in\x18\x08 \x01(\x03\x12\x13\n\x0brecords_out\x18\t \x01(\x03\x12\x14\n\x0c\x65nd_of_input\x18\n \x01(\x08\x12.\n\rfailure_cause\x18\x0c \x01(\x0e\x32\x17.sluice.v1.FailureCause\x12\x18\n\x10unreachable_peer\x18\r \x01(\t\x12\x14\n\x0crecords_sent\x18\x0e \x01(\x03\x12\x19\n\x11records_malformed\x18\x0f \x01(\x03\x12\x17\n\x0frecords_dropped\x18\x10 \x01(\x03\x12\x1a\n\x12\x62\x61\x64_record_samples\x18\x11 \x03(\t\x12\x16\n\twatermark\x18\x12 \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x14records_late_dropped\x18\x13 \x01(\x03\x42\x0c\n\n_watermarkJ\x04\x08\x06\x10\x07\"4\n UpdateTaskExecutionStateResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08*\x91\x01\n\nAckOutcome\x12\x1b\n\x17\x41\x43K_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43K_OUTCOME_SUCCESS\x10\x01\x12\x19\n\x15\x41\x43K_OUTCOME_DUPLICATE\x10\x02\x12\x17\n\x13\x41\x43K_OUTCOME_UNKNOWN\x10\x03\x12\x19\n\x15\x41\x43K_OUTCOME_DISCARDED\x10\x04*\x92\x01\n\x0c\x46\x61ilureCause\x12\x1d\n\x19\x46\x41ILURE_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x46\x41ILURE_CAUSE_TASK_ERROR\x10\x01\x12\"\n\x1e\x46\x41ILURE_CAUSE_PEER_UNREACHABLE\x10\x02\x12!\n\x1d\x46\x41ILURE_CAUSE_NON_RECOVERABLE\x10\x03\x32\x9a\x05\n\nJobManager\x12\x46\n\tSubmitJob\x12\x1b.sluice.v1.SubmitJobRequest\x1a\x1c.sluice.v1.SubmitJobResponse\x12\x36\n\x06GetJob\x12\x18.sluice.v1.GetJobRequest\x1a\x12.sluice.v1.JobInfo\x12\x43\n\x08ListJobs\x12\x1a.sluice.v1.ListJobsRequest\x1a\x1b.sluice.v1.ListJobsResponse\x12\x46\n\tCancelJob\x12\x1b.sluice.v1.CancelJobRequest\x1a\x1c.sluice.v1.CancelJobResponse\x12\x46\n\nGetCluster\x12\x1c.sluice.v1.GetClusterRequest\x1a\x1a.sluice.v1.ClusterOverview\x12[\n\x10TriggerSavepoint\x12\".sluice.v1.TriggerSavepointRequest\x1a#.sluice.v1.TriggerSavepointResponse\x12@\n\x07StopJob\x12\x19.sluice.v1.StopJobRequest\x1a\x1a.sluice.v1.StopJobResponse\x12\x41\n\x0bGetJobGraph\x12\x1d.sluice.v1.GetJobGraphRequest\x1a\x13.sluice.v1.JobGraph\x12U\n\x0eReconfigureJob\x12 .sluice.v1.ReconfigureJobRequest\x1a!.sluice.v1.ReconfigureJobResponse2\xf3\x03\n\x0fResourceManager\x12\x64\n\x13RegisterTaskManager\x12%.sluice.v1.RegisterTaskManagerRequest\x1a&.sluice.v1.RegisterTaskManagerResponse\x12\x46\n\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12\x66\n\x18UpdateTaskExecutionState\x12\x1d.sluice.v1.TaskExecutionState\x1a+.sluice.v1.UpdateTaskExecutionStateResponse\x12j\n\x15\x41\x63knowledgeCheckpoint\x12\'.sluice.v1.AcknowledgeCheckpointRequest\x1a(.sluice.v1.AcknowledgeCheckpointResponse\x12^\n\x11\x44\x65\x63lineCheckpoint\x12#.sluice.v1.DeclineCheckpointRequest\x1a$.sluice.v1.DeclineCheckpointResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluice.v1.jobmanager_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACKOUTCOME']._serialized_start=2839
-  _globals['_ACKOUTCOME']._serialized_end=2984
-  _globals['_FAILURECAUSE']._serialized_start=2987
-  _globals['_FAILURECAUSE']._serialized_end=3133
+  _globals['_TASKMETRICS_KEYGROUPRECORDSENTRY']._loaded_options = None
+  _globals['_TASKMETRICS_KEYGROUPRECORDSENTRY']._serialized_options = b'8\001'
+  _globals['_ACKOUTCOME']._serialized_start=2992
+  _globals['_ACKOUTCOME']._serialized_end=3137
+  _globals['_FAILURECAUSE']._serialized_start=3140
+  _globals['_FAILURECAUSE']._serialized_end=3286
   _globals['_SUBMITJOBREQUEST']._serialized_start=65
   _globals['_SUBMITJOBREQUEST']._serialized_end=173
   _globals['_SUBMITJOBRESPONSE']._serialized_start=175
@@ -62,40 +64,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STOPJOBRESPONSE']._serialized_end=716
   _globals['_GETJOBGRAPHREQUEST']._serialized_start=718
   _globals['_GETJOBGRAPHREQUEST']._serialized_end=754
-  _globals['_RECONFIGUREJOBREQUEST']._serialized_start=756
-  _globals['_RECONFIGUREJOBREQUEST']._serialized_end=876
-  _globals['_RECONFIGUREJOBRESPONSE']._serialized_start=878
-  _globals['_RECONFIGUREJOBRESPONSE']._serialized_end=930
-  _globals['_TASKMANAGEROVERVIEW']._serialized_start=932
-  _globals['_TASKMANAGEROVERVIEW']._serialized_end=1059
-  _globals['_CLUSTEROVERVIEW']._serialized_start=1062
-  _globals['_CLUSTEROVERVIEW']._serialized_end=1190
-  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_start=1193
-  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_end=1353
-  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_start=1355
-  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_end=1432
-  _globals['_DECLINECHECKPOINTREQUEST']._serialized_start=1435
-  _globals['_DECLINECHECKPOINTREQUEST']._serialized_end=1565
-  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_start=1567
-  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_end=1594
-  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_start=1596
-  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_end=1677
-  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_start=1679
-  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_end=1766
-  _globals['_SLOTSTATUS']._serialized_start=1768
-  _globals['_SLOTSTATUS']._serialized_end=1839
-  _globals['_TASKMETRICS']._serialized_start=1842
-  _globals['_TASKMETRICS']._serialized_end=2104
-  _globals['_HEARTBEATREQUEST']._serialized_start=2107
-  _globals['_HEARTBEATREQUEST']._serialized_end=2250
-  _globals['_HEARTBEATRESPONSE']._serialized_start=2252
-  _globals['_HEARTBEATRESPONSE']._serialized_end=2286
-  _globals['_TASKEXECUTIONSTATE']._serialized_start=2289
-  _globals['_TASKEXECUTIONSTATE']._serialized_end=2782
-  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_start=2784
-  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_end=2836
-  _globals['_JOBMANAGER']._serialized_start=3136
-  _globals['_JOBMANAGER']._serialized_end=3802
-  _globals['_RESOURCEMANAGER']._serialized_start=3805
-  _globals['_RESOURCEMANAGER']._serialized_end=4304
+  _globals['_RECONFIGUREJOBREQUEST']._serialized_start=757
+  _globals['_RECONFIGUREJOBREQUEST']._serialized_end=901
+  _globals['_RECONFIGUREJOBRESPONSE']._serialized_start=903
+  _globals['_RECONFIGUREJOBRESPONSE']._serialized_end=955
+  _globals['_TASKMANAGEROVERVIEW']._serialized_start=957
+  _globals['_TASKMANAGEROVERVIEW']._serialized_end=1084
+  _globals['_CLUSTEROVERVIEW']._serialized_start=1087
+  _globals['_CLUSTEROVERVIEW']._serialized_end=1215
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_start=1218
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_end=1378
+  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_start=1380
+  _globals['_ACKNOWLEDGECHECKPOINTRESPONSE']._serialized_end=1457
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_start=1460
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_end=1590
+  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_start=1592
+  _globals['_DECLINECHECKPOINTRESPONSE']._serialized_end=1619
+  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_start=1621
+  _globals['_REGISTERTASKMANAGERREQUEST']._serialized_end=1702
+  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_start=1704
+  _globals['_REGISTERTASKMANAGERRESPONSE']._serialized_end=1791
+  _globals['_SLOTSTATUS']._serialized_start=1793
+  _globals['_SLOTSTATUS']._serialized_end=1864
+  _globals['_TASKMETRICS']._serialized_start=1867
+  _globals['_TASKMETRICS']._serialized_end=2257
+  _globals['_TASKMETRICS_KEYGROUPRECORDSENTRY']._serialized_start=2189
+  _globals['_TASKMETRICS_KEYGROUPRECORDSENTRY']._serialized_end=2243
+  _globals['_HEARTBEATREQUEST']._serialized_start=2260
+  _globals['_HEARTBEATREQUEST']._serialized_end=2403
+  _globals['_HEARTBEATRESPONSE']._serialized_start=2405
+  _globals['_HEARTBEATRESPONSE']._serialized_end=2439
+  _globals['_TASKEXECUTIONSTATE']._serialized_start=2442
+  _globals['_TASKEXECUTIONSTATE']._serialized_end=2935
+  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_start=2937
+  _globals['_UPDATETASKEXECUTIONSTATERESPONSE']._serialized_end=2989
+  _globals['_JOBMANAGER']._serialized_start=3289
+  _globals['_JOBMANAGER']._serialized_end=3955
+  _globals['_RESOURCEMANAGER']._serialized_start=3958
+  _globals['_RESOURCEMANAGER']._serialized_end=4457
 # @@protoc_insertion_point(module_scope)

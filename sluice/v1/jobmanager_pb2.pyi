@@ -121,16 +121,18 @@ class GetJobGraphRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ReconfigureJobRequest(_message.Message):
-    __slots__ = ("job_id", "operator_uid", "parallelism", "new_job")
+    __slots__ = ("job_id", "operator_uid", "parallelism", "new_job", "rebalance_keys")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_UID_FIELD_NUMBER: _ClassVar[int]
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     NEW_JOB_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_KEYS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     operator_uid: str
     parallelism: int
     new_job: _common_pb2.JobGraph
-    def __init__(self, job_id: _Optional[str] = ..., operator_uid: _Optional[str] = ..., parallelism: _Optional[int] = ..., new_job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ...) -> None: ...
+    rebalance_keys: bool
+    def __init__(self, job_id: _Optional[str] = ..., operator_uid: _Optional[str] = ..., parallelism: _Optional[int] = ..., new_job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., rebalance_keys: _Optional[bool] = ...) -> None: ...
 
 class ReconfigureJobResponse(_message.Message):
     __slots__ = ("reconfiguration_id",)
@@ -233,7 +235,14 @@ class SlotStatus(_message.Message):
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped")
+    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped", "key_group_records")
+    class KeyGroupRecordsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
@@ -244,6 +253,7 @@ class TaskMetrics(_message.Message):
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
     RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    KEY_GROUP_RECORDS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     execution_id: str
     records_in: int
@@ -254,7 +264,8 @@ class TaskMetrics(_message.Message):
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
     watermark: int
     records_late_dropped: int
-    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
+    key_group_records: _containers.ScalarMap[int, int]
+    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ..., key_group_records: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("resource_id", "leader_session_id", "slots", "tasks")

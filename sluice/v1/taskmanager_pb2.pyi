@@ -140,20 +140,22 @@ class TaskDeploymentDescriptor(_message.Message):
     def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., chain_id: _Optional[str] = ..., operator_ids: _Optional[_Iterable[str]] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., slot_index: _Optional[int] = ..., job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ..., checkpoint_dir: _Optional[str] = ..., restore_checkpoint_id: _Optional[int] = ..., restore_state: _Optional[bytes] = ...) -> None: ...
 
 class ResultPartitionDescriptor(_message.Message):
-    __slots__ = ("partition_id", "target_chain", "partitioning", "keys", "num_subpartitions", "output_tag")
+    __slots__ = ("partition_id", "target_chain", "partitioning", "keys", "num_subpartitions", "output_tag", "key_group_owners")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_CHAIN_FIELD_NUMBER: _ClassVar[int]
     PARTITIONING_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     NUM_SUBPARTITIONS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TAG_FIELD_NUMBER: _ClassVar[int]
+    KEY_GROUP_OWNERS_FIELD_NUMBER: _ClassVar[int]
     partition_id: str
     target_chain: str
     partitioning: _common_pb2.Partitioning
     keys: _containers.RepeatedScalarFieldContainer[str]
     num_subpartitions: int
     output_tag: str
-    def __init__(self, partition_id: _Optional[str] = ..., target_chain: _Optional[str] = ..., partitioning: _Optional[_Union[_common_pb2.Partitioning, str]] = ..., keys: _Optional[_Iterable[str]] = ..., num_subpartitions: _Optional[int] = ..., output_tag: _Optional[str] = ...) -> None: ...
+    key_group_owners: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition_id: _Optional[str] = ..., target_chain: _Optional[str] = ..., partitioning: _Optional[_Union[_common_pb2.Partitioning, str]] = ..., keys: _Optional[_Iterable[str]] = ..., num_subpartitions: _Optional[int] = ..., output_tag: _Optional[str] = ..., key_group_owners: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SubmitTaskResponse(_message.Message):
     __slots__ = ()

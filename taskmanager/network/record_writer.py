@@ -55,6 +55,7 @@ class RecordWriter:
     ) -> None:
         self.partition = partition
         self.target_chain = ""  # the chain this output feeds (a live reconfiguration finds outputs by it)
+        self.owners_table: list[int] = []  # HASH: the subtask of each key group, when not contiguous ranges
         self.last_watermark: int | None = None  # the last watermark written (a successor partition starts at it)
         self.timestamp_column = timestamp_column  # observed for the chain's watermarks (None: no event time here)
         self._max_timestamp: int | None = None
@@ -110,7 +111,7 @@ class RecordWriter:
         if n == 1:
             yield 0, table
             return
-        targets = key_groups.owners(table.column(key_groups.KEY_GROUP), n, maxp)
+        targets = key_groups.owners(table.column(key_groups.KEY_GROUP), n, maxp, self.owners_table)
         for i in range(n):
             part = table.filter(pc.equal(targets, i))
             if part.num_rows:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import csv
 import glob
+import json
 import os
 import re
 import subprocess
@@ -23,6 +24,8 @@ from harness import JOBS, REPO, SLUICE, assert_update_stream, running_cluster, s
 from helpers import wait_until
 from test_recovery import kill_taskmanager_running, wait_for
 from test_savepoints import Input, run_page_views, wait_counts
+
+from sluice.key_groups import key_group_of
 
 pytestmark = pytest.mark.integration
 
@@ -135,6 +138,57 @@ def test_a_function_swap_switches_the_output_at_one_barrier_and_keeps_the_state(
     for _, u, c, _ in rows:
         per_url[u].append(c)
     assert all(cs == sorted(set(cs)) for cs in per_url.values())  # the state went on: no count twice, none back
+    sluice("cancel", job, "--cluster-dir", cluster.dir)
+    wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
+
+
+def skewed(directory, batch: int, events: int, files: int) -> collections.Counter[str]:
+    """Events whose urls fall 90 % in key groups of subtask 0 of 2 (key groups 0..63 of 128),
+    spread over many urls and key groups; written atomically into `directory`."""
+    hot = [u for u in (f"/hot/{i}" for i in range(4000)) if key_group_of((u,), 128) < 64][:300]
+    cold = [u for u in (f"/cold/{i}" for i in range(4000)) if key_group_of((u,), 128) >= 64][:30]
+    counts: collections.Counter[str] = collections.Counter()
+    staging = directory.parent / f"skew-staging-{batch}"
+    staging.mkdir()
+    n = 0
+    for f in range(files):
+        lines = []
+        for _i in range(events // files):
+            url = cold[n % len(cold)] if n % 10 == 0 else hot[(n * 7) % len(hot)]
+            lines.append(json.dumps({"url": url, "user": n % 97, "ts": 1_700_000_000_000 + n}))
+            counts[url] += 1
+            n += 1
+        (staging / f"s{batch}-{f:03d}.jsonl").write_text("\n".join(lines) + "\n")
+        os.rename(staging / f"s{batch}-{f:03d}.jsonl", directory / f"s{batch}-{f:03d}.jsonl")
+    return counts
+
+
+def test_rebalance_keys_moves_key_groups_from_the_busiest_subtask_to_the_idlest(cluster, tmp_path):
+    inp, out = Input(tmp_path), tmp_path / "out"
+    inp.expected.update(skewed(inp.dir, 0, 40_000, 10))
+    job = run_page_views(cluster, inp, out, parallelism=2)
+    wait_counts(out, inp.expected)
+
+    def rebalanced():  # the key groups' loads reach the JobManager with the TaskManagers' heartbeats
+        proc = reconfigure(cluster, job, "--operator", "counts", "--rebalance-keys", check=False)
+        if proc.returncode == 0:
+            return proc
+        assert "no key group of subtask" in proc.stderr, proc.stderr
+        return None
+
+    proc = wait_until(rebalanced, 60, "a rebalance")
+    assert proc.stdout.strip().endswith("COMPLETED") and "moved" in proc.stderr, proc.stderr
+    status = cluster.status(job)
+    [r] = status["reconfigurations"]
+    assert r["kind"] == "rebalance-keys" and (r["from_subtask"], r["to_subtask"]) == (0, 1), r
+    assert r["moved_key_groups"] and all(kg < 64 for kg in r["moved_key_groups"])
+    assert status["restarts"] == 0
+
+    inp.expected.update(skewed(inp.dir, 1, 40_000, 10))
+    assert_update_stream(wait_counts(out, inp.expected))  # exact, no line twice, across the move
+    counts = sorted(tasks_of(cluster.status(job), "counts sink"), key=lambda t: t["subtask"])
+    share = counts[1]["records_in"] / max(1, sum(t["records_in"] for t in counts))
+    assert share > 0.3, counts  # was 10 % of the input before the move
     sluice("cancel", job, "--cluster-dir", cluster.dir)
     wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
 

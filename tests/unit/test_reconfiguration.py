@@ -19,11 +19,12 @@ from jobmanager.checkpoint.coordinator import (
     TriggerCheckpoint,
 )
 from jobmanager.reconfiguration import protocol as rp
-from jobmanager.reconfiguration.plan import ReconfigurationError, make_plan
+from jobmanager.reconfiguration.plan import ReconfigurationError, make_plan, rebalance
 from jobmanager.scheduler.execution_graph import ChainInfo, DeployExecutions, Ignored, ReplaceChains, TaskStateReported
 from sluice import graph
 from sluice.api import FileSink, StreamExecutionEnvironment
 from sluice.api import environment as env_module
+from sluice.key_groups import default_table, owned_key_groups, owners
 from sluice.states import ExecutionState
 
 
@@ -86,7 +87,7 @@ def test_a_function_swap_takes_the_new_settings_and_keeps_everything_else():
         ({"operator": "counts", "parallelism": 3}, "already runs at parallelism 3"),
         ({"operator": "src", "parallelism": 2}, "runs in a source task"),
         ({"operator": "counts", "parallelism": 500}, "max parallelism 128"),
-        ({"operator": "counts"}, "either a new parallelism or a new job file"),
+        ({"operator": "counts"}, "one of a new parallelism, a new job file or --rebalance-keys"),
     ],
 )
 def test_changes_that_cannot_be_made_live_are_refused_with_what_to_do(kwargs, message):
@@ -230,3 +231,54 @@ def test_a_failed_reconfiguration_barrier_is_not_a_checkpoint_failure():
     actions = c.handle(Tick(6.5))
     assert isinstance(actions[0], NotifyAborted) and c.consecutive_failures == 0
     assert len(actions) == 2 and actions[0].targets == CKPT_ALL
+
+
+# -- rebalance-keys ----------------------------------------------------------------------------------
+def test_rebalance_moves_the_key_groups_that_even_out_busiest_and_idlest():
+    owners = default_table(2, 8)  # subtask 0: 0..3, subtask 1: 4..7
+    load = {0: 50, 1: 30, 2: 10, 3: 10, 4: 5, 5: 5}
+    table, busiest, idlest, moved = rebalance(owners, 2, load)
+    assert (busiest, idlest) == (0, 1)
+    totals = [sum(n for kg, n in load.items() if table[kg] == s) for s in (0, 1)]
+    assert max(totals) < 100 and moved and all(owners[kg] == 0 and table[kg] == 1 for kg in moved)
+    assert [table[kg] for kg in range(8) if kg not in moved] == [owners[kg] for kg in range(8) if kg not in moved]
+
+
+def test_rebalance_moves_nothing_when_one_key_group_carries_the_load_or_it_is_even():
+    assert rebalance(default_table(2, 8), 2, {0: 100, 5: 1})[3] == ()
+    assert rebalance(default_table(2, 8), 2, {0: 10, 4: 10})[3] == ()
+
+
+def test_a_rebalance_plan_sets_the_chains_key_group_owners_and_routes_by_them():
+    job = pipeline(parallelism=2)
+    counts = chain_named(job, "counts")
+    load = {kg: 100 for kg in range(64)} | {64: 10}
+    plan = make_plan(job, "counts", key_group_load=load)
+    assert plan.kind == "rebalance-keys" and (plan.from_subtask, plan.to_subtask) == (0, 1)
+    table = graph.key_group_owners(plan.new_job, counts)
+    assert len(table) == 128 and sorted(owned_key_groups(1, 2, 128, table)) != list(range(64, 128))
+    assert plan.redeployed == (counts,) and plan.switched == (chain_named(job, "pick"),)
+    graph.validate(plan.new_job, check_paths=False)
+    with pytest.raises(ReconfigurationError, match="no key group of subtask 0 can move"):
+        make_plan(job, "counts", key_group_load={0: 5, 64: 5})
+    with pytest.raises(ReconfigurationError, match="does not run behind a key_by"):
+        make_plan(job, "pick", key_group_load=load)
+    # a later rescale drops the table: it was for the old parallelism
+    assert not graph.key_group_owners(graph.rescaled(plan.new_job, 3, members=("counts", "label", "sink")), counts)
+
+
+def test_routing_and_restore_follow_a_key_group_table():
+    import pyarrow as pa
+
+    table = [1, 0, 1, 0]
+    assert owners(pa.array([0, 1, 2, 3]), 2, 4, table).to_pylist() == [1, 0, 1, 0]
+    assert owners(pa.array([0, 1, 2, 3]), 2, 4).to_pylist() == [0, 0, 1, 1]
+    assert owned_key_groups(0, 2, 4, table) == [1, 3] and owned_key_groups(0, 2, 4) == [0, 1]
+
+
+@pytest.mark.parametrize("bad", [[0] * 127, [0] * 127 + [2]])
+def test_a_job_graph_with_a_bad_key_group_table_is_refused(bad):
+    job = pipeline(parallelism=2)
+    job.key_group_owners[chain_named(job, "counts")].owners[:] = bad
+    with pytest.raises(graph.JobValidationError, match="key_group_owners"):
+        graph.validate(job, check_paths=False)
