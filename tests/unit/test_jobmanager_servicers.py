@@ -19,7 +19,13 @@ import grpc
 import pytest
 
 from jobmanager.dispatcher import Dispatcher
-from jobmanager.servicers import MAX_HEARTBEAT_TASKS, MAX_ID_LENGTH, JobManagerServicer, ResourceManagerServicer
+from jobmanager.servicers import (
+    MAX_HEARTBEAT_TASKS,
+    MAX_ID_LENGTH,
+    MAX_KEY_GROUP_RECORDS,
+    JobManagerServicer,
+    ResourceManagerServicer,
+)
 from sluice.api import StreamExecutionEnvironment
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto, to_proto
 from sluice.v1 import jobmanager_pb2
@@ -511,3 +517,56 @@ def test_bad_list_jobs_requests_are_invalid(dispatcher, request_fields, field):
         JobManagerServicer(dispatcher, lambda: None).ListJobs, jobmanager_pb2.ListJobsRequest(**request_fields)
     )
     assert resp is None and context.code() == grpc.StatusCode.INVALID_ARGUMENT and f"{field}:" in context.details
+
+
+def test_a_heartbeat_with_too_many_key_group_counts_is_refused(dispatcher):
+    running_job(dispatcher)
+    metrics = jobmanager_pb2.TaskMetrics(job_id="j", execution_id="e")
+    metrics.key_group_records.update({kg: 1 for kg in range(MAX_KEY_GROUP_RECORDS + 1)})
+    beat = jobmanager_pb2.HeartbeatRequest(resource_id="tm-a", leader_session_id=SESSION, tasks=[metrics])
+    resp, context = call(rm(dispatcher).Heartbeat, beat)
+    assert (
+        resp is None and context.code() == grpc.StatusCode.INVALID_ARGUMENT and "key_group_records" in context.details
+    )
+
+
+def jm(d: Dispatcher) -> JobManagerServicer:
+    return JobManagerServicer(d, lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("method", "request_", "code", "message"),
+    [
+        ("TriggerSavepoint", {"job_id": "x" * (MAX_ID_LENGTH + 1)}, "INVALID_ARGUMENT", "job_id"),
+        ("TriggerSavepoint", {"job_id": "nope"}, "NOT_FOUND", "no job with id"),
+        ("TriggerSavepoint", {"job_id": "J", "target_directory": "d" * 5000}, "INVALID_ARGUMENT", "target_directory"),
+        ("StopJob", {"job_id": "J", "target_directory": "a\0b"}, "INVALID_ARGUMENT", "target_directory"),
+        ("TriggerSavepoint", {"job_id": "J"}, "FAILED_PRECONDITION", "runs without checkpointing"),
+        ("ReconfigureJob", {"job_id": "J", "operator_uid": "x", "parallelism": -1}, "INVALID_ARGUMENT", "parallelism"),
+        ("ReconfigureJob", {"job_id": "J", "operator_uid": "", "parallelism": 2}, "INVALID_ARGUMENT", "operator_uid"),
+        ("ReconfigureJob", {"job_id": "J", "operator_uid": "x", "parallelism": 2}, "FAILED_PRECONDITION", "without"),
+        ("GetJobGraph", {"job_id": "nope"}, "NOT_FOUND", "no job with id"),
+    ],
+)
+def test_savepoint_and_reconfiguration_requests_are_checked_at_the_edge(dispatcher, method, request_, code, message):
+    job_id, _ = running_job(dispatcher)  # a job without checkpointing
+    fields = {k: (job_id if v == "J" else v) for k, v in request_.items()}
+    request_type = {
+        "TriggerSavepoint": jobmanager_pb2.TriggerSavepointRequest,
+        "StopJob": jobmanager_pb2.StopJobRequest,
+        "ReconfigureJob": jobmanager_pb2.ReconfigureJobRequest,
+        "GetJobGraph": jobmanager_pb2.GetJobGraphRequest,
+    }[method]
+    resp, context = call(getattr(jm(dispatcher), method), request_type(**fields))
+    assert resp is None and context.code() == getattr(grpc.StatusCode, code) and message in context.details
+
+
+def test_a_job_submitted_from_a_missing_savepoint_is_refused_and_not_kept(dispatcher, tmp_path):
+    env = StreamExecutionEnvironment()
+    env.from_collection([{"k": "a"}]).print()
+    request = jobmanager_pb2.SubmitJobRequest(job=env.get_job_graph("j"), restore_path=str(tmp_path / "none"))
+    resp, context = call(jm(dispatcher).SubmitJob, request)
+    assert (
+        resp is None and context.code() == grpc.StatusCode.INVALID_ARGUMENT and "no _metadata there" in context.details
+    )
+    assert dispatcher._jobs == {}
