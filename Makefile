@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed bench-state validate clean
+.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-reconfigure validate clean
 
 install: system-deps $(STAMP)
 
@@ -89,6 +89,12 @@ bench-windowed: install
 # Streaming, alternating run by run, each output checked (bench/state_bench.py; --quick for a smoke run).
 bench-state: install
 	$(BIN)/python bench/state_bench.py
+
+# Changing a running job's operator parallelism live (sluice reconfigure) against stop-with-savepoint and
+# restore (sluice rescale), alternating run by run on one cluster, each output checked exactly
+# (bench/reconfigure_bench.py; --quick for a smoke run).
+bench-reconfigure: install
+	$(BIN)/python bench/reconfigure_bench.py
 
 clean:
 	rm -rf .sluice build *.egg-info .pytest_cache

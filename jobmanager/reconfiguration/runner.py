@@ -252,6 +252,8 @@ class ReconfigurationRun:
                 m.set_partition_tag(m.chain_of[e.source].id, self.tag, target=c.id)
         infos = tuple(eg.ChainInfo(c.id, c.name, c.parallelism) for c in chains)
         actions = m.graph.handle(eg.ReplaceChains(infos, self.tag, now))
+        for eid in self.retiring:  # their counters are the old subtasks'
+            m.metrics.pop(eid, None)
         for a in actions:
             if isinstance(a, eg.DeployExecutions):
                 self.new_executions = frozenset(a.execution_ids)
