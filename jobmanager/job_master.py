@@ -484,7 +484,9 @@ class JobMaster:
         self._start_coordinator(now)
         ha, job = self.gateway.ha, self.job
         if ha is not None:
-            self.gateway.run_io(self, lambda: ha.put_job_graph(self.gateway.guard, self.job_id, job), _ignore)
+            self.gateway.run_io(
+                self, lambda: ha.put_job_graph(self.gateway.guard, self.job_id, job, replace=True), _ignore
+            )
 
     def _savepoint_ended(self, failure: str = "", path: str = "") -> None:
         request, self._savepoint_request = self._savepoint_request, None

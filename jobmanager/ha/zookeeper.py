@@ -25,7 +25,9 @@ that one operation; the leader's session is never at stake.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
@@ -117,6 +119,12 @@ class ZooKeeperCheckpointIDCounter(CheckpointIDCounter):
         return value
 
 
+def path_of(pointer: bytes) -> str:
+    """The file a `file:` job graph pointer names ("" for an inline graph)."""
+    kind, _, rest = pointer.partition(b":")
+    return rest.decode() if kind == b"file" else ""
+
+
 class ZooKeeperHaServices:
     def __init__(self, client: KazooClient, paths: ZkPaths, storage_dir: str | None) -> None:
         self.client, self.paths = client, paths
@@ -129,14 +137,18 @@ class ZooKeeperHaServices:
         return f"{self.paths.root}/jobresults"
 
     # -- job graphs -------------------------------------------------------------------------
-    def put_job_graph(self, guard: Guard, job_id: str, job: common_pb2.JobGraph) -> None:
-        """Data to storage first, then the pointer (persist before announce)."""
+    def put_job_graph(self, guard: Guard, job_id: str, job: common_pb2.JobGraph, replace: bool = False) -> None:
+        """Data to storage first, then the pointer (persist before announce). `replace`: the
+        job's graph changed (a live reconfiguration committed): the new one goes to a file of
+        its own and the pointer moves to it in one guarded write, so a crash in between leaves
+        the old graph whole; the old file is deleted afterwards."""
         data = job.SerializeToString()
+        old_file = None
         if self.storage_dir:
             fs, base = resolve(self.storage_dir)
             directory = f"{base}/jobgraphs"
             fs.create_dir(directory, recursive=True)
-            path = f"{directory}/{job_id}.pb"
+            path = f"{directory}/{job_id}{f'.{uuid.uuid4().hex[:8]}' if replace else ''}.pb"
             with fs.open_output_stream(path) as out:
                 out.write(data)
             pointer = b"file:" + path.encode()
@@ -148,7 +160,18 @@ class ZooKeeperHaServices:
                     "state.checkpoints.dir; set one and job graphs go to storage)",
                     len(pointer),
                 )
-        guard().create(self.paths.jobgraph(job_id), pointer).commit()
+        if not replace:
+            guard().create(self.paths.jobgraph(job_id), pointer).commit()
+            return
+        previous, _ = self.client.get(self.paths.jobgraph(job_id))
+        kind, _, rest = previous.partition(b":")
+        if kind == b"file" and rest.decode() != path_of(pointer):
+            old_file = rest.decode()
+        guard().set_data(self.paths.jobgraph(job_id), pointer).commit()
+        if old_file is not None and self.storage_dir:
+            fs, _ = resolve(self.storage_dir)
+            with contextlib.suppress(OSError):
+                fs.delete_file(old_file)
 
     def job_graph_ids(self) -> list[str]:
         return sorted(self.client.get_children(self.paths.jobgraphs))

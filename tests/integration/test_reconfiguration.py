@@ -26,6 +26,8 @@ from test_recovery import kill_taskmanager_running, wait_for
 from test_savepoints import Input, run_page_views, wait_counts
 
 from sluice.key_groups import key_group_of
+from sluice.v1 import common_pb2
+from sluice.zk.paths import ZkPaths
 
 pytestmark = pytest.mark.integration
 
@@ -79,6 +81,7 @@ def test_rescale_in_place_down_and_up_while_input_arrives(cluster, tmp_path):
 
     inp.add(events=30_000, files=10)
     assert_update_stream(wait_counts(out, inp.expected))  # exactly once across the switch
+    assert ha_parallelism(cluster, job, "counts") == 2  # a JobManager taking over runs the new configuration
 
     done = reconfigure(cluster, job, "--operator", "counts", "--parallelism", "3")
     assert done.stdout.strip().endswith("COMPLETED"), done.stderr
@@ -100,6 +103,19 @@ def test_rescale_in_place_down_and_up_while_input_arrives(cluster, tmp_path):
     assert cluster.status(job)["state"] == "RUNNING"
     sluice("cancel", job, "--cluster-dir", cluster.dir)
     wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
+
+
+def ha_parallelism(cluster, job_id: str, operator: str) -> int:
+    """The operator's parallelism in the job graph the HA store keeps (what a new leader recovers)."""
+    zk = cluster.zk_client()
+    try:
+        pointer, _ = zk.get(ZkPaths(cluster.info["cluster_id"]).jobgraph(job_id))
+    finally:
+        zk.stop()
+        zk.close()
+    kind, _, rest = pointer.partition(b":")
+    data = open(rest.decode(), "rb").read() if kind == b"file" else rest
+    return next(op.parallelism for op in common_pb2.JobGraph.FromString(data).operators if op.id == operator)
 
 
 def labelled_lines(out) -> list[tuple[str, str, int, str]]:
