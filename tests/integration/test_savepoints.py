@@ -46,6 +46,23 @@ def cluster(tmp_path_factory, zookeeper):
         yield c
 
 
+def cancel_running(cluster) -> None:
+    """Cancel every job still running on the module's cluster and wait until it ended: a test
+    that failed half-way must not leave the next one without slots."""
+    jobs = json.loads(sluice("list", "--json", "--cluster-dir", cluster.dir).stdout)
+    running = [j["job_id"] for j in jobs if j["state"] not in ("FINISHED", "FAILED", "CANCELED")]
+    for job_id in running:
+        sluice("cancel", job_id, "--cluster-dir", cluster.dir, check=False)
+    for job_id in running:
+        wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED", "CANCELED"), "the cancel", 60)
+
+
+@pytest.fixture(autouse=True)
+def no_job_left(cluster):
+    yield
+    cancel_running(cluster)
+
+
 class Input:
     """A watched input directory: batches of events land atomically (renamed into place)."""
 
