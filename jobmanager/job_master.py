@@ -896,16 +896,24 @@ class JobMaster:
         for edge in chain.outputs:
             target = self.chain_of[edge.target]
             pid = self.partition_id_for(chain.id, edge.target, ex.subtask, self._ptag(chain.id, target.id))
-            tdd.outputs.add(
-                partition_id=pid,
-                target_chain=target.id,
-                partitioning=edge.partitioning,
-                keys=edge.keys,
-                output_tag=edge.output_tag,
-                num_subpartitions=target.parallelism,
-                key_group_owners=graph.key_group_owners(self.job, target.id),
-            )
+            tdd.outputs.append(self.output_descriptor(pid, edge, target, self.job))
         return tdd
+
+    @staticmethod
+    def output_descriptor(
+        partition_id: str, edge: common_pb2.EdgeSpec, target: graph.Chain, job: common_pb2.JobGraph
+    ) -> taskmanager_pb2.ResultPartitionDescriptor:
+        """A task's output along `edge` into the chain `target` of `job` (a deployment, or the
+        new outputs a live reconfiguration switches a task to)."""
+        return taskmanager_pb2.ResultPartitionDescriptor(
+            partition_id=partition_id,
+            target_chain=target.id,
+            partitioning=edge.partitioning,
+            keys=edge.keys,
+            output_tag=edge.output_tag,
+            num_subpartitions=target.parallelism,
+            key_group_owners=graph.key_group_owners(job, target.id),
+        )
 
     def partition_id_for(self, chain_id: str, target_op: str, subtask: int, tag: str) -> str:
         return partition_id(self.job_id, tag, chain_id, target_op, subtask)

@@ -43,6 +43,17 @@ def key_group_range(subtask: int, parallelism: int, max_parallelism: int) -> tup
     return lo, hi
 
 
+def is_range(groups: object, max_parallelism: int) -> bool:
+    """Whether `groups` is a key-group range ``[lo, hi]`` as state handles carry it: two ints
+    with ``0 <= lo <= hi < max_parallelism`` (checked before a checkpoint or savepoint is trusted)."""
+    return (
+        isinstance(groups, list)
+        and len(groups) == 2
+        and all(isinstance(g, int) and not isinstance(g, bool) for g in groups)
+        and 0 <= groups[0] <= groups[1] < max_parallelism
+    )
+
+
 def owner(key_group: int, parallelism: int, max_parallelism: int) -> int:
     """The subtask (operator index) that owns `key_group`."""
     return key_group * parallelism // max_parallelism

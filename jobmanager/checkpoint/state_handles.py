@@ -28,6 +28,8 @@ import posixpath
 from collections.abc import Callable, Collection
 from typing import Any
 
+from sluice import key_groups
+
 MAX_STATE_HANDLE_BYTES = 4 * 1024 * 1024  # a handle carries pointers and small inline state only
 
 
@@ -79,13 +81,7 @@ def parse(
         path = h["path"]
         if "\0" in path or ".." in path.split("/") or not resolve(path).startswith(base):
             raise InvalidStateHandle(f"{where}.path: {path!r} is not inside the checkpoint directory {base}")
-        groups = h.get("key_groups")
-        if (
-            not isinstance(groups, list)
-            or len(groups) != 2
-            or not all(isinstance(g, int) and not isinstance(g, bool) for g in groups)
-            or not 0 <= groups[0] <= groups[1] < max_parallelism
-        ):
+        if not key_groups.is_range(h.get("key_groups"), max_parallelism):
             raise InvalidStateHandle(f"{where}.key_groups: expected [lo, hi] with 0 <= lo <= hi < {max_parallelism}")
         for count in ("rows", "size"):
             value = h.get(count, 0)

@@ -143,7 +143,6 @@ class ZooKeeperHaServices:
         its own and the pointer moves to it in one guarded write, so a crash in between leaves
         the old graph whole; the old file is deleted afterwards."""
         data = job.SerializeToString()
-        old_file = None
         if self.storage_dir:
             fs, base = resolve(self.storage_dir)
             directory = f"{base}/jobgraphs"
@@ -164,11 +163,9 @@ class ZooKeeperHaServices:
             guard().create(self.paths.jobgraph(job_id), pointer).commit()
             return
         previous, _ = self.client.get(self.paths.jobgraph(job_id))
-        kind, _, rest = previous.partition(b":")
-        if kind == b"file" and rest.decode() != path_of(pointer):
-            old_file = rest.decode()
+        old_file = path_of(previous)
         guard().set_data(self.paths.jobgraph(job_id), pointer).commit()
-        if old_file is not None and self.storage_dir:
+        if old_file and old_file != path_of(pointer) and self.storage_dir:
             fs, _ = resolve(self.storage_dir)
             with contextlib.suppress(OSError):
                 fs.delete_file(old_file)
@@ -178,12 +175,12 @@ class ZooKeeperHaServices:
 
     def get_job_graph(self, job_id: str) -> common_pb2.JobGraph:
         pointer, _ = self.client.get(self.paths.jobgraph(job_id))
-        kind, _, rest = pointer.partition(b":")
-        if kind == b"inline":
-            data = rest
+        path = path_of(pointer)
+        if not path:  # inline
+            data = pointer.partition(b":")[2]
         else:
-            fs, path = resolve(self.storage_dir or "/")
-            with fs.open_input_stream(rest.decode()) as f:
+            fs, _ = resolve(self.storage_dir or "/")
+            with fs.open_input_stream(path) as f:
                 data = f.read()
         job = common_pb2.JobGraph()
         job.ParseFromString(data)

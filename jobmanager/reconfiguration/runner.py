@@ -130,15 +130,7 @@ class ReconfigurationRun:
                     e for e in self.plan.new_job.edges if e.source == edge.source and e.target == edge.target
                 )
                 pid = m.partition_id_for(chain.id, edge.target, ex.subtask, self.tag)
-                request.outputs.add(
-                    partition_id=pid,
-                    target_chain=target.id,
-                    partitioning=new_edge.partitioning,
-                    keys=new_edge.keys,
-                    output_tag=new_edge.output_tag,
-                    num_subpartitions=new_chains[target.id].parallelism,
-                    key_group_owners=graph.key_group_owners(self.plan.new_job, target.id),
-                )
+                request.outputs.append(m.output_descriptor(pid, new_edge, new_chains[target.id], self.plan.new_job))
                 request.targets.append(new_ops[target.id])
             self._send(eid, request)
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from sluice import graph
+from sluice import graph, key_groups
 from sluice.checkpoints.rescale import RescaleError, redistribute
 from sluice.storage import resolve
 from sluice.v1 import common_pb2
@@ -216,14 +216,8 @@ def _check(path: str, m: Any) -> None:
                 or ".." in rel.split("/")
             ):
                 raise bad(f"{where}: keyed file {rel!r} must be a path inside the savepoint")
-            groups = h.get("key_groups")
-            if (
-                not isinstance(groups, list)
-                or len(groups) != 2
-                or not all(isinstance(g, int) and not isinstance(g, bool) for g in groups)
-                or not 0 <= groups[0] <= groups[1] < m["max_parallelism"]
-            ):
-                raise bad(f"{where}: keyed key_groups {groups!r} out of range")
+            if not key_groups.is_range(h.get("key_groups"), m["max_parallelism"]):
+                raise bad(f"{where}: keyed key_groups {h.get('key_groups')!r} out of range")
 
 
 def restore_states(

@@ -21,7 +21,7 @@ from jobmanager.checkpoint.coordinator import (
 from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import ReconfigurationError, make_plan, rebalance
 from jobmanager.scheduler.execution_graph import ChainInfo, DeployExecutions, Ignored, ReplaceChains, TaskStateReported
-from sluice import graph
+from sluice import graph, states
 from sluice.api import FileSink, StreamExecutionEnvironment
 from sluice.api import environment as env_module
 from sluice.key_groups import default_table, owned_key_groups, owners
@@ -108,16 +108,15 @@ def test_a_new_job_without_the_uid_or_with_another_kind_is_refused():
     with pytest.raises(ReconfigurationError, match="no operator with uid 'label'"):
         make_plan(job, "label", new_job=other)
     with pytest.raises(ReconfigurationError, match="only its function may change"):
-        make_plan(job, "counts", new_job=pipeline().__class__.FromString(_with_kind(job, "counts", "map")))
+        make_plan(job, "counts", new_job=_with_kind(job, "counts", graph.OperatorKind.MAP))
 
 
-def _with_kind(job, op_id: str, kind: str) -> bytes:
-    from sluice import states
-
-    copy = type(job)()
-    copy.CopyFrom(job)
-    next(op for op in copy.operators if op.id == op_id).kind = states.to_proto(graph.OperatorKind(kind))
-    return copy.SerializeToString()
+def _with_kind(job, op_id: str, kind: graph.OperatorKind):
+    """A copy of `job` whose operator `op_id` is of another kind."""
+    changed = type(job)()
+    changed.CopyFrom(job)
+    next(op for op in changed.operators if op.id == op_id).kind = states.to_proto(kind)
+    return changed
 
 
 # -- protocol ---------------------------------------------------------------------------------------
