@@ -1,4 +1,5 @@
 from sluice.v1 import common_pb2 as _common_pb2
+from sluice.v1 import declarative_pb2 as _declarative_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -33,14 +34,16 @@ FAILURE_CAUSE_PEER_UNREACHABLE: FailureCause
 FAILURE_CAUSE_NON_RECOVERABLE: FailureCause
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("job", "restore_path", "allow_non_restored_state")
+    __slots__ = ("job", "restore_path", "allow_non_restored_state", "declarative")
     JOB_FIELD_NUMBER: _ClassVar[int]
     RESTORE_PATH_FIELD_NUMBER: _ClassVar[int]
     ALLOW_NON_RESTORED_STATE_FIELD_NUMBER: _ClassVar[int]
+    DECLARATIVE_FIELD_NUMBER: _ClassVar[int]
     job: _common_pb2.JobGraph
     restore_path: str
     allow_non_restored_state: bool
-    def __init__(self, job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., restore_path: _Optional[str] = ..., allow_non_restored_state: _Optional[bool] = ...) -> None: ...
+    declarative: _declarative_pb2.DeclarativeJob
+    def __init__(self, job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., restore_path: _Optional[str] = ..., allow_non_restored_state: _Optional[bool] = ..., declarative: _Optional[_Union[_declarative_pb2.DeclarativeJob, _Mapping]] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_id",)
