@@ -29,6 +29,7 @@ from typing import Any, TypeVar, cast
 import grpc
 
 from jobmanager.checkpoint.state_handles import MAX_STATE_HANDLE_BYTES, InvalidStateHandle
+from jobmanager.declarative.translate import to_job_graph as declarative_job_graph
 from jobmanager.dispatcher import Dispatcher
 from jobmanager.errors import InvalidRequest, JobNotFound, NotLeader, NotOwner, StaleLeaderSession
 from jobmanager.job_master import task_records
@@ -142,7 +143,12 @@ class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
     ) -> jobmanager_pb2.SubmitJobResponse:
         if len(request.restore_path) > MAX_PATH_LENGTH:
             raise BadField("restore_path", f"more than {MAX_PATH_LENGTH} characters")
-        job_id = self.dispatcher.submit(request.job, request.restore_path, request.allow_non_restored_state)
+        job = request.job
+        if request.HasField("job") == request.HasField("declarative"):  # docs/declarative-jobs.md
+            raise BadField("job", "give exactly one of job (a JobGraph) and declarative (a DeclarativeJob)")
+        if request.HasField("declarative"):
+            job = declarative_job_graph(request.declarative)
+        job_id = self.dispatcher.submit(job, request.restore_path, request.allow_non_restored_state)
         return jobmanager_pb2.SubmitJobResponse(job_id=job_id)
 
     @translated
