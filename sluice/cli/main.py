@@ -224,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="csv: lines as written, without header; json: one object per line, typed values",
     )
     out.set_defaults(handler=cmd_output)
+    from sluice.cli.sql import add_sql_command  # `sluice sql` (docs/declarative-jobs.md)
+
+    add_sql_command(sub, _client_options, _context)
     add_process_commands(sub)  # jobmanager, taskmanager, health
     add_certs_command(sub)  # certs create|issue (sluice/security/tls.py)
     return ap
