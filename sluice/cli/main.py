@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -16,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sluice import config
+from sluice.cli import progress
 from sluice.cli.processes import add_process_commands
 from sluice.client import CONNECT_TIMEOUT, JobManagerClient, SluiceError
 from sluice.security.tls import add_certs_command
@@ -340,10 +342,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     sys.argv = [args.jobfile, *job_args]
     from sluice.cli.job_file import NothingSubmitted, explain, run_job_file
+    from sluice.cli.progress import Detached, attached
     from sluice.graph import JobValidationError
 
     try:
-        run_job_file(args.jobfile)  # sluice/cli/job_file.py: helpers, DDL types, execute() called
+        # attached: env.execute() waits through sluice/cli/progress.py (live panel or plain lines)
+        with contextlib.nullcontext() if args.detach else attached():
+            run_job_file(args.jobfile)  # sluice/cli/job_file.py: helpers, DDL types, execute() called
+    except Detached as exc:  # Ctrl-C, then "detach": the job keeps running
+        print(exc.job_id, flush=True)
+        return 0
     except NothingSubmitted as exc:
         err.print(Text.assemble(("error:", "red"), f" {exc}"), highlight=False)
         return 2
@@ -454,8 +462,12 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
                 "state": from_proto(ExecutionState, t["state"]),
                 "watermark": int(t["watermark"]) if t.get("watermark") is not None else None,
                 **({"error": t["error"]} if t["error"] else {}),
+                "chain_id": task.chain_id,
+                "attempt": task.attempt,
+                "io": progress.io_dict(task.io),  # rates, time shares (ms/s), queues, checkpoint timings
+                "backpressure": progress.backpressure_level(task.io.backpressured_ms_per_second),
             }
-            for t in d["tasks"]
+            for t, task in zip(d["tasks"], info.tasks, strict=True)
         ],
         "exceptions": [
             {
@@ -468,6 +480,7 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
             }
             for e in d["exceptions"]
         ],
+        "metrics": progress.metrics_dict(info.metrics),  # the job's counters (restarts, checkpoints, uptime)
     }
 
 
@@ -512,6 +525,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
         info = c.get(args.job_id)
+        job: common_pb2.JobGraph | None = None
+        if not args.json and any(progress.maybe_source(t) for t in info.tasks):
+            try:  # which tasks are sources, whose rows read are their records in
+                job = c.job_graph(info.job_id)
+            except SluiceError:
+                job = None
     d = _job_dict(info)
     if args.json:
         print(json.dumps(d, indent=2))
@@ -523,6 +542,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     if d["message"]:
         console.print(f"  {d['message']}", highlight=False)
+    restored = progress.restored_text(info)
+    if restored:
+        console.print(Text(f"  {restored}"), highlight=False)
+    sources = progress.source_chains(job)
     t = Table(
         "operator",
         "subtask",
@@ -534,19 +557,25 @@ def cmd_status(args: argparse.Namespace) -> int:
         "malformed",
         "dropped",
         "watermark",
+        "in/s",
+        "out/s",
+        "busy ms/s",
+        "bp ms/s",
+        "backpressure",
     )
-    for task in d["tasks"]:
+    for task, pb in zip(d["tasks"], info.tasks, strict=True):
         t.add_row(
             task["operator"],
             str(task["subtask"]),
             _styled(task["state"]),
             task["taskmanager"],
-            str(task["records_in"]),
+            str(progress.records_in_shown(pb, sources)),
             str(task["records_out"]),
             str(task["records_sent"]),
             str(task["records_malformed"]),
             str(task["records_dropped"]),
             "-" if task["watermark"] is None else str(task["watermark"]),
+            *progress.task_io_cells(pb),
         )
     console.print(t)
     if d["records_dropped"]:

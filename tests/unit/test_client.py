@@ -283,6 +283,16 @@ def test_client_from_cluster_dir(tmp_path):
 
 
 # -- status --json --------------------------------------------------------------------------------
+# keys added after the first contract (sluice/cli/progress.py; tests/unit/test_cli_progress.py checks their values)
+JOB_METRICS = [f.name for f in common_pb2.JobMetrics.DESCRIPTOR.fields]
+NEW_TASK_KEYS = {
+    "chain_id": "",
+    "attempt": 0,
+    "io": {f.name: f.default_value for f in common_pb2.TaskIOMetrics.DESCRIPTOR.fields},
+    "backpressure": "OK",
+}
+
+
 def test_status_json_contract():
     info = common_pb2.JobInfo(
         job_id="j",
@@ -393,6 +403,7 @@ def test_status_json_contract():
                 "records_dropped": 2,
                 "records_late_dropped": 4,
                 "watermark": 2**63 - 1,
+                **NEW_TASK_KEYS,
             },
             {
                 "operator": "sink",
@@ -407,6 +418,7 @@ def test_status_json_contract():
                 "records_late_dropped": 0,
                 "watermark": None,
                 "error": "Traceback",
+                **NEW_TASK_KEYS,
             },
         ],
         "exceptions": [
@@ -427,6 +439,7 @@ def test_status_json_contract():
                 "restarted": False,
             },
         ],
+        "metrics": {k: 0 for k in JOB_METRICS},
     }
     got = _job_dict(info)
     assert json.dumps(got, indent=2) == json.dumps(expected, indent=2)  # the same keys in the same order
