@@ -18,6 +18,7 @@ from rich.text import Text
 
 from sluice import config
 from sluice.cli import progress
+from sluice.cli.logs import add_logs_command
 from sluice.cli.processes import add_process_commands
 from sluice.client import CONNECT_TIMEOUT, JobManagerClient, SluiceError
 from sluice.security.tls import add_certs_command
@@ -229,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     from sluice.cli.sql import add_sql_command  # `sluice sql` (docs/declarative-jobs.md)
 
     add_sql_command(sub, _client_options, _context)
+    add_logs_command(sub, cluster_dir_default())  # `sluice logs` (sluice/cli/logs.py)
     add_process_commands(sub)  # jobmanager, taskmanager, health
     add_certs_command(sub)  # certs create|issue (sluice/security/tls.py)
     return ap
