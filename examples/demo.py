@@ -85,10 +85,11 @@ def main() -> None:
         print(f"\nprocessed {events} events in {elapsed:.1f}s (submission to FINISHED); top URLs (SQLite {db}):")
         for url, count in top:
             print(f"  {count:>8}  {url}")
-        last = status["last_completed_checkpoint"]
+        last, restored = status["last_completed_checkpoint"], status["restored_checkpoint"]
         print(
-            f"\ncheckpoints: last completed {last if last is not None else 'none'}, "
-            f"restored from {status['restored_checkpoint']}, restarts {status['restarts']}"
+            f"\ncheckpoints: last completed {last if last is not None else 'none'}"
+            + (f", restored from checkpoint {restored}" if restored is not None else "")
+            + f", restarts {status['restarts']}"
         )
         lines = read_output(out, final=True, columns=["url", "count"])  # the file sink's last line per url
         from_files = {url: int(count) for url, count in zip(lines["url"], lines["count"], strict=True)}
