@@ -30,6 +30,7 @@ PURE_CORES = (
     "jobmanager.reconfiguration.plan",
     "jobmanager.reconfiguration.protocol",
     "sluice.checkpoints.rescale",
+    "jobmanager.declarative.translate",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 
