@@ -43,7 +43,7 @@ from sluice.checkpoints.savepoint import Savepoint, SavepointError
 from sluice.checkpoints.savepoint import read as read_savepoint
 from sluice.security.identity import Identity, Role
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto
-from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2_grpc
+from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2, taskmanager_pb2_grpc
 
 if TYPE_CHECKING:
     from jobmanager.checkpoint.id_counter import CheckpointIDCounter
@@ -118,6 +118,7 @@ class Dispatcher:
                 job = self.ha.get_job_graph(job_id)
                 latest = self.ha.latest_checkpoint(job_id)
                 master = self._job_master(job_id, job, self.ha.checkpoint_id_counter(job_id), _savepoint_of(job))
+                master.counters = self.ha.get_job_metrics(job_id) or master.counters
             except Exception as exc:  # noqa: BLE001 — one unreadable job must not stop recovering the others
                 log.error("[job %s] cannot recover: %s", job_id, exc)
                 continue
@@ -632,6 +633,19 @@ class Dispatcher:
                     pass  # register_taskmanager refuses the caller before carrying out actions
                 case _:
                     assert_never(action)
+
+    def read_taskmanager_log(self, resource_id: str, max_bytes: int) -> taskmanager_pb2.ReadLogResponse | None:
+        """The tail of a TaskManager's log file through its ReadLog RPC (the REST API's
+        /taskmanagers/{id}/log), called on the caller's thread outside the lock; None when no
+        living TaskManager has that id. grpc.RpcError when it does not answer within 10 s."""
+        session = self._require_leader()
+        with self._lock:
+            address = self.address_of(resource_id)
+        if address is None:
+            return None
+        request = taskmanager_pb2.ReadLogRequest(leader_session_id=session, max_bytes=max_bytes)
+        response: taskmanager_pb2.ReadLogResponse = self._stub(address).ReadLog(request, timeout=10)
+        return response
 
     def _stub(self, address: str) -> taskmanager_pb2_grpc.TaskExecutorStub:
         ch = self._channels.get(address)

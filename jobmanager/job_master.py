@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -128,6 +129,7 @@ class TaskRecords(NamedTuple):
     records_late_dropped: int = 0  # rows windows dropped after their allowed lateness
     watermark: int | None = None  # the task's current input watermark (ms)
     key_group_records: tuple[tuple[int, int], ...] = ()  # a keyed task's input rows per key group (heartbeats)
+    io: common_pb2.TaskIOMetrics | None = None  # rates, time shares, queues (heartbeats; docs/monitoring.md)
 
 
 BAD_RECORD_SAMPLES = 5  # in a job's status: the first tasks' samples, at most this many
@@ -146,7 +148,21 @@ def task_records(m: Any) -> TaskRecords:
         m.records_late_dropped,
         m.watermark if m.HasField("watermark") else None,
         tuple(sorted(m.key_group_records.items())) if hasattr(m, "key_group_records") else (),
+        finite_io(m.io) if hasattr(m, "io") and m.HasField("io") else None,
     )
+
+
+def finite_io(io: common_pb2.TaskIOMetrics) -> common_pb2.TaskIOMetrics:
+    """A TaskManager's I/O metrics with what no honest one sends (NaN, infinities, negative
+    values) made 0, so that JSON clients and Prometheus get numbers."""
+    out = common_pb2.TaskIOMetrics()
+    out.CopyFrom(io)
+    for field, value in out.ListFields():
+        if isinstance(value, float) and (not math.isfinite(value) or value < 0):
+            setattr(out, field.name, 0.0)
+        elif isinstance(value, int) and value < 0:
+            setattr(out, field.name, 0)
+    return out
 
 
 @dataclasses.dataclass
@@ -217,6 +233,9 @@ class JobMaster:
         self.submitted_ms, self.ended_ms = _now_ms(), 0
         self.message = ""
         self.restarts = 0
+        # the job's counters (JobInfo.metrics): kept in the HA store, a new leader goes on from them
+        self.counters = common_pb2.JobMetrics()
+        self._attempt_started_ms = 0
         self.restored_checkpoint: int | None = None
         self.latest: cc.CompletedCheckpoint | None = None
         self.final_state: JobStatus | None = None
@@ -260,13 +279,15 @@ class JobMaster:
         """First attempt; a JobManager that took over a running job restores it from
         `recover_from`, its latest completed checkpoint in the HA store."""
         if recover_from is None:
+            self.restarts = int(self.counters.num_restarts)  # a job recovered before its first checkpoint
             if self.savepoint is not None:
                 self._restore_states = self._savepoint_states
                 self.restored_checkpoint = self.savepoint.checkpoint_id
                 log.info("%s starting from savepoint %s", self.tag, self.savepoint.path)
             self._start_attempt(0, now)
             return
-        self.restarts = 1  # the job's tasks restart under the new leader
+        self.restarts = int(self.counters.num_restarts) + 1  # the job's tasks restart under the new leader
+        self._save_counters()
         self.latest = cc.CompletedCheckpoint(recover_from, {}, now, now, 0)
         self._restart(now, first_attempt=0)
 
@@ -282,6 +303,7 @@ class JobMaster:
             attempt_tag=f"{self.gateway.session_id[:8]}.{attempt}",
         )
         self.end_of_input: set[str] = set()
+        self._attempt_started_ms = _now_ms()
         self.gateway.request_slots(self.job_id, self.slots_required)
 
     @property
@@ -329,7 +351,11 @@ class JobMaster:
     ) -> bool:
         if eid not in self.graph.executions:
             return False
-        self.metrics[eid] = TaskRecords(*records)
+        previous = self.metrics.get(eid)
+        reported = TaskRecords(*records)
+        if reported.io is None and previous is not None:  # a state report carries no rates: keep the last ones
+            reported = reported._replace(io=previous.io)
+        self.metrics[eid] = reported
         if end_of_input and state == ExecutionState.RUNNING:
             self._on_end_of_input(eid, now)
             return True
@@ -604,6 +630,7 @@ class JobMaster:
             self._finish(JobStatus.FAILED, f"{failure}\n(not restarted: {decision.reason})", now)
             return
         self.restarts += 1
+        self._save_counters()
         self.failure = failure
         self._restart_at = max(now, failed_at + decision.delay)  # the delay counts from the failure
         log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason, self.exceptions[-1].cause)
@@ -695,6 +722,25 @@ class JobMaster:
         self.message = ""
         log.info("%s ended %s", self.tag, state)
         self._record_result()
+
+    def _save_counters(self) -> None:
+        """Into the HA store (in the background): a new leader's metrics go on from them."""
+        ha = self.gateway.ha
+        if ha is None:
+            return
+        counters = common_pb2.JobMetrics()
+        counters.CopyFrom(self.counters)
+        counters.num_restarts = self.restarts
+        self.gateway.run_io(self, lambda: ha.put_job_metrics(self.gateway.guard, self.job_id, counters), _ignore)
+
+    def metrics_now(self) -> common_pb2.JobMetrics:
+        """JobInfo.metrics: the counters, the restarts and the current attempt's uptime."""
+        out = common_pb2.JobMetrics()
+        out.CopyFrom(self.counters)
+        out.num_restarts = self.restarts
+        if self.state == JobStatus.RUNNING and self._attempt_started_ms:
+            out.uptime_ms = max(0, _now_ms() - self._attempt_started_ms)
+        return out
 
     def _record_result(self, state: JobStatus | None = None) -> None:
         """Into the job result store (as `state`, default the current one): a new leader
@@ -799,6 +845,13 @@ class JobMaster:
                 case cc.NotifyComplete():
                     log.info("%s checkpoint %d completed", self.tag, action.checkpoint_id)
                     self.latest = coordinator.latest_completed()
+                    if self.latest is not None:
+                        self.counters.number_of_completed_checkpoints += 1
+                        self.counters.last_checkpoint_duration_ms = int(
+                            (self.latest.completion_time - self.latest.trigger_time) * 1000
+                        )
+                        self.counters.last_checkpoint_size_bytes = self.latest.size
+                        self._save_counters()
                     self._notify("NotifyCheckpointComplete", action.targets, action.checkpoint_id, action.final)
                     if self.reconfiguration is not None:
                         self.reconfiguration.handle(rp.BarrierCompleted(action.checkpoint_id), now)
@@ -807,6 +860,8 @@ class JobMaster:
                     self.tm_losses = 0
                 case cc.NotifyAborted():
                     log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
+                    self.counters.number_of_failed_checkpoints += 1
+                    self._save_counters()
                     if action.savepoint:
                         self._savepoint_ended(failure=action.reason)
                     if self.reconfiguration is not None:
@@ -959,6 +1014,7 @@ class JobMaster:
             info.restored_checkpoint = self.restored_checkpoint
         if self.savepoint is not None:
             info.restored_savepoint = self.savepoint.path
+        info.metrics.CopyFrom(self.metrics_now())
         info.savepoint = self.stopped_with if state == JobStatus.FINISHED else ""
         info.reconfigurations.extend(o.to_proto() for o in self.reconfigurations)
         for r in self.savepoints:
@@ -1001,6 +1057,9 @@ class JobMaster:
                 bad_record_samples=records.bad_record_samples,
                 records_late_dropped=records.records_late_dropped,
                 watermark=records.watermark,
+                io=records.io,
+                chain_id=ex.chain_id,
+                attempt=self.attempt,
             )
             info.records_dropped += records.records_dropped
             info.records_late_dropped += records.records_late_dropped

@@ -21,11 +21,15 @@ from kazoo.retry import KazooRetry
 from jobmanager.dispatcher import Dispatcher
 from jobmanager.ha.zookeeper import ZooKeeperHaServices
 from jobmanager.leader.zookeeper_driver import ZooKeeperLeaderElectionDriver
+from jobmanager.metrics import JobManagerMetrics
+from jobmanager.rest.app import create_app
 from jobmanager.servicers import JobManagerServicer, ResourceManagerServicer
 from sluice import config, logs, rpc
+from sluice.http_server import HttpServer
+from sluice.metrics import prometheus
 from sluice.v1 import jobmanager_pb2_grpc
 from sluice.zk import auth as zk_auth
-from sluice.zk.leader_retrieval import LeaderRetriever
+from sluice.zk.leader_retrieval import LeaderRetriever, read_leader_endpoint
 from sluice.zk.paths import ZkPaths
 
 log = logging.getLogger("sluice.jobmanager")
@@ -84,15 +88,54 @@ class JobManagerProcess:
         )
         self.election = ZooKeeperLeaderElectionDriver(self.zk, self.paths)
         self._stopped = threading.Event()
+        self._leading = False
+        # The REST API and dashboard, and the Prometheus endpoint (docs/monitoring.md): `endpoints` goes
+        # to the address file after the gRPC address, and from there to cluster.json.
+        self.endpoints: dict[str, str] = {}
+        self.rest: HttpServer | None = None
+        self.metrics_server: HttpServer | None = None
+        rest_port = settings.get(config.REST_PORT)
+        if rest_port is not None:
+            tls = security.tls
+            app = create_app(
+                self.dispatcher,
+                is_leader=lambda: self._leading,
+                leader_rest=self._leader_rest,
+                token=security.token,
+                scheme="https" if tls is not None else "http",
+            )
+            self.rest = HttpServer(
+                app,
+                settings.get(config.REST_ADDRESS),
+                rest_port,
+                name="rest",
+                ssl_certfile=str(tls.cert) if tls is not None else None,
+                ssl_keyfile=str(tls.key) if tls is not None else None,
+            )
+            self.endpoints["rest"] = self._public(advertised_host, settings.get(config.REST_ADDRESS), self.rest.port)
+        self._metrics_port = settings.get(config.METRICS_PORT)
+        self._metrics_host = settings.get(config.RPC_HOST)
+        self._advertised_host = advertised_host
+
+    @staticmethod
+    def _public(advertised: str | None, bind_host: str, port: int) -> str:
+        """host:port of a port of this process as others reach it (the bind host may be 0.0.0.0)."""
+        return f"{advertised or (bind_host if bind_host not in config.WILDCARD_HOSTS else '127.0.0.1')}:{port}"
+
+    def _leader_rest(self) -> str | None:
+        """The leader's REST address, as it published it with its gRPC address."""
+        return read_leader_endpoint(self.zk, self.paths, "rest")
 
     # LeaderContender
     def grant_leadership(self, session_id: str) -> None:
         self.dispatcher.grant_leadership(session_id)
-        if self.election.publish_leader_info(session_id, self.address):
+        if self.election.publish_leader_info(session_id, self.address, self.endpoints):
+            self._leading = True
             self.server.set_serving(True)
             log.info("leading at %s (session %s)", self.address, session_id)
 
     def revoke_leadership(self) -> None:
+        self._leading = False
         self.server.set_serving(False)
         self.dispatcher.revoke_leadership()
 
@@ -101,6 +144,18 @@ class JobManagerProcess:
 
     def start(self) -> None:
         self.server.start()
+        if self.rest is not None:
+            self.rest.start()
+            log.info(
+                "REST API and dashboard at %s://%s/", "https" if self.rest.secure else "http", self.endpoints["rest"]
+            )
+        if self._metrics_port is not None:
+            collector = JobManagerMetrics(self.dispatcher, lambda: self._leading)
+            self.metrics_server = prometheus.serve(collector.collect, self._metrics_host, self._metrics_port)
+            self.endpoints["metrics"] = self._public(
+                self._advertised_host, self._metrics_host, self.metrics_server.port
+            )
+            log.info("Prometheus metrics at http://%s/metrics", self.endpoints["metrics"])
         log.info(
             "JobManager listening at %s (%s)%s%s; connecting to ZooKeeper",
             self.address,
@@ -133,6 +188,9 @@ class JobManagerProcess:
             log.exception("releasing leadership failed")
         self.dispatcher.revoke_leadership()
         self.server.stop(grace=3)
+        for http in (self.rest, self.metrics_server):
+            if http is not None:
+                http.stop()
         self.dispatcher.close()
         try:
             self.zk.stop()

@@ -161,3 +161,15 @@ def _tls(data: Any, path: str) -> TlsFiles | None:
         return TlsFiles.from_json(data, path)
     except TlsError as exc:
         raise ClusterFileError(str(exc), path) from None
+
+
+def read_address_file(path: str) -> tuple[str, dict[str, str]]:
+    """What a process wrote to its --address-file (sluice/rpc.py): its gRPC address on the
+    first line, then `name=host:port` lines of its other endpoints (`rest`, `metrics`),
+    which cluster.json lists beside `address`."""
+    with open(path) as f:
+        lines = [line.strip() for line in f.read().splitlines() if line.strip()]
+    if not lines:
+        return "", {}
+    extra = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
+    return lines[0], extra

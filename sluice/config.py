@@ -441,6 +441,34 @@ SECURITY_TOKEN_PORT: Option[int | None] = Option(
     "PORT",
 )
 
+REST_ADDRESS: Option[str] = Option(
+    "rest.address",
+    _host,
+    "127.0.0.1",
+    JM,
+    "--rest-host",
+    "address the REST API and web dashboard bind (0.0.0.0 in containers)",
+    "HOST",
+)
+REST_PORT: Option[int | None] = Option(
+    "rest.port",
+    _port,
+    None,
+    JM,
+    "--rest-port",
+    "port of the REST API and web dashboard (docs/monitoring.md); unset = none, 0 = a free one",
+    "PORT",
+)
+METRICS_PORT: Option[int | None] = Option(
+    "metrics.port",
+    _port,
+    None,
+    BOTH,
+    "--metrics-port",
+    "port of the Prometheus metrics endpoint (docs/monitoring.md); unset = none, 0 = a free one",
+    "PORT",
+)
+
 OPTIONS: tuple[Option[Any], ...] = (
     ZOOKEEPER_QUORUM,
     CLUSTER_ID,
@@ -469,6 +497,9 @@ OPTIONS: tuple[Option[Any], ...] = (
     SECURITY_INSECURE,
     SECURITY_TOKEN_FILE,
     SECURITY_TOKEN_PORT,
+    REST_ADDRESS,
+    REST_PORT,
+    METRICS_PORT,
 )
 BY_KEY: dict[str, Option[Any]] = {o.key: o for o in OPTIONS}
 

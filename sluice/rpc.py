@@ -237,7 +237,8 @@ def run_until_signalled(process, role: str, address_file: str | None) -> None:
 
     done = on_sigterm(process.stop)
     process.start()
-    if address_file:
-        write_text_atomic(address_file, process.address)
+    if address_file:  # the address, then e.g. `metrics=host:port` (sluice/cluster_file.py reads it)
+        endpoints = getattr(process, "endpoints", {})
+        write_text_atomic(address_file, "\n".join([process.address, *(f"{k}={v}" for k, v in endpoints.items())]))
     done.wait()
     log.info("%s stopped", role)

@@ -27,12 +27,15 @@ from collections.abc import Sequence
 from kazoo.retry import KazooRetry
 
 from sluice import config, logs, rpc
+from sluice.http_server import HttpServer
+from sluice.metrics import prometheus
 from sluice.retries import RetryCallState, retrying
 from sluice.v1 import dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_grpc
 from sluice.zk import auth as zk_auth
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
 from taskmanager.leader_connection import LeaderConnection
+from taskmanager.metrics import TaskManagerMetrics
 from taskmanager.network.exchange import DataExchangeServicer
 from taskmanager.network.partition import PartitionManager
 from taskmanager.servicer import TaskExecutorServicer
@@ -63,6 +66,9 @@ class TaskManagerProcess:
         self._security = rpc.Security.from_settings(settings)
         rpc.use_tls(self._security.tls)
         self._health_port = settings.get(config.RPC_HEALTH_PORT)
+        self._metrics_port = settings.get(config.METRICS_PORT)
+        self.metrics_server: HttpServer | None = None
+        self.endpoints: dict[str, str] = {}  # written to the address file after the address (cluster.json)
         self.server: rpc.Server | None = None
         self.address = ""
         self.partitions = PartitionManager()
@@ -109,6 +115,13 @@ class TaskManagerProcess:
         )
         dataexchange_pb2_grpc.add_DataExchangeServicer_to_server(DataExchangeServicer(self.partitions), server.server)
         server.start()
+        if self._metrics_port is not None:
+            collector = TaskManagerMetrics(self.resource_id, self.slots, self.tasks, self.engine)
+            self.metrics_server = prometheus.serve(collector.collect, self._host, self._metrics_port)
+            self.endpoints["metrics"] = self._public(self.metrics_server.port)
+            log.info(
+                "TaskManager %s: Prometheus metrics at http://%s/metrics", self.resource_id, self.endpoints["metrics"]
+            )
         log.info(
             "TaskManager %s listening at %s (%s)%s",
             self.resource_id,
@@ -121,6 +134,11 @@ class TaskManagerProcess:
         self.retriever = LeaderRetriever(self.zk, self.paths, self.leader.on_leader)
         self.leader.start(self.address)
         server.set_serving(True)
+
+    def _public(self, port: int) -> str:
+        """host:port of a port of this process as others reach it (the bind host may be 0.0.0.0)."""
+        host = self._advertised_host or (self._host if self._host not in config.WILDCARD_HOSTS else "127.0.0.1")
+        return f"{host}:{port}"
 
     def _fatal(self, reason: str) -> None:
         """A task will not stop: tell the leader what happened (bounded), then exit for the
@@ -178,6 +196,8 @@ class TaskManagerProcess:
             t.join(5)
         if self.server is not None:
             self.server.stop(grace=2)
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         try:
             self.zk.stop()
             self.zk.close()

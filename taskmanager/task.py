@@ -52,6 +52,7 @@ from sluice.checkpoints.storage import CheckpointStorage
 from sluice.eventtime import MAX_WATERMARK, MIN_WATERMARK
 from sluice.eventtime import watermarks as wm
 from sluice.key_groups import KEY_GROUP, key_group_range, owned_key_groups
+from sluice.metrics.task_metrics import TaskIO, TaskIOSnapshot
 from sluice.states import ExecutionState
 from sluice.v1 import taskmanager_pb2
 from taskmanager import barrier_aligner as ba
@@ -104,7 +105,7 @@ class Task:
         self.own_address = own_address
         self.reports = reports
         self.state = ExecutionState.DEPLOYING
-        self.records_in = 0
+        self._records_in = 0  # rows taken from the input gate
         self._sink_rows = 0
         self._cancel = threading.Event()
         self._control: queue.Queue[ControlMessage] = queue.Queue()
@@ -146,6 +147,36 @@ class Task:
         self._exit_hooks: list[Callable[[Task], None]] = []
         self._interruptible = False  # the thread runs the task's work (not its ending): interrupt() may raise in it
         self.tag = task_tag(tdd.job_id, tdd.attempt, tdd.chain_id, tdd.subtask_index)
+        ops = {o.id: o for o in tdd.job.operators}
+        # the chain's name as the JobManager shows it (sluice/graph.py build_chains)
+        self.name = " -> ".join(ops[i].name or graph.kind_of(ops[i]) if i in ops else i for i in tdd.operator_ids)
+        self.io = TaskIO()  # rates, time shares, queues, checkpoint timings (docs/monitoring.md)
+        self._backpressured_seen = 0.0  # the writers' blocked seconds already added to self.io
+
+    def io_snapshot(self, now: float) -> TaskIOSnapshot:
+        """The task's I/O metrics now (any thread): the writers' backpressure and queues are
+        folded in first."""
+        writers = [*self._writers, *self._side_writers]
+        blocked = sum(w.backpressured_until(now) for w in writers)
+        if blocked > self._backpressured_seen:
+            self.io.backpressured(blocked - self._backpressured_seen, now)
+            self._backpressured_seen = blocked
+        out_used = out_capacity = 0
+        for w in writers:
+            used, capacity = w.queue_usage()
+            out_used, out_capacity = out_used + used, out_capacity + capacity
+        gate = self._gate
+        in_used = sum(len(c.buffer) for c in gate.channels) if gate is not None else 0
+        in_capacity = sum(c.credit for c in gate.channels) if gate is not None else 0
+        self.io.queues(in_used / in_capacity if in_capacity else 0.0, out_used / out_capacity if out_capacity else 0.0)
+        self.io.wrote(self.records_out, sum(w.bytes_sent for w in writers), now)
+        return self.io.snapshot(now)
+
+    @property
+    def records_in(self) -> int:
+        """Rows the task took in: from its input gate, or for a source chain the rows its
+        source read (counted by Spark as it reads, so a batch's rows arrive with its end)."""
+        return self._source.records_read if self._source is not None else self._records_in
 
     @property
     def records_out(self) -> int:
@@ -552,12 +583,17 @@ class Task:
                 return
             if batch is IDLE:  # an unbounded source with nothing new: checkpoints go on meanwhile
                 self._on_quiet()
+                waited = time.monotonic()
                 self._drain_control(wait=source.idle_wait)
+                now = time.monotonic()
+                self.io.idle(now - waited, now)
                 continue
+            read_before = source.records_read
             self._process(batch)
             self._after_batch()
             took = time.monotonic() - started
             source.batch_done(took)
+            self.io.read(source.records_read - read_before, 0, time.monotonic())
             log.info(SOURCE_BATCH_LOG, self.tag, first, source.offset, took)
 
     def _run_inputs(self, gate: InputGate, aligner: ba.BarrierAligner) -> None:
@@ -576,7 +612,11 @@ class Task:
             # Barriers, ends, watermarks and stream status in arrival order, after the batches
             # before them: a channel's items are taken up to its next barrier (poll_all).
             events: list[tuple[ItemKind, int, Any]] = []
-            for channel, (kind, value) in gate.poll_all(0.2, aligner.is_blocked):
+            waited = time.monotonic()
+            items = gate.poll_all(0.2, aligner.is_blocked)
+            now = time.monotonic()
+            self.io.idle(now - waited, now)
+            for channel, (kind, value) in items:
                 match kind:
                     case ItemKind.BATCH:
                         tables.append(value)
@@ -590,14 +630,16 @@ class Task:
                     mine = [t for t, s in zip(tables, sides, strict=True) if s == side]
                     if mine:
                         table = pa.concat_tables(mine, promote_options="default") if len(mine) > 1 else mine[0]
-                        self.records_in += table.num_rows
+                        self._records_in += table.num_rows
+                        self.io.read(table.num_rows, table.nbytes, now)
                         out = self._operators[0][1].process_input(Batch(self.engine, table=table), side)
                         if out is not None:
                             self._process(out, start=1)
                 self._after_batch()
             elif tables:
                 table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
-                self.records_in += table.num_rows
+                self._records_in += table.num_rows
+                self.io.read(table.num_rows, table.nbytes, now)
                 if KEY_GROUP in table.column_names:  # a keyed input: its load per key group
                     self._count_key_groups(table.column(KEY_GROUP))
                 self._process(Batch(self.engine, table=table))
@@ -606,6 +648,7 @@ class Task:
                 self._on_quiet()
             for kind, channel_index, value in events:
                 if kind == ItemKind.BARRIER:
+                    self.io.first_barrier(value, time.monotonic())
                     self._on_alignment(aligner.handle(ba.BarrierReceived(channel_index, value)))
                 elif kind == ItemKind.END:
                     self._on_alignment(aligner.handle(ba.EndOfPartition(channel_index)))
@@ -767,6 +810,7 @@ class Task:
         if self.storage is None:
             return
         self._last_snapshot = checkpoint_id
+        started = time.monotonic()
         inline: dict[str, dict[str, Any]] = {}
         keyed: dict[str, pa.Table] = {}
         try:
@@ -786,6 +830,8 @@ class Task:
             for w in [*self._writers, *self._side_writers]:
                 w.barrier(checkpoint_id)
             self._reconfigure_at(checkpoint_id)
+        now = time.monotonic()
+        self.io.snapshot_taken(checkpoint_id, now - started, now)
         self._uploader.submit(self._upload, self.storage, checkpoint_id, inline, keyed)
 
     def _upload(
@@ -795,6 +841,7 @@ class Task:
         inline: dict[str, dict[str, Any]],
         keyed: dict[str, pa.Table],
     ) -> None:
+        started = time.monotonic()
         try:
             handles: dict[str, Any] = {}
             size = len(json.dumps(inline))
@@ -803,6 +850,7 @@ class Task:
                 handles[op_id] = h
                 size += h["size"]
             handle = {"operators": inline, "keyed": handles}
+            self.io.snapshot_written(checkpoint_id, time.monotonic() - started)
             self.reports.acknowledge(self, checkpoint_id, json.dumps(handle).encode(), size)
         except Exception as exc:  # noqa: BLE001 — declined, the checkpoint fails, the task goes on
             log.warning("%s checkpoint %d upload failed: %s", self.tag, checkpoint_id, exc)

@@ -37,6 +37,7 @@ from sluice import config
 from sluice.states import ExecutionState, FailureCause
 from sluice.v1 import jobmanager_pb2
 from taskmanager import slot_table as st
+from taskmanager.metrics import io_proto
 from taskmanager.task import Task
 from taskmanager.task_messages import Failure
 
@@ -142,6 +143,7 @@ class TaskRegistry:
 
     def metrics(self) -> list[jobmanager_pb2.TaskMetrics]:
         """What heartbeats carry about each task."""
+        now = time.monotonic()
         with self._lock:
             return [
                 jobmanager_pb2.TaskMetrics(
@@ -156,6 +158,7 @@ class TaskRegistry:
                     records_late_dropped=t.records_late_dropped,
                     watermark=t.watermark,
                     key_group_records=t.key_group_load(),
+                    io=io_proto(t.io_snapshot(now)),
                 )
                 for t in self._tasks.values()
             ]

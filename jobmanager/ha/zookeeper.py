@@ -251,6 +251,32 @@ class ZooKeeperHaServices:
             pass  # already published (a retried write)
         return subsumed
 
+    def put_job_metrics(self, guard: Guard, job_id: str, metrics: common_pb2.JobMetrics) -> None:
+        """A job's counters (JobInfo.metrics), replaced as they change; a new leader reads them."""
+        path = f"{self.paths.job(job_id)}/metrics"
+        data = metrics.SerializeToString()
+        if self.client.exists(path) is None:
+            self.client.ensure_path(self.paths.job(job_id))
+            try:
+                guard().create(path, data).commit()
+                return
+            except NodeExistsError:
+                pass
+        guard().set_data(path, data).commit()
+
+    def get_job_metrics(self, job_id: str) -> common_pb2.JobMetrics | None:
+        try:
+            data, _stat = self.client.get(f"{self.paths.job(job_id)}/metrics")
+        except NoNodeError:
+            return None
+        out = common_pb2.JobMetrics()
+        try:
+            out.ParseFromString(data)
+        except Exception:  # noqa: BLE001 — unreadable counters start again from 0; the job recovers anyway
+            log.warning("[job %s] unreadable metrics in the HA store; counting from 0", job_id)
+            return None
+        return out
+
     def latest_checkpoint(self, job_id: str) -> int | None:
         try:
             ids = [int(c) for c in self.client.get_children(self.paths.checkpoints(job_id))]

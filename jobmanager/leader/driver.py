@@ -60,8 +60,9 @@ class LeaderElectionDriver(ABC):
         """True while leadership granted under ``session_id`` has not been revoked."""
 
     @abstractmethod
-    def publish_leader_info(self, session_id: str, address: str) -> bool:
-        """Publish the leader's address, only while still leader for ``session_id``.
+    def publish_leader_info(self, session_id: str, address: str, endpoints: dict[str, str] | None = None) -> bool:
+        """Publish the leader's address (and its other `endpoints`, e.g. ``rest``), only while
+        still leader for ``session_id``.
 
         Returns False (and changes nothing) when not leader for that session,
         or when the write could not be made; the caller may retry while

@@ -122,5 +122,5 @@ class InMemoryLeaderElectionDriver(LeaderElectionDriver):
     def has_leadership(self, session_id: str) -> bool:
         return self._service._is_leader(self, session_id)
 
-    def publish_leader_info(self, session_id: str, address: str) -> bool:
+    def publish_leader_info(self, session_id: str, address: str, endpoints: dict[str, str] | None = None) -> bool:  # noqa: ARG002 — in memory: the address alone is what tests read
         return self._service._publish(self, session_id, address)

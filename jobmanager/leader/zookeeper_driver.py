@@ -181,9 +181,9 @@ class ZooKeeperLeaderElectionDriver(LeaderElectionDriver):
             raise LeadershipLostError(f"{self.name}: not leader for session {session_id}")
         return GuardedTransaction(self._client, latch[0], latch[1], self._op_timeout)
 
-    def publish_leader_info(self, session_id: str, address: str) -> bool:
+    def publish_leader_info(self, session_id: str, address: str, endpoints: dict[str, str] | None = None) -> bool:
         path = self._paths.leader_connection_info
-        data = json.dumps({"address": address, "session_id": session_id}).encode()
+        data = json.dumps({**(endpoints or {}), "address": address, "session_id": session_id}).encode()
 
         def log_race(attempt: RetryCallState) -> None:
             error = attempt.outcome.exception() if attempt.outcome is not None else None

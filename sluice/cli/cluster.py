@@ -27,7 +27,7 @@ from sluice import config
 from sluice.cli.supervisor import COMMAND
 from sluice.cli.supervisor import LOG_NAME as SUPERVISOR_LOG
 from sluice.client import JobManagerClient, SluiceError, read_cluster_json
-from sluice.cluster_file import ClusterFile, ProcessEntry
+from sluice.cluster_file import ClusterFile, ProcessEntry, read_address_file
 from sluice.zk.auth import AUTH_FILE_NAME, write_auth_file
 
 
@@ -153,6 +153,8 @@ def start(
             cluster_id,
             config.ZOOKEEPER_SESSION_TIMEOUT.flag,
             str(zk_session_timeout),
+            config.METRICS_PORT.flag,  # a free port each; cluster.json lists it as `metrics`
+            "0",
         ]
         tls_dir = os.path.join(cluster_dir, "tls")
         certs = None
@@ -190,6 +192,8 @@ def start(
                     str(heartbeat_timeout),
                     config.CHECKPOINTS_DIR.flag,
                     os.path.join(cluster_dir, "checkpoints"),
+                    config.REST_PORT.flag,  # the REST API and dashboard; cluster.json lists it as `rest`
+                    "0",
                 ],
             )
             for i in range(jobmanagers)
@@ -229,9 +233,9 @@ def start(
                 if time.monotonic() > deadline:
                     raise ClusterError(f"{role} (pid {p.pid}) did not start within {timeout}s; log {log}")
                 time.sleep(0.1)
-            with open(addr_file) as f:
-                restart = {COMMAND: commands[p.pid]} if role == "taskmanager" else {}
-                procs.append(ProcessEntry(role, p.pid, f.read().strip(), log, restart))
+            address, endpoints = read_address_file(addr_file)  # endpoints: rest, metrics
+            restart = {COMMAND: commands[p.pid]} if role == "taskmanager" else {}
+            procs.append(ProcessEntry(role, p.pid, address, log, {**endpoints, **restart}))
         info = ClusterFile(
             cluster_id,
             zookeeper,

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import psutil
 
 from sluice import logs
-from sluice.cluster_file import ClusterFile, ClusterFileError, ClusterFileNotFound, ProcessEntry
+from sluice.cluster_file import ClusterFile, ClusterFileError, ClusterFileNotFound, ProcessEntry, read_address_file
 
 log = logging.getLogger("sluice.supervisor")
 
@@ -166,13 +166,13 @@ class Supervisor:
         path = state.address_file
         if path is None or not os.path.exists(path):
             return False
-        with open(path) as f:
-            address = f.read().strip()
+        address, endpoints = read_address_file(path)
         if not address:
             return False
         state.awaiting_address = False
         log.info("TaskManager %s (pid %d) listens at %s", _resource_id(entry.extra[COMMAND]), entry.pid, address)
         entry.address = address
+        entry.extra.update(endpoints)  # its new metrics port
         return True
 
     def _reap(self) -> None:

@@ -210,7 +210,7 @@ class KeyGroupOwners(_message.Message):
     def __init__(self, owners: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped")
+    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped", "io", "chain_id", "attempt")
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     SUBTASK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +224,9 @@ class TaskStatus(_message.Message):
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
     RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    IO_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     operator: str
     subtask: int
     state: ExecutionState
@@ -237,10 +240,65 @@ class TaskStatus(_message.Message):
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
     watermark: int
     records_late_dropped: int
-    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
+    io: TaskIOMetrics
+    chain_id: str
+    attempt: int
+    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ..., io: _Optional[_Union[TaskIOMetrics, _Mapping]] = ..., chain_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class TaskIOMetrics(_message.Message):
+    __slots__ = ("bytes_in", "bytes_out", "records_in_per_second", "records_out_per_second", "bytes_in_per_second", "bytes_out_per_second", "busy_ms_per_second", "idle_ms_per_second", "backpressured_ms_per_second", "input_queue_usage", "output_queue_usage", "checkpoint_alignment_ms", "checkpoint_sync_ms", "checkpoint_async_ms", "checkpoint_id")
+    BYTES_IN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_OUT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_IN_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_OUT_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    BYTES_IN_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    BYTES_OUT_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    BUSY_MS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    IDLE_MS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    BACKPRESSURED_MS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    INPUT_QUEUE_USAGE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_QUEUE_USAGE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ALIGNMENT_MS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_SYNC_MS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ASYNC_MS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    bytes_in: int
+    bytes_out: int
+    records_in_per_second: float
+    records_out_per_second: float
+    bytes_in_per_second: float
+    bytes_out_per_second: float
+    busy_ms_per_second: float
+    idle_ms_per_second: float
+    backpressured_ms_per_second: float
+    input_queue_usage: float
+    output_queue_usage: float
+    checkpoint_alignment_ms: int
+    checkpoint_sync_ms: int
+    checkpoint_async_ms: int
+    checkpoint_id: int
+    def __init__(self, bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., records_in_per_second: _Optional[float] = ..., records_out_per_second: _Optional[float] = ..., bytes_in_per_second: _Optional[float] = ..., bytes_out_per_second: _Optional[float] = ..., busy_ms_per_second: _Optional[float] = ..., idle_ms_per_second: _Optional[float] = ..., backpressured_ms_per_second: _Optional[float] = ..., input_queue_usage: _Optional[float] = ..., output_queue_usage: _Optional[float] = ..., checkpoint_alignment_ms: _Optional[int] = ..., checkpoint_sync_ms: _Optional[int] = ..., checkpoint_async_ms: _Optional[int] = ..., checkpoint_id: _Optional[int] = ...) -> None: ...
+
+class JobMetrics(_message.Message):
+    __slots__ = ("num_restarts", "number_of_completed_checkpoints", "number_of_failed_checkpoints", "last_checkpoint_duration_ms", "last_checkpoint_size_bytes", "uptime_ms", "last_checkpoint_restore_ms")
+    NUM_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_OF_COMPLETED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_OF_FAILED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECKPOINT_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECKPOINT_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECKPOINT_RESTORE_MS_FIELD_NUMBER: _ClassVar[int]
+    num_restarts: int
+    number_of_completed_checkpoints: int
+    number_of_failed_checkpoints: int
+    last_checkpoint_duration_ms: int
+    last_checkpoint_size_bytes: int
+    uptime_ms: int
+    last_checkpoint_restore_ms: int
+    def __init__(self, num_restarts: _Optional[int] = ..., number_of_completed_checkpoints: _Optional[int] = ..., number_of_failed_checkpoints: _Optional[int] = ..., last_checkpoint_duration_ms: _Optional[int] = ..., last_checkpoint_size_bytes: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., last_checkpoint_restore_ms: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples", "records_late_dropped", "savepoint", "savepoints", "restored_savepoint", "reconfigurations")
+    __slots__ = ("job_id", "name", "state", "restarts", "last_completed_checkpoint", "restored_checkpoint", "leader", "tasks", "message", "failure", "submitted_ms", "ended_ms", "slots_required", "slots_available", "checkpoints", "exceptions", "records_dropped", "bad_record_samples", "records_late_dropped", "savepoint", "savepoints", "restored_savepoint", "reconfigurations", "metrics")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -264,6 +322,7 @@ class JobInfo(_message.Message):
     SAVEPOINTS_FIELD_NUMBER: _ClassVar[int]
     RESTORED_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
     RECONFIGURATIONS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     state: JobState
@@ -287,7 +346,8 @@ class JobInfo(_message.Message):
     savepoints: _containers.RepeatedCompositeFieldContainer[SavepointInfo]
     restored_savepoint: str
     reconfigurations: _containers.RepeatedCompositeFieldContainer[ReconfigurationInfo]
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., records_late_dropped: _Optional[int] = ..., savepoint: _Optional[str] = ..., savepoints: _Optional[_Iterable[_Union[SavepointInfo, _Mapping]]] = ..., restored_savepoint: _Optional[str] = ..., reconfigurations: _Optional[_Iterable[_Union[ReconfigurationInfo, _Mapping]]] = ...) -> None: ...
+    metrics: JobMetrics
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., restarts: _Optional[int] = ..., last_completed_checkpoint: _Optional[int] = ..., restored_checkpoint: _Optional[int] = ..., leader: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., message: _Optional[str] = ..., failure: _Optional[str] = ..., submitted_ms: _Optional[int] = ..., ended_ms: _Optional[int] = ..., slots_required: _Optional[int] = ..., slots_available: _Optional[int] = ..., checkpoints: _Optional[_Iterable[_Union[CheckpointStats, _Mapping]]] = ..., exceptions: _Optional[_Iterable[_Union[ExceptionEntry, _Mapping]]] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., records_late_dropped: _Optional[int] = ..., savepoint: _Optional[str] = ..., savepoints: _Optional[_Iterable[_Union[SavepointInfo, _Mapping]]] = ..., restored_savepoint: _Optional[str] = ..., reconfigurations: _Optional[_Iterable[_Union[ReconfigurationInfo, _Mapping]]] = ..., metrics: _Optional[_Union[JobMetrics, _Mapping]] = ...) -> None: ...
 
 class ReconfigurationInfo(_message.Message):
     __slots__ = ("id", "kind", "operator", "parallelism", "redeployed", "switched", "status", "checkpoint_id", "trigger_ms", "pause_ms", "failure", "moved_key_groups", "from_subtask", "to_subtask")

@@ -238,7 +238,7 @@ class SlotStatus(_message.Message):
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped", "key_group_records")
+    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped", "key_group_records", "io")
     class KeyGroupRecordsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -257,6 +257,7 @@ class TaskMetrics(_message.Message):
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
     RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     KEY_GROUP_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    IO_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     execution_id: str
     records_in: int
@@ -268,7 +269,8 @@ class TaskMetrics(_message.Message):
     watermark: int
     records_late_dropped: int
     key_group_records: _containers.ScalarMap[int, int]
-    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ..., key_group_records: _Optional[_Mapping[int, int]] = ...) -> None: ...
+    io: _common_pb2.TaskIOMetrics
+    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ..., key_group_records: _Optional[_Mapping[int, int]] = ..., io: _Optional[_Union[_common_pb2.TaskIOMetrics, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("resource_id", "leader_session_id", "slots", "tasks")

@@ -25,41 +25,45 @@ _sym_db = _symbol_database.Default()
 from sluice.v1 import common_pb2 as sluice_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsluice/v1/taskmanager.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\"\x89\x02\n\x1dPrepareReconfigurationRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x1a\n\x12reconfiguration_id\x18\x04 \x01(\t\x12\x1a\n\x12\x66rom_checkpoint_id\x18\x05 \x01(\x03\x12\x0e\n\x06retire\x18\x06 \x01(\x08\x12\x35\n\x07outputs\x18\x07 \x03(\x0b\x32$.sluice.v1.ResultPartitionDescriptor\x12(\n\x07targets\x18\x08 \x03(\x0b\x32\x17.sluice.v1.OperatorSpec\"/\n\x1ePrepareReconfigurationResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"z\n\x1b\x41\x62ortReconfigurationRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x1a\n\x12reconfiguration_id\x18\x04 \x01(\t\"\xa5\x01\n\x18TriggerCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x05 \x01(\x03\x12\r\n\x05\x66inal\x18\x06 \x01(\x08\x12\x0c\n\x04stop\x18\x07 \x01(\x08\"*\n\x19TriggerCheckpointResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"\x7f\n\x16\x43heckpointNotification\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\r\n\x05\x66inal\x18\x05 \x01(\x08\"/\n\x1e\x43heckpointNotificationResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"?\n\x16InputChannelDescriptor\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"b\n\x13InputGateDescriptor\x12\x16\n\x0eupstream_chain\x18\x01 \x01(\t\x12\x33\n\x08\x63hannels\x18\x02 \x03(\x0b\x32!.sluice.v1.InputChannelDescriptor\"\xab\x03\n\x18TaskDeploymentDescriptor\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x14\n\x0c\x65xecution_id\x18\x04 \x01(\t\x12\x10\n\x08\x63hain_id\x18\x05 \x01(\t\x12\x14\n\x0coperator_ids\x18\x06 \x03(\t\x12\x15\n\rsubtask_index\x18\x07 \x01(\x05\x12\x13\n\x0bparallelism\x18\x08 \x01(\x05\x12\x12\n\nslot_index\x18\t \x01(\x05\x12 \n\x03job\x18\n \x01(\x0b\x32\x13.sluice.v1.JobGraph\x12.\n\x06inputs\x18\x0b \x03(\x0b\x32\x1e.sluice.v1.InputGateDescriptor\x12\x35\n\x07outputs\x18\x0c \x03(\x0b\x32$.sluice.v1.ResultPartitionDescriptor\x12\x16\n\x0e\x63heckpoint_dir\x18\r \x01(\t\x12\x1d\n\x15restore_checkpoint_id\x18\x0e \x01(\x03\x12\x15\n\rrestore_state\x18\x0f \x01(\x0c\"\xd9\x01\n\x19ResultPartitionDescriptor\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_chain\x18\x02 \x01(\t\x12-\n\x0cpartitioning\x18\x06 \x01(\x0e\x32\x17.sluice.v1.Partitioning\x12\x0c\n\x04keys\x18\x07 \x03(\t\x12\x19\n\x11num_subpartitions\x18\x05 \x01(\x05\x12\x12\n\noutput_tag\x18\x08 \x01(\t\x12\x18\n\x10key_group_owners\x18\t \x03(\x05J\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05\"\x14\n\x12SubmitTaskResponse\"T\n\x11\x43\x61ncelTaskRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\"#\n\x12\x43\x61ncelTaskResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x32\xb8\x05\n\x0cTaskExecutor\x12P\n\nSubmitTask\x12#.sluice.v1.TaskDeploymentDescriptor\x1a\x1d.sluice.v1.SubmitTaskResponse\x12I\n\nCancelTask\x12\x1c.sluice.v1.CancelTaskRequest\x1a\x1d.sluice.v1.CancelTaskResponse\x12^\n\x11TriggerCheckpoint\x12#.sluice.v1.TriggerCheckpointRequest\x1a$.sluice.v1.TriggerCheckpointResponse\x12h\n\x18NotifyCheckpointComplete\x12!.sluice.v1.CheckpointNotification\x1a).sluice.v1.CheckpointNotificationResponse\x12g\n\x17NotifyCheckpointAborted\x12!.sluice.v1.CheckpointNotification\x1a).sluice.v1.CheckpointNotificationResponse\x12m\n\x16PrepareReconfiguration\x12(.sluice.v1.PrepareReconfigurationRequest\x1a).sluice.v1.PrepareReconfigurationResponse\x12i\n\x14\x41\x62ortReconfiguration\x12&.sluice.v1.AbortReconfigurationRequest\x1a).sluice.v1.PrepareReconfigurationResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsluice/v1/taskmanager.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\">\n\x0eReadLogRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x11\n\tmax_bytes\x18\x02 \x01(\x03\"N\n\x0fReadLogResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x11\n\ttruncated\x18\x02 \x01(\x08\x12\x0c\n\x04\x66ile\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x03\"\x89\x02\n\x1dPrepareReconfigurationRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x1a\n\x12reconfiguration_id\x18\x04 \x01(\t\x12\x1a\n\x12\x66rom_checkpoint_id\x18\x05 \x01(\x03\x12\x0e\n\x06retire\x18\x06 \x01(\x08\x12\x35\n\x07outputs\x18\x07 \x03(\x0b\x32$.sluice.v1.ResultPartitionDescriptor\x12(\n\x07targets\x18\x08 \x03(\x0b\x32\x17.sluice.v1.OperatorSpec\"/\n\x1ePrepareReconfigurationResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"z\n\x1b\x41\x62ortReconfigurationRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x1a\n\x12reconfiguration_id\x18\x04 \x01(\t\"\xa5\x01\n\x18TriggerCheckpointRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x05 \x01(\x03\x12\r\n\x05\x66inal\x18\x06 \x01(\x08\x12\x0c\n\x04stop\x18\x07 \x01(\x08\"*\n\x19TriggerCheckpointResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"\x7f\n\x16\x43heckpointNotification\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\x03\x12\r\n\x05\x66inal\x18\x05 \x01(\x08\"/\n\x1e\x43heckpointNotificationResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"?\n\x16InputChannelDescriptor\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"b\n\x13InputGateDescriptor\x12\x16\n\x0eupstream_chain\x18\x01 \x01(\t\x12\x33\n\x08\x63hannels\x18\x02 \x03(\x0b\x32!.sluice.v1.InputChannelDescriptor\"\xab\x03\n\x18TaskDeploymentDescriptor\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x14\n\x0c\x65xecution_id\x18\x04 \x01(\t\x12\x10\n\x08\x63hain_id\x18\x05 \x01(\t\x12\x14\n\x0coperator_ids\x18\x06 \x03(\t\x12\x15\n\rsubtask_index\x18\x07 \x01(\x05\x12\x13\n\x0bparallelism\x18\x08 \x01(\x05\x12\x12\n\nslot_index\x18\t \x01(\x05\x12 \n\x03job\x18\n \x01(\x0b\x32\x13.sluice.v1.JobGraph\x12.\n\x06inputs\x18\x0b \x03(\x0b\x32\x1e.sluice.v1.InputGateDescriptor\x12\x35\n\x07outputs\x18\x0c \x03(\x0b\x32$.sluice.v1.ResultPartitionDescriptor\x12\x16\n\x0e\x63heckpoint_dir\x18\r \x01(\t\x12\x1d\n\x15restore_checkpoint_id\x18\x0e \x01(\x03\x12\x15\n\rrestore_state\x18\x0f \x01(\x0c\"\xd9\x01\n\x19ResultPartitionDescriptor\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_chain\x18\x02 \x01(\t\x12-\n\x0cpartitioning\x18\x06 \x01(\x0e\x32\x17.sluice.v1.Partitioning\x12\x0c\n\x04keys\x18\x07 \x03(\t\x12\x19\n\x11num_subpartitions\x18\x05 \x01(\x05\x12\x12\n\noutput_tag\x18\x08 \x01(\t\x12\x18\n\x10key_group_owners\x18\t \x03(\x05J\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05\"\x14\n\x12SubmitTaskResponse\"T\n\x11\x43\x61ncelTaskRequest\x12\x19\n\x11leader_session_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\"#\n\x12\x43\x61ncelTaskResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x32\xfa\x05\n\x0cTaskExecutor\x12P\n\nSubmitTask\x12#.sluice.v1.TaskDeploymentDescriptor\x1a\x1d.sluice.v1.SubmitTaskResponse\x12I\n\nCancelTask\x12\x1c.sluice.v1.CancelTaskRequest\x1a\x1d.sluice.v1.CancelTaskResponse\x12^\n\x11TriggerCheckpoint\x12#.sluice.v1.TriggerCheckpointRequest\x1a$.sluice.v1.TriggerCheckpointResponse\x12h\n\x18NotifyCheckpointComplete\x12!.sluice.v1.CheckpointNotification\x1a).sluice.v1.CheckpointNotificationResponse\x12g\n\x17NotifyCheckpointAborted\x12!.sluice.v1.CheckpointNotification\x1a).sluice.v1.CheckpointNotificationResponse\x12m\n\x16PrepareReconfiguration\x12(.sluice.v1.PrepareReconfigurationRequest\x1a).sluice.v1.PrepareReconfigurationResponse\x12i\n\x14\x41\x62ortReconfiguration\x12&.sluice.v1.AbortReconfigurationRequest\x1a).sluice.v1.PrepareReconfigurationResponse\x12@\n\x07ReadLog\x12\x19.sluice.v1.ReadLogRequest\x1a\x1a.sluice.v1.ReadLogResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluice.v1.taskmanager_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PREPARERECONFIGURATIONREQUEST']._serialized_start=67
-  _globals['_PREPARERECONFIGURATIONREQUEST']._serialized_end=332
-  _globals['_PREPARERECONFIGURATIONRESPONSE']._serialized_start=334
-  _globals['_PREPARERECONFIGURATIONRESPONSE']._serialized_end=381
-  _globals['_ABORTRECONFIGURATIONREQUEST']._serialized_start=383
-  _globals['_ABORTRECONFIGURATIONREQUEST']._serialized_end=505
-  _globals['_TRIGGERCHECKPOINTREQUEST']._serialized_start=508
-  _globals['_TRIGGERCHECKPOINTREQUEST']._serialized_end=673
-  _globals['_TRIGGERCHECKPOINTRESPONSE']._serialized_start=675
-  _globals['_TRIGGERCHECKPOINTRESPONSE']._serialized_end=717
-  _globals['_CHECKPOINTNOTIFICATION']._serialized_start=719
-  _globals['_CHECKPOINTNOTIFICATION']._serialized_end=846
-  _globals['_CHECKPOINTNOTIFICATIONRESPONSE']._serialized_start=848
-  _globals['_CHECKPOINTNOTIFICATIONRESPONSE']._serialized_end=895
-  _globals['_INPUTCHANNELDESCRIPTOR']._serialized_start=897
-  _globals['_INPUTCHANNELDESCRIPTOR']._serialized_end=960
-  _globals['_INPUTGATEDESCRIPTOR']._serialized_start=962
-  _globals['_INPUTGATEDESCRIPTOR']._serialized_end=1060
-  _globals['_TASKDEPLOYMENTDESCRIPTOR']._serialized_start=1063
-  _globals['_TASKDEPLOYMENTDESCRIPTOR']._serialized_end=1490
-  _globals['_RESULTPARTITIONDESCRIPTOR']._serialized_start=1493
-  _globals['_RESULTPARTITIONDESCRIPTOR']._serialized_end=1710
-  _globals['_SUBMITTASKRESPONSE']._serialized_start=1712
-  _globals['_SUBMITTASKRESPONSE']._serialized_end=1732
-  _globals['_CANCELTASKREQUEST']._serialized_start=1734
-  _globals['_CANCELTASKREQUEST']._serialized_end=1818
-  _globals['_CANCELTASKRESPONSE']._serialized_start=1820
-  _globals['_CANCELTASKRESPONSE']._serialized_end=1855
-  _globals['_TASKEXECUTOR']._serialized_start=1858
-  _globals['_TASKEXECUTOR']._serialized_end=2554
+  _globals['_READLOGREQUEST']._serialized_start=66
+  _globals['_READLOGREQUEST']._serialized_end=128
+  _globals['_READLOGRESPONSE']._serialized_start=130
+  _globals['_READLOGRESPONSE']._serialized_end=208
+  _globals['_PREPARERECONFIGURATIONREQUEST']._serialized_start=211
+  _globals['_PREPARERECONFIGURATIONREQUEST']._serialized_end=476
+  _globals['_PREPARERECONFIGURATIONRESPONSE']._serialized_start=478
+  _globals['_PREPARERECONFIGURATIONRESPONSE']._serialized_end=525
+  _globals['_ABORTRECONFIGURATIONREQUEST']._serialized_start=527
+  _globals['_ABORTRECONFIGURATIONREQUEST']._serialized_end=649
+  _globals['_TRIGGERCHECKPOINTREQUEST']._serialized_start=652
+  _globals['_TRIGGERCHECKPOINTREQUEST']._serialized_end=817
+  _globals['_TRIGGERCHECKPOINTRESPONSE']._serialized_start=819
+  _globals['_TRIGGERCHECKPOINTRESPONSE']._serialized_end=861
+  _globals['_CHECKPOINTNOTIFICATION']._serialized_start=863
+  _globals['_CHECKPOINTNOTIFICATION']._serialized_end=990
+  _globals['_CHECKPOINTNOTIFICATIONRESPONSE']._serialized_start=992
+  _globals['_CHECKPOINTNOTIFICATIONRESPONSE']._serialized_end=1039
+  _globals['_INPUTCHANNELDESCRIPTOR']._serialized_start=1041
+  _globals['_INPUTCHANNELDESCRIPTOR']._serialized_end=1104
+  _globals['_INPUTGATEDESCRIPTOR']._serialized_start=1106
+  _globals['_INPUTGATEDESCRIPTOR']._serialized_end=1204
+  _globals['_TASKDEPLOYMENTDESCRIPTOR']._serialized_start=1207
+  _globals['_TASKDEPLOYMENTDESCRIPTOR']._serialized_end=1634
+  _globals['_RESULTPARTITIONDESCRIPTOR']._serialized_start=1637
+  _globals['_RESULTPARTITIONDESCRIPTOR']._serialized_end=1854
+  _globals['_SUBMITTASKRESPONSE']._serialized_start=1856
+  _globals['_SUBMITTASKRESPONSE']._serialized_end=1876
+  _globals['_CANCELTASKREQUEST']._serialized_start=1878
+  _globals['_CANCELTASKREQUEST']._serialized_end=1962
+  _globals['_CANCELTASKRESPONSE']._serialized_start=1964
+  _globals['_CANCELTASKRESPONSE']._serialized_end=1999
+  _globals['_TASKEXECUTOR']._serialized_start=2002
+  _globals['_TASKEXECUTOR']._serialized_end=2764
 # @@protoc_insertion_point(module_scope)

@@ -7,6 +7,26 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ReadLogRequest(_message.Message):
+    __slots__ = ("leader_session_id", "max_bytes")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    max_bytes: int
+    def __init__(self, leader_session_id: _Optional[str] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class ReadLogResponse(_message.Message):
+    __slots__ = ("data", "truncated", "file", "size")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    truncated: bool
+    file: str
+    size: int
+    def __init__(self, data: _Optional[bytes] = ..., truncated: _Optional[bool] = ..., file: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
 class PrepareReconfigurationRequest(_message.Message):
     __slots__ = ("leader_session_id", "job_id", "execution_id", "reconfiguration_id", "from_checkpoint_id", "retire", "outputs", "targets")
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]

@@ -72,6 +72,11 @@ class TaskExecutorStub:
                 request_serializer=sluice_dot_v1_dot_taskmanager__pb2.AbortReconfigurationRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.FromString,
                 _registered_method=True)
+        self.ReadLog = channel.unary_unary(
+                '/sluice.v1.TaskExecutor/ReadLog',
+                request_serializer=sluice_dot_v1_dot_taskmanager__pb2.ReadLogRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.ReadLogResponse.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServicer:
@@ -125,6 +130,14 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadLog(self, request, context):
+        """The tail of this TaskManager's log file (log.file), for the REST API and dashboard
+        (docs/monitoring.md); at most 1 MiB whatever max_bytes asks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -162,6 +175,11 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.AbortReconfiguration,
                     request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.AbortReconfigurationRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.SerializeToString,
+            ),
+            'ReadLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadLog,
+                    request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.ReadLogRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_taskmanager__pb2.ReadLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -356,6 +374,33 @@ class TaskExecutor:
             '/sluice.v1.TaskExecutor/AbortReconfiguration',
             sluice_dot_v1_dot_taskmanager__pb2.AbortReconfigurationRequest.SerializeToString,
             sluice_dot_v1_dot_taskmanager__pb2.PrepareReconfigurationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.TaskExecutor/ReadLog',
+            sluice_dot_v1_dot_taskmanager__pb2.ReadLogRequest.SerializeToString,
+            sluice_dot_v1_dot_taskmanager__pb2.ReadLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,16 @@ def read_leader(client: KazooClient, paths: ZkPaths) -> tuple[str, str] | None:
     return parse_leader_info(data)
 
 
+def read_leader_endpoint(client: KazooClient, paths: ZkPaths, name: str) -> str | None:
+    """Another endpoint the leader published beside its address (e.g. ``rest``), or None."""
+    try:
+        data, _stat = client.get(paths.leader_connection_info)
+        value = json.loads(data).get(name) if data else None
+    except (NoNodeError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
 class LeaderRetriever:
     """Calls ``listener(address, session_id)`` — ``(None, None)`` when there is no
     leader — once at start and then on every change of the leader info.

@@ -26,6 +26,7 @@ broadcast: every subpartition. forward: the subpartition of our own index.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
@@ -70,6 +71,9 @@ class RecordWriter:
         self._next = 0
         self.records_produced = 0  # rows the chain gave this output: before null keys and pre-aggregation
         self.records_sent = 0  # rows put into subpartitions: after pre-aggregation, once per target
+        self.bytes_sent = 0  # Arrow bytes of those rows
+        self.backpressured_seconds = 0.0  # waits for room in a full subpartition, ended ones
+        self.blocked_since: float | None = None  # the wait in progress (monotonic time)
 
     def emit(self, batch: Batch) -> None:
         subs = self.partition.subpartitions
@@ -165,8 +169,28 @@ class RecordWriter:
         return table.filter(pc.invert(nulls))
 
     def _add(self, index: int, table: pa.Table) -> None:
-        self.partition.subpartitions[index].add((BATCH, table), self.cancelled)
+        sub = self.partition.subpartitions[index]
+        if sub.backlog() >= sub.capacity:  # no room downstream: backpressured until there is
+            self.blocked_since = time.monotonic()
+            try:
+                sub.add((BATCH, table), self.cancelled)
+            finally:
+                self.backpressured_seconds += time.monotonic() - self.blocked_since
+                self.blocked_since = None
+        else:
+            sub.add((BATCH, table), self.cancelled)
         self.records_sent += table.num_rows
+        self.bytes_sent += table.nbytes
+
+    def backpressured_until(self, now: float) -> float:
+        """Seconds spent waiting for room downstream so far, a wait in progress included."""
+        since = self.blocked_since
+        return self.backpressured_seconds + (now - since if since is not None else 0.0)
+
+    def queue_usage(self) -> tuple[int, int]:
+        """(batches queued, capacity) over the subpartitions."""
+        subs = self.partition.subpartitions
+        return sum(s.backlog() for s in subs), sum(s.capacity for s in subs)
 
     def barrier(self, checkpoint_id: int) -> None:
         """Barriers overtake nothing and are never held back by capacity."""

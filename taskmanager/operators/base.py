@@ -141,6 +141,7 @@ class Source(abc.ABC):
 
     offset: int  # progress, for log lines (batch and snapshot lines tools read)
     idle_wait: float = 0.1  # seconds to wait for control messages after next_batch() returned IDLE
+    records_read: int = 0  # rows read: the task's records_in (counted by Spark for file sources)
     records_malformed: int = 0  # input rows it could not parse (a metric; a file source counts them)
     records_dropped: int = 0  # of those, the rows it dropped (on_error "drop")
     bad_record_samples: Sequence[str] = ()  # a few malformed lines, truncated, with their file

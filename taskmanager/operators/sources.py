@@ -226,9 +226,13 @@ class FileSource(Source):
     def _read(self, paths: list[str]) -> Any:
         """A DataFrame of the rows of `paths` that go on (see the class docstring)."""
         reader = self.engine.spark.read.options(**schema_inference.spark_options(self.options))
-        if self.format == "text":
-            return reader.text(paths)
         from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        if self.format == "text":
+            observation = Observation()
+            self._pending = [*self._pending[-(PENDING_OBSERVATIONS - 1) :], observation]
+            return reader.text(paths).observe(observation, F.count(F.lit(1)).alias("rows"))
 
         plan = self._plan()
         df = (
@@ -271,6 +275,7 @@ class FileSource(Source):
             F.substring_index(F.input_file_name(), "/", -1), F.lit(": "), F.substring(text, 1, SAMPLE_CHARS)
         )
         metrics = (
+            F.count(F.lit(1)).alias("rows"),
             F.count(F.when(malformed, 1)).alias("malformed"),
             F.min(F.when(malformed, sample)).alias("first"),
             F.max(F.when(malformed, sample)).alias("last"),
@@ -313,6 +318,7 @@ class FileSource(Source):
                     left.append(observation)
                     continue
                 malformed = int(metrics.get("malformed") or 0)
+                self.records_read += int(metrics.get("rows") or 0)
                 self.records_malformed += malformed
                 if self.policy == "drop":
                     self.records_dropped += malformed
@@ -401,6 +407,7 @@ class GeneratorSource(Source):
             return None
         n = len(range(start, end, step))
         self.offset += n
+        self.records_read += n
         self.streams = [*self.streams[1:], (start + n * step, step)]  # in turn: an unbounded one starves none
         df = self.body(self.engine.spark.range(start, end, step))
         return Batch(self.engine, df=df)
@@ -433,6 +440,7 @@ class CollectionSource(Source):
             return None
         table = pa.Table.from_pylist(self.rows[self.offset :])
         self.offset = len(self.rows)
+        self.records_read += table.num_rows
         return Batch(self.engine, table=table)
 
 

@@ -132,6 +132,8 @@ def test_argv_for_jobmanager():
         "/ckpt",
         "--max-taskmanager-losses-per-job",
         "2",
+        "--rest-host",
+        "127.0.0.1",
     ]
 
 
@@ -501,6 +503,8 @@ def test_without_check_the_jobmanager_runs_with_the_settings(monkeypatch):
         "6",
         "--max-taskmanager-losses-per-job",
         "2",
+        "--rest-host",
+        "127.0.0.1",
     ]
     assert settings.sources["rpc.port"] == "flag --port"
 

@@ -336,6 +336,10 @@ def test_a_recovered_job_that_finishes_keeps_why_it_restarted():
         def compact_failure(self, _job_id, failure):
             return failure
 
+        def put_job_metrics(self, _guard, job_id, metrics):
+            counters.append((job_id, metrics.num_restarts))
+
+    counters: list[tuple[str, int]] = []
     jm, gw = restarting_job(**{"restart-strategy.fixed-delay.delay": "1s"})
     gw.ha = Ha()
     fail_attempt(jm, gw, 0.0, bad_record())
@@ -350,6 +354,7 @@ def test_a_recovered_job_that_finishes_keeps_why_it_restarted():
     ]
     (job_id, stored), *_ = records  # the job result store keeps the history across a failover
     assert job_id == "j1" and list(stored.exceptions) == list(info.exceptions)
+    assert counters[-1] == ("j1", 1)  # the restart count is kept for a new leader (JobInfo.metrics)
 
 
 def test_history_is_bounded():

@@ -1,0 +1,1 @@
+"""The JobManager's REST API and web dashboard (docs/monitoring.md)."""
