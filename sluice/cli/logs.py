@@ -127,7 +127,7 @@ def timestamp(line: str) -> str | None:
 def records(text: str) -> list[Record]:
     """The records of a log's text, in file order."""
     out: list[Record] = []
-    for raw in text.splitlines():
+    for raw in text.split("\n"):  # not splitlines(): a carriage return does not end a line here
         line = _clean(raw)
         if not line.strip():
             continue
@@ -227,37 +227,35 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def follow(
     chosen: list[LogSource], offsets: dict[str, int], keep: Callable[[Record], bool] | None, polls: int | None = None
 ) -> None:
-    """Print what the logs gain (whole lines; a file that shrank is read again from its start),
+    """Print the whole lines the logs gain (a file that shrank is read again from its start),
     until Ctrl-C (or `polls` looks, for tests)."""
-    pending: dict[str, str] = {src.path: "" for src in chosen}
     n = 0
     while polls is None or n < polls:
         n += 1
         fresh = []
         for src in chosen:
-            text = _read_from(src.path, offsets)
-            text = pending[src.path] + text
-            whole, _, pending[src.path] = text.rpartition("\n")
-            recs = records(whole + "\n") if whole else []
+            recs = records(_whole_lines_from(src.path, offsets))
             fresh.append((src, [r for r in recs if keep is None or keep(r)]))
         _write(merged(fresh, sys.maxsize))
         if polls is None or n < polls:
             time.sleep(FOLLOW_POLL)
 
 
-def _read_from(path: str, offsets: dict[str, int]) -> str:
+def _whole_lines_from(path: str, offsets: dict[str, int]) -> str:
+    """The whole lines written to `path` since `offsets[path]`, which moves past them (a line
+    still being written waits for the next look)."""
     try:
         with open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)
             start = offsets.get(path, 0)
             if size < start:  # truncated or replaced
                 start = 0
-            if size - start > MAX_BYTES:
-                start = size - MAX_BYTES
+            start = max(start, size - MAX_BYTES)
             f.seek(start)
             data = f.read(size - start)
     except FileNotFoundError:
         return ""
+    data = data[: data.rfind(b"\n") + 1]
     offsets[path] = start + len(data)
     return data.decode("utf-8", errors="replace")
 
