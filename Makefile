@@ -16,13 +16,18 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-# Java 17 and ZooKeeper (Debian's `zookeeper` package provides /usr/share/java/zookeeper.jar).
+# Java 17 and ZooKeeper (Debian's `zookeeper` package provides /usr/share/java/zookeeper.jar);
+# Chromium and its WebDriver (/usr/bin/chromium, /usr/bin/chromedriver) for the dashboard's browser
+# test (tests/integration/test_dashboard.py). Only what is missing is installed, after one apt-get update.
 system-deps:
-	@if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; then \
-	  echo "installing Java and ZooKeeper from Debian packages"; \
+	@missing="$$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless) \
+	  $$([ -f /usr/share/java/zookeeper.jar ] || echo zookeeper) \
+	  $$([ -x /usr/bin/chromium ] || echo chromium) \
+	  $$([ -x /usr/bin/chromedriver ] || echo chromium-driver)"; \
+	if [ -n "$$(echo $$missing)" ]; then \
+	  echo "installing from Debian packages:" $$missing; \
 	  $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends \
-	    $$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless) zookeeper; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
 # Regenerate the gRPC stubs from proto/sluice/v1/*.proto (checked in; a test

@@ -10,6 +10,7 @@ registry (and its slot table), checkpoint calls to the task's control queue.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Protocol
 
@@ -20,6 +21,16 @@ from taskmanager.task import Task
 from taskmanager.task_registry import TaskRegistry, TaskRejected
 
 log = logging.getLogger("sluice.taskmanager")
+
+MAX_LOG_BYTES = 1 << 20  # ReadLog answers with at most this much of the log's tail
+
+
+def log_file() -> str | None:
+    """The file this process logs to (sluice.logs.setup with log.file), None when it logs to stderr."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return handler.baseFilename
+    return None
 
 
 class _ForExecution(Protocol):
@@ -119,6 +130,28 @@ class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
         if task is not None:
             task.abort_reconfiguration(request.reconfiguration_id)
         return taskmanager_pb2.PrepareReconfigurationResponse(found=task is not None)
+
+    def ReadLog(
+        self, request: taskmanager_pb2.ReadLogRequest, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.ReadLogResponse:
+        """The tail of this process's log file, at most MAX_LOG_BYTES (the REST API's
+        /taskmanagers/{id}/log). Only the leader asks; fenced like every other call."""
+        self._check_fencing(request.leader_session_id, context)
+        path = log_file()
+        if path is None:
+            return taskmanager_pb2.ReadLogResponse()
+        want = request.max_bytes if 0 < request.max_bytes <= MAX_LOG_BYTES else MAX_LOG_BYTES
+        try:
+            with open(path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - want))
+                data = f.read(want)
+        except OSError as exc:
+            context.abort(grpc.StatusCode.INTERNAL, f"cannot read the log file: {exc.strerror or exc}")
+            raise  # abort() raises; this tells the type checker
+        return taskmanager_pb2.ReadLogResponse(
+            data=data, truncated=size > len(data), file=os.path.basename(path), size=size
+        )
 
     def _task_for(self, request: _ForExecution, context: grpc.ServicerContext) -> Task | None:
         self._check_fencing(request.leader_session_id, context)
