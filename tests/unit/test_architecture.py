@@ -31,6 +31,7 @@ PURE_CORES = (
     "jobmanager.reconfiguration.protocol",
     "sluice.checkpoints.rescale",
     "jobmanager.declarative.translate",
+    "jobmanager.rest.views",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 
