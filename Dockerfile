@@ -65,8 +65,9 @@ USER 10001:10001
 WORKDIR /home/sluice
 
 # 6123: JobManager gRPC, 6122: TaskManager gRPC (TaskExecutor + DataExchange), both mutual TLS;
-# 9123 / 9122: their plaintext health-only ports (rpc.health-port) in docker-compose.yml and k8s/.
-EXPOSE 6123 6122 9123 9122
+# 9123 / 9122: their plaintext health-only ports (rpc.health-port) in docker-compose.yml and k8s/;
+# 8081: the JobManager REST API and dashboard (rest.port), 9249: Prometheus metrics (metrics.port).
+EXPOSE 6123 6122 9123 9122 8081 9249
 
 # `docker run IMAGE jobmanager ...`, `... taskmanager ...`, or any sluice command.
 ENTRYPOINT ["sluice"]

@@ -362,11 +362,16 @@ def test_d_compose_container_configuration(name):
     assert hc.address == f"127.0.0.1:{health_port}"
     expected = processes.LIVENESS_SERVICE if role == "jobmanager" else processes.TASKMANAGER_SERVICE
     assert hc.service == expected
-    # exposed container ports are the listening ports, published ones the gRPC port
-    for e in svc.get("expose", []):
-        assert int(str(e).split("/")[0]) in (port, health_port)
+    # exposed container ports are the listening ports (gRPC, health, metrics, REST), published ones
+    # the gRPC port and the REST API (bound to every interface to be reachable)
+    listening = [port, health_port, s["metrics.port"], *([s["rest.port"]] if role == "jobmanager" else [])]
+    assert s["metrics.port"], f"{name}: every process serves Prometheus metrics"
+    assert sorted(int(str(e).split("/")[0]) for e in svc.get("expose", [])) == sorted(listening)
+    if role == "jobmanager":
+        assert s["rest.port"] and s["rest.address"] in WILDCARD, f"{name}: the REST API reachable from the host"
     for p in svc.get("ports", []):
-        assert int(str(p).split("/")[0].split(":")[-1]) == port
+        assert int(str(p).split("/")[0].split(":")[-1]) in (port, s.get("rest.port"))
+    assert svc["labels"]["prometheus.io/port"] == str(s["metrics.port"])
 
     # ZooKeeper: the compose service, on its client port
     for entry in s["zookeeper.quorum"].split("/")[0].split(","):
@@ -422,7 +427,11 @@ def test_d_k8s_container_configuration(which, rendered, tmp_path):
     # container ports and native gRPC probes (on the plaintext health-only port: kubelet cannot do mTLS)
     assert_secured(s, which)
     health_port = s["rpc.health-port"]
-    assert [p["containerPort"] for p in container["ports"]] == [port, health_port]
+    rest = [s["rest.port"]] if role == "jobmanager" else []
+    assert [p["containerPort"] for p in container["ports"]] == [port, health_port, s["metrics.port"], *rest]
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == str(s["metrics.port"])
+    if role == "jobmanager":
+        assert s["rest.address"] in WILDCARD, f"{which}: the REST API must be reachable through the Service"
     by_name = {p["name"]: p["containerPort"] for p in container["ports"] if "name" in p}
     expected = {
         "readinessProbe": processes.JOBMANAGER_SERVICE if role == "jobmanager" else processes.TASKMANAGER_SERVICE,
@@ -446,7 +455,7 @@ def test_d_k8s_container_configuration(which, rendered, tmp_path):
         for p in svc["spec"]["ports"]:
             target = p.get("targetPort", p["port"])
             target = by_name.get(target) if isinstance(target, str) else target
-            assert target == port, f"Service {svc['metadata']['name']} targets {p.get('targetPort')} != {port}"
+            assert target in (port, *rest), f"Service {svc['metadata']['name']} targets {p.get('targetPort')} != {port}"
 
     # advertised address: a name or IP that reaches this pod
     if role == "taskmanager":
