@@ -553,7 +553,7 @@ def test_readlog_returns_a_bounded_tail_of_the_log_file_to_the_leader_only(tmp_p
     saved = root.handlers[:]
     root.handlers[:] = [handler]  # as sluice.logs.setup leaves it (pytest adds file handlers of its own)
     try:
-        service = tm_servicer.TaskExecutorServicer(_Registry(), lambda tdd: None)  # type: ignore[arg-type] — fakes
+        service = tm_servicer.TaskExecutorServicer(_Registry(), lambda tdd: None)  # type: ignore[arg-type] — a fake registry and task factory
         reply = service.ReadLog(taskmanager_pb2.ReadLogRequest(leader_session_id="session-1"), _Context())
         assert len(reply.data) == tm_servicer.MAX_LOG_BYTES and reply.truncated and reply.file == path.name
         assert reply.data.endswith(b"line 199999\n") and reply.size == path.stat().st_size
