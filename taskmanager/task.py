@@ -495,6 +495,7 @@ class Task:
                 self.engine.tag_current_thread(self.spark_tag)
             self._setup()
             self.state = ExecutionState.RUNNING
+            self.io.running(time.monotonic())
             self.reports.report(self, ExecutionState.RUNNING)
             self._resend_watermark()
             if self._source is not None:
@@ -577,7 +578,7 @@ class Task:
             self._check_cancelled()
             if self._idle_while_stopping():
                 return
-            started, first = time.monotonic(), source.offset
+            started, first, read_before = time.monotonic(), source.offset, source.records_read
             batch = source.next_batch()
             if batch is None:
                 return
@@ -588,7 +589,6 @@ class Task:
                 now = time.monotonic()
                 self.io.idle(now - waited, now)
                 continue
-            read_before = source.records_read
             self._process(batch)
             self._after_batch()
             took = time.monotonic() - started

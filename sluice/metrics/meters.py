@@ -77,6 +77,11 @@ class TimeShare:
     _open: dict[str, float] = field(default_factory=dict)  # state -> since
     _first: float | None = None
 
+    def begin(self, now: float) -> None:
+        """Measuring starts: time not reported idle or backpressured from here on is busy."""
+        if self._first is None:
+            self._first = now
+
     def start(self, state: str, now: float) -> None:
         if self._first is None:
             self._first = now

@@ -50,6 +50,11 @@ class TaskIO:
     _alignment_started: dict[int, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def running(self, now: float) -> None:
+        """The task started running: its time counts from here."""
+        with self._lock:
+            self.time.begin(now)
+
     def read(self, records: int, nbytes: int, now: float) -> None:
         with self._lock:
             self.records_in.mark(records, now)

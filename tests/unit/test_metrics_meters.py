@@ -94,3 +94,10 @@ def test_task_io_rates_and_queues():
     assert snap.bytes_out_per_second == pytest.approx(500.0, rel=0.1)
     assert snap.idle_ms_per_second == pytest.approx(500.0, rel=0.15)
     assert (snap.input_queue_usage, snap.output_queue_usage) == (1.0, 0.0)
+
+
+def test_a_task_that_never_waits_is_busy():
+    io = TaskIO()
+    io.running(0.0)
+    snap = io.snapshot(4.0)
+    assert (snap.busy_ms_per_second, snap.idle_ms_per_second, snap.backpressured_ms_per_second) == (1000.0, 0.0, 0.0)
