@@ -860,8 +860,9 @@ class JobMaster:
                     self.tm_losses = 0
                 case cc.NotifyAborted():
                     log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
-                    self.counters.number_of_failed_checkpoints += 1
-                    self._save_counters()
+                    if not action.superseded:
+                        self.counters.number_of_failed_checkpoints += 1
+                        self._save_counters()
                     if action.savepoint:
                         self._savepoint_ended(failure=action.reason)
                     if self.reconfiguration is not None:

@@ -241,6 +241,7 @@ class NotifyAborted:
     targets: tuple[str, ...]
     reason: str
     savepoint: bool = False
+    superseded: bool = False  # replaced by the final checkpoint: not a failure (numberOfFailedCheckpoints)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -422,7 +423,10 @@ class CheckpointCoordinator:
         actions: Actions = []
         if p is not None:
             actions = self._abort(
-                f"checkpoint {p.checkpoint_id} superseded by the final checkpoint", ev.now, counted=False
+                f"checkpoint {p.checkpoint_id} superseded by the final checkpoint",
+                ev.now,
+                counted=False,
+                superseded=True,
             )
         return actions + self._trigger(cid, ev.now, final=True)
 
@@ -568,7 +572,7 @@ class CheckpointCoordinator:
         targets = self.executions if final else self.sources
         return [TriggerCheckpoint(cid, now, targets, final, savepoint, stop, reconfigure)]
 
-    def _abort(self, reason: str, now: float, counted: bool) -> Actions:
+    def _abort(self, reason: str, now: float, counted: bool, superseded: bool = False) -> Actions:
         p = self._pending
         if p is None:
             raise ValueError(f"job {self.job_id}: nothing pending to abort ({reason})")
@@ -577,7 +581,7 @@ class CheckpointCoordinator:
         self._pending = None
         self._last_end = now
         actions: Actions = [
-            NotifyAborted(p.checkpoint_id, self.executions, reason, p.savepoint),
+            NotifyAborted(p.checkpoint_id, self.executions, reason, p.savepoint, superseded),
             DiscardCheckpoint(p.checkpoint_id),
         ]
         if counted and not (p.savepoint or p.reconfigure):  # a failed savepoint or reconfiguration fails only itself

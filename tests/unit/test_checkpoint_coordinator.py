@@ -332,7 +332,7 @@ def test_final_checkpoint_aborts_an_in_progress_one_uncounted():
     c.handle(Tick(10))
     ack(c, SRC[0], 1, 11)
     assert c.handle(FinalCheckpointRequested(12)) == [
-        NotifyAborted(1, ALL, "checkpoint 1 superseded by the final checkpoint"),
+        NotifyAborted(1, ALL, "checkpoint 1 superseded by the final checkpoint", superseded=True),
         DiscardCheckpoint(1),
         TriggerCheckpoint(2, 12, ALL, True),
     ]

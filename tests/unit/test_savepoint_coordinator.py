@@ -77,7 +77,7 @@ def test_a_final_checkpoint_supersedes_a_pending_savepoint():
     c = make(interval=10)
     c.handle(SavepointRequested(False, 1.0))
     actions = c.handle(FinalCheckpointRequested(2.0))
-    assert actions[0] == NotifyAborted(1, ALL, "checkpoint 1 superseded by the final checkpoint", True)
+    assert actions[0] == NotifyAborted(1, ALL, "checkpoint 1 superseded by the final checkpoint", True, superseded=True)
     assert actions[-1] == TriggerCheckpoint(2, 2.0, ALL, True)  # the final one is no savepoint
 
 
