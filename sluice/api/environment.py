@@ -336,7 +336,12 @@ class StreamExecutionEnvironment:
                 print(job_id, flush=True)
                 return JobExecutionResult(job_id, "SUBMITTED")
             print(f"Submitted job {job_name} ({job_id})", file=sys.stderr, flush=True)
-            info = client.wait(job_id, progress=_context.get("progress", True))
+            watcher = _context.get("watcher")  # `sluice run`: live progress (sluice/cli/progress.py)
+            info = (
+                watcher(client, job_id)
+                if watcher is not None
+                else client.wait(job_id, progress=_context.get("progress", True))
+            )
             state = states.from_proto(states.JobStatus, info.state)
             if state != states.JobStatus.FINISHED:
                 raise JobFailed(f"job {job_id} ended {state}" + (f":\n{info.failure}" if info.failure else ""))

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
-from unittest import mock
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -415,15 +414,12 @@ def _cancel_wanted(console: Console, stdin: TextIO, job_id: str) -> bool:
 @contextlib.contextmanager
 def attached(watcher: Callable[..., common_pb2.JobInfo] = watch) -> Iterator[None]:
     """While active, an attached `env.execute()` in the job file waits for its job through
-    `watcher` instead of `JobManagerClient.wait`'s plain polling (`sluice run` without --detach)."""
-    original = JobManagerClient.wait
+    `watcher` (the execution context's `watcher`, sluice/api/environment.py) instead of
+    `JobManagerClient.wait`'s plain polling (`sluice run` without --detach)."""
+    from sluice.api import environment
 
-    def wait(
-        self: JobManagerClient, job_id: str, timeout: float | None = None, progress: bool = False, poll: float = 0.5
-    ) -> common_pb2.JobInfo:
-        if not progress:
-            return original(self, job_id, timeout, progress, poll)
-        return watcher(self, job_id, timeout=timeout)
-
-    with mock.patch.object(JobManagerClient, "wait", wait):
+    environment._context["watcher"] = watcher
+    try:
         yield
+    finally:
+        environment._context.pop("watcher", None)
