@@ -373,7 +373,13 @@ class Dispatcher:
             for job_id, eid, records in metrics:
                 job = self._jobs.get(job_id)
                 ex = job.graph.executions.get(eid) if job is not None else None
-                if job is not None and ex is not None and ex.slot is not None and ex.slot.resource_id == resource_id:
+                if (
+                    job is not None
+                    and ex is not None
+                    and ex.slot is not None
+                    and ex.slot.resource_id == resource_id
+                    and not ex.state.terminal  # its final report has the final counts; a heartbeat may be older
+                ):
                     job.metrics[eid] = records
             return True
 

@@ -369,6 +369,24 @@ def test_heartbeat_metrics_count_only_for_the_senders_executions(dispatcher):
     assert dispatcher._jobs[job_id].metrics == {}
 
 
+def test_a_heartbeat_older_than_a_tasks_final_report_does_not_overwrite_its_counts(dispatcher):
+    """A heartbeat built before a task finished may arrive after its FINISHED report: the final
+    report's counts stay (e.g. the malformed rows a source counted at its very end)."""
+    job_id, eids = running_job(dispatcher)
+    finished = report(
+        dispatcher, job_id, eids[0], to_proto(ExecutionState.FINISHED), records_in=106, records_malformed=5
+    )
+    assert call(rm(dispatcher).UpdateTaskExecutionState, finished)[0].accepted
+    late = jobmanager_pb2.HeartbeatRequest(
+        resource_id=where(dispatcher, job_id, eids[0]),
+        leader_session_id=SESSION,
+        tasks=[jobmanager_pb2.TaskMetrics(job_id=job_id, execution_id=eids[0], records_in=100, records_malformed=0)],
+    )
+    assert call(rm(dispatcher).Heartbeat, late)[0].known
+    kept = dispatcher._jobs[job_id].metrics[eids[0]]
+    assert (kept.records_in, kept.records_malformed) == (106, 5)
+
+
 def test_a_heartbeat_with_too_many_tasks_is_refused(dispatcher):
     running_job(dispatcher)
     beat = jobmanager_pb2.HeartbeatRequest(
