@@ -130,6 +130,7 @@ class TaskRecords(NamedTuple):
     watermark: int | None = None  # the task's current input watermark (ms)
     key_group_records: tuple[tuple[int, int], ...] = ()  # a keyed task's input rows per key group (heartbeats)
     io: common_pb2.TaskIOMetrics | None = None  # rates, time shares, queues (heartbeats; docs/monitoring.md)
+    heartbeat: bool = False  # from a heartbeat (which carries the key-group loads), not only a state report
 
 
 BAD_RECORD_SAMPLES = 5  # in a job's status: the first tasks' samples, at most this many
@@ -149,6 +150,7 @@ def task_records(m: Any) -> TaskRecords:
         m.watermark if m.HasField("watermark") else None,
         tuple(sorted(m.key_group_records.items())) if hasattr(m, "key_group_records") else (),
         finite_io(m.io) if hasattr(m, "io") and m.HasField("io") else None,
+        hasattr(m, "key_group_records"),
     )
 
 
@@ -353,8 +355,10 @@ class JobMaster:
             return False
         previous = self.metrics.get(eid)
         reported = TaskRecords(*records)
-        if reported.io is None and previous is not None:  # a state report carries no rates: keep the last ones
-            reported = reported._replace(io=previous.io)
+        if not reported.heartbeat and previous is not None:  # a state report has no rates or loads: keep the last
+            reported = reported._replace(
+                io=previous.io, key_group_records=previous.key_group_records, heartbeat=previous.heartbeat
+            )
         self.metrics[eid] = reported
         if end_of_input and state == ExecutionState.RUNNING:
             self._on_end_of_input(eid, now)
@@ -475,7 +479,13 @@ class JobMaster:
         load: dict[int, int] = {}
         for eid, ex in self.graph.executions.items():
             if chain is not None and ex.chain_id == chain.id:
-                load.update(self.metrics.get(eid, TaskRecords()).key_group_records)
+                records = self.metrics.get(eid, TaskRecords())
+                if not records.heartbeat:  # its load is unknown, not zero: a plan now could move the wrong way
+                    raise ValueError(
+                        f"job {self.job_id}: the key-group load of subtask {ex.subtask} of {operator!r} has not "
+                        "reached the JobManager yet (heartbeats carry it); try again in a moment"
+                    )
+                load.update(records.key_group_records)
         return load
 
     def adopt(self, job: common_pb2.JobGraph) -> None:

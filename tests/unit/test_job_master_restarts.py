@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobmanager.job_master import HISTORY_SIZE, TRACEBACK_LIMIT, JobMaster
+from jobmanager.job_master import HISTORY_SIZE, TRACEBACK_LIMIT, JobMaster, task_records
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.api import StreamExecutionEnvironment
 from sluice.states import FailureCause, JobStatus
@@ -402,3 +402,25 @@ def test_a_finished_job_lists_each_checkpoint_once(tmp_path):
         jm.on_task_state(eid, "FINISHED", "", (1, 1), False, 2.0)
     assert jm.state == JobStatus.FINISHED
     assert [c.checkpoint_id for c in jm.info(0).checkpoints] == [1]
+
+
+def test_a_rebalance_waits_for_every_subtasks_key_group_load():
+    """Until a subtask's heartbeat brought its load, the load is unknown, not zero: planning then
+    could move key groups from the idler subtask to the busier one."""
+    from sluice.v1 import jobmanager_pb2
+
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(2)
+    env.from_collection([{"url": "a"}, {"url": "b"}]).key_by("url").count().uid("counts").print()
+    gw = Gateway()
+    jm = JobMaster("j1", env.get_job_graph("keyed"), gw, None)
+    jm.start(0.0)
+    eids = running(jm, gw, 0.0)
+    counts = [e for e in eids if jm.graph.executions[e].chain_id == jm.chain_of["counts"].id]
+    beat = jobmanager_pb2.TaskMetrics(execution_id=counts[1], records_in=10, key_group_records={64: 10})
+    jm.metrics[counts[1]] = task_records(beat)
+    with pytest.raises(ValueError, match="load of subtask 0 of 'counts' has not reached the JobManager yet"):
+        jm._key_group_load("counts")
+    jm.metrics[counts[0]] = task_records(jobmanager_pb2.TaskMetrics(execution_id=counts[0], key_group_records={1: 90}))
+    jm.on_task_state(counts[0], "RUNNING", "", (90, 0), False, 1.0)  # a later state report keeps the load
+    assert jm._key_group_load("counts") == {1: 90, 64: 10}
