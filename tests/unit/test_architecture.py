@@ -25,6 +25,7 @@ PURE_CORES = (
     "jobmanager.scheduler.slot_pool",
     "jobmanager.scheduler.execution_graph",
     "jobmanager.scheduler.restart_strategy",
+    "jobmanager.scheduler.pipelined_regions",
     "taskmanager.slot_table",
     "taskmanager.barrier_aligner",
     "jobmanager.reconfiguration.plan",
