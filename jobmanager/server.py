@@ -112,15 +112,12 @@ class JobManagerProcess:
                 ssl_certfile=str(tls.cert) if tls is not None else None,
                 ssl_keyfile=str(tls.key) if tls is not None else None,
             )
-            self.endpoints["rest"] = self._public(advertised_host, settings.get(config.REST_ADDRESS), self.rest.port)
+            self.endpoints["rest"] = (
+                f"{config.reachable_host(advertised_host, settings.get(config.REST_ADDRESS))}:{self.rest.port}"
+            )
         self._metrics_port = settings.get(config.METRICS_PORT)
         self._metrics_host = settings.get(config.RPC_HOST)
         self._advertised_host = advertised_host
-
-    @staticmethod
-    def _public(advertised: str | None, bind_host: str, port: int) -> str:
-        """host:port of a port of this process as others reach it (the bind host may be 0.0.0.0)."""
-        return f"{advertised or (bind_host if bind_host not in config.WILDCARD_HOSTS else '127.0.0.1')}:{port}"
 
     def _leader_rest(self) -> str | None:
         """The leader's REST address, as it published it with its gRPC address."""
@@ -152,9 +149,8 @@ class JobManagerProcess:
         if self._metrics_port is not None:
             collector = JobManagerMetrics(self.dispatcher, lambda: self._leading)
             self.metrics_server = prometheus.serve(collector.collect, self._metrics_host, self._metrics_port)
-            self.endpoints["metrics"] = self._public(
-                self._advertised_host, self._metrics_host, self.metrics_server.port
-            )
+            host = config.reachable_host(self._advertised_host, self._metrics_host)
+            self.endpoints["metrics"] = f"{host}:{self.metrics_server.port}"
             log.info("Prometheus metrics at http://%s/metrics", self.endpoints["metrics"])
         log.info(
             "JobManager listening at %s (%s)%s%s; connecting to ZooKeeper",

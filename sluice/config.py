@@ -71,6 +71,12 @@ AUTO_HOST = "auto"
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "[::]", ""})
 
 
+def reachable_host(advertised: str | None, bind_host: str) -> str:
+    """The host others reach a port of this process at: the advertised host, else the bind
+    host unless it is a wildcard (then loopback)."""
+    return advertised or (bind_host if bind_host not in WILDCARD_HOSTS else "127.0.0.1")
+
+
 class ConfigError(ValueError):
     """Bad configuration; the message names the key (or variable, or file) at fault."""
 

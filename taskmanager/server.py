@@ -72,7 +72,7 @@ class TaskManagerProcess:
         self.server: rpc.Server | None = None
         self.address = ""
         self.partitions = PartitionManager()
-        spark_host = self._advertised_host or (self._host if self._host not in config.WILDCARD_HOSTS else "127.0.0.1")
+        spark_host = config.reachable_host(self._advertised_host, self._host)
         self.engine = SparkEngine(
             slots, master=settings.get(config.SPARK_MASTER), remote=settings.get(config.SPARK_REMOTE), host=spark_host
         )
@@ -118,7 +118,8 @@ class TaskManagerProcess:
         if self._metrics_port is not None:
             collector = TaskManagerMetrics(self.resource_id, self.slots, self.tasks, self.engine)
             self.metrics_server = prometheus.serve(collector.collect, self._host, self._metrics_port)
-            self.endpoints["metrics"] = self._public(self.metrics_server.port)
+            host = config.reachable_host(self._advertised_host, self._host)
+            self.endpoints["metrics"] = f"{host}:{self.metrics_server.port}"
             log.info(
                 "TaskManager %s: Prometheus metrics at http://%s/metrics", self.resource_id, self.endpoints["metrics"]
             )
@@ -134,11 +135,6 @@ class TaskManagerProcess:
         self.retriever = LeaderRetriever(self.zk, self.paths, self.leader.on_leader)
         self.leader.start(self.address)
         server.set_serving(True)
-
-    def _public(self, port: int) -> str:
-        """host:port of a port of this process as others reach it (the bind host may be 0.0.0.0)."""
-        host = self._advertised_host or (self._host if self._host not in config.WILDCARD_HOSTS else "127.0.0.1")
-        return f"{host}:{port}"
 
     def _fatal(self, reason: str) -> None:
         """A task will not stop: tell the leader what happened (bounded), then exit for the
