@@ -511,7 +511,38 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
     if not any(kinds[o] in SINK_KINDS for o in kinds):
         raise JobValidationError("operators", "the job has no sink; add sink_to(...) or print()")
     _check_columns(job, payloads, kinds, ins)
+    _check_runtime_mode(job, payloads, kinds)
     return payloads
+
+
+def is_batch(job: common_pb2.JobGraph) -> bool:
+    """The job runs in BATCH mode (`execution.runtime-mode`, docs/batch.md)."""
+    return str(job.config.get("execution.runtime-mode", "")).strip().lower() == "batch"
+
+
+def unbounded_reason(kind: OperatorKind, payload: dict[str, Any]) -> str | None:
+    """Why a source never ends (None: it is bounded)."""
+    if kind == OperatorKind.SOURCE_FILES and payload.get("monitor_interval"):
+        return "it monitors its directory for new files (monitor_interval_ms)"
+    if kind == OperatorKind.SOURCE_GENERATOR and payload.get("count") is None:
+        return "it is a generator without count="
+    return None
+
+
+def _check_runtime_mode(
+    job: common_pb2.JobGraph, payloads: dict[str, dict[str, Any]], kinds: dict[str, OperatorKind]
+) -> None:
+    """BATCH needs every source bounded: a batch job runs each stage to its end."""
+    if not is_batch(job):
+        return
+    for i, op in enumerate(job.operators):
+        reason = unbounded_reason(kinds[op.id], payloads[op.id]) if kinds[op.id] in SOURCE_KINDS else None
+        if reason is not None:
+            raise JobValidationError(
+                f"operators[{i}]",
+                f"source {op.name or op.id!r} is unbounded ({reason}), but the job runs in BATCH mode, which "
+                "needs every source to end; bound the source or use env.set_runtime_mode(\"STREAMING\")",
+            )
 
 
 def output_schemas(job: common_pb2.JobGraph) -> dict[str, schemas.Schema | None]:

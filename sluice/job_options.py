@@ -296,6 +296,51 @@ EXPONENTIAL_ATTEMPTS: JobOption[int | None] = JobOption(
     "unlimited",
 )
 
+RUNTIME_MODE: JobOption[str] = JobOption(
+    "execution.runtime-mode",
+    lambda value: _choice("streaming", "batch")(value).upper(),
+    "STREAMING",
+    "STREAMING | BATCH",
+    "BATCH (bounded sources only): blocking exchanges through local files, regions scheduled as their "
+    "inputs complete, final results once, no checkpoints (docs/batch.md). `env.set_runtime_mode` sets it",
+)
+FAILOVER_STRATEGY: JobOption[str] = JobOption(
+    "jobmanager.execution.failover-strategy",
+    _choice("region", "full"),
+    "region",
+    "region | full",
+    "a failed task restarts only the pipelined regions that must restart (region), or every task (full)",
+)
+SPECULATIVE_ENABLED: JobOption[bool] = JobOption(
+    "execution.batch.speculative.enabled",
+    _boolean,
+    False,
+    "true | false",
+    "BATCH: start a backup attempt of a straggling task on another TaskManager; the first to finish wins",
+)
+SPECULATIVE_MULTIPLIER: JobOption[float] = JobOption(
+    "execution.batch.speculative.multiplier",
+    _number("a number >= 1.0", lambda x: x >= 1.0),
+    1.5,
+    "number >= 1.0",
+    "BATCH: a task is slow when it ran longer than this times the median of its vertex's finished tasks",
+)
+SPECULATIVE_MIN_FINISHED: JobOption[float] = JobOption(
+    "execution.batch.speculative.min-finished",
+    _number("a number between 0.0 and 1.0", lambda x: 0.0 < x <= 1.0),
+    0.75,
+    "number 0.0-1.0",
+    "BATCH: share of a vertex's tasks that must have finished before its slow ones are speculated on",
+)
+SPECULATIVE_MIN_RUNTIME: JobOption[float] = JobOption(
+    "execution.batch.speculative.min-runtime",
+    _duration("ms"),
+    1.0,
+    _ms(">= 0"),
+    "BATCH: a task is never slow before it ran this long",
+    "1 s",
+)
+
 CHECKPOINT_OPTIONS: tuple[JobOption[Any], ...] = (
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_TIMEOUT,
@@ -316,13 +361,24 @@ RESTART_OPTIONS: tuple[JobOption[Any], ...] = (
     EXPONENTIAL_ATTEMPTS,
 )
 SAVEPOINT_OPTIONS: tuple[JobOption[Any], ...] = (SAVEPOINTS_DIR, SAVEPOINT_PATH, SAVEPOINT_IGNORE_UNCLAIMED)
-JOB_OPTIONS: tuple[JobOption[Any], ...] = CHECKPOINT_OPTIONS + (STATE_TTL,) + SAVEPOINT_OPTIONS + RESTART_OPTIONS
+EXECUTION_OPTIONS: tuple[JobOption[Any], ...] = (
+    RUNTIME_MODE,
+    FAILOVER_STRATEGY,
+    SPECULATIVE_ENABLED,
+    SPECULATIVE_MULTIPLIER,
+    SPECULATIVE_MIN_FINISHED,
+    SPECULATIVE_MIN_RUNTIME,
+)
+JOB_OPTIONS: tuple[JobOption[Any], ...] = (
+    CHECKPOINT_OPTIONS + (STATE_TTL,) + SAVEPOINT_OPTIONS + RESTART_OPTIONS + EXECUTION_OPTIONS
+)
 BY_KEY: dict[str, JobOption[Any]] = {o.key: o for o in JOB_OPTIONS}
 
 # Families the JobManager owns: a key in one of them that the table lacks is a typo.
 CHECKPOINT_FAMILIES = ("execution.", "state.")
 RESTART_FAMILIES = ("restart-strategy",)
-FAMILIES = CHECKPOINT_FAMILIES + RESTART_FAMILIES
+FAILOVER_FAMILIES = ("jobmanager.execution.",)
+FAMILIES = CHECKPOINT_FAMILIES + RESTART_FAMILIES + FAILOVER_FAMILIES
 # Groups of keys listed together when a key is unknown (longest prefix first).
 _GROUPS = (
     "restart-strategy.fixed-delay.",
@@ -330,7 +386,9 @@ _GROUPS = (
     "restart-strategy",
     "execution.checkpointing.",
     "execution.savepoint.",
+    "execution.batch.speculative.",
     "execution.",
+    "jobmanager.execution.",
     "state.checkpoints.",
     "state.savepoints.",
     "state.",
@@ -414,6 +472,30 @@ def checkpointing(config: Mapping[str, Any]) -> Checkpointing:
         tolerable_failures=CHECKPOINTING_TOLERABLE_FAILURES.read(config),
         retained=CHECKPOINTS_NUM_RETAINED.read(config),
         directory=CHECKPOINTS_DIR.read(config),
+    )
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a job runs: its runtime mode, failover strategy and speculation (BATCH)."""
+
+    batch: bool
+    region_failover: bool
+    speculative: bool
+    multiplier: float
+    min_finished: float
+    min_runtime: float  # seconds
+
+
+def execution(config: Mapping[str, Any]) -> Execution:
+    """The execution options of a job's configuration (JobConfigError names a bad key)."""
+    return Execution(
+        batch=RUNTIME_MODE.read(config) == "BATCH",
+        region_failover=FAILOVER_STRATEGY.read(config) == "region",
+        speculative=SPECULATIVE_ENABLED.read(config),
+        multiplier=SPECULATIVE_MULTIPLIER.read(config),
+        min_finished=SPECULATIVE_MIN_FINISHED.read(config),
+        min_runtime=SPECULATIVE_MIN_RUNTIME.read(config),
     )
 
 

@@ -160,7 +160,7 @@ class TaskDeploymentDescriptor(_message.Message):
     def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., chain_id: _Optional[str] = ..., operator_ids: _Optional[_Iterable[str]] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., slot_index: _Optional[int] = ..., job: _Optional[_Union[_common_pb2.JobGraph, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ..., checkpoint_dir: _Optional[str] = ..., restore_checkpoint_id: _Optional[int] = ..., restore_state: _Optional[bytes] = ...) -> None: ...
 
 class ResultPartitionDescriptor(_message.Message):
-    __slots__ = ("partition_id", "target_chain", "partitioning", "keys", "num_subpartitions", "output_tag", "key_group_owners")
+    __slots__ = ("partition_id", "target_chain", "partitioning", "keys", "num_subpartitions", "output_tag", "key_group_owners", "blocking")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_CHAIN_FIELD_NUMBER: _ClassVar[int]
     PARTITIONING_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +168,7 @@ class ResultPartitionDescriptor(_message.Message):
     NUM_SUBPARTITIONS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TAG_FIELD_NUMBER: _ClassVar[int]
     KEY_GROUP_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKING_FIELD_NUMBER: _ClassVar[int]
     partition_id: str
     target_chain: str
     partitioning: _common_pb2.Partitioning
@@ -175,7 +176,8 @@ class ResultPartitionDescriptor(_message.Message):
     num_subpartitions: int
     output_tag: str
     key_group_owners: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, partition_id: _Optional[str] = ..., target_chain: _Optional[str] = ..., partitioning: _Optional[_Union[_common_pb2.Partitioning, str]] = ..., keys: _Optional[_Iterable[str]] = ..., num_subpartitions: _Optional[int] = ..., output_tag: _Optional[str] = ..., key_group_owners: _Optional[_Iterable[int]] = ...) -> None: ...
+    blocking: bool
+    def __init__(self, partition_id: _Optional[str] = ..., target_chain: _Optional[str] = ..., partitioning: _Optional[_Union[_common_pb2.Partitioning, str]] = ..., keys: _Optional[_Iterable[str]] = ..., num_subpartitions: _Optional[int] = ..., output_tag: _Optional[str] = ..., key_group_owners: _Optional[_Iterable[int]] = ..., blocking: _Optional[bool] = ...) -> None: ...
 
 class SubmitTaskResponse(_message.Message):
     __slots__ = ()
@@ -196,3 +198,21 @@ class CancelTaskResponse(_message.Message):
     FOUND_FIELD_NUMBER: _ClassVar[int]
     found: bool
     def __init__(self, found: _Optional[bool] = ...) -> None: ...
+
+class ReleasePartitionsRequest(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "partition_ids", "all_of_job")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_IDS_FIELD_NUMBER: _ClassVar[int]
+    ALL_OF_JOB_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    partition_ids: _containers.RepeatedScalarFieldContainer[str]
+    all_of_job: bool
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., partition_ids: _Optional[_Iterable[str]] = ..., all_of_job: _Optional[bool] = ...) -> None: ...
+
+class ReleasePartitionsResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: int
+    def __init__(self, released: _Optional[int] = ...) -> None: ...

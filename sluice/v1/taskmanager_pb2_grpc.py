@@ -77,6 +77,11 @@ class TaskExecutorStub:
                 request_serializer=sluice_dot_v1_dot_taskmanager__pb2.ReadLogRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.ReadLogResponse.FromString,
                 _registered_method=True)
+        self.ReleasePartitions = channel.unary_unary(
+                '/sluice.v1.TaskExecutor/ReleasePartitions',
+                request_serializer=sluice_dot_v1_dot_taskmanager__pb2.ReleasePartitionsRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_taskmanager__pb2.ReleasePartitionsResponse.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServicer:
@@ -138,6 +143,13 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReleasePartitions(self, request, context):
+        """BATCH (docs/batch.md): delete blocking result partitions no consumer needs any more.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -180,6 +192,11 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.ReadLog,
                     request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.ReadLogRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_taskmanager__pb2.ReadLogResponse.SerializeToString,
+            ),
+            'ReleasePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleasePartitions,
+                    request_deserializer=sluice_dot_v1_dot_taskmanager__pb2.ReleasePartitionsRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_taskmanager__pb2.ReleasePartitionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -401,6 +418,33 @@ class TaskExecutor:
             '/sluice.v1.TaskExecutor/ReadLog',
             sluice_dot_v1_dot_taskmanager__pb2.ReadLogRequest.SerializeToString,
             sluice_dot_v1_dot_taskmanager__pb2.ReadLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleasePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.TaskExecutor/ReleasePartitions',
+            sluice_dot_v1_dot_taskmanager__pb2.ReleasePartitionsRequest.SerializeToString,
+            sluice_dot_v1_dot_taskmanager__pb2.ReleasePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
