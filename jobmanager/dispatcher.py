@@ -499,8 +499,8 @@ class Dispatcher:
                     log.exception("[job %s] tick failed", job.job_id)
 
     # -- gateway for JobMasters (called under the lock) ----------------------------------------------
-    def request_slots(self, job_id: str, count: int) -> None:
-        self._pool_event(sp.SlotsRequested(job_id, count, self.clock()))
+    def request_slots(self, job_id: str, count: int, minimum: int | None = None, extend: bool = False) -> None:
+        self._pool_event(sp.SlotsRequested(job_id, count, self.clock(), minimum, extend))
 
     def release_slots(self, job_id: str) -> None:
         self._pool_event(sp.SlotsReleased(job_id))
@@ -617,7 +617,7 @@ class Dispatcher:
                         job.job_id,
                         ", ".join(f"{s.resource_id}:{s.index}" for s in action.slots),
                     )
-                    job.on_slots(action.slots, self.clock())
+                    job.on_slots(action.slots, self.clock(), added=action.added)
                 case sp.JobWaitingForSlots():
                     job = self._jobs[action.job_id]
                     draining = self._pool.draining_slots()

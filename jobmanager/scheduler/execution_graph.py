@@ -27,14 +27,48 @@ states are always members.
 
 Execution ids are built here, by `execution_id()`, and only here; nothing
 parses them apart (reports carry the job id beside the execution id).
+
+Pipelined regions and fine-grained recovery (docs/batch.md)
+-----------------------------------------------------------
+The graph knows the job's pipelined regions (jobmanager/scheduler/pipelined_regions.py).
+With region failover (`region_failover`), a failed execution restarts only the regions
+`regions_to_restart` names: their executions are cancelled, the job stays RUNNING, the
+graph returns `RegionsFailed` (the JobMaster asks its restart strategy and answers with
+`RestartRegions`, or fails the job globally) and, once both the answer came and every
+execution of those regions ended, it replaces each of their subtasks by a new execution
+(its `run` one higher, its id tagged `~<run>`) and returns `RegionsRestarted` then
+`DeployExecutions`. A streaming failure that would restart every region is a full
+failure instead (`_fail`): a new attempt of the whole job, as with `full` failover.
+
+BATCH (`batch`): edges are blocking, so a subtask (a chain's subtask: chained operators
+run in one task) is its own region. Slots are a pool the job holds, one task per slot;
+`_schedule` deploys a pending subtask once every producer it reads has FINISHED and its
+results are still there, in topological order, as slots free up (lazy scheduling: a job
+of parallelism 8 runs in 2 slots). A producer's results are released (`ReleasePartitions`)
+once every consumer finished; a restart needing a released or lost result re-runs its
+producer too (backtracking). Speculation (`speculation`, on `Tick`): a running subtask
+slower than `multiplier` x the median run time of its vertex's finished subtasks, once
+`min_finished` of them finished, gets one backup execution on another TaskManager; the
+first attempt to finish becomes the subtask's current execution and the other is
+cancelled.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+import math
+import statistics
+from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
+from jobmanager.scheduler.pipelined_regions import (
+    Region,
+    RegionEdge,
+    Subtask,
+    pipelined_regions,
+    pointwise_targets,
+    regions_to_restart,
+)
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.states import ExecutionState, FailureCause, IllegalTransition, JobStatus, check_transition
 
@@ -125,8 +159,26 @@ class ReplaceChains:
     now: float
 
 
+@dataclasses.dataclass(frozen=True)
+class SlotsAdded:
+    """More slots for a running job: replacements for slots a lost TaskManager took (a
+    streaming region restart waits for them), or more room for a BATCH job."""
+
+    slots: tuple[SlotId, ...]
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartRegions:
+    """The JobMaster's answer to `RegionsFailed`: restart the failed regions now."""
+
+    now: float
+
+
 ExecutionGraphEvent: TypeAlias = (
     SlotsAssigned
+    | SlotsAdded
+    | RestartRegions
     | TaskStateReported
     | DeploymentFailed
     | TaskManagerLost
@@ -165,7 +217,51 @@ class Ignored:
     reason: str
 
 
-ExecutionGraphAction: TypeAlias = DeployExecutions | CancelExecutions | JobStatusChanged | JobTerminated | Ignored
+@dataclasses.dataclass(frozen=True)
+class RegionsFailed:
+    """Region failover began: `regions` (indices into `ExecutionGraph.regions`) are being
+    cancelled while the rest of the job runs on. The JobMaster answers `RestartRegions`
+    (after its restart strategy's delay) or a `GlobalFailure`."""
+
+    regions: tuple[int, ...]
+    failure: str
+    root_cause: RootCause
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionsRestarted:
+    """New executions replace those of restarted regions (deployed by the `DeployExecutions`
+    that follows, in a streaming job; scheduled as inputs are ready in a BATCH job)."""
+
+    new: tuple[str, ...]
+    replaced: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestSlots:
+    count: int
+    minimum: int | None = None
+    extend: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleasePartitions:
+    """BATCH: the result partitions of these (finished) executions are needed no more."""
+
+    execution_ids: tuple[str, ...]
+
+
+ExecutionGraphAction: TypeAlias = (
+    DeployExecutions
+    | CancelExecutions
+    | JobStatusChanged
+    | JobTerminated
+    | Ignored
+    | RegionsFailed
+    | RegionsRestarted
+    | RequestSlots
+    | ReleasePartitions
+)
 Actions: TypeAlias = list[ExecutionGraphAction]
 
 
@@ -188,6 +284,15 @@ class ChainInfo:
     parallelism: int
 
 
+@dataclasses.dataclass(frozen=True)
+class Speculation:
+    """When a BATCH subtask is slow enough to get a backup attempt (docs/batch.md)."""
+
+    multiplier: float = 1.5
+    min_finished: float = 0.75
+    min_runtime: float = 1.0  # seconds
+
+
 @dataclasses.dataclass
 class Execution:
     execution_id: str
@@ -197,11 +302,24 @@ class Execution:
     state: ExecutionState = ExecutionState.CREATED
     slot: SlotId | None = None
     error: str = ""
+    run: int = 0  # this subtask's execution attempt within the job attempt
+    speculative: bool = False
+    started_at: float | None = None  # deployed
+    ended_at: float | None = None  # FINISHED
+
+    @property
+    def subtask_key(self) -> Subtask:
+        return (self.chain_id, self.subtask)
 
 
 def execution_id(job_id: str, attempt: int | str, chain_id: str, subtask: int) -> str:
     """The one place execution ids are built; they are opaque everywhere else."""
     return f"{job_id}/{attempt}/{chain_id}/{subtask}"
+
+
+def run_suffix(run: int) -> str:
+    """What a re-run's ids (executions, result partitions) carry after the attempt's tag."""
+    return f"~{run}" if run else ""
 
 
 class ExecutionGraph:
@@ -212,6 +330,10 @@ class ExecutionGraph:
         attempt: int = 0,
         cancel_timeout: float = CANCEL_TIMEOUT,
         attempt_tag: str | None = None,
+        edges: Sequence[RegionEdge] = (),
+        region_failover: bool = False,
+        batch: bool = False,
+        speculation: Speculation | None = None,
     ) -> None:
         # attempt_tag names this attempt in execution ids; it must be unique across
         # JobManager leaders too (a new leader counts attempts from 0 again).
@@ -221,29 +343,69 @@ class ExecutionGraph:
         self.cancel_timeout = cancel_timeout
         self.state = JobStatus.CREATED
         self.failure = ""
-        self.root_cause: RootCause | None = None  # set with `failure`
+        self.root_cause: RootCause | None = None  # set with `failure`, and by a region failover
         self._ending_since: float | None = None
         self.executions: dict[str, Execution] = {}
+        self.current: dict[Subtask, str] = {}  # subtask -> its execution that counts (the winner, the latest run)
         self.tags: dict[str, str] = {}  # chain id -> the tag in its execution ids (ReplaceChains changes it)
         self.slots: tuple[SlotId, ...] = ()
+        self.lost_slots: set[SlotId] = set()
+        self.edges = tuple(edges)
+        self.batch = batch
+        self.region_failover = region_failover or batch  # a batch job always recovers by region
+        self.speculation = speculation if batch else None
+        self.parallelism: dict[str, int] = {}
+        self.names: dict[str, str] = {}
+        self.deployments = 0  # executions deployed in this attempt (restarts and backups included)
+        self.restarting: set[int] = set()  # regions being cancelled for a region restart
+        self._restart_wanted = False  # the JobMaster's RestartRegions came
+        self._restarting_since: float | None = None
+        self._slots_requested = False
+        self.unavailable: set[Subtask] = set()  # BATCH: finished producers whose results are gone or released
         for c in chains:
             self.tags[c.id] = self.attempt_tag
+            self.parallelism[c.id] = c.parallelism
+            self.names[c.id] = c.name
             for i in range(c.parallelism):
-                eid = execution_id(job_id, self.attempt_tag, c.id, i)
-                self.executions[eid] = Execution(eid, c.id, c.name, i)
+                self._add(Execution(execution_id(job_id, self.attempt_tag, c.id, i), c.id, c.name, i))
+        self._compute_regions()
+
+    def _compute_regions(self) -> None:
+        edges = [e for e in self.edges if e.producer in self.parallelism and e.consumer in self.parallelism]
+        if self.batch:
+            edges = [dataclasses.replace(e, blocking=True) for e in edges]
+        self.edges = tuple(edges)
+        self.regions: list[Region] = pipelined_regions(self.parallelism, self.edges)
+        self.region_index: dict[Subtask, int] = {v: n for n, r in enumerate(self.regions) for v in r}
+
+    def _add(self, ex: Execution) -> None:
+        self.executions[ex.execution_id] = ex
+        if not ex.speculative:
+            self.current[ex.subtask_key] = ex.execution_id
 
     @property
     def slots_required(self) -> int:
         return 1 + max(e.subtask for e in self.executions.values())
 
     def slot_of(self, chain_id: str, subtask: int) -> SlotId | None:
-        return self.executions[execution_id(self.job_id, self.tags[chain_id], chain_id, subtask)].slot
+        return self.executions[self.current[(chain_id, subtask)]].slot
+
+    def current_execution(self, chain_id: str, subtask: int) -> Execution:
+        return self.executions[self.current[(chain_id, subtask)]]
+
+    def region_name(self, ex: Execution) -> str:
+        index = self.region_index.get(ex.subtask_key)
+        return "" if index is None else f"r{index}"
 
     # -- dispatch ---------------------------------------------------------------
     def handle(self, event: ExecutionGraphEvent) -> list[ExecutionGraphAction]:
         match event:
             case SlotsAssigned():
                 return self._on_slots(event)
+            case SlotsAdded():
+                return self._on_slots_added(event)
+            case RestartRegions():
+                return self._on_restart_regions(event)
             case TaskStateReported():
                 return self._on_report(event)
             case DeploymentFailed():
@@ -264,14 +426,32 @@ class ExecutionGraph:
     def _on_slots(self, ev: SlotsAssigned) -> Actions:
         if self.state != JobStatus.CREATED:
             return [Ignored(f"slots assigned while {self.state}")]
+        if self.batch:
+            if not ev.slots:
+                raise ValueError("a batch job needs at least 1 slot")
+            actions = self._set_job(JobStatus.RUNNING)
+            self.slots = tuple(ev.slots)
+            return actions + self._schedule(ev.now)
         if len(ev.slots) < self.slots_required:
             raise ValueError(f"need {self.slots_required} slots, got {len(ev.slots)}")
         actions = self._set_job(JobStatus.RUNNING)
         self.slots = tuple(ev.slots)
         for ex in self.executions.values():
             ex.slot = ev.slots[ex.subtask]
-            self._set_task(ex, ExecutionState.DEPLOYING)
+            self._deploying(ex, ev.now)
         return [*actions, DeployExecutions(tuple(self.executions))]
+
+    def _on_slots_added(self, ev: SlotsAdded) -> Actions:
+        if self.state != JobStatus.RUNNING:
+            return [Ignored(f"slots added while {self.state}")]
+        self._slots_requested = False
+        if self.batch:
+            self.slots = (*[s for s in self.slots if s not in self.lost_slots], *ev.slots)
+            return self._schedule(ev.now)
+        added = list(ev.slots)
+        self.slots = tuple(added.pop(0) if s in self.lost_slots and added else s for s in self.slots)
+        self.slots = (*self.slots, *added)
+        return self._maybe_restart(ev.now)
 
     def _on_report(self, ev: TaskStateReported) -> Actions:
         state = ExecutionState(ev.state)  # the edge: a plain name becomes its member (ValueError if none)
@@ -284,16 +464,33 @@ class ExecutionGraph:
             return [Ignored(f"late report {state} for {ev.execution_id} in {ex.state}")]
         if self.state == JobStatus.CREATED:  # nothing was deployed: a report cannot be about this attempt
             return [Ignored(f"report {state} for {ev.execution_id} before deployment")]
+        asked = ex.state == ExecutionState.CANCELING
         self._set_task(ex, state)
         where = f"task {ex.name} ({ex.subtask + 1}/{self._parallelism(ex)})"
         task = where.removeprefix("task ")
+        if self.state == JobStatus.RUNNING and self._superseded(ex):
+            return self._drop_attempt(ex, ev.now)  # a speculative race's other attempt, or a cancelled loser
+        if state == ExecutionState.FINISHED:
+            ex.ended_at = ev.now
+            actions = self._won(ex)
+            if self.batch and self.state == JobStatus.RUNNING:
+                return actions + self._released_after(ex) + self._schedule(ev.now) + self._check_done()
+            return actions + self._check_done()
         if state == ExecutionState.FAILED:
             ex.error = ev.error
-            return self._fail(f"{where} failed:\n{ev.error}", ev.now, RootCause(task, ex.chain_id, ev.error, ev.cause))
-        if state == ExecutionState.CANCELED and self.state == JobStatus.RUNNING:  # nobody asked: cannot finish
+            backup = self._live_rival(ex)
+            if backup is not None and self.state == JobStatus.RUNNING:  # its backup runs on: it counts now
+                self.current[ex.subtask_key] = backup.execution_id
+                return self._drop_attempt(ex, ev.now)
+            return self._failover(
+                [ex], f"{where} failed:\n{ev.error}", ev.now, RootCause(task, ex.chain_id, ev.error, ev.cause)
+            )
+        if state == ExecutionState.CANCELED and self.state == JobStatus.RUNNING and not asked:  # nobody asked
             ex.error = ev.error or "cancelled on its TaskManager"
             failure = f"{where} was cancelled unexpectedly: {ex.error}"
-            return self._fail(failure, ev.now, RootCause(task, ex.chain_id, failure))
+            return self._failover([ex], failure, ev.now, RootCause(task, ex.chain_id, failure))
+        if self.state == JobStatus.RUNNING and self.restarting:
+            return self._maybe_restart(ev.now)
         return self._check_done()
 
     def _on_deployment_failed(self, ev: DeploymentFailed) -> Actions:
@@ -302,12 +499,22 @@ class ExecutionGraph:
         )
 
     def _on_tm_lost(self, ev: TaskManagerLost) -> Actions:
-        lost = [
-            ex
-            for ex in self.executions.values()
-            if ex.slot is not None and ex.slot.resource_id == ev.resource_id and not ex.state.terminal
-        ]
+        self.lost_slots.update(s for s in self.slots if s.resource_id == ev.resource_id)
+        on_it = [ex for ex in self.executions.values() if ex.slot is not None and ex.slot.resource_id == ev.resource_id]
+        lost = [ex for ex in on_it if not ex.state.terminal]
+        if self.batch and self.state == JobStatus.RUNNING:
+            # finished producers whose results were there and are still needed: produced again
+            needed = {
+                ex.subtask_key
+                for ex in on_it
+                if ex.state == ExecutionState.FINISHED
+                and self.current.get(ex.subtask_key) == ex.execution_id
+                and not self._consumers_done(ex.subtask_key)
+            }
+            self.unavailable |= needed
         if not lost:
+            if self.batch and self.state == JobStatus.RUNNING:
+                return self._schedule(ev.now)
             return []
         where = f"TaskManager {ev.resource_id}" + (f" ({ev.address})" if ev.address else "")
         for ex in lost:
@@ -318,7 +525,17 @@ class ExecutionGraph:
         tasks = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         failure = f"{where} exited while running task {tasks} (lost: {ev.reason})"
         first = lost[0]
-        return self._fail(failure, ev.now, RootCause(names[0], first.chain_id, failure, None, ev.resource_id))
+        root = RootCause(names[0], first.chain_id, failure, None, ev.resource_id)
+        if self.state == JobStatus.RUNNING:
+            kept = [ex for ex in lost if self._superseded(ex)]
+            actions: Actions = []
+            for ex in kept:
+                actions += self._drop_attempt(ex, ev.now)
+            lost = [ex for ex in lost if ex not in kept]
+            if not lost:
+                return actions + (self._schedule(ev.now) if self.batch else [])
+            return actions + self._failover(lost, failure, ev.now, root)
+        return self._fail(failure, ev.now, root)
 
     def _on_global_failure(self, ev: GlobalFailure) -> Actions:
         if self.state == JobStatus.CREATED:
@@ -339,9 +556,22 @@ class ExecutionGraph:
             return [Ignored("cancel while FAILING")]
         actions = self._set_job(JobStatus.CANCELLING)
         self._ending_since = ev.now
+        self.restarting.clear()
         return actions + self._cancel_running() + self._check_done()
 
     def _on_tick(self, ev: Tick) -> Actions:
+        if self.state == JobStatus.RUNNING:
+            actions: Actions = []
+            if self.restarting and self._restarting_since is not None:
+                if ev.now - self._restarting_since >= self.cancel_timeout:
+                    for ex in self._in_regions(self.restarting):
+                        if not ex.state.terminal:
+                            self._set_task(ex, ExecutionState.CANCELED)
+                            ex.error = f"no answer to cancel within {self.cancel_timeout}s"
+                    actions += self._maybe_restart(ev.now)
+            if self.speculation is not None:
+                actions += self._speculate(ev.now)
+            return actions
         if self.state not in (JobStatus.FAILING, JobStatus.CANCELLING) or self._ending_since is None:
             return []
         if ev.now - self._ending_since < self.cancel_timeout:
@@ -363,23 +593,302 @@ class ExecutionGraph:
             raise ValueError(f"{len(self.slots)} slots and tag {ev.tag!r} cannot hold {ev.chains}")
         for ex in old:
             del self.executions[ex.execution_id]
+            self.current.pop(ex.subtask_key, None)
         new = []
         for c in ev.chains:
             self.tags[c.id] = ev.tag
+            self.parallelism[c.id] = c.parallelism
             for i in range(c.parallelism):
                 eid = execution_id(self.job_id, ev.tag, c.id, i)
-                ex = self.executions[eid] = Execution(eid, c.id, c.name, i, slot=self.slots[i])
-                self._set_task(ex, ExecutionState.DEPLOYING)
+                ex = Execution(eid, c.id, c.name, i, slot=self.slots[i])
+                self._add(ex)
+                self._deploying(ex, ev.now)
                 new.append(eid)
+        self._compute_regions()
         return [DeployExecutions(tuple(new))]
 
+    # -- region failover --------------------------------------------------------
+    def _failover(self, failed: list[Execution], failure: str, now: float, root: RootCause) -> Actions:
+        """Restart the regions `failed` needs restarted, or the whole job (`_fail`)."""
+        if self.state != JobStatus.RUNNING or not self.region_failover:
+            return self._fail(failure, now, root)
+        new: set[int] = set()
+        for ex in failed:
+            if self.region_index[ex.subtask_key] in self.restarting:
+                continue  # its region is already restarting: a consequence, not a new failure
+            for region in regions_to_restart(self.parallelism, self.edges, ex.subtask_key, self.unavailable):
+                index = self.regions.index(region)
+                if any(self._deployed_once(v) for v in region):  # a region never deployed has nothing to redo
+                    new.add(index)
+        if not new:
+            return self._maybe_restart(now)
+        if not self.batch and len(new | self.restarting) == len(self.regions):
+            return self._fail(failure, now, root)  # every region restarts: a new attempt of the job
+        self.root_cause = root
+        self.restarting |= new
+        self._restart_wanted = False
+        self._restarting_since = now
+        cancel = []
+        for ex in self._in_regions(new):
+            if ex.state in (ExecutionState.DEPLOYING, ExecutionState.RUNNING):
+                self._set_task(ex, ExecutionState.CANCELING)
+                cancel.append(ex.execution_id)
+            elif ex.state == ExecutionState.CREATED and ex.slot is None and self.batch:
+                pass  # never deployed: replaced when the restart comes
+        actions: Actions = [RegionsFailed(tuple(sorted(new)), failure, root)]
+        if cancel:
+            actions.append(CancelExecutions(tuple(cancel)))
+        return actions
+
+    def _on_restart_regions(self, ev: RestartRegions) -> Actions:
+        if self.state != JobStatus.RUNNING or not self.restarting:
+            return [Ignored(f"restart of regions while {self.state}")]
+        self._restart_wanted = True
+        return self._maybe_restart(ev.now)
+
+    def _in_regions(self, regions: set[int]) -> list[Execution]:
+        return [ex for ex in self.executions.values() if self.region_index.get(ex.subtask_key) in regions]
+
+    def _maybe_restart(self, now: float) -> Actions:
+        """Replace the restarting regions' executions once the restart is wanted and they all ended."""
+        if not self.restarting or not self._restart_wanted:
+            return []
+        old = self._in_regions(self.restarting)
+        if any(not ex.state.terminal for ex in old):
+            return []
+        subtasks = sorted({v for r in self.restarting for v in self.regions[r]})
+        if not self.batch:
+            missing = {self.slots[i] for _, i in subtasks if self.slots[i] in self.lost_slots}
+            if missing:
+                if self._slots_requested:
+                    return []
+                self._slots_requested = True
+                return [RequestSlots(len(missing))]
+        for ex in old:
+            del self.executions[ex.execution_id]
+        new: list[Execution] = []
+        for chain, i in subtasks:
+            previous = max((ex.run for ex in old if ex.subtask_key == (chain, i)), default=0)
+            run = previous + 1
+            tag = self.tags[chain] + run_suffix(run)
+            ex = Execution(execution_id(self.job_id, tag, chain, i), chain, self.names[chain], i, run=run)
+            self._add(ex)
+            self.unavailable.discard((chain, i))
+            new.append(ex)
+        self.restarting.clear()
+        self._restart_wanted = False
+        self._restarting_since = None
+        actions: Actions = [
+            RegionsRestarted(tuple(ex.execution_id for ex in new), tuple(ex.execution_id for ex in old))
+        ]
+        if self.batch:
+            return actions + self._schedule(now)
+        for ex in new:
+            ex.slot = self.slots[ex.subtask]
+            self._deploying(ex, now)
+        return [*actions, DeployExecutions(tuple(ex.execution_id for ex in new))]
+
+    # -- batch scheduling -------------------------------------------------------
+    def _producers(self, subtask: Subtask) -> set[Subtask]:
+        chain, i = subtask
+        out: set[Subtask] = set()
+        for e in self.edges:
+            if e.consumer != chain:
+                continue
+            pp, pc = self.parallelism[e.producer], self.parallelism[e.consumer]
+            if e.pointwise:
+                out.update((e.producer, p) for p in range(pp) if i in pointwise_targets(pp, pc, p))
+            else:
+                out.update((e.producer, p) for p in range(pp))
+        return out
+
+    def _consumers(self, subtask: Subtask) -> set[Subtask]:
+        chain, i = subtask
+        out: set[Subtask] = set()
+        for e in self.edges:
+            if e.producer != chain:
+                continue
+            pp, pc = self.parallelism[e.producer], self.parallelism[e.consumer]
+            targets = pointwise_targets(pp, pc, i) if e.pointwise else range(pc)
+            out.update((e.consumer, j) for j in targets)
+        return out
+
+    def _finished(self, subtask: Subtask) -> bool:
+        eid = self.current.get(subtask)
+        return eid is not None and self.executions[eid].state == ExecutionState.FINISHED
+
+    def _consumers_done(self, subtask: Subtask) -> bool:
+        return all(self._finished(c) for c in self._consumers(subtask))
+
+    def _busy_slots(self) -> set[SlotId]:
+        return {ex.slot for ex in self.executions.values() if ex.slot is not None and not ex.state.terminal}
+
+    def _free_slots(self) -> list[SlotId]:
+        busy = self._busy_slots()
+        return [s for s in self.slots if s not in busy and s not in self.lost_slots]
+
+    def _schedule(self, now: float) -> Actions:
+        """BATCH: deploy every pending subtask whose inputs are complete, while slots are free."""
+        if self.state != JobStatus.RUNNING:
+            return []
+        actions: Actions = []
+        restarting = {v for r in self.restarting for v in self.regions[r]}
+        lost_needed = {
+            p
+            for v, eid in self.current.items()
+            if self.executions[eid].state == ExecutionState.CREATED and v not in restarting
+            for p in self._producers(v)
+            if p in self.unavailable and p not in restarting
+        }
+        if lost_needed:  # a pending subtask needs a result that is gone: produce it again first
+            for p in sorted(lost_needed):
+                ex = self.current_execution(*p)
+                if ex.state == ExecutionState.FINISHED:
+                    self.restarting.add(self.region_index[p])
+            if self.restarting:
+                self._restart_wanted = True
+                actions += self._maybe_restart(now)
+                if self.restarting:
+                    return actions
+        free = self._free_slots()
+        deploy: list[str] = []
+        for region in self.regions:
+            if not free:
+                break
+            for v in sorted(region):
+                ex = self.current_execution(*v)
+                if ex.state != ExecutionState.CREATED or v in restarting:
+                    continue
+                producers = self._producers(v)
+                if any(not self._finished(p) or p in self.unavailable for p in producers):
+                    continue
+                if not free:
+                    break
+                ex.slot = free.pop(0)
+                self._deploying(ex, now)
+                deploy.append(ex.execution_id)
+        if deploy:
+            actions.append(DeployExecutions(tuple(deploy)))
+        elif not self._busy_slots() and not self._free_slots() and not self._slots_requested:
+            pending = sum(1 for eid in self.current.values() if self.executions[eid].state == ExecutionState.CREATED)
+            if pending:  # every slot was lost with its TaskManager: ask for more
+                self._slots_requested = True
+                actions.append(RequestSlots(max(self.parallelism.values()), minimum=1))
+        return actions
+
+    def _released_after(self, ex: Execution) -> Actions:
+        """BATCH: the results of `ex`'s producers that no consumer needs any more."""
+        release = []
+        for p in sorted(self._producers(ex.subtask_key)):
+            if self._finished(p) and self._consumers_done(p) and p not in self.unavailable:
+                self.unavailable.add(p)  # released: a later re-run of a consumer produces it again
+                release.append(self.current[p])
+        return [ReleasePartitions(tuple(release))] if release else []
+
+    def _deployed_once(self, subtask: Subtask) -> bool:
+        return any(ex.slot is not None or ex.state != ExecutionState.CREATED for ex in self._attempts(subtask))
+
+    # -- speculation ------------------------------------------------------------
+    def _live_rival(self, ex: Execution) -> Execution | None:
+        for other in self._attempts(ex.subtask_key):
+            if other is not ex and other.state in (ExecutionState.DEPLOYING, ExecutionState.RUNNING):
+                return other
+        return None
+
+    def _attempts(self, subtask: Subtask) -> list[Execution]:
+        return [ex for ex in self.executions.values() if ex.subtask_key == subtask]
+
+    def _superseded(self, ex: Execution) -> bool:
+        """`ex` is an attempt that no longer counts: another attempt of its subtask is current
+        and still alive or finished (a speculative race), and `ex` is not that one."""
+        eid = self.current.get(ex.subtask_key)
+        if eid == ex.execution_id or eid is None:
+            return False
+        other = self.executions[eid]
+        if ex.state == ExecutionState.FINISHED:
+            return other.state == ExecutionState.FINISHED
+        return other.state != ExecutionState.FAILED and other.state != ExecutionState.CANCELED
+
+    def _won(self, ex: Execution) -> Actions:
+        """`ex` FINISHED: it is its subtask's current execution; its still-running rivals are cancelled."""
+        self.current[ex.subtask_key] = ex.execution_id
+        cancel = []
+        for other in self._attempts(ex.subtask_key):
+            if other is not ex and other.state in (ExecutionState.DEPLOYING, ExecutionState.RUNNING):
+                self._set_task(other, ExecutionState.CANCELING)
+                cancel.append(other.execution_id)
+        return [CancelExecutions(tuple(cancel))] if cancel else []
+
+    def _drop_attempt(self, ex: Execution, now: float) -> Actions:
+        """An attempt that lost a speculative race ended: forget it (its results are not used)."""
+        if not ex.state.terminal:
+            return []
+        del self.executions[ex.execution_id]
+        actions: Actions = []
+        if ex.state == ExecutionState.FINISHED:
+            actions.append(ReleasePartitions((ex.execution_id,)))
+        if self.batch:
+            actions += self._schedule(now)
+        return actions + self._check_done()
+
+    def _speculate(self, now: float) -> Actions:
+        spec = self.speculation
+        if spec is None:
+            return []
+        free = self._free_slots()
+        deploy: list[str] = []
+        for chain, p in self.parallelism.items():
+            if not free:
+                break
+            primaries = [self.current_execution(chain, i) for i in range(p)]
+            done = [ex for ex in primaries if ex.state == ExecutionState.FINISHED]
+            if len(done) < max(1, math.ceil(spec.min_finished * p)) or len(done) == p:
+                continue
+            durations = sorted(
+                ex.ended_at - ex.started_at for ex in done if ex.ended_at is not None and ex.started_at is not None
+            )
+            if not durations:
+                continue
+            threshold = max(spec.multiplier * statistics.median(durations), spec.min_runtime)
+            for ex in primaries:
+                if ex.state != ExecutionState.RUNNING or ex.started_at is None or now - ex.started_at <= threshold:
+                    continue
+                if any(o.speculative for o in self._attempts(ex.subtask_key)):
+                    continue  # one backup per subtask
+                elsewhere = [s for s in free if ex.slot is None or s.resource_id != ex.slot.resource_id]
+                if not elsewhere:
+                    continue
+                slot = elsewhere[0]
+                free.remove(slot)
+                run = 1 + max(o.run for o in self._attempts(ex.subtask_key))
+                tag = self.tags[chain] + run_suffix(run)
+                backup = Execution(
+                    execution_id(self.job_id, tag, chain, ex.subtask),
+                    chain,
+                    ex.name,
+                    ex.subtask,
+                    run=run,
+                    speculative=True,
+                    slot=slot,
+                )
+                self._add(backup)
+                self._deploying(backup, now)
+                deploy.append(backup.execution_id)
+        return [DeployExecutions(tuple(deploy))] if deploy else []
+
     # -- helpers ----------------------------------------------------------------
+    def _deploying(self, ex: Execution, now: float) -> None:
+        self._set_task(ex, ExecutionState.DEPLOYING)
+        ex.started_at = now
+        self.deployments += 1
+
     def _fail(self, failure: str, now: float, root: RootCause) -> Actions:
         if self.state in (JobStatus.FAILING, JobStatus.CANCELLING) or self.state.terminal:
             return self._check_done()
         self.failure, self.root_cause = failure, root
         actions = self._set_job(JobStatus.FAILING)
         self._ending_since = now
+        self.restarting.clear()
         return actions + self._cancel_running() + self._check_done()
 
     def _cancel_running(self) -> Actions:
@@ -405,6 +914,8 @@ class ExecutionGraph:
         end = self._END_OF.get(self.state)
         if end is None:
             return []
+        if end == JobStatus.FINISHED and self.restarting:
+            return []  # a region restart is pending
         if end == JobStatus.FINISHED and any(s != ExecutionState.FINISHED for s in states):
             # failures and cancels move the job to FAILING first
             raise IllegalTransition(f"job RUNNING with terminal tasks {sorted(set(states))}")
@@ -420,4 +931,6 @@ class ExecutionGraph:
         ex.state = new
 
     def _parallelism(self, ex: Execution) -> int:
-        return sum(1 for e in self.executions.values() if e.chain_id == ex.chain_id)
+        return self.parallelism.get(ex.chain_id) or sum(
+            1 for e in self.executions.values() if e.chain_id == ex.chain_id
+        )

@@ -20,7 +20,12 @@ State:
 Rules:
   * A request is all-or-nothing: a job gets exactly ``count`` slots at once,
     or it waits. A request the cluster could never satisfy still waits;
-    telling the user is the caller's job.
+    telling the user is the caller's job. An *elastic* request (``minimum``,
+    a BATCH job's: docs/batch.md) takes as many free slots as there are, up
+    to ``count``, once at least ``minimum`` are free. An *extending* request
+    (``extend``) adds slots to what the job holds — replacements for slots a
+    lost TaskManager took with it, for a region restart — and its
+    SlotsAllocated carries only the added ones (``added``).
   * Whenever slots may have been freed (registration, release) the queue is
     served in arrival order: each waiting job that fits is allocated. A job
     that does not fit does not block later, smaller jobs (no reservation), so
@@ -109,6 +114,8 @@ class SlotsRequested:
     job_id: str
     count: int
     now: float
+    minimum: int | None = None  # elastic: any count in minimum..count (None: exactly count)
+    extend: bool = False  # more slots for a job that holds some
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,7 @@ SlotPoolEvent: TypeAlias = (
 class SlotsAllocated:
     job_id: str
     slots: tuple[SlotId, ...]
+    added: bool = False  # an extending request's slots, on top of those the job holds
 
 
 @dataclass(frozen=True)
@@ -191,6 +199,8 @@ class _TaskManager:
 class _Waiting:
     required: int
     told_available: int | None = None  # last JobWaitingForSlots value sent
+    minimum: int | None = None  # elastic request: at least this many, up to `required`
+    extend: bool = False
 
 
 class SlotPool:
@@ -270,11 +280,13 @@ class SlotPool:
     def _on_requested(self, ev: SlotsRequested) -> Actions:
         if not isinstance(ev.count, int) or ev.count < 1:
             raise ValueError(f"job {ev.job_id}: slot count must be >= 1, got {ev.count!r}")
-        if ev.job_id in self._allocations:
+        if ev.minimum is not None and not (isinstance(ev.minimum, int) and 1 <= ev.minimum <= ev.count):
+            raise ValueError(f"job {ev.job_id}: minimum must be in 1..{ev.count}, got {ev.minimum!r}")
+        if ev.job_id in self._allocations and not ev.extend:
             raise ValueError(f"job {ev.job_id} already holds slots; release them first")
         if ev.job_id in self._waiting:
             raise ValueError(f"job {ev.job_id} is already waiting for slots")
-        self._waiting[ev.job_id] = _Waiting(ev.count)
+        self._waiting[ev.job_id] = _Waiting(ev.count, minimum=ev.minimum, extend=ev.extend)
         return self._serve_waiting()
 
     def _on_released(self, ev: SlotsReleased) -> Actions:
@@ -301,14 +313,17 @@ class SlotPool:
         rest about a changed number of available slots."""
         actions: Actions = []
         for job_id, waiting in list(self._waiting.items()):
-            if waiting.required <= self.free_slots():
+            free = self.free_slots()
+            count = min(free, waiting.required) if waiting.minimum is not None else waiting.required
+            if (waiting.minimum or waiting.required) <= free:
                 del self._waiting[job_id]
-                actions.append(SlotsAllocated(job_id, self._place(job_id, waiting.required)))
+                extend = waiting.extend and job_id in self._allocations
+                actions.append(SlotsAllocated(job_id, self._place(job_id, count), added=extend))
         available = self.free_slots()
         for job_id, waiting in self._waiting.items():
             if waiting.told_available != available:
                 waiting.told_available = available
-                actions.append(JobWaitingForSlots(job_id, waiting.required, available))
+                actions.append(JobWaitingForSlots(job_id, waiting.minimum or waiting.required, available))
         return actions
 
     def _place(self, job_id: str, count: int) -> tuple[SlotId, ...]:
@@ -320,7 +335,7 @@ class SlotPool:
             index = self._tms[rid].free_indices()[0]
             self._tms[rid].owners[index] = job_id
             chosen.append(SlotId(rid, index))
-        self._allocations[job_id] = chosen
+        self._allocations[job_id] = [*self._allocations.get(job_id, []), *chosen]
         return tuple(chosen)
 
     # ---- queries (read-only) ----------------------------------------------

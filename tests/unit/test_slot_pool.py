@@ -303,3 +303,38 @@ def test_a_lost_taskmanagers_resource_id_is_free_again():
     assert [type(a) for a in pool.handle(Tick(TIMEOUT + 1))] == [TaskManagerLost]
     assert pool.handle(reg("tm-a", now=TIMEOUT + 1, identity="taskmanager/other")) == []
     assert pool.registered("tm-a").identity == "taskmanager/other"
+
+
+# -- elastic and extending requests (BATCH jobs, region restarts: docs/batch.md) ----------------
+def test_an_elastic_request_takes_what_is_free_up_to_its_count():
+    pool = pool_with(reg("a", 2))
+    actions = pool.handle(SlotsRequested("batch", 8, 0.0, minimum=1))
+    assert [len(a.slots) for a in actions if isinstance(a, SlotsAllocated)] == [2]
+
+
+def test_an_elastic_request_waits_for_its_minimum():
+    pool = pool_with(reg("a", 1))
+    pool.handle(SlotsRequested("other", 1, 0.0))
+    actions = pool.handle(SlotsRequested("batch", 4, 0.0, minimum=1))
+    assert [a for a in actions if isinstance(a, JobWaitingForSlots)] == [JobWaitingForSlots("batch", 1, 0)]
+    actions = pool.handle(SlotsReleased("other"))
+    assert [a.slots for a in actions if isinstance(a, SlotsAllocated)] == [(SlotId("a", 0),)]
+
+
+def test_an_extending_request_adds_replacement_slots_to_a_job():
+    pool = pool_with(reg("a", 2), reg("b", 2))
+    pool.handle(SlotsRequested("job", 2, 0.0))
+    pool.handle(TaskManagerDisconnected("b", "killed"))
+    assert pool.allocation("job") == (SlotId("a", 0),)
+    actions = pool.handle(SlotsRequested("job", 1, 1.0, extend=True))
+    assert [(a.slots, a.added) for a in actions if isinstance(a, SlotsAllocated)] == [((SlotId("a", 1),), True)]
+    assert pool.allocation("job") == (SlotId("a", 0), SlotId("a", 1))
+
+
+def test_a_second_plain_request_and_a_bad_minimum_are_refused():
+    pool = pool_with(reg("a", 2))
+    pool.handle(SlotsRequested("job", 1, 0.0))
+    with pytest.raises(ValueError, match="already holds"):
+        pool.handle(SlotsRequested("job", 1, 0.0))
+    with pytest.raises(ValueError, match="minimum"):
+        pool.handle(SlotsRequested("other", 2, 0.0, minimum=3))
