@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
 import grpc
@@ -56,6 +56,7 @@ HeartbeatMetrics = tuple[str, str, TaskRecords]  # (job id, execution id, record
 DEFAULT_PAGE_SIZE = 100  # ListJobs without a page_size
 MAX_PAGE_SIZE = 1000  # a larger page_size is served as this many
 SUMMARY_FAILURE_LIMIT = 1024  # characters of a failure a ListJobs summary keeps
+RELEASE_BATCH = 4096  # partition ids per ReleasePartitions request (the TaskManager's bound)
 
 
 class Dispatcher:
@@ -523,8 +524,8 @@ class Dispatcher:
         declared lost at once instead of waiting for its heartbeat timeout. `on_reply(reply,
         error)` runs under the lock once it answered (reply None and the error when it failed),
         while this JobManager still leads and the attempt is the same."""
-        ex = job.graph.executions[execution_id]
-        if ex.slot is None:
+        ex = job.graph.executions.get(execution_id)
+        if ex is None or ex.slot is None:  # replaced by a region restart, or not deployed
             if on_reply is not None:
                 on_reply(None, "not deployed")
             return
@@ -564,6 +565,31 @@ class Dispatcher:
                         self._pool_event(sp.TaskManagerDisconnected(resource_id, f"unreachable at {address}"))
                     if method == "SubmitTask" and job.attempt == attempt:
                         job.on_deploy_failed(execution_id, f"{address}: {err.details()}", self.clock())
+
+        self._rpc.submit(call)
+
+    def release_partitions(
+        self, job: JobMaster, resource_id: str, partition_ids: Sequence[str], all_of_job: bool = False
+    ) -> None:
+        """BATCH: ask a TaskManager to delete blocking results (best effort: a TaskManager that
+        is gone took them along; one that restarts starts with none)."""
+        address = self.address_of(resource_id)
+        if address is None:
+            return
+        ids = list(partition_ids)
+        batches = [ids[i : i + RELEASE_BATCH] for i in range(0, len(ids), RELEASE_BATCH)] or [[]]
+        session = self._session or ""
+
+        def call() -> None:
+            for batch in batches:
+                request = taskmanager_pb2.ReleasePartitionsRequest(
+                    leader_session_id=session, job_id=job.job_id, partition_ids=batch, all_of_job=all_of_job
+                )
+                try:
+                    self._stub(address).ReleasePartitions(request, timeout=10)
+                except grpc.RpcError as err:
+                    log.info("[job %s] releasing results on %s failed: %s", job.job_id, address, err.code().name)
+                    return
 
         self._rpc.submit(call)
 

@@ -47,6 +47,7 @@ from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import make_plan
 from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
 from jobmanager.scheduler import execution_graph as eg
+from jobmanager.scheduler.pipelined_regions import RegionEdge
 from jobmanager.scheduler.restart_strategy import (
     FailureSignature,
     RepeatedFailureDetector,
@@ -88,6 +89,9 @@ class Gateway(Protocol):
         on_reply: Callable[[Any, str], None] | None = None,
     ) -> None: ...
     def run_io(self, job: JobMaster, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None: ...
+    def release_partitions(
+        self, job: JobMaster, resource_id: str, partition_ids: Sequence[str], all_of_job: bool = False
+    ) -> None: ...
     def guard(self) -> Any: ...
     @property
     def ha(self) -> Any: ...
@@ -220,7 +224,10 @@ class JobMaster:
         self.chain_by_id = {c.id: c for c in self.chains}
         self.chain_of = graph.chain_of(self.chains)
         config = dict(job.config)
-        self.ckpt_config = checkpoint_config(config)  # raises ValueError on bad settings
+        self.execution = job_options.execution(config)  # runtime mode, failover, speculation (docs/batch.md)
+        self.batch = self.execution.batch
+        # BATCH needs no checkpoints: a failed region runs again from its persisted inputs
+        self.ckpt_config = None if self.batch else checkpoint_config(config)  # raises ValueError on bad settings
         self.restart: RestartStrategy = from_config(config)
         ckpt_dir = config.get("state.checkpoints.dir") or checkpoint_dir
         if self.ckpt_config is not None and not ckpt_dir:
@@ -244,6 +251,8 @@ class JobMaster:
         self.failure = ""
         self._cancel_requested = False
         self._restart_at: float | None = None
+        self._region_restart_at: float | None = None  # a region failover's restart, after the strategy's delay
+        self._forced_decision: RestartDecision | None = None  # a region failover the strategy refused
         # Made when an attempt starts failing, as in Flink: the status can say at once
         # whether the job will restart, and the restart delay runs while tasks cancel.
         self._decision: RestartDecision | None = None
@@ -297,16 +306,36 @@ class JobMaster:
     def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002 — time is an input, as for events
         self._partition_tags, self._restore_override = {}, {}  # every task of an attempt starts from one checkpoint
         infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in self.chains]
+        x = self.execution
         self.graph = eg.ExecutionGraph(
             self.job_id,
             infos,
             attempt=attempt,
             cancel_timeout=self.cancel_timeout,
             attempt_tag=f"{self.gateway.session_id[:8]}.{attempt}",
+            edges=self.region_edges(),
+            region_failover=x.region_failover,
+            batch=self.batch,
+            speculation=eg.Speculation(x.multiplier, x.min_finished, x.min_runtime) if x.speculative else None,
         )
         self.end_of_input: set[str] = set()
         self._attempt_started_ms = _now_ms()
-        self.gateway.request_slots(self.job_id, self.slots_required)
+        self._region_restart_at = None
+        self._used_taskmanagers: set[str] = set()
+        if self.batch:  # as many slots as are free, up to the widest stage: regions run as slots free up
+            self.gateway.request_slots(self.job_id, self.slots_required, minimum=1)
+        else:
+            self.gateway.request_slots(self.job_id, self.slots_required)
+
+    def region_edges(self) -> list[RegionEdge]:
+        """The edges between chains, as the pipelined-region computation sees them. A forward
+        edge between two chains is wired to every upstream subtask (its barriers and watermarks
+        reach each consumer), so it joins regions like an all-to-all edge."""
+        return [
+            RegionEdge(self.chain_of[e.source].id, chain.id, pointwise=False, blocking=self.batch)
+            for chain in self.chains
+            for e in chain.inputs
+        ]
 
     @property
     def attempt(self) -> int:
@@ -334,8 +363,12 @@ class JobMaster:
         return self.final_state is not None
 
     # -- events from the dispatcher -----------------------------------------------------------------
-    def on_slots(self, slots: Sequence[SlotId], now: float) -> None:
+    def on_slots(self, slots: Sequence[SlotId], now: float, added: bool = False) -> None:
         self.message = ""
+        self._used_taskmanagers.update(s.resource_id for s in slots)
+        if added or self.graph.state == JobStatus.RUNNING:  # replacements, or more room for a batch job
+            self._apply(self.graph.handle(eg.SlotsAdded(tuple(slots), now)), now)
+            return
         self._apply(self.graph.handle(eg.SlotsAssigned(tuple(slots), now)), now)
 
     def on_waiting(self, message: str) -> None:
@@ -545,6 +578,9 @@ class JobMaster:
             self._restart_at = None
             self._restart(now)
             return
+        if self._region_restart_at is not None and now >= self._region_restart_at:
+            self._region_restart_at = None
+            self._apply(self.graph.handle(eg.RestartRegions(now)), now)
         self._apply(self.graph.handle(eg.Tick(now)), now)
         if self.reconfiguration is not None and not self.reconfiguration.ended:
             self.reconfiguration.handle(rp.Tick(now), now)
@@ -599,8 +635,96 @@ class JobMaster:
                     self._attempt_ended(action.state, action.failure, now)
                 case eg.Ignored():
                     pass  # a report that no longer applies; on_task_state tells the caller
+                case eg.RegionsFailed():
+                    self._on_regions_failed(action, now)
+                case eg.RegionsRestarted():
+                    self._on_regions_restarted(action, now)
+                case eg.RequestSlots():
+                    log.info("%s asking for %d more slot(s)", self.tag, action.count)
+                    self.gateway.request_slots(self.job_id, action.count, action.minimum, action.extend)
+                case eg.ReleasePartitions():
+                    self._release_partitions(action.executions)
                 case _:
                     assert_never(action)
+
+    # -- region failover and batch results (docs/batch.md) ----------------------------------------
+    def _on_regions_failed(self, action: eg.RegionsFailed, now: float) -> None:
+        """Some regions are being cancelled: restart them after the strategy's delay, or fail the job."""
+        self._failed_ms = _now_ms()
+        decision = self._decide(now)
+        self._record_exception(action.failure, restarted=decision.restart)
+        regions = ", ".join(f"r{r}" for r in action.regions)
+        if not decision.restart:
+            log.error("%s regions %s failed and will not restart (%s)", self.tag, regions, decision.reason)
+            self._forced_decision = decision
+            failure = f"{action.failure}\n(not restarted: {decision.reason})"
+            self._apply(self.graph.handle(eg.GlobalFailure(failure, now)), now)
+            return
+        self.restarts += 1
+        self._save_counters()
+        self._region_restart_at = now + decision.delay
+        log.warning(
+            "%s region failover: restarting %s (%d of %d regions); %s. Cause: %s",
+            self.tag,
+            regions,
+            len(action.regions),
+            len(self.graph.regions),
+            decision.reason,
+            self.exceptions[-1].cause,
+        )
+        coordinator = self.coordinator
+        if coordinator is not None:  # its pending checkpoint waits for tasks that are gone
+            self._apply_checkpoint(coordinator, coordinator.handle(cc.TasksLost("region failover", now)), now)
+            if coordinator not in self._past_coordinators:
+                self._past_coordinators = [*self._past_coordinators[-(PAST_ATTEMPTS_SHOWN - 1) :], coordinator]
+            self.coordinator = None  # a new one over the new executions starts with them
+
+    def _on_regions_restarted(self, action: eg.RegionsRestarted, now: float) -> None:
+        """New executions replace the restarted regions': in a streaming job they restore the
+        latest completed checkpoint, and a new coordinator covers them."""
+        self.end_of_input.difference_update(action.replaced)
+        for eid in action.replaced:
+            self.metrics.pop(eid, None)
+        if self.batch or self.ckpt_config is None:
+            return
+        if self.latest is not None:
+            try:
+                storage, cid = self._storage(), self.latest.checkpoint_id
+                states = metadata.restore_states(
+                    storage.read_metadata(cid), self.chains, storage.metadata_path(cid), self.job
+                )
+            except CheckpointCorrupt as exc:
+                self._apply(self.graph.handle(eg.GlobalFailure(f"restore failed: {exc}", now)), now)
+                return
+            for eid in action.new:
+                ex = self.graph.executions[eid]
+                self._restore_override[(ex.chain_id, ex.subtask)] = (cid, states[(ex.chain_id, ex.subtask)])
+        log.info(
+            "%s restarting %d task(s) from %s",
+            self.tag,
+            len(action.new),
+            f"checkpoint {self.latest.checkpoint_id}" if self.latest else "the attempt's start",
+        )
+        if self.coordinator is None and self.graph.state == JobStatus.RUNNING:
+            self._start_coordinator(now)
+
+    def _partition_ids_of(self, ex: eg.Execution) -> list[str]:
+        chain = self.chain_by_id[ex.chain_id]
+        tag = lambda target: self._ptag(chain.id, target) + eg.run_suffix(ex.run)  # noqa: E731 — one use
+        return [
+            self.partition_id_for(chain.id, e.target, ex.subtask, tag(self.chain_of[e.target].id))
+            for e in chain.outputs
+        ]
+
+    def _release_partitions(self, executions: Iterable[eg.Execution]) -> None:
+        """Tell the TaskManagers holding these executions' blocking results to delete them."""
+        by_tm: dict[str, list[str]] = {}
+        for ex in executions:
+            if ex.slot is not None:
+                by_tm.setdefault(ex.slot.resource_id, []).extend(self._partition_ids_of(ex))
+        for resource_id, ids in by_tm.items():
+            if ids:
+                self.gateway.release_partitions(self, resource_id, ids)
 
     def _on_status_changed(self, action: eg.JobStatusChanged, now: float) -> None:
         log.info("%s %s -> %s", self.tag, action.old, action.new)
@@ -613,7 +737,9 @@ class JobMaster:
                 self.reconfiguration.on_job_failing(f"job {action.new}", now)
             if action.new == JobStatus.FAILING:
                 self._failed_ms = _now_ms()
-                if not self._cancel_requested:
+                if self._forced_decision is not None:  # a region failover the strategy refused
+                    self._decision, self._failed_at = self._forced_decision, now
+                elif not self._cancel_requested:
                     self._decision, self._failed_at = self._decide(now), now
             coordinator = self.coordinator
             if coordinator is not None:
@@ -621,6 +747,10 @@ class JobMaster:
 
     def _attempt_ended(self, state: JobStatus, failure: str, now: float) -> None:
         self.gateway.release_slots(self.job_id)
+        if self.batch:  # the attempt's blocking results, wherever they are
+            for resource_id in sorted(self._used_taskmanagers):
+                self.gateway.release_partitions(self, resource_id, [], all_of_job=True)
+        forced, self._forced_decision = self._forced_decision, None
         if self.coordinator is not None and self.coordinator not in self._past_coordinators:
             # kept by reference: a checkpoint still persisting completes in its history
             self._past_coordinators = [*self._past_coordinators[-(PAST_ATTEMPTS_SHOWN - 1) :], self.coordinator]
@@ -634,7 +764,8 @@ class JobMaster:
         if decided is None:
             self._failed_ms = _now_ms()
         decision, failed_at = (decided, self._failed_at) if decided else (self._decide(now), now)
-        self._record_exception(failure, restarted=decision.restart)
+        if forced is None:  # a refused region failover is in the history already
+            self._record_exception(failure, restarted=decision.restart)
         if not decision.restart:
             log.error("%s failed and will not restart (%s):\n%s", self.tag, decision.reason, failure)
             self._finish(JobStatus.FAILED, f"{failure}\n(not restarted: {decision.reason})", now)
@@ -946,6 +1077,7 @@ class JobMaster:
             job=self.job,
             checkpoint_dir=self.storage.uri if self.storage else "",
         )
+        run = eg.run_suffix(ex.run)
         override = self._restore_override.get((chain.id, ex.subtask))
         if override is not None:  # a subtask deployed by a live reconfiguration
             tdd.restore_checkpoint_id, tdd.restore_state = override
@@ -956,13 +1088,16 @@ class JobMaster:
             upstream = self.chain_of[edge.source]
             gate = tdd.inputs.add(upstream_chain=upstream.id)
             for j in range(upstream.parallelism):
-                slot = _deployed(g.slot_of(upstream.id, j), f"{upstream.id}/{j}")
-                pid = self.partition_id_for(upstream.id, edge.target, j, self._ptag(upstream.id, chain.id))
+                producer = g.current_execution(upstream.id, j)  # a speculative race's winner
+                slot = _deployed(producer.slot, f"{upstream.id}/{j}")
+                tag = self._ptag(upstream.id, chain.id) + eg.run_suffix(producer.run)
+                pid = self.partition_id_for(upstream.id, edge.target, j, tag)
                 gate.channels.add(partition_id=pid, address=self.gateway.address_of(slot.resource_id) or "")
         for edge in chain.outputs:
             target = self.chain_of[edge.target]
-            pid = self.partition_id_for(chain.id, edge.target, ex.subtask, self._ptag(chain.id, target.id))
+            pid = self.partition_id_for(chain.id, edge.target, ex.subtask, self._ptag(chain.id, target.id) + run)
             tdd.outputs.append(self.output_descriptor(pid, edge, target, self.job))
+            tdd.outputs[-1].blocking = self.batch
         return tdd
 
     @staticmethod
@@ -1071,6 +1206,9 @@ class JobMaster:
                 io=records.io,
                 chain_id=ex.chain_id,
                 attempt=self.attempt,
+                execution_attempt=ex.run,
+                speculative=ex.speculative,
+                region=g.region_name(ex),
             )
             info.records_dropped += records.records_dropped
             info.records_late_dropped += records.records_late_dropped

@@ -317,6 +317,7 @@ SPECULATIVE_ENABLED: JobOption[bool] = JobOption(
     False,
     "true | false",
     "BATCH: start a backup attempt of a straggling task on another TaskManager; the first to finish wins",
+    "false",
 )
 SPECULATIVE_MULTIPLIER: JobOption[float] = JobOption(
     "execution.batch.speculative.multiplier",

@@ -248,7 +248,11 @@ class RequestSlots:
 class ReleasePartitions:
     """BATCH: the result partitions of these (finished) executions are needed no more."""
 
-    execution_ids: tuple[str, ...]
+    executions: tuple[Execution, ...]
+
+    @property
+    def execution_ids(self) -> tuple[str, ...]:
+        return tuple(ex.execution_id for ex in self.executions)
 
 
 ExecutionGraphAction: TypeAlias = (
@@ -782,7 +786,7 @@ class ExecutionGraph:
         for p in sorted(self._producers(ex.subtask_key)):
             if self._finished(p) and self._consumers_done(p) and p not in self.unavailable:
                 self.unavailable.add(p)  # released: a later re-run of a consumer produces it again
-                release.append(self.current[p])
+                release.append(self.current_execution(*p))
         return [ReleasePartitions(tuple(release))] if release else []
 
     def _deployed_once(self, subtask: Subtask) -> bool:
@@ -826,7 +830,7 @@ class ExecutionGraph:
         del self.executions[ex.execution_id]
         actions: Actions = []
         if ex.state == ExecutionState.FINISHED:
-            actions.append(ReleasePartitions((ex.execution_id,)))
+            actions.append(ReleasePartitions((ex,)))
         if self.batch:
             actions += self._schedule(now)
         return actions + self._check_done()
