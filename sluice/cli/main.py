@@ -466,6 +466,9 @@ def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
                 **({"error": t["error"]} if t["error"] else {}),
                 "chain_id": task.chain_id,
                 "attempt": task.attempt,
+                "execution_attempt": task.execution_attempt,  # +1 per region restart or backup attempt
+                "speculative": task.speculative,
+                "region": task.region,
                 "io": progress.io_dict(task.io),  # rates, time shares (ms/s), queues, checkpoint timings
                 "backpressure": progress.backpressure_level(task.io.backpressured_ms_per_second),
             }
