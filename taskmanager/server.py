@@ -7,7 +7,9 @@ new leader, heartbeats, and runs the tasks deployed to it. The parts:
 taskmanager/servicer.py (the TaskExecutor RPCs and their fencing),
 taskmanager/leader_connection.py (registration, heartbeats, the ordered
 report queue), taskmanager/task_registry.py (tasks, slots and the leader
-session they belong to); this module starts and stops them.
+session they belong to); this module starts and stops them. The process's
+local files (the blocking result partitions of BATCH jobs) live in its working
+directory (taskmanager/local_dir.py), removed when it stops.
 
     python -m taskmanager --zookeeper 127.0.0.1:2181 --slots 2 [--address-file F]
     sluice taskmanager --config sluice.yaml     # file < SLUICE_* environment < flags
@@ -34,6 +36,7 @@ from sluice.v1 import dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_gr
 from sluice.zk import auth as zk_auth
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
+from taskmanager import local_dir
 from taskmanager.leader_connection import LeaderConnection
 from taskmanager.metrics import TaskManagerMetrics
 from taskmanager.network.exchange import DataExchangeServicer
@@ -71,7 +74,8 @@ class TaskManagerProcess:
         self.endpoints: dict[str, str] = {}  # written to the address file after the address (cluster.json)
         self.server: rpc.Server | None = None
         self.address = ""
-        self.partitions = PartitionManager()
+        self.work_dir: str | None = None  # the process's local files (made at start: taskmanager/local_dir.py)
+        self.partitions = PartitionManager()  # given the working directory at start
         spark_host = config.reachable_host(self._advertised_host, self._host)
         self.engine = SparkEngine(
             slots, master=settings.get(config.SPARK_MASTER), remote=settings.get(config.SPARK_REMOTE), host=spark_host
@@ -101,6 +105,9 @@ class TaskManagerProcess:
         # while gRPC's threads are running.
         log.info("TaskManager %s with %d slots: starting Spark", self.resource_id, self.slots)
         self.engine.start()
+        self.work_dir = local_dir.create(self.resource_id)
+        self.partitions = PartitionManager(self.work_dir)
+        log.info("TaskManager %s: working directory %s", self.resource_id, self.work_dir)
         server = self.server = rpc.Server(
             self._host,
             self._port,
@@ -111,7 +118,7 @@ class TaskManagerProcess:
         # registered with the leader and dialled by other TaskManagers: the bind host may be 0.0.0.0
         self.address = f"{self._advertised_host}:{server.port}" if self._advertised_host else server.address
         taskmanager_pb2_grpc.add_TaskExecutorServicer_to_server(
-            TaskExecutorServicer(self.tasks, self._new_task), server.server
+            TaskExecutorServicer(self.tasks, self._new_task, self.partitions), server.server
         )
         dataexchange_pb2_grpc.add_DataExchangeServicer_to_server(DataExchangeServicer(self.partitions), server.server)
         server.start()
@@ -192,6 +199,9 @@ class TaskManagerProcess:
             t.join(5)
         if self.server is not None:
             self.server.stop(grace=2)
+        self.partitions.close()  # blocking partitions: their files go
+        if self.work_dir is not None:
+            local_dir.remove(self.work_dir)
         if self.metrics_server is not None:
             self.metrics_server.stop()
         try:

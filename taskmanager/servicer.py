@@ -4,7 +4,8 @@ Every call carries the leader session id; a call from any session other than
 the one this TaskManager follows (TaskRegistry.session) is rejected with
 FAILED_PRECONDITION, before it touches a task (docs/architecture.md,
 "Fencing"). The servicer only translates: deployments go through the task
-registry (and its slot table), checkpoint calls to the task's control queue.
+registry (and its slot table), checkpoint calls to the task's control queue,
+releases of blocking result partitions (BATCH) to the partition manager.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from typing import Protocol
 import grpc
 
 from sluice.v1 import taskmanager_pb2, taskmanager_pb2_grpc
+from taskmanager.network.partition import PartitionManager
 from taskmanager.task import Task
 from taskmanager.task_registry import TaskRegistry, TaskRejected
 
 log = logging.getLogger("sluice.taskmanager")
 
 MAX_LOG_BYTES = 1 << 20  # ReadLog answers with at most this much of the log's tail
+MAX_RELEASE_IDS = 4096  # partition ids per ReleasePartitions request (the protocol's bound)
+MAX_ID_LENGTH = 1024  # characters of a job or partition id in a ReleasePartitions request
 
 
 def log_file() -> str | None:
@@ -43,10 +47,14 @@ class _ForExecution(Protocol):
 
 class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
     def __init__(
-        self, tasks: TaskRegistry, create_task: Callable[[taskmanager_pb2.TaskDeploymentDescriptor], Task]
+        self,
+        tasks: TaskRegistry,
+        create_task: Callable[[taskmanager_pb2.TaskDeploymentDescriptor], Task],
+        partitions: PartitionManager | None = None,
     ) -> None:
         self.tasks = tasks
         self.create_task = create_task
+        self.partitions = partitions if partitions is not None else PartitionManager()
 
     def _check_fencing(self, session_id: str, context: grpc.ServicerContext) -> None:
         followed = self.tasks.session
@@ -152,6 +160,31 @@ class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
         return taskmanager_pb2.ReadLogResponse(
             data=data, truncated=size > len(data), file=os.path.basename(path), size=size
         )
+
+    def ReleasePartitions(
+        self, request: taskmanager_pb2.ReleasePartitionsRequest, context: grpc.ServicerContext
+    ) -> taskmanager_pb2.ReleasePartitionsResponse:
+        """Delete blocking result partitions of a job (BATCH): the ids named, or every one of
+        the job's with all_of_job. Ids not held here are not an error; the answer counts
+        the partitions released."""
+        self._check_fencing(request.leader_session_id, context)
+        if not request.job_id or len(request.job_id) > MAX_ID_LENGTH:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"job_id: 1 to {MAX_ID_LENGTH} characters")
+        if len(request.partition_ids) > MAX_RELEASE_IDS:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"partition_ids: at most {MAX_RELEASE_IDS} per request, got {len(request.partition_ids)}",
+            )
+        if any(len(pid) > MAX_ID_LENGTH for pid in request.partition_ids):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"partition_ids: each at most {MAX_ID_LENGTH} characters")
+        released = self.partitions.release_blocking(request.job_id, request.partition_ids, request.all_of_job)
+        log.info(
+            "[job %s] released %d blocking result partitions (%s)",
+            request.job_id,
+            released,
+            "all of the job's" if request.all_of_job else f"{len(request.partition_ids)} asked for",
+        )
+        return taskmanager_pb2.ReleasePartitionsResponse(released=released)
 
     def _task_for(self, request: _ForExecution, context: grpc.ServicerContext) -> Task | None:
         self._check_fencing(request.leader_session_id, context)

@@ -28,6 +28,17 @@ watermarks and idleness into its input watermark (WatermarkValve) and passes
 it down the chain (`Operator.on_watermark`: windows fire) and on to its
 outputs; a chain that assigns timestamps generates its own watermarks after
 each batch instead. The end of the input is the final watermark (+inf).
+
+BATCH mode (`sluice.graph.is_batch`, docs/batch.md): checkpointing is off
+(the descriptor has no checkpoint_dir), so nothing waits for a final
+checkpoint; operators learn the mode from `OperatorContext.batch` (a keyed
+aggregate emits its final values once at the end, a file sink commits its
+part first-wins). An output marked `blocking` is written to local files
+(taskmanager/network/blocking_partition.py): the task finishes when its input
+ended and those files are closed (`finish()`, before it reports FINISHED);
+the partition stays registered and readable after the task ended. A task
+that fails or is cancelled releases its partitions, deleting the files of
+blocking ones.
 """
 
 from __future__ import annotations
@@ -56,8 +67,9 @@ from sluice.metrics.task_metrics import TaskIO, TaskIOSnapshot
 from sluice.states import ExecutionState
 from sluice.v1 import taskmanager_pb2
 from taskmanager import barrier_aligner as ba
+from taskmanager.network.blocking_partition import BlockingResultPartition
 from taskmanager.network.input_gate import InputGate, LocalInputChannel, RemoteInputChannel
-from taskmanager.network.partition import ItemKind, PartitionManager, ResultPartition, TaskCancelled
+from taskmanager.network.partition import ItemKind, Partition, PartitionManager, ResultPartition, TaskCancelled
 from taskmanager.network.record_writer import RecordWriter
 from taskmanager.operators.base import IDLE, Operator, OperatorContext, OperatorSnapshot, Source
 from taskmanager.operators.registry import combiner_for, make_operator
@@ -142,6 +154,7 @@ class Task:
         )
         self.key_group_records: collections.Counter[int] = collections.Counter()  # input rows per key group
         self.storage = CheckpointStorage(tdd.checkpoint_dir, tdd.job_id) if tdd.checkpoint_dir else None
+        self.batch = graph.is_batch(tdd.job)  # BATCH mode: operators behave accordingly (OperatorContext.batch)
         self._uploader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
         self._thread = threading.Thread(target=self._main, name=f"task-{tdd.chain_id}-{tdd.subtask_index}", daemon=True)
         self._exit_hooks: list[Callable[[Task], None]] = []
@@ -322,6 +335,7 @@ class Task:
                 tag=self.tag,
                 engine=self.engine,
                 operator_id=op_id,
+                batch=self.batch,
             )
             op = make_operator(graph.kind_of(spec), graph.operator_settings(spec), ctx)
             if isinstance(op, TimestampAssigner):
@@ -340,10 +354,21 @@ class Task:
 
     def _writer(self, out: Any, specs: dict[str, Any]) -> RecordWriter:
         """A record writer on a new, registered result partition for output `out` (a
-        ResultPartitionDescriptor); `specs`: operator specs by id, for the target's head."""
-        partition = ResultPartition(
-            out.partition_id, out.num_subpartitions, SUBPARTITION_CAPACITY, on_consumed=self.partitions.release
-        )
+        ResultPartitionDescriptor); `specs`: operator specs by id, for the target's head. A
+        blocking output (BATCH) writes local files, read once this task finished."""
+        partition: Partition
+        if out.blocking:
+            partition = BlockingResultPartition.create(
+                self.partitions, self.job_id, out.partition_id, out.num_subpartitions, tag=self.tag
+            )
+        else:
+            partition = ResultPartition(
+                out.partition_id,
+                out.num_subpartitions,
+                SUBPARTITION_CAPACITY,
+                on_consumed=self.partitions.release,
+                job_id=self.job_id,
+            )
         partitioning = graph.partitioning_of(out)
         combiner = None
         if partitioning == graph.Partitioning.HASH:  # the consumer may let us pre-aggregate
@@ -478,6 +503,7 @@ class Task:
         except TaskCancelled:  # an interrupt() that reached the thread while the task was ending
             self._interruptible = False
             if not self.state.terminal:
+                self._release_outputs()  # not finished: a blocking partition's files are incomplete
                 self.state = ExecutionState.CANCELED
                 self.reports.report(self, ExecutionState.CANCELED)
         finally:
@@ -513,6 +539,9 @@ class Task:
                     self._check_cancelled()
                     self._drain_control(wait=0.2)
             self._uploader.shutdown(wait=True)
+            if not self._stopped:
+                for w in [*self._writers, *self._side_writers]:
+                    w.partition.finish()  # a blocking partition is readable from now on
             self.state = ExecutionState.FINISHED
             log.info(
                 "%s finished: %d records in, %d out, %d sent, %d malformed, %d dropped",
@@ -859,5 +888,9 @@ class Task:
     def _abort(self) -> None:
         for _op_id, op in self._operators:
             op.abort()
+        self._release_outputs()
+
+    def _release_outputs(self) -> None:
+        """The task failed or was cancelled: its partitions go (a blocking one's files are deleted)."""
         for w in [*self._writers, *self._side_writers]:
-            self.partitions.release(w.partition.partition_id)
+            self.partitions.release(w.partition.partition_id, w.partition)

@@ -6,7 +6,10 @@ then waits for more credit (barriers and END need none). The partition may
 not be deployed yet: we wait briefly, then answer NOT_FOUND and the
 consumer retries. A partition released under a subscription (its producer
 failed or was cancelled) ends the stream with ABORTED: the stream waits on
-its subpartition and never polls a released one again.
+its subpartition and never polls a released one again. A subscription reads
+through `partition.reader(subpartition)`: a pipelined subpartition's queue,
+or a fresh pass over a blocking partition's file (BATCH), which waits while
+its producer has not finished (taskmanager/network/blocking_partition.py).
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
         if partition is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"partition {req.partition_id} is not (yet) produced here")
             return  # abort() raises; this tells the type checker
-        if not 0 <= req.subpartition < len(partition.subpartitions):
+        if not 0 <= req.subpartition < partition.num_subpartitions:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"subpartition {req.subpartition} out of range")
         credit = _Credit(max(1, req.initial_credit))
 
@@ -77,32 +80,35 @@ class DataExchangeServicer(dataexchange_pb2_grpc.DataExchangeServicer):
 
         threading.Thread(target=read_credits, daemon=True, name="credit-reader").start()
 
-        sub = partition.subpartitions[req.subpartition]
-        while context.is_active():
-            item = sub.poll(0.2)
-            if item is None:
-                if sub.released:
-                    context.abort(
-                        grpc.StatusCode.ABORTED,
-                        f"partition {req.partition_id} was released before its end: its producer failed "
-                        "or was cancelled",
-                    )
-                continue
-            kind, value = item
-            match kind:
-                case ItemKind.BATCH:
-                    if not credit.take(context.is_active):
+        sub = partition.reader(req.subpartition)
+        try:
+            while context.is_active():
+                item = sub.poll(0.2)
+                if item is None:
+                    if sub.released:
+                        context.abort(
+                            grpc.StatusCode.ABORTED,
+                            f"partition {req.partition_id} was released before its end: its producer failed "
+                            "or was cancelled (or, for a blocking partition, the JobManager released it)",
+                        )
+                    continue
+                kind, value = item
+                match kind:
+                    case ItemKind.BATCH:
+                        if not credit.take(context.is_active):
+                            return
+                        yield dataexchange_pb2.DataMessage(batch=table_to_ipc(value), backlog=sub.backlog())
+                    case ItemKind.BARRIER:
+                        yield dataexchange_pb2.DataMessage(barrier=dataexchange_pb2.Barrier(checkpoint_id=value))
+                    case ItemKind.WATERMARK:
+                        yield dataexchange_pb2.DataMessage(watermark=dataexchange_pb2.Watermark(timestamp_ms=value))
+                    case ItemKind.STATUS:
+                        yield dataexchange_pb2.DataMessage(status=dataexchange_pb2.StreamStatus(idle=value))
+                    case ItemKind.END:
+                        yield dataexchange_pb2.DataMessage(end=dataexchange_pb2.EndOfPartition())
+                        partition.consumed(req.subpartition)
                         return
-                    yield dataexchange_pb2.DataMessage(batch=table_to_ipc(value), backlog=sub.backlog())
-                case ItemKind.BARRIER:
-                    yield dataexchange_pb2.DataMessage(barrier=dataexchange_pb2.Barrier(checkpoint_id=value))
-                case ItemKind.WATERMARK:
-                    yield dataexchange_pb2.DataMessage(watermark=dataexchange_pb2.Watermark(timestamp_ms=value))
-                case ItemKind.STATUS:
-                    yield dataexchange_pb2.DataMessage(status=dataexchange_pb2.StreamStatus(idle=value))
-                case ItemKind.END:
-                    yield dataexchange_pb2.DataMessage(end=dataexchange_pb2.EndOfPartition())
-                    partition.consumed(req.subpartition)
-                    return
-                case _:
-                    assert_never(kind)
+                    case _:
+                        assert_never(kind)
+        finally:
+            sub.close()

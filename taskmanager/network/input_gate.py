@@ -6,7 +6,9 @@ moves items from the producer's subpartition on this TaskManager, a remote
 channel receives them over a DataExchange stream and returns credit to the
 producer as the task takes batches. So in-flight data per channel is
 bounded by the producer's subpartition capacity plus the consumer's credit.
-The task takes everything buffered at once (adaptive batching).
+The task takes everything buffered at once (adaptive batching). A local
+channel reads a blocking partition (BATCH) the same way, through its
+`reader`: the producer finished before, so its file is read from the start.
 
 A remote channel whose producer is not deployed yet (NOT_FOUND, UNAVAILABLE
 before the first message) subscribes again with backoff until
@@ -37,8 +39,9 @@ from taskmanager.network.partition import (
     STATUS,
     WATERMARK,
     Item,
+    Partition,
     PartitionManager,
-    ResultPartition,
+    SubpartitionReader,
 )
 
 log = logging.getLogger("sluice.taskmanager.network")
@@ -109,14 +112,21 @@ class LocalInputChannel(InputChannel):
 
     def run(self) -> None:
         deadline = time.monotonic() + CONNECT_TIMEOUT
-        partition: ResultPartition | None = None
+        partition: Partition | None = None
         while partition is None:  # waits for the producer's deployment on this TaskManager
             if self.gate.closed:
                 return
             partition = self.partitions.get(self.partition_id, timeout=0.5)
             if partition is None and time.monotonic() > deadline:
                 raise ChannelError(f"producer partition {self.partition_id} not found within {CONNECT_TIMEOUT}s")
-        sub = partition.subpartitions[self.subpartition]
+        # a pipelined subpartition's queue, or a fresh pass over a blocking partition's file
+        sub = partition.reader(self.subpartition)
+        try:
+            self._read(partition, sub)
+        finally:
+            sub.close()
+
+    def _read(self, partition: Partition, sub: SubpartitionReader) -> None:
         while not self.gate.closed:
             while not self._space.acquire(timeout=0.2):
                 if self.gate.closed:

@@ -49,6 +49,9 @@ class OperatorContext:
     tag: str = ""  # the task's correlation ids, to start log lines with
     engine: Any = None  # the TaskManager's SparkEngine, for batches an operator makes itself
     operator_id: str = ""  # the operator's id in the job graph
+    # BATCH mode (sluice.graph.is_batch): the input is bounded and read whole before the end, checkpointing
+    # is off; operators that stream updates emit final results at end_input, sinks commit once per subtask
+    batch: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

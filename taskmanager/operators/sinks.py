@@ -1,10 +1,12 @@
 """Sinks. The file sink writes each subtask's rows to a hidden in-progress
 file and makes it visible with an atomic rename when it commits (at the end
-of the input; with checkpoints, when a checkpoint completes). The upsert sink
+of the input; with checkpoints, when a checkpoint completes; in BATCH mode at
+the end of the input, first-wins under one name per subtask). The upsert sink
 into SQLite is in taskmanager/operators/sqlite_sink.py."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import posixpath
@@ -26,6 +28,9 @@ from taskmanager.spark_engine import Batch
 log = logging.getLogger("sluice.taskmanager.sink")
 _PART_OWNER = re.compile(r"^\.part-[0-9]+-[0-9a-f]{1,8}-")  # a hidden part's name: ".part-<subtask>-<job8>-"
 INTERNAL_PREFIX = "__"
+BATCH_TOKEN = "batch"  # the token of a BATCH part's name: the same for every attempt of a subtask
+# os.link failing with these: the local file system has no hard links (commit by check, then rename)
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK}
 
 
 def _visible_columns(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
@@ -51,6 +56,12 @@ class FileSinkWriter(Operator):
     file of this subtask is deleted (abort). Without checkpointing, a part is
     committed at the end of the input.
 
+    BATCH mode (`OperatorContext.batch`, no checkpoints): the part commits at the end of the
+    input under `committed_name(0, BATCH_TOKEN)`, the same name for every attempt of the
+    subtask, first-wins (`_commit_first_wins`): when two attempts of one subtask run (a
+    speculative backup, a re-run after a failure) the first to commit makes its part visible,
+    and the other deletes its own. A subtask that wrote no rows commits nothing.
+
     A part in progress or pending is `.part-<subtask>-<job8>-<token>-<n>.inprogress`;
     committed, it is `part-<checkpoint id, 12 digits>-<subtask, 5 digits>-<job8>-<token>.csv`
     (`committed_name`), so file-name order is commit order.
@@ -59,9 +70,17 @@ class FileSinkWriter(Operator):
     is_sink: ClassVar[bool] = True
 
     def __init__(
-        self, payload: Payload, subtask: int, job_id: str, restored: int, exactly_once: bool, tag: str = ""
+        self,
+        payload: Payload,
+        subtask: int,
+        job_id: str,
+        restored: int,
+        exactly_once: bool,
+        tag: str = "",
+        batch: bool = False,
     ) -> None:
         self.tag = tag  # the task's correlation ids, on each log line
+        self.batch = batch  # BATCH mode: commit first-wins under one name per subtask at the end of the input
         self.fs, self.dir = resolve(payload["path"])
         self.columns = payload.get("columns")
         self.subtask = subtask
@@ -82,7 +101,15 @@ class FileSinkWriter(Operator):
 
     @classmethod
     def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one class per kind
-        return cls(payload, ctx.subtask, ctx.job_id, ctx.restore_checkpoint_id, ctx.checkpointing, tag=ctx.tag)
+        return cls(
+            payload,
+            ctx.subtask,
+            ctx.job_id,
+            ctx.restore_checkpoint_id,
+            ctx.checkpointing,
+            tag=ctx.tag,
+            batch=ctx.batch,
+        )
 
     def _open(self) -> None:
         self._staging = f"{self.dir}/.{self.owner}-{self.token}-{self.counter:06d}.inprogress"
@@ -101,7 +128,7 @@ class FileSinkWriter(Operator):
         self._stream.write(data)
         return None
 
-    def committed_name(self, checkpoint_id: int) -> str:
+    def committed_name(self, checkpoint_id: int, token: str | None = None) -> str:
         """The visible name of the part closed by checkpoint `checkpoint_id` (0: no checkpoints).
 
         Names sort in commit order: the checkpoint id comes first, zero-padded. Ids only grow
@@ -110,8 +137,10 @@ class FileSinkWriter(Operator):
         committed before (c is the latest completed one). So reading every visible part in
         file-name order, line by line, replays the update stream in commit order, and the
         last line of a key is its latest committed value (sluice/output.py relies on it).
+        `token`: instead of this deployment's random one (BATCH_TOKEN: one name for every
+        attempt of the subtask).
         """
-        return f"{self.dir}/part-{checkpoint_id:012d}-{self.subtask:05d}-{self.job8}-{self.token}.csv"
+        return f"{self.dir}/part-{checkpoint_id:012d}-{self.subtask:05d}-{self.job8}-{token or self.token}.csv"
 
     def _close_part(self, checkpoint_id: int) -> tuple[str, str] | None:
         if self._stream is None:
@@ -186,8 +215,52 @@ class FileSinkWriter(Operator):
             if info.base_name.startswith(f".{self.owner}-") and info.path not in committed:
                 self.fs.delete_file(info.path)  # written after the restored checkpoint: abort
 
+    def _commit_first_wins(self, staged: str, final: str) -> bool:
+        """Commit a BATCH part under its attempt-independent name unless another attempt of
+        this subtask did first (then delete our own). True when this attempt's part is visible."""
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            try:
+                os.link(staged, final)  # atomic, and fails when `final` exists: the first attempt wins
+            except FileExistsError:
+                return self._lost(staged, final)
+            except OSError as exc:
+                if exc.errno not in _NO_HARD_LINKS:
+                    raise
+                return self._check_then_move(staged, final)
+            os.unlink(staged)
+            return True
+        return self._check_then_move(staged, final)
+
+    def _check_then_move(self, staged: str, final: str) -> bool:
+        # Not atomic: two attempts committing at the same moment may both find no part, and the
+        # later move then replaces the earlier part (object stores rename by copy). There is still
+        # one visible part for the subtask (the name is the same), a complete one of either attempt.
+        if self.fs.get_file_info(final).type != pafs.FileType.NotFound:
+            return self._lost(staged, final)
+        self.fs.move(staged, final)
+        return True
+
+    def _lost(self, staged: str, final: str) -> bool:
+        """Another attempt of this subtask committed first: our part goes."""
+        self.fs.delete_file(staged)
+        log.info(
+            "%s did not commit: another attempt of subtask %d committed %s first; deleted its own part %s",
+            self.tag,
+            self.subtask,
+            os.path.basename(final),
+            os.path.basename(staged),
+        )
+        return False
+
     def end_input(self) -> Batch | None:
-        if not self.exactly_once:  # with checkpoints, the final checkpoint commits
+        if self.batch:  # BATCH: one part per subtask, whichever attempt commits first
+            part = self._close_part(0)
+            if part is not None:
+                staged, _final = part
+                final = self.committed_name(0, BATCH_TOKEN)
+                if self._commit_first_wins(staged, final):
+                    log.info("%s committed %s", self.tag, os.path.basename(final))
+        elif not self.exactly_once:  # with checkpoints, the final checkpoint commits
             part = self._close_part(self.restored)  # no checkpoints: 0, the id of no checkpoint
             if part:
                 self._commit(*part)
