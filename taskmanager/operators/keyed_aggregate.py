@@ -9,6 +9,10 @@ of every key that changed: an update stream. Output: every key column in key
 order, then one column per aggregate, named as the aggregate's output (see
 sluice/api/datastream.py).
 
+BATCH mode (`OperatorContext.batch`): the same state is folded, but nothing is
+emitted per batch; at the end of the input (`end_input`) every key's final
+value goes out once, one row per key, with the columns of the update stream.
+
 State: key -> [key_group, partial...], one partial per aggregate and two for
 an avg (its sum and its count, so a mean is exact across the shuffle and a
 restore). A one-column key is the plain value, a composite key the tuple of
@@ -119,16 +123,21 @@ class PartialAggregates:
 
 
 class KeyedAggregate(Operator):
-    def __init__(self, payload: Payload, name: str) -> None:
+    def __init__(self, payload: Payload, name: str, batch: bool = False, engine: Any = None) -> None:
         self.name = name
         self.keys: list[str] = aggregate_keys(payload)
         self.aggs: Aggs = dict(payload["aggs"])
         self.partials = partial_columns(self.aggs)
         self.state: dict[Any, list[Any]] = {}  # key (a value, or a tuple of several) -> [kg, partial...]
+        self.batch = batch  # BATCH: emit every key's final value once, at end_input
+        self.engine = engine
+        # the Arrow types of the key columns and partials, from the batches seen (for end_input's rows)
+        self._key_types: list[pa.DataType | None] | None = None
+        self._partial_types: list[pa.DataType | None] | None = None
 
     @classmethod
     def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one class per kind
-        return cls(payload, ctx.name)
+        return cls(payload, ctx.name, batch=ctx.batch, engine=ctx.engine)
 
     @classmethod
     def combiner_for(cls, payload: Payload) -> PartialAggregates:
@@ -148,6 +157,9 @@ class KeyedAggregate(Operator):
         keys = self._key_list(key_cols[:nk])
         kgs = key_cols[nk].to_pylist()
         partials = [c.to_pylist() for c in merged]
+        self.engine = self.engine if self.engine is not None else batch.engine
+        self._key_types = [c.type for c in key_cols[:nk]]
+        self._partial_types = [c.type for c in merged]
         merges = [m for _c, m in self.partials]
         width = len(merges)
         out_keys: list[Any] = []
@@ -164,24 +176,47 @@ class KeyedAggregate(Operator):
                 new = _fold(merges[j], entry[j + 1], partials[j][i])
                 changed = changed or new != entry[j + 1]
                 entry[j + 1] = new
-            if changed:  # an update stream: only keys whose value changed
+            if changed and not self.batch:  # an update stream: only keys whose value changed
                 out_keys.append(key)
                 out_entries.append(entry[1:])
         if not out_keys:
             return None
+        return Batch(batch.engine, table=self._rows(out_keys, out_entries, self._key_types, self._partial_types))
+
+    def end_input(self) -> Batch | None:
+        """BATCH: every key's final value, once (streaming: nothing, the updates went out)."""
+        if not self.batch or not self.state:
+            return None
+        keys = list(self.state)
+        entries = [self.state[k][1:] for k in keys]
+        # the types of the last batch seen; none after a restore without input: Arrow infers them
+        key_types = self._key_types or [None] * len(self.keys)
+        partial_types = self._partial_types or [None] * len(self.partials)
+        return Batch(self.engine, table=self._rows(keys, entries, key_types, partial_types))
+
+    def _rows(
+        self,
+        keys: Sequence[Any],
+        entries: Sequence[Sequence[Any]],
+        key_types: Sequence[pa.DataType | None],
+        partial_types: Sequence[pa.DataType | None],
+    ) -> pa.Table:
+        """The output rows of `keys` with their partials `entries`: key columns, then one
+        column per aggregate (an avg's mean of its sum and count)."""
+        nk = len(self.keys)
         columns: dict[str, Any] = {}
         for k, name in enumerate(self.keys):
-            values = out_keys if nk == 1 else [key[k] for key in out_keys]
-            columns[name] = pa.array(values, type=key_cols[k].type)
+            values = keys if nk == 1 else [key[k] for key in keys]
+            columns[name] = pa.array(values, type=key_types[k])
         j = 0
         for out, (fn, _c) in self.aggs.items():
             if fn == "avg":
-                columns[out] = pa.array([_mean(e[j], e[j + 1]) for e in out_entries], pa.float64())
+                columns[out] = pa.array([_mean(e[j], e[j + 1]) for e in entries], pa.float64())
                 j += 2
             else:
-                columns[out] = pa.array([e[j] for e in out_entries], type=merged[j].type)
+                columns[out] = pa.array([e[j] for e in entries], type=partial_types[j])
                 j += 1
-        return Batch(batch.engine, table=pa.table(columns))
+        return pa.table(columns)
 
     # -- checkpoints ------------------------------------------------------------------------
     def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:  # noqa: ARG002 — keyed state is not per checkpoint
