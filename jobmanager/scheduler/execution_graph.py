@@ -912,6 +912,18 @@ class ExecutionGraph:
     }
 
     def _check_done(self) -> Actions:
+        if self.state == JobStatus.RUNNING and self.speculation is not None:
+            # A race's loser still being cancelled (a body that does not notice) does not hold the
+            # job back: its TaskManager keeps reporting its slot as held until it stops.
+            losers = [
+                eid
+                for eid, ex in self.executions.items()
+                if ex.state == ExecutionState.CANCELING and self.current.get(ex.subtask_key) != eid
+            ]
+            current = [self.executions[eid] for eid in self.current.values()]
+            if losers and all(ex.state == ExecutionState.FINISHED for ex in current) and not self.restarting:
+                for eid in losers:
+                    del self.executions[eid]
         states = [ex.state for ex in self.executions.values()]
         if not all(s.terminal for s in states):
             return []

@@ -105,3 +105,65 @@ def test_kill_of_a_taskmanager_restarts_only_the_lost_subtasks_region(cluster, t
     assert not glob.glob(str(tmp_path / "out" / ".*")), "staging files left behind"
     history = sluice("status", job_id, "--cluster-dir", cluster.dir).stdout
     assert "exited while running task" in history
+
+
+def exact_counts(input_dir, output_dir) -> None:
+    """One line per url (BATCH: final results once) with the count the input has."""
+    expected: collections.Counter = collections.Counter()
+    for row in input_rows(input_dir).elements():
+        expected[row.split(",")[0]] += 1
+    seen: dict[str, int] = {}
+    for line in output_rows(output_dir).elements():
+        url, count = line.rsplit(",", 1)
+        assert url not in seen, f"{url} written twice"
+        seen[url] = int(count)
+    assert seen == dict(expected)
+
+
+def test_kill_during_a_batch_job_reruns_only_the_lost_subtasks(cluster, tmp_path):
+    generate(str(tmp_path / "in"), events=40_000, files=40, urls=500, seed=12)
+    job_id = cluster.run(
+        os.path.join(JOBS, "batch_counts.py"), str(tmp_path / "in"), str(tmp_path / "out"), "0.5", parallelism=4
+    )
+    status = wait_for(
+        cluster,
+        job_id,
+        lambda s: sum(t["state"] == "RUNNING" and t["operator"].startswith("events") for t in s["tasks"]) == 4,
+        "the four source subtasks running",
+    )
+    sources = {t["subtask"]: t for t in status["tasks"] if t["operator"].startswith("events")}
+    assert all(t["state"] == "CREATED" for t in status["tasks"] if not t["operator"].startswith("events"))
+    victim = sources[1]["taskmanager"]
+    kill_taskmanager(cluster, victim)
+    final = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=300)
+    assert final["state"] == "FINISHED", final.get("failure")
+    attempts = {t["subtask"]: t["execution_attempt"] for t in final["tasks"] if t["operator"].startswith("events")}
+    lost = {i for i, t in sources.items() if t["taskmanager"] == victim}
+    assert lost and lost != set(sources)
+    assert {i for i, a in attempts.items() if a > 0} == lost  # the others were not run again
+    assert {t["attempt"] for t in final["tasks"]} == {0}  # no restart of the job as a whole
+    exact_counts(tmp_path / "in", tmp_path / "out")
+    assert len(glob.glob(str(tmp_path / "out" / "part-*"))) == 4  # one part per sink subtask
+
+
+def test_a_straggler_is_overtaken_by_a_speculative_attempt(cluster, tmp_path):
+    generate(str(tmp_path / "in"), events=8_000, files=16, urls=200, seed=13)
+    marker = tmp_path / "straggler"
+    job_id = cluster.run(
+        os.path.join(JOBS, "batch_counts.py"),
+        str(tmp_path / "in"),
+        str(tmp_path / "out"),
+        "0.2",
+        str(marker),
+        "60",
+        "--speculative",
+        parallelism=4,
+    )
+    final = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=55)
+    assert final["state"] == "FINISHED", final.get("failure")
+    assert marker.exists()  # a straggler there was
+    backups = [t for t in final["tasks"] if t["speculative"]]
+    assert len(backups) == 1 and backups[0]["operator"].startswith("events")
+    assert backups[0]["execution_attempt"] == 1 and backups[0]["state"] == "FINISHED"
+    exact_counts(tmp_path / "in", tmp_path / "out")
+    assert len(glob.glob(str(tmp_path / "out" / "part-*"))) == 4  # no duplicate part files

@@ -278,3 +278,15 @@ def test_a_failed_primary_hands_over_to_its_running_backup():
     actions = g.handle(TaskStateReported(srcs[3], S.FAILED, "boom", now=2.2))
     assert not of(actions, RegionsFailed)
     assert g.current[("src", 3)] == backup[0]
+
+
+def test_a_loser_that_does_not_stop_does_not_hold_the_job_back():
+    g = ExecutionGraph("job", [ChainInfo("src", "src", 4)], batch=True, speculation=Speculation(min_runtime=0.0))
+    srcs = deployed(g.handle(SlotsAssigned(SLOTS, 0.0)))
+    run_all(g, srcs, now=0.0)
+    for eid in srcs[:3]:
+        finish(g, eid, now=1.0)
+    backup = deployed(g.handle(Tick(2.0)))
+    run_all(g, backup, now=2.0)
+    actions = finish(g, backup[0], now=2.5)  # the primary is told to cancel and never answers
+    assert of(actions, JobTerminated)[0].state == JobStatus.FINISHED
