@@ -663,6 +663,8 @@ class JobMaster:
         self.restarts += 1
         self._save_counters()
         self._region_restart_at = now + decision.delay
+        if self.reconfiguration is not None and not self.reconfiguration.ended:  # its barrier cannot complete
+            self.reconfiguration.on_job_failing("a region failover", now)
         log.warning(
             "%s region failover: restarting %s (%d of %d regions); %s. Cause: %s",
             self.tag,

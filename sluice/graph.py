@@ -541,7 +541,7 @@ def _check_runtime_mode(
             raise JobValidationError(
                 f"operators[{i}]",
                 f"source {op.name or op.id!r} is unbounded ({reason}), but the job runs in BATCH mode, which "
-                "needs every source to end; bound the source or use env.set_runtime_mode(\"STREAMING\")",
+                'needs every source to end; bound the source or use env.set_runtime_mode("STREAMING")',
             )
 
 

@@ -69,8 +69,8 @@ class StreamExecutionEnvironment:
         return self.set_config(job_options.CHECKPOINTING_INTERVAL.key, str(int(interval_ms)))
 
     def set_runtime_mode(self, mode: str) -> StreamExecutionEnvironment:
-        """"STREAMING" (the default) or "BATCH": a job of bounded sources run stage by stage,
-        through blocking exchanges, with final results once per key (docs/batch.md)."""
+        """Run the job as "STREAMING" (the default) or "BATCH": a job of bounded sources run stage
+        by stage, through blocking exchanges, with final results once per key (docs/batch.md)."""
         if not isinstance(mode, str) or mode.strip().upper() not in ("STREAMING", "BATCH"):
             raise ValueError(f'set_runtime_mode: "STREAMING" or "BATCH", got {mode!r}')
         return self.set_config(job_options.RUNTIME_MODE.key, mode.strip().upper())

@@ -288,6 +288,9 @@ JOB_METRICS = [f.name for f in common_pb2.JobMetrics.DESCRIPTOR.fields]
 NEW_TASK_KEYS = {
     "chain_id": "",
     "attempt": 0,
+    "execution_attempt": 0,
+    "speculative": False,
+    "region": "",
     "io": {f.name: f.default_value for f in common_pb2.TaskIOMetrics.DESCRIPTOR.fields},
     "backpressure": "OK",
 }
