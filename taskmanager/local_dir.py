@@ -1,12 +1,14 @@
 """The TaskManager's working directory: local files that live as long as the process.
 
 One fresh directory per process, `<system temp dir>/sluice-tm-<resource id>-<random>`
-(the system temp dir honours TMPDIR), holding a `pid` file. Blocking result
+(the system temp dir honours TMPDIR), holding a `pid` file (the pid, then the host name). Blocking result
 partitions (BATCH) keep their files under it (`partitions/`,
 taskmanager/network/blocking_partition.py). The process removes it when it
 stops; a process that could not (kill -9, a crash) leaves it behind, and the
-next TaskManager of the same resource id (its supervisor restarts it with the
-same id) removes it when it starts, once the pid in it is no longer running.
+next TaskManager to start on the machine (its supervisor restarts it, or any
+other) removes every such directory of the same user and host whose pid no
+longer runs (a directory of another host, seen through a shared temp dir, is
+left alone: its pid means nothing here).
 """
 
 from __future__ import annotations
@@ -15,27 +17,24 @@ import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
 
 log = logging.getLogger("sluice.taskmanager")
 
 PID_FILE = "pid"
+PREFIX = "sluice-tm-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def _prefix(resource_id: str) -> str:
-    return f"sluice-tm-{_UNSAFE.sub('_', resource_id)[:64]}-"
 
 
 def create(resource_id: str, base: str | None = None) -> str:
     """A new working directory for this process (under `base`, default the system temp dir),
-    after removing those that dead processes of the same resource id left."""
+    after removing those that dead TaskManagers left there."""
     base = base or tempfile.gettempdir()
-    prefix = _prefix(resource_id)
-    _remove_stale(base, prefix)
-    path = tempfile.mkdtemp(prefix=prefix, dir=base)
+    _remove_stale(base)
+    path = tempfile.mkdtemp(prefix=f"{PREFIX}{_UNSAFE.sub('_', resource_id)[:64]}-", dir=base)
     with open(os.path.join(path, PID_FILE), "w") as f:
-        f.write(str(os.getpid()))
+        f.write(f"{os.getpid()}\n{socket.gethostname()}\n")
     return path
 
 
@@ -53,9 +52,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _remove_stale(base: str, prefix: str) -> None:
+def _remove_stale(base: str) -> None:
     try:
-        names = [n for n in os.listdir(base) if n.startswith(prefix)]
+        names = [n for n in os.listdir(base) if n.startswith(PREFIX)]
     except OSError:
         return
     for name in names:
@@ -64,9 +63,10 @@ def _remove_stale(base: str, prefix: str) -> None:
             if not os.path.isdir(path) or os.path.islink(path) or os.stat(path).st_uid != os.getuid():
                 continue
             with open(os.path.join(path, PID_FILE)) as f:
-                pid = int(f.read().strip() or 0)
-        except (OSError, ValueError):
+                fields = f.read().split()
+            pid, host = int(fields[0]), fields[1] if len(fields) > 1 else socket.gethostname()
+        except (OSError, ValueError, IndexError):
             continue  # not ours, or being created: leave it
-        if pid != os.getpid() and not _alive(pid):
+        if host == socket.gethostname() and pid > 0 and pid != os.getpid() and not _alive(pid):
             log.info("removing the working directory %s left by an earlier TaskManager (pid %d)", path, pid)
             shutil.rmtree(path, ignore_errors=True)

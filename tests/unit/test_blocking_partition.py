@@ -533,6 +533,7 @@ def test_finishing_a_released_partition_fails():
 
 # -- the TaskManager's working directory ---------------------------------------------------------
 def test_the_working_directory_is_fresh_and_replaces_those_dead_processes_left(tmp_path):
+    import socket
     import subprocess
     import sys
 
@@ -544,13 +545,23 @@ def test_the_working_directory_is_fresh_and_replaces_those_dead_processes_left(t
     for d, pid in [(stale, dead_pid), (live, os.getppid())]:
         (d / "partitions").mkdir(parents=True)
         (d / local_dir.PID_FILE).write_text(str(pid))
-    other = tmp_path / "sluice-tm-tm_2-stale"  # another resource id's: not ours to judge
+    other = tmp_path / "sluice-tm-tm_2-stale"  # another resource id's, dead too
     other.mkdir()
     (other / local_dir.PID_FILE).write_text(str(dead_pid))
+    starting = tmp_path / "sluice-tm-tm_3-starting"  # no pid written yet
+    starting.mkdir()
+    unrelated = tmp_path / "something-else"
+    unrelated.mkdir()
+    (unrelated / local_dir.PID_FILE).write_text(str(dead_pid))
+    elsewhere = tmp_path / "sluice-tm-tm_4-other-host"  # a shared temp dir: another host's pid
+    elsewhere.mkdir()
+    (elsewhere / local_dir.PID_FILE).write_text(f"{dead_pid}\nnot-{socket.gethostname()}\n")
 
     path = local_dir.create("tm/1", base=str(tmp_path))
-    assert not stale.exists() and live.exists() and other.exists()
+    assert not stale.exists() and not other.exists()
+    assert live.exists() and starting.exists() and unrelated.exists() and elsewhere.exists()
     assert os.path.dirname(path) == str(tmp_path) and os.path.basename(path).startswith("sluice-tm-tm_1-")
-    assert (tmp_path / os.path.basename(path) / local_dir.PID_FILE).read_text() == str(os.getpid())
+    pid_file = (tmp_path / os.path.basename(path) / local_dir.PID_FILE).read_text()
+    assert pid_file.split() == [str(os.getpid()), socket.gethostname()]
     local_dir.remove(path)
     assert not os.path.exists(path)
