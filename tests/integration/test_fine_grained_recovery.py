@@ -34,8 +34,22 @@ def cluster(tmp_path_factory, zookeeper):
         yield c
 
 
+def all_slots_free(cluster) -> None:
+    """Wait until every TaskManager is (back) in the cluster with all its slots free: a test
+    after a kill starts when the supervisor's restarted TaskManager registered."""
+    total = cluster.taskmanagers * cluster.slots
+    with cluster.client() as client:
+        wait_until(
+            lambda: (o := client.cluster()).free_slots == total and o.total_slots == total,
+            timeout=120,
+            message=f"{total} free slots",
+        )
+
+
 def kill_taskmanager(cluster, address: str) -> None:
     """kill -9 the TaskManager at `address`, and its Spark JVM after it."""
+    with open(os.path.join(cluster.dir, "cluster.json")) as f:  # the supervisor's restarts are in it
+        cluster.info = json.load(f)
     pid = next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
     proc = psutil.Process(pid)
     children = proc.children(recursive=True)
@@ -71,6 +85,7 @@ def wait_for(cluster, job_id, predicate, message, timeout=180):
 
 
 def test_kill_of_a_taskmanager_restarts_only_the_lost_subtasks_region(cluster, tmp_path):
+    all_slots_free(cluster)
     generate(str(tmp_path / "in"), events=40_000, files=160, urls=500, seed=11)
     job_id = cluster.run(
         os.path.join(JOBS, "parallel_copy.py"),
@@ -121,6 +136,7 @@ def exact_counts(input_dir, output_dir) -> None:
 
 
 def test_kill_during_a_batch_job_reruns_only_the_lost_subtasks(cluster, tmp_path):
+    all_slots_free(cluster)
     generate(str(tmp_path / "in"), events=40_000, files=40, urls=500, seed=12)
     job_id = cluster.run(
         os.path.join(JOBS, "batch_counts.py"), str(tmp_path / "in"), str(tmp_path / "out"), "0.5", parallelism=4
@@ -146,7 +162,22 @@ def test_kill_during_a_batch_job_reruns_only_the_lost_subtasks(cluster, tmp_path
     assert len(glob.glob(str(tmp_path / "out" / "part-*"))) == 4  # one part per sink subtask
 
 
+def test_batch_mode_on_an_unbounded_source_is_refused_at_submit(cluster, tmp_path):
+    job = tmp_path / "unbounded_batch.py"
+    job.write_text(
+        "from sluice.api import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "env.set_runtime_mode('BATCH')\n"
+        "env.from_generator(lambda ids: ids, name='ticks').print()\n"
+        "env.execute('unbounded_batch')\n"
+    )
+    result = sluice("run", str(job), "--detach", "--cluster-dir", cluster.dir, check=False)
+    assert result.returncode != 0
+    assert "source 'ticks' is unbounded" in result.stderr and "BATCH" in result.stderr
+
+
 def test_a_straggler_is_overtaken_by_a_speculative_attempt(cluster, tmp_path):
+    all_slots_free(cluster)
     generate(str(tmp_path / "in"), events=8_000, files=16, urls=200, seed=13)
     marker = tmp_path / "straggler"
     job_id = cluster.run(
