@@ -77,7 +77,7 @@ def working_dirs(cluster) -> list[str]:
     found = []
     for log in taskmanager_logs(cluster):
         with open(log) as f:
-            found += re.findall(r"working directory (\S+)", f.read())
+            found += re.findall(r": working directory (\S+)", f.read())  # not "removing the working directory"
     return found
 
 
