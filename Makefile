@@ -101,5 +101,11 @@ bench-state: install
 bench-reconfigure: install
 	$(BIN)/python bench/reconfigure_bench.py
 
+# BATCH page views against plain Spark batch, region vs full failover after kill -9 of a TaskManager,
+# speculation on/off with one straggler; every output checked exactly (bench/batch_bench.py, ~30 minutes;
+# --quick for a smoke run of a few minutes).
+bench-batch: install
+	$(BIN)/python bench/batch_bench.py
+
 clean:
 	rm -rf .sluice build *.egg-info .pytest_cache
