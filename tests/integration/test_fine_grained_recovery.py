@@ -162,6 +162,33 @@ def test_kill_during_a_batch_job_reruns_only_the_lost_subtasks(cluster, tmp_path
     assert len(glob.glob(str(tmp_path / "out" / "part-*"))) == 4  # one part per sink subtask
 
 
+def test_page_views_batch_at_parallelism_8_on_4_slots_gives_exact_counts_and_top_urls(cluster, tmp_path):
+    all_slots_free(cluster)
+    generate(str(tmp_path / "in"), events=60_000, files=16, urls=2_000, seed=14)
+    job_id = cluster.run(
+        os.path.join(EXAMPLES, "page_views_batch.py"),
+        "--input",
+        str(tmp_path / "in"),
+        "--output",
+        str(tmp_path / "out"),
+        "--top",
+        "100",
+        "--top-output",
+        str(tmp_path / "top"),
+        parallelism=8,
+    )
+    final = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=300)
+    assert final["state"] == "FINISHED", final.get("failure")
+    assert final["slots_required"] == 8  # a streaming job would wait for 8 slots; this one ran in 4
+    exact_counts(tmp_path / "in", tmp_path / "out")
+    counts: collections.Counter = collections.Counter()
+    for row in input_rows(tmp_path / "in").elements():
+        counts[row.split(",")[0]] += 1
+    expected = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:100]
+    ranked = sorted(line.split(",") for line in output_rows(tmp_path / "top").elements())
+    assert sorted((int(r), u, int(c)) for r, u, c in ranked) == [(i + 1, url, n) for i, (url, n) in enumerate(expected)]
+
+
 def test_batch_mode_on_an_unbounded_source_is_refused_at_submit(cluster, tmp_path):
     job = tmp_path / "unbounded_batch.py"
     job.write_text(
