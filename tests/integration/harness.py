@@ -232,6 +232,19 @@ def running_cluster(directory: str, **kwargs: Any) -> Iterator[LocalCluster]:
         c.stop()
 
 
+def kill_process_tree(pid: int) -> None:
+    """kill -9 a process (a TaskManager), then wait for its children (its Spark JVM follows it)."""
+    proc = psutil.Process(pid)
+    children = proc.children(recursive=True)
+    os.kill(pid, signal.SIGKILL)
+    psutil.wait_procs([proc], timeout=10)
+    for child in children:
+        try:
+            child.wait(30)
+        except psutil.TimeoutExpired:
+            child.kill()
+
+
 def read_counts(output_dir: str) -> tuple[dict[str, int], list[tuple[str, int]]]:
     """Committed `url,count` lines (hidden files skipped): final count per url and all lines."""
     lines: list[tuple[str, int]] = []

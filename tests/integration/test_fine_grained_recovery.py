@@ -8,12 +8,10 @@ import collections
 import glob
 import json
 import os
-import signal
 import sys
 
-import psutil
 import pytest
-from harness import EXAMPLES, JOBS, running_cluster, sluice
+from harness import EXAMPLES, JOBS, kill_process_tree, running_cluster, sluice
 from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
@@ -50,16 +48,7 @@ def kill_taskmanager(cluster, address: str) -> None:
     """kill -9 the TaskManager at `address`, and its Spark JVM after it."""
     with open(os.path.join(cluster.dir, "cluster.json")) as f:  # the supervisor's restarts are in it
         cluster.info = json.load(f)
-    pid = next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
-    proc = psutil.Process(pid)
-    children = proc.children(recursive=True)
-    os.kill(pid, signal.SIGKILL)
-    psutil.wait_procs([proc], timeout=10)
-    for child in children:
-        try:
-            child.wait(30)
-        except psutil.TimeoutExpired:
-            child.kill()
+    kill_process_tree(next(p["pid"] for p in cluster.info["processes"] if p["address"] == address))
 
 
 def input_rows(directory) -> collections.Counter:

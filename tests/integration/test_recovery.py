@@ -7,13 +7,11 @@ from __future__ import annotations
 import collections
 import glob
 import os
-import signal
 import sys
 import uuid
 
-import psutil
 import pytest
-from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, read_counts, sluice
+from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, kill_process_tree, read_counts, sluice
 from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
@@ -61,16 +59,7 @@ def kill_taskmanager_running(cluster, job_id, exclude=()) -> str:
     """kill -9 a TaskManager hosting tasks of the job; returns its address."""
     status = cluster.status(job_id)
     address = next(t["taskmanager"] for t in status["tasks"] if t["taskmanager"] not in exclude)
-    pid = next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
-    proc = psutil.Process(pid)
-    children = proc.children(recursive=True)
-    os.kill(pid, signal.SIGKILL)
-    psutil.wait_procs([proc], timeout=10)
-    for child in children:  # its Spark JVM follows it
-        try:
-            child.wait(30)
-        except psutil.TimeoutExpired:
-            child.kill()
+    kill_process_tree(next(p["pid"] for p in cluster.info["processes"] if p["address"] == address))
     return address
 
 

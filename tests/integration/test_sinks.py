@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import sys
 import uuid
 
-import psutil
 import pytest
-from harness import EXAMPLES, running_cluster, sluice
+from harness import EXAMPLES, kill_process_tree, running_cluster, sluice
 from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
@@ -77,15 +75,7 @@ def output_final(out) -> dict[str, int]:
 def kill_the_taskmanager(cluster) -> None:
     """kill -9 the cluster's TaskManager (and its Spark JVM) and start another in its place."""
     (pid,) = [p["pid"] for p in cluster.info["processes"] if p["role"] == "taskmanager"]
-    proc = psutil.Process(pid)
-    children = proc.children(recursive=True)
-    os.kill(pid, signal.SIGKILL)
-    psutil.wait_procs([proc], timeout=10)
-    for child in children:
-        try:
-            child.wait(30)
-        except psutil.TimeoutExpired:
-            child.kill()
+    kill_process_tree(pid)
     cluster.start_taskmanager(2, "taskmanager-replacement.log")
 
 
