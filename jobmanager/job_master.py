@@ -455,6 +455,11 @@ class JobMaster:
                 "(env.enable_checkpointing(ms) or execution.checkpointing.interval)"
             )
         coordinator = self.coordinator
+        if self.graph.restarting:
+            raise ValueError(
+                f"job {self.job_id} is restarting {len(self.graph.restarting)} region(s) after a failure; "
+                "try again when every task runs"
+            )
         if coordinator is None or self.state != JobStatus.RUNNING:
             raise ValueError(f"job {self.job_id} is {self.state}, not RUNNING: a savepoint needs every task running")
         target = target or self.savepoints_dir or ""
@@ -1188,6 +1193,9 @@ class JobMaster:
                 )
             elif g.state == JobStatus.CANCELLING:
                 info.message = "cancelling"
+            elif g.restarting:
+                cause = self.exceptions[-1].cause if self.exceptions else "failure"
+                info.message = f"restarting {len(g.restarting)} of {len(g.regions)} regions after: {cause}"
         for ex in g.executions.values():
             address = self.gateway.address_of(ex.slot.resource_id) if ex.slot is not None else ""
             records = self.metrics.get(ex.execution_id, TaskRecords())
