@@ -473,7 +473,10 @@ class Bench:
             if cluster is not None:
                 self.stop_cluster(cluster)
             tms, slots, extra, _ = parse_config(config)
-            cluster = self.start_cluster(f"cluster-pv-{config.replace('/', '-')}", tms, slots, extra)
+            # a new directory per start: the client caches TLS files by path (sluice/security/tls.py), and a
+            # cluster started again in the same directory has a new CA
+            name = f"cluster-pv-{config.replace('/', '-')}-{sum(1 for r in self.runs if r['phase'] == 'warm-up')}"
+            cluster = self.start_cluster(name, tms, slots, extra)
             current = config
             sluice_run("warm-up")
 
@@ -912,7 +915,8 @@ def report(b: Bench, command: str, facts: dict, seconds: float) -> str:
     ]
     lines += page_views_report(b) + failover_report(b) + speculation_report(b)
     if any(r.get("excluded") for r in b.runs):
-        lines += [f"The load rule left out {sum(1 for r in b.runs if r.get('excluded'))} runs (marked above).", ""]
+        n_out = sum(1 for r in b.runs if r.get("excluded"))
+        lines += [f"The load rule left out {n_out} run{'s' if n_out != 1 else ''} (marked above).", ""]
     waits = [r["waited"] for r in b.runs if r.get("waited", 0) > 5]
     if waits:
         b.notes.append(
