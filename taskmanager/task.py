@@ -315,7 +315,12 @@ class Task:
         chained = list(tdd.operator_ids)
         if graph.kind_of(head) in graph.SOURCE_KINDS:
             self._source = make_source(
-                graph.kind_of(head), graph.operator_settings(head), tdd.subtask_index, tdd.parallelism, self.engine
+                graph.kind_of(head),
+                graph.operator_settings(head),
+                tdd.subtask_index,
+                tdd.parallelism,
+                self.engine,
+                batch=self.batch,
             )
             self._source_id = head.id
             chained = chained[1:]
