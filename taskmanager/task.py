@@ -391,6 +391,7 @@ class Task:
         )
         writer.target_chain = out.target_chain
         writer.owners_table = list(out.key_group_owners)
+        writer.combine_in_spark = self.batch
         self.partitions.register(partition)
         return writer
 

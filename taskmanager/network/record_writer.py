@@ -39,6 +39,7 @@ from sluice import key_groups
 from sluice.graph import Partitioning
 from taskmanager.network.partition import BARRIER, BATCH, END, STATUS, WATERMARK, Partition
 from taskmanager.operators.base import Combiner
+from taskmanager.operators.keyed_aggregate import ROWS
 from taskmanager.operators.timestamps import timestamps_ms
 from taskmanager.spark_engine import Batch
 
@@ -70,6 +71,10 @@ class RecordWriter:
         self.subtask = subtask
         self.max_parallelism = max_parallelism
         self.combiner = combiner
+        # BATCH (docs/batch.md): a combiner that can pre-aggregate inside Spark does, so that a
+        # large batch crosses into Python as one row per key; a streaming batch is small and the
+        # Arrow combine after the projection is cheaper than a Spark groupBy (module docstring)
+        self.combine_in_spark = False
         self.cancelled = cancelled
         self._next = 0
         self.records_produced = 0  # rows the chain gave this output: before null keys and pre-aggregation
@@ -102,19 +107,27 @@ class RecordWriter:
         df = batch.dataframe()
         n, maxp = len(self.partition.subpartitions), self.max_parallelism
         kg = key_groups.spark_key_group(self.keys, maxp)
-        if self.combiner is not None:
+        in_spark = getattr(self.combiner, "combine_in_spark", None) if self.combine_in_spark else None
+        if self.combiner is not None and in_spark is not None and self.timestamp_column is None:
             wanted = [c for c in self.combiner.columns() if c not in self.keys]
-            ts = self.timestamp_column
-            df = df.select(*self.keys, kg, *wanted, *([ts] if ts and ts not in wanted and ts not in self.keys else []))
+            table = self._spark_partials(in_spark(df.select(*self.keys, kg, *wanted), self.keys).toArrow())
+            if table.num_rows == 0:
+                return
         else:
-            df = df.select("*", kg)
-        table = df.toArrow()
-        self.records_produced += table.num_rows
-        table = self._drop_nulls(table)
-        if table.num_rows == 0:
-            return
-        if self.combiner is not None:
-            table = self.combiner.combine(table, self.keys)
+            if self.combiner is not None:
+                wanted = [c for c in self.combiner.columns() if c not in self.keys]
+                ts = self.timestamp_column
+                extra = [ts] if ts and ts not in wanted and ts not in self.keys else []
+                df = df.select(*self.keys, kg, *wanted, *extra)
+            else:
+                df = df.select("*", kg)
+            table = df.toArrow()
+            self.records_produced += table.num_rows
+            table = self._drop_nulls(table)
+            if table.num_rows == 0:
+                return
+            if self.combiner is not None:
+                table = self.combiner.combine(table, self.keys)
         if n == 1:
             yield 0, table
             return
@@ -123,6 +136,30 @@ class RecordWriter:
             part = table.filter(pc.equal(targets, i))
             if part.num_rows:
                 yield i, part
+
+    def _spark_partials(self, table: pa.Table) -> pa.Table:
+        """Partials Spark computed (`combine_in_spark`): count the rows they fold, drop the
+        groups of a null key (counting their rows as dropped), drop the row counts."""
+        rows = table.column(ROWS)
+        self.records_produced += pc.sum(rows).as_py() or 0
+        nulls = None
+        for k in self.keys:
+            column = table.column(k)
+            if column.null_count:
+                nulls = column.is_null() if nulls is None else pc.or_(nulls, column.is_null())
+        if nulls is not None:
+            dropped = pc.sum(pc.if_else(nulls, rows, 0)).as_py() or 0
+            if dropped and not self.null_keys_dropped:
+                log.warning(
+                    "partition %s: dropped %d rows with a null in key (%s); further drops are counted",
+                    self.partition.partition_id,
+                    dropped,
+                    ", ".join(self.keys),
+                )
+            self.null_keys_dropped += dropped
+            self._null_keys_logged = self._null_keys_logged or self.null_keys_dropped
+            table = table.filter(pc.invert(nulls))
+        return table.drop_columns([ROWS])
 
     def take_max_timestamp(self) -> int | None:
         """The largest timestamp of the batches emitted since the last call (None: none)."""

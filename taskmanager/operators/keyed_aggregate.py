@@ -87,6 +87,17 @@ def _grouped(table: pa.Table, keys: list[str], specs: list[Any]) -> tuple[list[A
     return merged.columns[-n:], merged.columns[:-n]
 
 
+ROWS = "__rows"  # Spark-side partials: how many input rows each (key, key group) row folds
+
+
+def _partials_by_aggregate(aggs: Aggs) -> list[tuple[list[str], str]]:
+    """For each aggregate, in order: the names of its partial columns and its function."""
+    out = []
+    for name, (fn, _col) in aggs.items():
+        out.append(([name, avg_count_column(name)] if fn == "avg" else [name], fn))
+    return out
+
+
 def combiner_columns(aggs: Aggs) -> list[str]:
     """The value columns the producer-side partial aggregation reads."""
     return sorted({col for fn, col in aggs.values() if fn != "count"})
@@ -120,6 +131,23 @@ class PartialAggregates:
 
     def combine(self, table: pa.Table, keys: Sequence[str]) -> pa.Table:
         return combine(table, keys, self.aggs)
+
+    def combine_in_spark(self, df: Any, keys: Sequence[str]) -> Any:
+        """The same partials computed by Spark before the rows leave it (a BATCH writer's large
+        batches: millions of rows become one per key and key group), plus `ROWS` (the rows
+        each group folds, for the writer's counts). `df` has the keys, `KEY_GROUP` and the
+        value columns; the partials come out with the types `combine` gives them."""
+        from pyspark.sql import functions as F
+
+        partials: list[Any] = []
+        for (name, _merge), (fn, col) in zip(_partials_by_aggregate(self.aggs), self.aggs.values(), strict=True):
+            if fn == "count":
+                partials.append(F.count(F.lit(1)).alias(name[0]))
+            elif fn == "avg":
+                partials += [F.sum(col).alias(name[0]), F.count(col).alias(name[1])]
+            else:
+                partials.append(getattr(F, fn)(col).alias(name[0]))
+        return df.groupBy(*keys, KEY_GROUP).agg(*partials, F.count(F.lit(1)).alias(ROWS))
 
 
 class KeyedAggregate(Operator):
