@@ -18,7 +18,7 @@ from sluice import schema as schemas
 from sluice import schema_inference
 from sluice.checkpoints.rescale import generator_streams, items_read
 from sluice.graph import OperatorKind
-from sluice.storage import list_files, list_files_with_mtime
+from sluice.storage import list_files, list_files_with_mtime, resolve
 from taskmanager.operators.base import IDLE, Idle, Payload, Source
 from taskmanager.spark_engine import Batch, SparkEngine
 
@@ -94,7 +94,7 @@ class FileSource(Source):
         engine: SparkEngine,
         target: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
-        first_files: int = 1,
+        byte_budget: int | None = None,
     ) -> None:
         self.engine, self.clock = engine, clock
         self.format = payload["format"]
@@ -126,8 +126,11 @@ class FileSource(Source):
         self._listed = listed
         self.skip: set[str] = set()  # fixed listing, after a rescale: names read before it (rescale.items_read)
         self.files = [] if self.monitor_interval else listed[subtask::parallelism]
-        self.files_per_batch = max(1, min(first_files, self.MAX_FILES_PER_BATCH))
+        self.files_per_batch = 1
         self.target = target
+        # BATCH: each Spark call reads as many files as fit in this many bytes of input (at least one)
+        self.byte_budget = byte_budget
+        self._sizes: dict[str, int] | None = None
         self.offset = 0  # number of my files fully emitted
 
     def snapshot(self) -> dict[str, Any]:
@@ -219,9 +222,25 @@ class FileSource(Source):
                     )
                     self._pending = []
                 return None
-            paths = self.files[self.offset : self.offset + self.files_per_batch]
+            paths = self.files[self.offset : self.offset + self._batch_files()]
         self.offset += len(paths)
         return Batch(self.engine, df=self._read(paths))
+
+    def _batch_files(self) -> int:
+        """How many of my next files one Spark call reads: the adaptive count, or in BATCH
+        mode as many as fit in the byte budget (sizes listed once, at the first call)."""
+        if self.byte_budget is None:
+            return self.files_per_batch
+        if self._sizes is None:
+            fs, _ = resolve(self.path)
+            self._sizes = {i.path: max(i.size or 0, 0) for i in fs.get_file_info(self.files)}
+        count, total = 0, 0
+        for path in self.files[self.offset :]:
+            total += self._sizes.get(path, 0)
+            if count and total > self.byte_budget:
+                break
+            count += 1
+        return max(count, 1)
 
     # -- reading --------------------------------------------------------------------------------
     def _read(self, paths: list[str]) -> Any:
@@ -453,11 +472,11 @@ SOURCES: dict[OperatorKind, Callable[[Payload, int, int, SparkEngine], Source]] 
 
 
 # BATCH mode (docs/batch.md): no checkpoint barrier waits behind a batch, so a file source's
-# Spark calls may be longer and fewer — each pays Spark's fixed cost of a job. Measured on
-# 2 cores, 80 files of 125k events: 20 calls of 4 files 6.4-7.2 s, 8 of 10 files 4.2-4.3 s,
-# one call 3.6-4.2 s (bench/README.md, batch_bench.py).
-BATCH_TARGET_SECONDS = 4.0
-BATCH_FIRST_FILES = 4
+# Spark calls may be fewer and larger — each pays Spark's fixed cost of a job. Measured on
+# 2 cores, 80 files of 125k events in a plain SparkSession: 20 calls of 4 files 6.4-7.2 s,
+# 8 of 10 files 4.2-4.3 s, one call 3.6-4.2 s (bench/README.md, batch_bench.py). The budget
+# bounds what one call may bring into the TaskManager when no combiner shrinks it.
+BATCH_BYTES_PER_CALL = 512 * 1024 * 1024
 
 
 def make_source(
@@ -465,7 +484,5 @@ def make_source(
 ) -> Source:
     """Build subtask `subtask` of `parallelism` of a source of `kind` (`batch`: for a BATCH job)."""
     if batch and kind == OperatorKind.SOURCE_FILES:
-        return FileSource(
-            payload, subtask, parallelism, engine, target=BATCH_TARGET_SECONDS, first_files=BATCH_FIRST_FILES
-        )
+        return FileSource(payload, subtask, parallelism, engine, byte_budget=BATCH_BYTES_PER_CALL)
     return SOURCES[kind](payload, subtask, parallelism, engine)

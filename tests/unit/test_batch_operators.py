@@ -174,3 +174,20 @@ def test_without_hard_links_the_local_sink_falls_back_to_check_then_move(tmp_pat
     second.end_input()
     assert sorted(os.listdir(out)) == [f"part-000000000000-00000-{JOB[:8]}-batch.csv"]
     assert read_output(str(out), columns=["k", "v"])["v"].tolist() == [1]
+
+
+def test_a_batch_file_source_reads_as_many_files_per_call_as_fit_its_byte_budget(tmp_path):
+    from taskmanager.operators.sources import FileSource
+
+    for name, size in (("a", 100), ("b", 200), ("c", 300), ("d", 50), ("e", 900), ("f", 10)):
+        (tmp_path / f"{name}.txt").write_bytes(b"x" * size)
+    source = FileSource({"format": "text", "path": str(tmp_path)}, 0, 1, engine=None, byte_budget=350)
+    groups = []
+    while source.offset < len(source.files):
+        n = source._batch_files()
+        groups.append([os.path.basename(p) for p in source.files[source.offset : source.offset + n]])
+        source.offset += n
+    # a, b fit (300); c, d fill the budget exactly; e alone is over it but is read; f after it
+    assert groups == [["a.txt", "b.txt"], ["c.txt", "d.txt"], ["e.txt"], ["f.txt"]]
+    streaming = FileSource({"format": "text", "path": str(tmp_path)}, 0, 1, engine=None)
+    assert streaming._batch_files() == 1  # adaptive: starts at one file per call
