@@ -33,7 +33,7 @@ from sluice.client import JobManagerClient, SluiceError, _exception_line
 from sluice.states import CheckpointStatus, JobStatus, from_proto
 from sluice.v1 import common_pb2
 
-POLL = 1.0  # seconds between two GetJob calls while watching
+POLL = 0.25  # seconds between two GetJob calls while watching: a short job's end shows at once
 OK_AT_MOST = 100.0  # backpressured ms per second (10 %) still OK, as in Flink's web UI
 LOW_AT_MOST = 500.0  # ... (50 %) LOW; above: HIGH
 _SOURCE_KINDS = (
