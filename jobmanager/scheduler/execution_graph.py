@@ -65,8 +65,8 @@ from jobmanager.scheduler.pipelined_regions import (
     Region,
     RegionEdge,
     Subtask,
+    blocking_neighbours,
     pipelined_regions,
-    pointwise_targets,
     regions_to_restart,
 )
 from jobmanager.scheduler.slot_pool import SlotId
@@ -694,28 +694,12 @@ class ExecutionGraph:
 
     # -- batch scheduling -------------------------------------------------------
     def _producers(self, subtask: Subtask) -> set[Subtask]:
-        chain, i = subtask
-        out: set[Subtask] = set()
-        for e in self.edges:
-            if e.consumer != chain:
-                continue
-            pp, pc = self.parallelism[e.producer], self.parallelism[e.consumer]
-            if e.pointwise:
-                out.update((e.producer, p) for p in range(pp) if i in pointwise_targets(pp, pc, p))
-            else:
-                out.update((e.producer, p) for p in range(pp))
-        return out
+        """BATCH: the subtasks whose results `subtask` reads (every edge is blocking)."""
+        return blocking_neighbours(self.parallelism, self.edges, subtask, downstream=False)
 
     def _consumers(self, subtask: Subtask) -> set[Subtask]:
-        chain, i = subtask
-        out: set[Subtask] = set()
-        for e in self.edges:
-            if e.producer != chain:
-                continue
-            pp, pc = self.parallelism[e.producer], self.parallelism[e.consumer]
-            targets = pointwise_targets(pp, pc, i) if e.pointwise else range(pc)
-            out.update((e.consumer, j) for j in targets)
-        return out
+        """BATCH: the subtasks that read `subtask`'s results."""
+        return blocking_neighbours(self.parallelism, self.edges, subtask, downstream=True)
 
     def _finished(self, subtask: Subtask) -> bool:
         eid = self.current.get(subtask)

@@ -113,7 +113,7 @@ def region_of(regions: Sequence[Region], subtask: Subtask) -> Region:
     raise ValueError(f"subtask {subtask} is in no region")
 
 
-def _blocking_neighbours(
+def blocking_neighbours(
     parallelism: Mapping[str, int], edges: Sequence[RegionEdge], subtask: Subtask, downstream: bool
 ) -> set[Subtask]:
     """Subtasks across blocking edges from `subtask`: its consumers (downstream) or its producers."""
@@ -152,9 +152,9 @@ def regions_to_restart(
             continue
         restart.append(region)
         for v in region:
-            for consumer in _blocking_neighbours(parallelism, edges, v, downstream=True):
+            for consumer in blocking_neighbours(parallelism, edges, v, downstream=True):
                 todo.append(region_of(regions, consumer))  # its input is produced again
-            for producer in _blocking_neighbours(parallelism, edges, v, downstream=False):
+            for producer in blocking_neighbours(parallelism, edges, v, downstream=False):
                 if producer in lost:
                     todo.append(region_of(regions, producer))  # backtracking: produce it again
     index = {r: n for n, r in enumerate(regions)}

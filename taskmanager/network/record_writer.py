@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -142,11 +143,7 @@ class RecordWriter:
         groups of a null key (counting their rows as dropped), drop the row counts."""
         rows = table.column(ROWS)
         self.records_produced += pc.sum(rows).as_py() or 0
-        nulls = None
-        for k in self.keys:
-            column = table.column(k)
-            if column.null_count:
-                nulls = column.is_null() if nulls is None else pc.or_(nulls, column.is_null())
+        nulls = _null_mask(table, self.keys)
         if nulls is not None:
             dropped = pc.sum(pc.if_else(nulls, rows, 0)).as_py() or 0
             if dropped and not self.null_keys_dropped:
@@ -187,11 +184,7 @@ class RecordWriter:
     def _drop_null_keys(self, table: pa.Table, columns: Sequence[str]) -> pa.Table:
         """Rows with a null in any of `columns` (the key's, and the timestamp's) are dropped,
         counted and logged."""
-        nulls = None
-        for k in columns:
-            column = table.column(k)
-            if column.null_count:
-                nulls = column.is_null() if nulls is None else pc.or_(nulls, column.is_null())
+        nulls = _null_mask(table, columns)
         if nulls is None:
             return table
         dropped = pc.sum(nulls).as_py() or 0
@@ -267,3 +260,13 @@ class RecordWriter:
             )
         for s in self.partition.subpartitions:
             s.add((END, None))
+
+
+def _null_mask(table: pa.Table, columns: Sequence[str]) -> Any:
+    """Rows with a null in any of `columns` (a boolean array), or None when there is none."""
+    nulls = None
+    for k in columns:
+        column = table.column(k)
+        if column.null_count:
+            nulls = column.is_null() if nulls is None else pc.or_(nulls, column.is_null())
+    return nulls
