@@ -18,12 +18,14 @@ $(STAMP): pyproject.toml
 
 # Java 17 and ZooKeeper (Debian's `zookeeper` package provides /usr/share/java/zookeeper.jar);
 # Chromium and its WebDriver (/usr/bin/chromium, /usr/bin/chromedriver) for the dashboard's browser
-# test (tests/integration/test_dashboard.py). Only what is missing is installed, after one apt-get update.
+# test (tests/integration/test_dashboard.py); redis-server for the Redis Streams connector's tests
+# (tests/integration/test_redis_streams.py). Only what is missing is installed, after one apt-get update.
 system-deps:
 	@missing="$$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless) \
 	  $$([ -f /usr/share/java/zookeeper.jar ] || echo zookeeper) \
 	  $$([ -x /usr/bin/chromium ] || echo chromium) \
-	  $$([ -x /usr/bin/chromedriver ] || echo chromium-driver)"; \
+	  $$([ -x /usr/bin/chromedriver ] || echo chromium-driver) \
+	  $$([ -x /usr/bin/redis-server ] || echo redis-server)"; \
 	if [ -n "$$(echo $$missing)" ]; then \
 	  echo "installing from Debian packages:" $$missing; \
 	  $(SUDO) apt-get update -q && \
