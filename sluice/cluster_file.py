@@ -23,6 +23,12 @@ The ``supervisor`` process (sluice/cli/supervisor.py) serves nothing: its
 address is empty. It rewrites a ``taskmanager`` entry's ``pid`` (and then its
 ``address``) when it restarted that TaskManager.
 
+The ``spark-master``, ``spark-worker`` and ``spark-connect`` processes are the
+Spark that ``cluster start --spark standalone|connect`` started beside the
+cluster (sluice/cli/spark_cluster.py); each has a ``url`` (``spark://...`` or
+``sc://...``), master and worker a ``ui`` (host:port), and the file a ``spark``
+object ``{"mode": ..., "url": ...}``.
+
 ``dir``, ``zookeeper_auth_file`` and ``log`` are written by ``cluster start`` and
 optional on read (a cluster without ZooKeeper credentials has no ``zookeeper_auth_file``); keys
 this class does not know are kept and written back unchanged.
@@ -38,7 +44,7 @@ from typing import Any
 from sluice.security.tls import TlsError, TlsFiles
 
 FILE_NAME = "cluster.json"
-ROLES = ("zookeeper", "jobmanager", "taskmanager", "supervisor")
+ROLES = ("zookeeper", "jobmanager", "taskmanager", "supervisor", "spark-master", "spark-worker", "spark-connect")
 
 
 class ClusterFileError(ValueError):

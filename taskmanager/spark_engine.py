@@ -18,7 +18,15 @@ TaskManager's advertised host (its rpc.host when that is not a wildcard,
 else 127.0.0.1): `spark.driver.bindAddress` and `spark.driver.host`, which
 the block manager's transfer service binds too. Nothing of Spark listens on
 another interface (the UI is off; pyspark's gateway and Python-worker
-sockets are on the loopback)."""
+sockets are on the loopback).
+
+Standalone (spark://...): each TaskManager is one Spark application, capped
+at `spark.cores.max` = its slots and 1g executors, so that several
+TaskManagers share the workers; their executors connect back to this
+driver on `host`. Spark Connect (sc://...): the session sets only `spark.sql.*`
+options (driver settings belong to the server); job tags are the session's
+`addTag`/`interruptTag`, per thread as in a classic session; there is no
+`sparkContext` (docs/external-spark.md)."""
 
 from __future__ import annotations
 
@@ -65,6 +73,7 @@ class SparkEngine:
         builder = builder.remote(self.remote) if self.remote else builder.master(self.master)
         defaults = {
             "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",  # no progress bars in the log
             "spark.sql.shuffle.partitions": str(self.slots),
             "spark.default.parallelism": str(self.slots),
             "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -75,6 +84,14 @@ class SparkEngine:
         }
         if not local and not self.remote and "PYSPARK_PYTHON" not in os.environ:
             defaults["spark.pyspark.python"] = sys.executable  # the executors' Python workers (module docstring)
+        if self.master.startswith("spark://") and not self.remote:
+            # a standalone master gives an application every free core unless capped: this
+            # TaskManager takes as many as it has slots, so several share the workers
+            defaults["spark.cores.max"] = str(self.slots)
+            defaults["spark.executor.memory"] = "1g"
+        if self.remote:
+            # a Connect session can only set SQL options; the server owns its driver and executors
+            defaults = {k: v for k, v in defaults.items() if k.startswith("spark.sql.")}
         for k, v in {**defaults, **self.conf}.items():
             builder = builder.config(k, v)
         self.spark = builder.getOrCreate()

@@ -7,7 +7,11 @@ and returns once a leader serves and every TaskManager registered with it.
 Then it starts the supervisor (sluice/cli/supervisor.py), which restarts a
 TaskManager that died; `cluster stop` ends the supervisor first.
 Process defaults (slots, heartbeat and session timeouts) come from
-sluice/config.py's OPTIONS.
+sluice/config.py's OPTIONS. With `--spark standalone|connect` a Spark
+standalone master and worker, or a Spark Connect server, start first
+(sluice/cli/spark_cluster.py) and every TaskManager gets `--spark-master` or
+`--spark-remote` pointing at it; `cluster stop` ends them after the
+TaskManagers.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import psutil
 
 from sluice import config
+from sluice.cli import spark_cluster, spark_plan
 from sluice.cli.supervisor import COMMAND
 from sluice.cli.supervisor import LOG_NAME as SUPERVISOR_LOG
 from sluice.client import JobManagerClient, SluiceError, read_cluster_json
@@ -91,6 +96,7 @@ def start(
     zk_session_timeout: float = config.ZOOKEEPER_SESSION_TIMEOUT.default,
     insecure: bool = False,
     options: dict[str, str] | None = None,
+    spark: str = "local",
 ) -> ClusterFile:
     """Start the cluster in `cluster_dir`. Secured unless `insecure`: a new CA and certificates
     in DIR/tls/ (sluice/security/tls.py), one per process (`jobmanager/jobmanager-<i>`,
@@ -98,6 +104,15 @@ def start(
     if jobmanagers < 1 or taskmanagers < 0 or slots < 1:
         raise ClusterError("need --jobmanagers >= 1, --taskmanagers >= 0 and --slots >= 1")
     option_flags = _option_flags(options or {})
+    try:
+        spark_plan.check_mode(spark)
+    except spark_plan.SparkPlanError as exc:
+        raise ClusterError(str(exc)) from None
+    if spark != "local" and {config.SPARK_MASTER.key, config.SPARK_REMOTE.key} & set(options or {}):
+        raise ClusterError(
+            f"--spark {spark} starts its own Spark and points the TaskManagers at it: drop "
+            f"-D {config.SPARK_MASTER.key} / -D {config.SPARK_REMOTE.key}, or use --spark local to set them yourself"
+        )
     cluster_dir = os.path.abspath(cluster_dir)
     crashed = crashed_cluster(cluster_dir)
     if crashed is None and running_cluster(cluster_dir):
@@ -128,6 +143,7 @@ def start(
         )
     cluster_id = cluster_id or f"cluster-{uuid.uuid4().hex[:8]}"
     started: list[subprocess.Popen[bytes]] = []
+    spark_procs: list[ProcessEntry] = []
     try:
         if zookeeper is None:
             from sluice.zk.server import EmbeddedZooKeeper
@@ -183,6 +199,17 @@ def start(
                 str(files.key),
             ]
 
+        # the Spark the TaskManagers run their bodies on, if not their own local[slots] one
+        try:
+            engine = spark_cluster.start(spark, cluster_dir, log_dir, taskmanagers * slots, taskmanagers, timeout)
+        except spark_cluster.SparkStartError as exc:
+            raise ClusterError(str(exc)) from None
+        spark_procs = engine.processes
+        spark_flags: list[str] = []
+        if engine.url is not None:
+            flag = config.SPARK_MASTER.flag if spark == "standalone" else config.SPARK_REMOTE.flag
+            spark_flags = [flag, engine.url]
+        procs += spark_cluster.public(spark_procs)
         roles = [
             (
                 "jobmanager",
@@ -207,6 +234,7 @@ def start(
                     str(slots),
                     config.TASKMANAGER_RESOURCE_ID.flag,
                     f"taskmanager-{i}-{cluster_id[-8:]}",
+                    *spark_flags,
                 ],
             )
             for i in range(taskmanagers)
@@ -244,6 +272,8 @@ def start(
             zookeeper_auth_file=zk_auth_file,
             tls=certs.client if certs is not None else None,
         )
+        if engine.url is not None:
+            info.extra["spark"] = {"mode": spark, "url": engine.url}
         info.write(cluster_dir)
         _wait_ready(info, taskmanagers, slots, deadline)
         if taskmanagers:  # restarts a TaskManager that died (sluice/cli/supervisor.py)
@@ -256,6 +286,7 @@ def start(
     except BaseException:
         for p in started:
             _terminate([p.pid])
+        spark_cluster.stop(spark_procs)
         if kept_zookeeper is None:  # a ZooKeeper this command started; a crashed cluster's own stays
             _terminate([z.pid for z in procs if z.role == "zookeeper"])
             _remove(ClusterFile.path(cluster_dir))
@@ -324,13 +355,15 @@ def _wait_ready(info: ClusterFile, taskmanagers: int, slots: int, deadline: floa
 
 
 def stop(cluster_dir: str, timeout: float = 15.0) -> list[ProcessEntry]:
-    """SIGTERM TaskManagers, then JobManagers, then ZooKeeper; SIGKILL what remains."""
+    """SIGTERM TaskManagers, then Spark's processes, JobManagers and ZooKeeper; SIGKILL what remains."""
     info = read_cluster_json(cluster_dir)
     # The supervisor first, so that it restarts nothing; then cluster.json again: it may have
     # restarted a TaskManager meanwhile.
     _terminate([p.pid for p in info.of_role("supervisor")], timeout)
     info = read_cluster_json(cluster_dir)
-    for role in ("taskmanager", "jobmanager", "zookeeper"):
+    _terminate([p.pid for p in info.of_role("taskmanager")], timeout)
+    spark_cluster.stop([p for p in info.processes if p.role in spark_cluster.ROLES], timeout)
+    for role in ("jobmanager", "zookeeper"):
         _terminate([p.pid for p in info.of_role(role)], timeout)
     path = ClusterFile.path(cluster_dir)
     os.replace(path, path + ".stopped")
@@ -369,6 +402,7 @@ def status(cluster_dir: str) -> dict[str, Any]:
         "taskmanagers_registered": 0,
         "total_slots": 0,
         "free_slots": 0,
+        "spark": info.extra.get("spark", {"mode": "local"}),
     }
     try:
         with JobManagerClient(

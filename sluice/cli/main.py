@@ -130,6 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
         "e.g. -D task.cancellation.timeout=10s; repeatable",
     )
     s.add_argument(
+        "--spark",
+        choices=("local", "standalone", "connect"),
+        default="local",
+        help="where TaskManagers run task bodies: their own local[slots] Spark (default), a Spark standalone "
+        "master and worker started beside the cluster, or a Spark Connect server started beside it "
+        "(docs/external-spark.md)",
+    )
+    s.add_argument(
         "--insecure",
         action="store_true",
         help="plaintext gRPC without authentication: anyone reaching a port may run code on the cluster "
@@ -288,6 +296,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                     args.zk_session_timeout,
                     insecure=args.insecure,
                     options=cluster.parse_options(args.options),
+                    spark=args.spark,
                 )
             _print_processes([p.to_json() for p in info.processes])
             console.print(f"cluster {info.cluster_id} ready; wrote {info.path(info.dir or args.dir)}")
@@ -304,6 +313,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                     f"leader: {out['leader'] or out.get('error')}; TaskManagers registered: "
                     f"{out['taskmanagers_registered']}; slots free: {out['free_slots']}/{out['total_slots']}"
                 )
+                spark = out.get("spark") or {}
+                console.print(f"spark: {spark.get('mode', 'local')}{' ' + spark['url'] if spark.get('url') else ''}")
     except cluster.ClusterError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1

@@ -33,6 +33,7 @@ PURE_CORES = (
     "sluice.checkpoints.rescale",
     "jobmanager.declarative.translate",
     "jobmanager.rest.views",
+    "sluice.cli.spark_plan",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 
