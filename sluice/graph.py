@@ -616,6 +616,13 @@ def _check_columns(
                 if kinds[op.id] == OperatorKind.SINK_SQLITE:  # its key columns are written too
                     require_columns(f"operators[{i}].config.key", schema, p.get("key") or [])
                 require_columns(f"operators[{i}].config.columns", schema, p.get("columns") or [])
+                visible = [n for n in schema.names if not n.startswith("__")] if schema is not None else None
+                if p.get("format") == "text" and not p.get("columns") and visible is not None and len(visible) != 1:
+                    raise JobValidationError(
+                        f"operators[{i}].config.columns",
+                        f"a text file sink writes exactly one column; the stream has {len(visible)}: "
+                        f"{', '.join(visible)}. Give FileSink(columns=[...]) one of them",
+                    )
 
 
 def positive_number(x) -> bool:
@@ -800,6 +807,16 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
             isinstance(columns, list) and columns and all(isinstance(c, str) and c for c in columns)
         ):
             raise JobValidationError(f"{where}.columns", f"must be absent or a list of column names, got {columns!r}")
+        from sluice.schema_inference import SINK_FORMATS  # the file formats (docs/file-formats.md)
+
+        if p.get("format", "csv") not in SINK_FORMATS:
+            raise JobValidationError(
+                f"{where}.format", f"unknown format {p.get('format')!r}; known: {', '.join(SINK_FORMATS)}"
+            )
+        if p.get("format") == "text" and columns is not None and len(columns) != 1:
+            raise JobValidationError(
+                f"{where}.columns", f"a text file sink writes exactly one column, got {', '.join(columns)}"
+            )
     elif kind == OperatorKind.SINK_SQLITE:  # the runtime: taskmanager/operators/sqlite_sink.py
         db_path, table, key, columns = p.get("db_path"), p.get("table"), p.get("key"), p.get("columns")
         if not isinstance(db_path, str) or not db_path or db_path == ":memory:" or db_path.startswith("file:"):

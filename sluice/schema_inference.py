@@ -33,6 +33,18 @@ files (sorted by name, decompressed by extension), read with pyarrow only:
   makes every scalar a string. A field whose values disagree in the sample
   (a number and a string) cannot be inferred: give a schema.
 - text: always `value string` (no inference).
+- Parquet: no sample: the schema written in the footer of the first file
+  (by name), read with `pyarrow.parquet.read_schema` and mapped to Spark's
+  types as Spark reads them (`parquet_ddl`): int8/16/32/64 `tinyint`,
+  `smallint`, `int`, `bigint`; float `float`, double `double`; strings
+  `string`; binaries `binary`; date `date`; a timestamp with a time zone
+  (adjusted to UTC) `timestamp`, without one `timestamp_ntz`; decimals,
+  lists, maps and structs likewise. A nanosecond timestamp, an unsigned
+  64-bit integer or a time of day has no Spark type Sluice can promise and
+  is an error naming the column. A schema given for Parquet files is
+  checked against that footer (`check_parquet_schema`): each column it
+  names must be in the file with the same type (a subset, in any order, is
+  fine: Spark reads only those columns).
 
 Malformed rows (`from_files(..., on_error=...)`, resolved by `error_policy`):
 a row is malformed when a column the job reads does not parse as its type.
@@ -64,6 +76,21 @@ column when the schema has one.
 Any other pair contradicts itself and is an error at submit. Text sources
 have no malformed lines: `on_error` is not an option of theirs.
 
+Parquet files have no malformed rows either (every value is typed in the
+file), but a file can be unreadable: not Parquet, truncated, or with a
+column missing or of another type than the source's schema. The source
+checks each file's footer before Spark reads it, and such a file fails the
+job at once (not restarted: the same file fails the same way), naming the
+file and what to fix (`PARQUET_FAILURE`). So `on_error` takes only `"fail"`
+(the default) for Parquet: skipping a file silently would lose its rows,
+and `"drop"` and `"dead_letter:DIR"` are refused at submit. Parquet reader
+options are limited to `PARQUET_OPTIONS` (the CSV/JSON ones, `mode` and
+`mergeSchema` mean nothing with a fixed schema and are refused).
+
+File sinks (`FileSink(format=...)`, taskmanager/operators/sinks.py) write
+csv, json, parquet or text parts, named with the extension of
+`SINK_FORMATS`; sluice/output.py reads them back by that extension.
+
 A sample may miss what later rows hold (a column that is numeric in the
 first files and not later): such rows are then malformed, so declare the
 schema when the input varies. `columnNameOfCorruptRecord` in the options adds
@@ -79,7 +106,11 @@ from typing import Any
 
 from sluice import schema as schemas
 
-FORMATS = ("json", "csv", "text")
+FORMATS = ("json", "csv", "text", "parquet")
+# A file sink's formats and the extension of its committed parts (docs/file-formats.md)
+SINK_FORMATS = {"csv": ".csv", "json": ".jsonl", "parquet": ".parquet", "text": ".txt"}
+# The reader options a Parquet source takes (lower-cased); every other one is refused
+PARQUET_OPTIONS = ("datetimerebasemode", "int96rebasemode")
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 SAMPLE_FILES = 8  # the first files (by name) sampled for inference
 SAMPLE_BYTES = 128 * 1024  # from the start of each, decompressed
@@ -88,6 +119,8 @@ CORRUPT_COLUMN = f"{INTERNAL_PREFIX}_corrupt_record"  # a malformed row's text
 FILE_COLUMN = f"{INTERNAL_PREFIX}_file"  # on_error="dead_letter:DIR": the file a malformed row came from
 # Starts the error of a source with on_error="fail" (a task that raises it fails NON_RECOVERABLE)
 MALFORMED_FAILURE = "malformed record (on_error='fail')"
+# Starts the error of a Parquet source meeting a file it cannot read as its schema says (not restarted)
+PARQUET_FAILURE = "unreadable Parquet input"
 
 OptionValue = str | bool | int | float
 
@@ -168,6 +201,12 @@ def check_options(format: str, options: object) -> dict[str, OptionValue]:
             raise ReaderOptionError(field, f"a value is a str, bool, int or float, got {type(value).__name__}")
         if low in REJECTED:
             raise ReaderOptionError(field, f"not supported: {REJECTED[low]}")
+        if format == "parquet" and low not in PARQUET_OPTIONS:
+            raise ReaderOptionError(
+                field,
+                "not an option of parquet files: Sluice reads them with the source's fixed schema and "
+                "takes only datetimeRebaseMode and int96RebaseMode",
+            )
         if low in (k.lower() for k in _PER_FORMAT.get(format, ())):
             raise ReaderOptionError(field, f"not an option of {format} files: a line of text is never malformed")
         if low in (k.lower() for k in BOOLEAN_OPTIONS) and _bool(value) is None:
@@ -202,6 +241,14 @@ def error_policy(format: str, options: Mapping[str, OptionValue], on_error: obje
     """(policy, dead-letter directory or None) of a source from its `on_error` and its reader
     options' `mode` (the table in the module docstring); ReaderOptionError (field `on_error`) when
     `on_error` is not one Sluice knows or contradicts `mode`."""
+    if format == "parquet":  # no malformed rows; an unreadable file fails (module docstring)
+        if on_error in (None, "fail"):
+            return "fail", None
+        raise ReaderOptionError(
+            "on_error",
+            f"parquet files take only on_error='fail' (the default), got {on_error!r}: a Parquet value is typed "
+            "in the file, so no row is malformed, and a file that cannot be read fails the job naming it",
+        )
     mode = option(options, "mode")
     mode = str(mode).upper() if mode is not None else None
     if on_error is None:
@@ -285,6 +332,9 @@ def infer_schema(path: str, format: str, options: Mapping[str, OptionValue], suf
     if format == "text":
         return "value string"
     files = list_files(path, suffix)  # FileNotFoundError for a missing directory
+    if format == "parquet" and files:
+        fs, _ = resolve(path)
+        return parquet_schema(fs, files[0]).ddl()
     if not files:
         raise SchemaInferenceError(
             f"no files ending in {suffix!r} under {path!r} to infer a schema from; give the schema, "
@@ -456,3 +506,128 @@ def _ddl_type(t: Any, strings: bool, all_strings: bool = False) -> str:
     if pa.types.is_timestamp(t) and not strings:
         return "timestamp"
     return "string"  # strings, nulls (a column empty in the whole sample), times of day, binaries
+
+
+# -- Parquet -----------------------------------------------------------------------------------
+class ParquetSchemaError(SchemaInferenceError):
+    """A Parquet file's footer does not give (or does not match) the source's schema."""
+
+
+def check_parquet_input(path: str, suffix: str, declared: str) -> None:
+    """At submit: a schema given for Parquet files against the footer of the first of them (by
+    name; none yet: nothing to check). The source checks every file as it reads it."""
+    from sluice.storage import list_files, resolve  # local: pyarrow.fs is heavy for the API import
+
+    try:
+        files = list_files(path, suffix)
+    except FileNotFoundError:
+        return  # validation names the missing directory (graph.validate)
+    if files:
+        fs, _ = resolve(path)
+        check_parquet_schema(declared, parquet_schema(fs, files[0]), files[0])
+
+
+def parquet_schema(fs: Any, path: str) -> schemas.Schema:
+    """The Spark schema of the Parquet file `path` on `fs`, from its footer (the module docstring
+    says how types map). ParquetSchemaError for a file that is not Parquet or has a column of a
+    type Spark does not read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        arrow_schema = pq.read_schema(path, filesystem=fs)
+    except (pa.ArrowException, OSError) as exc:
+        raise ParquetSchemaError(f"{path} is not a readable Parquet file ({exc})") from None
+    fields = []
+    for f in arrow_schema:
+        try:
+            fields.append(schemas.Field(f.name, parquet_ddl(f.type)))
+        except ValueError as exc:
+            raise ParquetSchemaError(f"{path}: column {f.name!r}: {exc}") from None
+    return schemas.Schema(tuple(fields))
+
+
+def parquet_ddl(t: Any) -> str:
+    """The Spark DDL type Spark reads a Parquet column of Arrow type `t` as (ValueError when none)."""
+    import pyarrow as pa
+
+    simple = {
+        pa.int8(): "tinyint",
+        pa.int16(): "smallint",
+        pa.int32(): "int",
+        pa.int64(): "bigint",
+        pa.uint8(): "smallint",
+        pa.uint16(): "int",
+        pa.uint32(): "bigint",
+        pa.uint64(): "decimal(20,0)",
+        pa.float32(): "float",
+        pa.float64(): "double",
+        pa.bool_(): "boolean",
+        pa.string(): "string",
+        pa.large_string(): "string",
+        pa.string_view(): "string",
+        pa.binary(): "binary",
+        pa.large_binary(): "binary",
+        pa.date32(): "date",
+        pa.date64(): "date",
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_dictionary(t):
+        return parquet_ddl(t.value_type)
+    if pa.types.is_fixed_size_binary(t):
+        return "binary"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        if t.unit == "ns":
+            raise ValueError(
+                "a nanosecond timestamp, which Spark does not read; write it in microseconds "
+                "(pyarrow: coerce_timestamps='us')"
+            )
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return f"array<{parquet_ddl(t.value_type)}>"
+    if pa.types.is_map(t):
+        return f"map<{parquet_ddl(t.key_type)},{parquet_ddl(t.item_type)}>"
+    if pa.types.is_struct(t):
+        inner = ",".join(
+            f"{schemas.quote(t.field(i).name)}:{parquet_ddl(t.field(i).type)}" for i in range(t.num_fields)
+        )
+        return f"struct<{inner}>"
+    raise ValueError(f"type {t} has no Spark type Sluice reads; convert it (e.g. to string or bigint) when writing")
+
+
+def check_parquet_schema(declared: str, found: schemas.Schema, path: str) -> None:
+    """ParquetSchemaError unless every column of the `declared` schema (Spark DDL) is a column of the
+    Parquet file `path` (schema `found`, from its footer) of the same type. Names match exactly
+    (a name differing only in case is named in the error). A DDL Sluice's parser does not model
+    is not checked here (Spark checks it as it reads)."""
+    wanted = schemas.parse_or_none(declared)
+    if wanted is None:
+        return
+    for field in wanted:
+        have = found.type_of(field.name)
+        if have is None:
+            alike = [n for n in found.names if n.lower() == field.name.lower()]
+            hint = f" (it has {alike[0]!r}: names match exactly)" if alike else ""
+            raise ParquetSchemaError(
+                f"{path} has no column {field.name!r}{hint}; its columns are {found.ddl()}. Give a schema of "
+                "columns every file has, or none to take the first file's"
+            )
+        if not _same_type(field.type, have):
+            raise ParquetSchemaError(
+                f"{path}: column {field.name!r} is {have} in the file, the schema says {field.type}; declare it "
+                f"as {have} (Spark reads a Parquet column as the type it was written with)"
+            )
+
+
+def _same_type(declared: str, found: str) -> bool:
+    """Types equal as Sluice models them: nested types by their kind only (their text is kept as
+    written, so `array<long>` and `array<bigint>` would differ)."""
+    if declared == schemas.UNKNOWN:
+        return True
+    nested = ("array", "map", "struct")
+    if declared.startswith(nested) or found.startswith(nested):
+        return declared.split("<", 1)[0].strip().lower() == found.split("<", 1)[0].strip().lower()
+    return declared == found

@@ -18,7 +18,7 @@ import pickle
 import re
 from typing import TYPE_CHECKING, Protocol
 
-from sluice.schema_inference import MALFORMED_FAILURE
+from sluice.schema_inference import MALFORMED_FAILURE, PARQUET_FAILURE
 from sluice.states import ExecutionState, FailureCause
 from taskmanager.network.input_gate import ChannelError
 
@@ -97,6 +97,8 @@ def _non_recoverable_one(exc: BaseException) -> bool:
     if _raised_loading_payload(exc):
         return True
     if MALFORMED_FAILURE in str(exc):  # a file source with on_error="fail" met a malformed row
+        return True
+    if PARQUET_FAILURE in str(exc):  # a Parquet source met a file it cannot read as its schema says
         return True
     return _spark_analysis_error(exc)
 

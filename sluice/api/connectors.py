@@ -7,26 +7,52 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+# A file sink's formats and their parts' extensions (as sluice/schema_inference.py's SINK_FORMATS,
+# which the TaskManager's writer and sluice/output.py use; kept here so the API imports no pyarrow)
+FILE_SINK_FORMATS = ("csv", "json", "parquet", "text")
+
 
 @dataclasses.dataclass(frozen=True)
 class FileSink:
-    """Writes rows as comma-separated lines (no header) under `path`.
+    """Writes rows into parts under `path`, in `format`:
+
+    - `"csv"` (the default): comma-separated lines, no header (`.csv`);
+    - `"json"`: one JSON object per line, the columns by name (`.jsonl`);
+    - `"parquet"`: one Parquet file per part, bounded row groups (`.parquet`);
+    - `"text"`: the value of the rows' one column per line (`.txt`); rows of
+      any other number of columns are an error naming them.
 
     Files being written are hidden (names start with '.'); a part becomes visible
     by an atomic rename when it commits, as
-    `part-<checkpoint id, 12 digits>-<subtask, 5 digits>-<job8>-<token>.csv`
-    (checkpoint id 0 without checkpointing). File-name order is commit order: the
-    last line of a key in file-name order is its latest value (`sluice.read_output`,
-    `sluice output --final`). `columns` picks and orders the written columns
-    (default: all but internal ones).
+    `part-<checkpoint id, 12 digits>-<subtask, 5 digits>-<job8>-<token><ext>`
+    (checkpoint id 0 without checkpointing), in every format. File-name order is
+    commit order: the last row of a key in file-name order is its latest value
+    (`sluice.read_output`, `sluice output --final`). `columns` picks and orders the
+    written columns (default: all but internal ones). docs/file-formats.md.
     """
 
     path: str
     columns: tuple[str, ...] | None = None
+    format: str = "csv"
+
+    def __post_init__(self) -> None:
+        if self.format not in FILE_SINK_FORMATS:
+            raise ValueError(f"FileSink format: one of {', '.join(FILE_SINK_FORMATS)}, got {self.format!r}")
+        if self.columns is not None:
+            if isinstance(self.columns, str) or not all(isinstance(c, str) and c for c in self.columns):
+                raise ValueError(f"FileSink columns: a sequence of column names, got {self.columns!r}")
+            if self.format == "text" and len(tuple(self.columns)) != 1:
+                raise ValueError(
+                    "FileSink columns: a text sink writes exactly one column per line, "
+                    f"got {len(tuple(self.columns))}: {', '.join(self.columns)}"
+                )
 
     def payload(self) -> dict[str, Any]:
         # plain data only (the job graph's JSON config): a pathlib.Path becomes its string
-        return {"path": os.fspath(self.path), "columns": list(self.columns) if self.columns else None}
+        payload = {"path": os.fspath(self.path), "columns": list(self.columns) if self.columns else None}
+        if self.format != "csv":  # a csv sink's config is what it was before formats
+            payload["format"] = self.format
+        return payload
 
 
 @dataclasses.dataclass(frozen=True, init=False)

@@ -100,13 +100,18 @@ class StreamExecutionEnvironment:
     ) -> DataStream:
         """Read every file under `path` (a directory, local or any pyarrow.fs URI)
         through Spark. Each file is a split; a split's offset is state.
-        `format`: json (newline-delimited), csv or text (one `value` per line).
+        `format`: json (newline-delimited), csv, text (one `value` per line)
+        or parquet (docs/file-formats.md).
         `schema`: a Spark DDL string; without one, a CSV or JSON source infers
-        it now from a sample of the files (sluice/schema_inference.py) and the
-        job keeps it, so every subtask and restore reads the same columns.
+        it now from a sample of the files, a Parquet source takes the first
+        file's footer (sluice/schema_inference.py), and the job keeps it, so
+        every subtask and restore reads the same columns. A schema given for
+        Parquet is checked against that footer now and against each file's
+        as it is read.
         `options`: Spark reader options, e.g. {"header": True, "sep": ";"},
         with Spark's defaults (CSV `header` is false).
-        `on_error`: what happens to a malformed row (one that did not parse in
+        `on_error` (Parquet: only "fail", its default: a file that cannot be
+        read as the schema says fails the job, naming it): what happens to a malformed row (one that did not parse in
         a column the job reads; every one is counted, `records_malformed` in
         `sluice status`, which also shows a sample): "drop" (the default) drops
         it and counts it in `records_dropped`; "fail" fails the job at once,
@@ -128,7 +133,7 @@ class StreamExecutionEnvironment:
         modified this long before the newest file seen is neither read nor remembered, so
         that state stays bounded (files must then arrive within that horizon of each other)."""
         if format not in inference.FORMATS:
-            raise ValueError(f"from_files: unknown format {format!r}; use json, csv or text")
+            raise ValueError(f"from_files: unknown format {format!r}; use json, csv, text or parquet")
         if monitor_interval_ms is not None and not graph.positive_number(monitor_interval_ms):
             raise ValueError(
                 f"from_files: monitor_interval_ms must be a positive number of milliseconds "
@@ -151,9 +156,15 @@ class StreamExecutionEnvironment:
             policy, dead_letter_dir = inference.error_policy(format, checked, on_error)
         except inference.ReaderOptionError as exc:
             raise ValueError(f"from_files: {exc}") from None
-        suffix = {"json": ".jsonl", "csv": ".csv", "text": ""}[format] if suffix is None else suffix
+        if suffix is None:
+            suffix = {"json": ".jsonl", "csv": ".csv", "text": "", "parquet": ".parquet"}[format]
         if schema is None and format != "text":
             schema = _infer_file_schema(path, format, checked, suffix, monitored=monitor_interval_ms is not None)
+        elif format == "parquet" and schema is not None:
+            try:
+                inference.check_parquet_input(path, suffix, schema)
+            except inference.SchemaInferenceError as exc:
+                raise ValueError(f"from_files: {exc}") from None
         try:
             inference.check_corrupt_column(schema, checked)
         except inference.ReaderOptionError as exc:

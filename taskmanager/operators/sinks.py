@@ -1,12 +1,17 @@
 """Sinks. The file sink writes each subtask's rows to a hidden in-progress
 file and makes it visible with an atomic rename when it commits (at the end
 of the input; with checkpoints, when a checkpoint completes; in BATCH mode at
-the end of the input, first-wins under one name per subtask). The upsert sink
+the end of the input, first-wins under one name per subtask). A part is
+written in the sink's format (`PartEncoder`: csv, json, parquet or text,
+docs/file-formats.md); committing does not depend on it. The upsert sink
 into SQLite is in taskmanager/operators/sqlite_sink.py."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import errno
+import json
 import logging
 import os
 import posixpath
@@ -21,6 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 
 from sluice.graph import OperatorKind
+from sluice.schema_inference import SINK_FORMATS
 from sluice.storage import resolve
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.spark_engine import Batch
@@ -45,6 +51,148 @@ def _csv_bytes(table: pa.Table, options: pacsv.WriteOptions) -> bytes:
     return buf.getvalue().to_pybytes()
 
 
+# A Parquet part's row groups hold at most this many rows: batches are gathered up to it (so
+# small batches do not make tiny row groups) and a larger batch is cut into groups of it.
+PARQUET_ROW_GROUP_ROWS = 128 * 1024
+
+
+class PartEncoder:
+    """Writes the rows of one part to its open output stream in one format. `write` takes each
+    batch's visible columns; `close` finishes the part (a Parquet footer) and closes the stream.
+    `for_format` picks the class."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    @staticmethod
+    def for_format(format: str, stream: Any) -> PartEncoder:
+        return _ENCODERS[format](stream)
+
+    def write(self, table: pa.Table) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class CsvEncoder(PartEncoder):
+    """Comma-separated lines without a header: plain `a,b`, quoting only a batch that holds a
+    comma, a quote or a newline."""
+
+    _plain = pacsv.WriteOptions(include_header=False, quoting_style="none")
+    _quoted = pacsv.WriteOptions(include_header=False, quoting_style="needed")
+
+    def write(self, table: pa.Table) -> None:
+        try:
+            data = _csv_bytes(table, self._plain)
+        except pa.ArrowInvalid:
+            data = _csv_bytes(table, self._quoted)
+        self.stream.write(data)
+
+
+def _json_value(value: Any) -> Any:
+    """A value json.dumps does not know, as JSON: times in ISO 8601, durations in seconds,
+    decimals as numbers (doubles), bytes as text (UTF-8, undecodable bytes replaced)."""
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    raise TypeError(f"a value of type {type(value).__name__} has no JSON form")
+
+
+class JsonEncoder(PartEncoder):
+    """One JSON object per line, the columns in order (nulls as null)."""
+
+    def write(self, table: pa.Table) -> None:
+        lines = [
+            json.dumps(row, ensure_ascii=False, separators=(",", ":"), default=_json_value) for row in table.to_pylist()
+        ]
+        self.stream.write(("\n".join(lines) + "\n").encode())
+
+
+class TextEncoder(PartEncoder):
+    """The one column's values as text, one per line (a null as an empty line)."""
+
+    def write(self, table: pa.Table) -> None:
+        check_text_columns(table.column_names)
+        column = table.column(0)
+        if not pa.types.is_string(column.type) and not pa.types.is_large_string(column.type):
+            column = column.cast(pa.string())
+        values = ["" if v is None else v for v in column.to_pylist()]
+        self.stream.write(("\n".join(values) + "\n").encode())
+
+
+def check_text_columns(columns: Sequence[str]) -> None:
+    """A text sink writes exactly one column: ValueError naming the columns otherwise."""
+    if len(columns) != 1:
+        raise ValueError(
+            f"a text file sink writes exactly one column per line; the rows have {len(columns)}: "
+            f"{', '.join(columns) or '(none)'}. Give FileSink(columns=[...]) one column, or use format='csv' or 'json'"
+        )
+
+
+class ParquetEncoder(PartEncoder):
+    """One Parquet file per part, written with pyarrow: row groups of at most
+    PARQUET_ROW_GROUP_ROWS rows, timestamps in microseconds (what Spark reads), the schema of
+    the first batch (later batches are cast to it; one that cannot be is an error naming the
+    columns)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._writer: Any = None
+        self._schema: pa.Schema | None = None
+        self._buffered: list[pa.Table] = []
+        self._rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        if self._schema is None:
+            self._schema = table.schema
+        elif table.schema != self._schema:
+            try:
+                table = table.cast(self._schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+                first, this = (t.to_string(show_schema_metadata=False) for t in (self._schema, table.schema))
+                raise ValueError(
+                    f"a Parquet file sink writes one schema per part ({first}); a batch has {this}: {exc}"
+                ) from None
+        self._buffered.append(table)
+        self._rows += table.num_rows
+        if self._rows >= PARQUET_ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
+        import pyarrow.parquet as pq
+
+        assert self._schema is not None  # set by the first write
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(
+                self.stream, self._schema, coerce_timestamps="us", allow_truncated_timestamps=True
+            )
+        table = pa.concat_tables(self._buffered)
+        self._buffered, self._rows = [], 0
+        self._writer.write_table(table, row_group_size=PARQUET_ROW_GROUP_ROWS)
+
+    def close(self) -> None:
+        self._flush()
+        if self._writer is not None:
+            self._writer.close()  # the footer; the stream stays open (ParquetWriter did not open it)
+        self.stream.close()
+
+
+_ENCODERS: dict[str, type[PartEncoder]] = {
+    "csv": CsvEncoder,
+    "json": JsonEncoder,
+    "parquet": ParquetEncoder,
+    "text": TextEncoder,
+}
+
+
 class FileSinkWriter(Operator):
     """Two-phase commit file sink.
 
@@ -63,8 +211,11 @@ class FileSinkWriter(Operator):
     and the other deletes its own. A subtask that wrote no rows commits nothing.
 
     A part in progress or pending is `.part-<subtask>-<job8>-<token>-<n>.inprogress`;
-    committed, it is `part-<checkpoint id, 12 digits>-<subtask, 5 digits>-<job8>-<token>.csv`
-    (`committed_name`), so file-name order is commit order.
+    committed, it is `part-<checkpoint id, 12 digits>-<subtask, 5 digits>-<job8>-<token><ext>`
+    (`committed_name`; the extension is the format's, SINK_FORMATS: .csv, .jsonl, .parquet,
+    .txt), so file-name order is commit order. The payload's `format` (default csv) says how a
+    part is written (`PartEncoder`); a Parquet part is whole only once closed (its footer is
+    written at the barrier), which the pre-commit does before the part is pending.
     """
 
     is_sink: ClassVar[bool] = True
@@ -83,6 +234,12 @@ class FileSinkWriter(Operator):
         self.batch = batch  # BATCH mode: commit first-wins under one name per subtask at the end of the input
         self.fs, self.dir = resolve(payload["path"])
         self.columns = payload.get("columns")
+        self.format = payload.get("format") or "csv"
+        if self.format not in SINK_FORMATS:
+            raise ValueError(f"file sink: unknown format {self.format!r}; use one of {', '.join(SINK_FORMATS)}")
+        if self.format == "text" and self.columns:
+            check_text_columns(self.columns)
+        self.extension = SINK_FORMATS[self.format]
         self.subtask = subtask
         self.exactly_once = exactly_once
         self.job8 = job_id[:8]
@@ -93,11 +250,9 @@ class FileSinkWriter(Operator):
         self.restored = restored  # the checkpoint this deployment restored from (0: none)
         self.fs.create_dir(self.dir, recursive=True)
         self.counter = 0
-        self._stream: Any = None  # a pyarrow output stream while a part is open
+        self._stream: PartEncoder | None = None  # the open part's encoder (over a pyarrow output stream)
         self._staging: str | None = None
         self.pending: list[tuple[str, str, int]] = []  # (staging, final, checkpoint id)
-        self._plain = pacsv.WriteOptions(include_header=False, quoting_style="none")
-        self._quoted = pacsv.WriteOptions(include_header=False, quoting_style="needed")
 
     @classmethod
     def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one class per kind
@@ -113,19 +268,18 @@ class FileSinkWriter(Operator):
 
     def _open(self) -> None:
         self._staging = f"{self.dir}/.{self.owner}-{self.token}-{self.counter:06d}.inprogress"
-        self._stream = self.fs.open_output_stream(self._staging)
+        self._stream = PartEncoder.for_format(self.format, self.fs.open_output_stream(self._staging))
 
     def process(self, batch: Batch) -> None:
         table = _visible_columns(batch.table(), self.columns)
         if table.num_rows == 0:
             return None
+        if self.format == "text":
+            check_text_columns(table.column_names)
         if self._stream is None:
             self._open()
-        try:  # plain `a,b` lines; quote only a batch holding a comma, quote or newline
-            data = _csv_bytes(table, self._plain)
-        except pa.ArrowInvalid:
-            data = _csv_bytes(table, self._quoted)
-        self._stream.write(data)
+        assert self._stream is not None  # opened above
+        self._stream.write(table)
         return None
 
     def committed_name(self, checkpoint_id: int, token: str | None = None) -> str:
@@ -140,7 +294,8 @@ class FileSinkWriter(Operator):
         `token`: instead of this deployment's random one (BATCH_TOKEN: one name for every
         attempt of the subtask).
         """
-        return f"{self.dir}/part-{checkpoint_id:012d}-{self.subtask:05d}-{self.job8}-{token or self.token}.csv"
+        name = f"part-{checkpoint_id:012d}-{self.subtask:05d}-{self.job8}-{token or self.token}{self.extension}"
+        return f"{self.dir}/{name}"
 
     def _close_part(self, checkpoint_id: int) -> tuple[str, str] | None:
         if self._stream is None:
@@ -196,7 +351,7 @@ class FileSinkWriter(Operator):
             and _PART_OWNER.match(posixpath.basename(staged)) is not None
             and staged.endswith(".inprogress")
             and posixpath.basename(final).startswith("part-")
-            and final.endswith(".csv")
+            and final.endswith(tuple(SINK_FORMATS.values()))
             and ".." not in (staged + final)
         )
         if not ok:

@@ -60,7 +60,9 @@ class FileSource(Source):
 
     Reading: the payload's schema is fixed (inferred at submit when the user
     gave none: sluice/schema_inference.py) and its reader options go to
-    Spark as they are. Malformed rows of CSV and JSON, in one Spark pass: the
+    Spark as they are. Parquet: each file's footer is checked against the
+    schema before Spark reads it (`_check_parquet`); a file that does not
+    match fails the job naming it. Malformed rows of CSV and JSON, in one Spark pass: the
     files are read PERMISSIVE with a corrupt-record column (the user's when
     the schema has it, else CORRUPT_COLUMN, added here); a row is malformed
     when that column is set. `DataFrame.observe` counts the malformed rows
@@ -249,10 +251,15 @@ class FileSource(Source):
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        if self.format == "text":
+        if self.format in ("text", "parquet"):  # no malformed rows: only the rows are counted
+            if self.format == "parquet":
+                self._check_parquet(paths)
+                df = reader.schema(self.schema).parquet(*paths)
+            else:
+                df = reader.text(paths)
             observation = Observation()
             self._pending = [*self._pending[-(PENDING_OBSERVATIONS - 1) :], observation]
-            return reader.text(paths).observe(observation, F.count(F.lit(1)).alias("rows"))
+            return df.observe(observation, F.count(F.lit(1)).alias("rows"))
 
         plan = self._plan()
         df = (
@@ -270,6 +277,19 @@ class FileSource(Source):
         if plan.file is not None:
             df = df.withColumn(FILE_COLUMN, plan.file)
         return df if plan.internal is None else df.drop(plan.internal)
+
+    def _check_parquet(self, paths: list[str]) -> None:
+        """Each Parquet file's footer against the source's schema before Spark reads it: a file that
+        is not Parquet, or lacks a column or has it with another type, fails the task naming the
+        file (PARQUET_FAILURE: not restarted, the same file would fail the same way)."""
+        assert self.schema, "a Parquet source has a schema: given, or the first file's footer"
+        fs, _ = resolve(self.path)
+        for path in paths:
+            try:
+                found = schema_inference.parquet_schema(fs, path)
+                schema_inference.check_parquet_schema(self.schema, found, path)
+            except schema_inference.ParquetSchemaError as exc:
+                raise RuntimeError(f"{schema_inference.PARQUET_FAILURE}: {exc}") from None
 
     def _plan(self) -> _ReadPlan:
         """How this source reads CSV or JSON with malformed rows (built once: Spark expressions are

@@ -310,7 +310,7 @@ def test_validation_checks_the_options_a_job_graph_carries(tmp_path):
     with pytest.raises(graph.JobValidationError) as info:
         graph.validate(job, check_paths=False)
     assert info.value.field == "operators[0].config.options.recursiveFileLookup"
-    payload["options"], payload["format"] = {}, "parquet"
+    payload["options"], payload["format"] = {}, "avro"
     job.operators[0].config = json.dumps(payload)
     with pytest.raises(graph.JobValidationError) as info:
         graph.validate(job, check_paths=False)
