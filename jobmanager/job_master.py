@@ -43,6 +43,7 @@ from typing import Any, NamedTuple, Protocol, assert_never, cast
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
+from jobmanager.checkpoint.shared_registry import SharedStateRegistry, metadata_handles
 from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import make_plan
 from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
@@ -247,6 +248,8 @@ class JobMaster:
         self._attempt_started_ms = 0
         self.restored_checkpoint: int | None = None
         self.latest: cc.CompletedCheckpoint | None = None
+        # shared state files of incremental checkpoints, by the retained checkpoints that need them
+        self.shared_state = SharedStateRegistry()
         self.final_state: JobStatus | None = None
         self.failure = ""
         self._cancel_requested = False
@@ -837,9 +840,11 @@ class JobMaster:
         if self.latest is not None:
             try:
                 storage, cid = self._storage(), self.latest.checkpoint_id
+                content = storage.read_metadata(cid)
                 self._restore_states = metadata.restore_states(
-                    storage.read_metadata(cid), self.chains, storage.metadata_path(cid), self.job
+                    content, self.chains, storage.metadata_path(cid), self.job
                 )
+                self.shared_state.register(cid, metadata_handles(content))  # after a failover: its files stay
             except CheckpointCorrupt as exc:
                 log.error("%s cannot restore: %s", self.tag, exc)
                 failure = f"restore failed: {exc}"
@@ -912,11 +917,14 @@ class JobMaster:
             return  # checkpointing is off
         if self.latest is not None:  # an earlier attempt or leader may have left other checkpoints
             storage, keep, upper = self._storage(), self.latest.checkpoint_id, self.counter.get()
+            dropped = [c for c in self.shared_state.registered() if c != keep and c < upper]
+            files = [f for c in dropped for f in self.shared_state.discard(c)]
 
             def clean() -> None:  # only ids handed out before this attempt's coordinator
                 for cid in storage.list_checkpoints():
                     if cid != keep and cid < upper:
                         storage.discard(cid)
+                storage.delete_files(files)
 
             self.gateway.run_io(self, clean, _ignore)
         self.coordinator = cc.CheckpointCoordinator(
@@ -1018,7 +1026,7 @@ class JobMaster:
                     if self.graph.state == JobStatus.RUNNING:
                         self._notify("NotifyCheckpointAborted", action.targets, action.checkpoint_id)
                 case cc.DiscardCheckpoint():
-                    self._discard(action.checkpoint_id)
+                    self._discard(action.checkpoint_id, action.handles)
                 case cc.FailJob():
                     failure = eg.GlobalFailure(f"checkpointing failed: {action.reason}", now)
                     self._apply(self.graph.handle(failure), now)
@@ -1056,15 +1064,25 @@ class JobMaster:
                 return  # a newer attempt: this result no longer matters
             now = time.monotonic()
             event = cc.CheckpointPersisted(cid, now) if error is None else cc.PersistFailed(cid, str(error), now)
+            if error is None:  # before the discards its completion brings
+                self.shared_state.register(cid, action.handles.values())
             if error is None and request is not None and request is self._savepoint_request:
                 self._savepoint_ended(path=written[0])
             self._apply_checkpoint(coordinator, coordinator.handle(event), now)
 
         self.gateway.run_io(self, persist, done)
 
-    def _discard(self, checkpoint_id: int) -> None:
+    def _discard(self, checkpoint_id: int, handles: tuple[object, ...] = ()) -> None:
         storage = self._storage()
-        self.gateway.run_io(self, lambda: storage.discard(checkpoint_id), _ignore)
+        files = self.shared_state.discard(checkpoint_id, handles)  # shared files no retained checkpoint needs
+        if files:
+            log.info("%s checkpoint %d discarded: %d shared state files go", self.tag, checkpoint_id, len(files))
+
+        def discard() -> None:
+            storage.discard(checkpoint_id)
+            storage.delete_files(files)
+
+        self.gateway.run_io(self, discard, _ignore)
 
     # -- deployment ----------------------------------------------------------------------------------
     def deployment_descriptor(self, eid: str) -> taskmanager_pb2.TaskDeploymentDescriptor:

@@ -206,6 +206,25 @@ STATE_TTL: JobOption[float | None] = JobOption(
     "none",
 )
 
+STATE_BACKEND: JobOption[str] = JobOption(
+    "state.backend",
+    _choice("memory", "rocksdb"),
+    "memory",
+    "memory | rocksdb",
+    "where keyed aggregates keep their state: Python dicts copied whole at each checkpoint (memory), or an "
+    "embedded RocksDB per task on the TaskManager's disk, memory bounded whatever the number of keys "
+    "(rocksdb; docs/state-backends.md)",
+)
+STATE_BACKEND_INCREMENTAL: JobOption[bool] = JobOption(
+    "state.backend.incremental",
+    _boolean,
+    True,
+    "true | false",
+    "rocksdb: a checkpoint uploads only the state files the last completed one lacks and references the "
+    "rest (false: every file, every checkpoint)",
+    "true",
+)
+
 SAVEPOINTS_DIR: JobOption[str | None] = JobOption(
     "state.savepoints.dir",
     _directory,
@@ -371,7 +390,11 @@ EXECUTION_OPTIONS: tuple[JobOption[Any], ...] = (
     SPECULATIVE_MIN_RUNTIME,
 )
 JOB_OPTIONS: tuple[JobOption[Any], ...] = (
-    CHECKPOINT_OPTIONS + (STATE_TTL,) + SAVEPOINT_OPTIONS + RESTART_OPTIONS + EXECUTION_OPTIONS
+    CHECKPOINT_OPTIONS
+    + (STATE_TTL, STATE_BACKEND, STATE_BACKEND_INCREMENTAL)
+    + SAVEPOINT_OPTIONS
+    + RESTART_OPTIONS
+    + EXECUTION_OPTIONS
 )
 BY_KEY: dict[str, JobOption[Any]] = {o.key: o for o in JOB_OPTIONS}
 

@@ -48,6 +48,7 @@ import concurrent.futures
 import ctypes
 import json
 import logging
+import os
 import queue
 import threading
 import time
@@ -77,6 +78,7 @@ from taskmanager.operators.sources import make_source
 from taskmanager.operators.timestamps import TimestampAssigner
 from taskmanager.operators.window import WindowOperator
 from taskmanager.spark_engine import Batch, SparkEngine
+from taskmanager.state.backend import NativeRestore, StateBackendConfig, is_native
 from taskmanager.task_messages import (
     CheckpointAborted,
     CheckpointComplete,
@@ -341,6 +343,9 @@ class Task:
                 engine=self.engine,
                 operator_id=op_id,
                 batch=self.batch,
+                state_backend=StateBackendConfig.for_task(
+                    tdd.job.config, lambda: self.partitions.local_dir, tdd.execution_id, op_id
+                ),
             )
             op = make_operator(graph.kind_of(spec), graph.operator_settings(spec), ctx)
             if isinstance(op, TimestampAssigner):
@@ -488,12 +493,25 @@ class Task:
             self._source.restore(inline[self._source_id])
         for op_id, op in self._operators:
             handles = keyed.get(op_id, [])
+            rows = [h for h in handles if not is_native(h)]  # Arrow files (the memory backend, savepoints)
+            native = [h for h in handles if is_native(h)]  # RocksDB databases (taskmanager/state/rocksdb_backend.py)
             table = (
-                self.storage.read_keyed_state(handles, self.key_groups, self.owned_key_groups)
-                if handles and self.storage
+                self.storage.read_keyed_state(rows, self.key_groups, self.owned_key_groups)
+                if rows and self.storage
                 else None
             )
-            op.restore(OperatorSnapshot(inline=inline.get(op_id), keyed=table))
+            restore = (
+                NativeRestore(
+                    native,
+                    self.storage.fs,
+                    self.key_groups,
+                    self.owned_key_groups,
+                    os.path.join(self.partitions.local_dir, "state", f"restore-{self.execution_id}-{op_id}"),
+                )
+                if native and self.storage
+                else None
+            )
+            op.restore(OperatorSnapshot(inline=inline.get(op_id), keyed=table, native=restore))
         log.info(
             "%s restored from checkpoint %d%s",
             self.tag,
@@ -584,6 +602,11 @@ class Task:
             if self._gate is not None:
                 self._gate.close()
             self._uploader.shutdown(wait=False, cancel_futures=True)
+            for _op_id, op in self._operators:
+                try:
+                    op.dispose()
+                except Exception:  # best effort: the working directory goes with the process
+                    log.exception("%s releasing %s failed", self.tag, _op_id)
 
     def _check_cancelled(self) -> None:
         if self.cancelled():
@@ -848,6 +871,7 @@ class Task:
         started = time.monotonic()
         inline: dict[str, dict[str, Any]] = {}
         keyed: dict[str, pa.Table] = {}
+        native: dict[str, Any] = {}  # RocksDB checkpoints on local disk, uploaded off this thread
         try:
             if self._source is not None:
                 inline[self._source_id] = self._source.snapshot()
@@ -858,7 +882,11 @@ class Task:
                     inline[op_id] = snapshot.inline
                 if snapshot.keyed is not None:
                     keyed[op_id] = snapshot.keyed
+                if snapshot.native is not None:
+                    native[op_id] = snapshot.native
         except Exception as exc:  # noqa: BLE001 — declined, the checkpoint fails, the task goes on
+            for snap in native.values():
+                snap.discard()
             self.reports.decline(self, checkpoint_id, f"snapshot failed: {type(exc).__name__}: {exc}")
             return
         if not self._ended:
@@ -867,7 +895,7 @@ class Task:
             self._reconfigure_at(checkpoint_id)
         now = time.monotonic()
         self.io.snapshot_taken(checkpoint_id, now - started, now)
-        self._uploader.submit(self._upload, self.storage, checkpoint_id, inline, keyed)
+        self._uploader.submit(self._upload, self.storage, checkpoint_id, inline, keyed, native)
 
     def _upload(
         self,
@@ -875,6 +903,7 @@ class Task:
         checkpoint_id: int,
         inline: dict[str, dict[str, Any]],
         keyed: dict[str, pa.Table],
+        native: dict[str, Any],
     ) -> None:
         started = time.monotonic()
         try:
@@ -884,10 +913,23 @@ class Task:
                 h = storage.write_keyed_state(checkpoint_id, op_id, self.tdd.subtask_index, table, self.key_groups)
                 handles[op_id] = h
                 size += h["size"]
+            for op_id, snap in native.items():  # size: what this checkpoint uploaded (incremental)
+                h = snap.upload(
+                    storage.fs,
+                    storage.checkpoint_dir(checkpoint_id),
+                    storage.shared_dir(),
+                    op_id,
+                    self.tdd.subtask_index,
+                    self.key_groups,
+                )
+                handles[op_id] = h
+                size += h["size"]
             handle = {"operators": inline, "keyed": handles}
             self.io.snapshot_written(checkpoint_id, time.monotonic() - started)
             self.reports.acknowledge(self, checkpoint_id, json.dumps(handle).encode(), size)
         except Exception as exc:  # noqa: BLE001 — declined, the checkpoint fails, the task goes on
+            for snap in native.values():
+                snap.discard()
             log.warning("%s checkpoint %d upload failed: %s", self.tag, checkpoint_id, exc)
             self.reports.decline(self, checkpoint_id, f"upload failed: {type(exc).__name__}: {exc}")
 

@@ -247,6 +247,10 @@ class NotifyAborted:
 @dataclasses.dataclass(frozen=True)
 class DiscardCheckpoint:
     checkpoint_id: int
+    # an aborted checkpoint's acknowledged handles (a completed one's are known to the adapter's
+    # SharedStateRegistry): the shared state files they uploaded may go too. Not compared: a
+    # discard is the same discard whichever acks came in
+    handles: tuple[object, ...] = dataclasses.field(default=(), compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -582,7 +586,7 @@ class CheckpointCoordinator:
         self._last_end = now
         actions: Actions = [
             NotifyAborted(p.checkpoint_id, self.executions, reason, p.savepoint, superseded),
-            DiscardCheckpoint(p.checkpoint_id),
+            DiscardCheckpoint(p.checkpoint_id, tuple(h for h, _size in p.acks.values())),
         ]
         if counted and not (p.savepoint or p.reconfigure):  # a failed savepoint or reconfiguration fails only itself
             self._failures += 1

@@ -7,6 +7,10 @@ sluice/checkpoints/storage.py):
     {"operators": {<operator id>: {...inline state, JSON...}},
      "keyed": {<operator id>: {"path": <file>, "key_groups": [lo, hi], "rows": n, "size": n}}}
 
+(a rocksdb handle, taskmanager/state/rocksdb_backend.py, adds "backend", "private",
+"shared" and "new": its "path" is a directory, its private files lie inside the
+checkpoint's directory and its shared ones inside the job's `<dir>/<job-id>/shared/`)
+
 The JobManager writes the handles into `_metadata` and a restore hands them
 to the tasks, which read the keyed state files they name. So a handle is
 accepted only when every keyed state file lies inside this checkpoint's own
@@ -83,8 +87,34 @@ def parse(
             raise InvalidStateHandle(f"{where}.path: {path!r} is not inside the checkpoint directory {base}")
         if not key_groups.is_range(h.get("key_groups"), max_parallelism):
             raise InvalidStateHandle(f"{where}.key_groups: expected [lo, hi] with 0 <= lo <= hi < {max_parallelism}")
-        for count in ("rows", "size"):
+        for count in ("rows", "size", "full_size"):
             value = h.get(count, 0)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise InvalidStateHandle(f"{where}.{count}: expected a count >= 0")
+        if h.get("backend") == "rocksdb":
+            _check_native(h, where, base, shared_base(checkpoint_dir, resolve), resolve)
     return handle
+
+
+def shared_base(checkpoint_dir: str, resolve: Callable[[str], str]) -> str:
+    """The job's shared state directory (`<dir>/<job-id>/shared/`), resolved, with a slash."""
+    return resolve(posixpath.dirname(checkpoint_dir.rstrip("/")) + "/shared").rstrip("/") + "/"
+
+
+def _check_native(h: dict[str, Any], where: str, base: str, shared: str, resolve: Callable[[str], str]) -> None:
+    """A rocksdb handle (taskmanager/state/rocksdb_backend.py): its own files inside the
+    checkpoint directory, its shared files inside the job's shared directory, plain file names."""
+    for part, inside in (("private", base), ("shared", shared)):
+        files = h.get(part, {})
+        if not isinstance(files, dict):
+            raise InvalidStateHandle(f"{where}.{part}: expected an object of file name -> path")
+        for name, path in files.items():
+            if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+                raise InvalidStateHandle(f"{where}.{part}: {name!r} is not a file name")
+            if not isinstance(path, str) or "\0" in path or ".." in path.split("/"):
+                raise InvalidStateHandle(f"{where}.{part}.{name}: expected a path")
+            if not resolve(path).startswith(inside):
+                raise InvalidStateHandle(f"{where}.{part}.{name}: {path!r} is not inside {inside}")
+    new = h.get("new", [])
+    if not isinstance(new, list) or not set(new) <= set(h.get("shared", {})):
+        raise InvalidStateHandle(f"{where}.new: expected a list of names of its shared files")

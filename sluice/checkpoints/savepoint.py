@@ -4,6 +4,8 @@ A savepoint is a directory:
 
     <target>/savepoint-<job8>-<token>/_metadata         JSON, written last (its presence = complete)
     <target>/savepoint-<job8>-<token>/state/<n>.arrow   keyed state files, copied from the checkpoint
+    <target>/savepoint-<job8>-<token>/state/<n>/<file>  rocksdb state: every file of one database
+                                                       (shared ones too: a savepoint is self-contained)
 
 `_metadata` holds no absolute path, so the directory may be copied or moved anywhere:
 
@@ -93,6 +95,23 @@ def plan(checkpoint: dict[str, Any], job: common_pb2.JobGraph) -> Plan:
     for entry in operators.values():
         keyed = []
         for h in entry["keyed"]:
+            if h.get("backend") == "rocksdb":  # a full copy of every file of the database, shared ones too
+                rel = f"state/{len(files)}"
+                names = sorted({**h.get("private", {}), **h.get("shared", {})}.items())
+                files += [(path, f"{rel}/{name}") for name, path in names]
+                if not names:
+                    files.append(("", rel))  # keeps the numbering unique (nothing to copy)
+                keyed.append(
+                    {
+                        "backend": "rocksdb",
+                        "file": rel,
+                        "files": [name for name, _path in names],
+                        "key_groups": h["key_groups"],
+                        "rows": h.get("rows", 0),
+                        "size": h.get("full_size", h.get("size", 0)),
+                    }
+                )
+                continue
             rel = f"state/{len(files)}.arrow"
             files.append((h["path"], rel))
             keyed.append(
@@ -120,6 +139,10 @@ def write(p: Plan, source_fs: pafs.FileSystem, target: str, job_id: str) -> str:
     directory = f"{base.rstrip('/')}/{name}"
     fs.create_dir(f"{directory}/state", recursive=True)
     for src, rel in p.files:
+        if not src:
+            continue
+        if "/" in rel[len("state/") :]:
+            fs.create_dir(f"{directory}/{posixpath.dirname(rel)}", recursive=True)
         with source_fs.open_input_stream(src) as f, fs.open_output_stream(f"{directory}/{rel}") as out:
             while chunk := f.read(COPY_CHUNK):
                 out.write(chunk)
@@ -218,6 +241,12 @@ def _check(path: str, m: Any) -> None:
                 raise bad(f"{where}: keyed file {rel!r} must be a path inside the savepoint")
             if not key_groups.is_range(h.get("key_groups"), m["max_parallelism"]):
                 raise bad(f"{where}: keyed key_groups {h.get('key_groups')!r} out of range")
+            if h.get("backend") == "rocksdb":
+                names = h.get("files")
+                if not isinstance(names, list) or not all(
+                    isinstance(n, str) and n and "/" not in n and n not in (".", "..") and "\0" not in n for n in names
+                ):
+                    raise bad(f"{where}: rocksdb state {rel!r} must list the plain names of its files")
 
 
 def restore_states(
@@ -242,6 +271,24 @@ def restore_states(
             "to start without that state"
         )
     return map_states(saved, f"savepoint {sp.path}", job, chains, sp.file_uri)
+
+
+def _restore_handle(h: dict[str, Any], file_uri: Callable[[str], str] | None) -> dict[str, Any]:
+    """A keyed handle of a savepoint (relative "file") or checkpoint (absolute "path") as a
+    task restores it (sluice/checkpoints/storage.py; rocksdb: taskmanager/state/rocksdb_backend.py)."""
+    native = h.get("backend") == "rocksdb"
+    if "file" in h and file_uri is not None:
+        if native:
+            return {
+                "backend": "rocksdb",
+                "uri": file_uri(h["file"]),
+                "files": h["files"],
+                "key_groups": h["key_groups"],
+            }
+        return {"uri": file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
+    if native:
+        return dict(h)  # a checkpoint's database: its own and shared files by absolute path
+    return {"path": h["path"], "key_groups": h["key_groups"]}
 
 
 def map_states(
@@ -280,12 +327,7 @@ def map_states(
                 if state is not None:
                     inline_by[s][op_id] = state
             if entry.get("keyed"):
-                keyed_by[op_id] = [
-                    {"uri": file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
-                    if "file" in h and file_uri is not None
-                    else {"path": h["path"], "key_groups": h["key_groups"]}
-                    for h in entry["keyed"]
-                ]
+                keyed_by[op_id] = [_restore_handle(h, file_uri) for h in entry["keyed"]]
         for s in range(chain.parallelism):
             out[(chain.id, s)] = json.dumps({"operators": inline_by[s], "keyed": keyed_by}).encode()
     return out

@@ -4,6 +4,9 @@ Layout under `state.checkpoints.dir`:
     <dir>/<job-id>/chk-<n>/_metadata                      JSON, written last by the JobManager
     <dir>/<job-id>/chk-<n>/<operator>/<subtask>.arrow     keyed state of one subtask (Arrow IPC,
                                                           with its key group per row)
+    <dir>/<job-id>/chk-<n>/<operator>/<subtask>/<file>    rocksdb backend: a database's own files
+    <dir>/<job-id>/shared/<operator>/<uuid>.sst           rocksdb, incremental: SST files that later
+                                                          checkpoints reference (docs/state-backends.md)
 Small state (source offsets, pending sink commits) travels inline in the
 task's state handle, which the JobManager stores in `_metadata`.
 """
@@ -33,6 +36,20 @@ class CheckpointStorage:
 
     def checkpoint_dir(self, checkpoint_id: int) -> str:
         return f"{self.job_dir}/chk-{checkpoint_id}"
+
+    def shared_dir(self) -> str:
+        """Where incremental checkpoints upload state files that later checkpoints reference
+        again (taskmanager/state/rocksdb_backend.py); the JobManager deletes each when no
+        retained checkpoint needs it (jobmanager/checkpoint/shared_registry.py)."""
+        return f"{self.job_dir}/shared"
+
+    def delete_files(self, paths: list[str]) -> None:
+        """Delete shared state files (best effort: one already gone is fine)."""
+        for path in paths:
+            try:
+                self.fs.delete_file(path)
+            except (FileNotFoundError, OSError):
+                pass
 
     def metadata_path(self, checkpoint_id: int) -> str:
         return f"{self.checkpoint_dir(checkpoint_id)}/_metadata"

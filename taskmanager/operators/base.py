@@ -52,6 +52,8 @@ class OperatorContext:
     # BATCH mode (sluice.graph.is_batch): the input is bounded and read whole before the end, checkpointing
     # is off; operators that stream updates emit final results at end_input, sinks commit once per subtask
     batch: bool = False
+    # where keyed state lives (taskmanager/state/backend.py StateBackendConfig; None: memory)
+    state_backend: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +62,9 @@ class OperatorSnapshot:
 
     inline: dict[str, Any] | None = None  # JSON-able; travels in the task's state handle
     keyed: pa.Table | None = None  # rows carrying their key group; written to checkpoint storage
+    # a native state backend's snapshot (taskmanager/state/rocksdb_backend.py RocksDBSnapshot), uploaded
+    # by the task; on restore, a taskmanager/state/backend.py NativeRestore of the handles to read
+    native: Any = None
 
 
 class Combiner(Protocol):
@@ -127,6 +132,9 @@ class Operator(abc.ABC):
 
     def abort(self) -> None:  # noqa: B027 — optional hook
         """The task failed or was cancelled: discard uncommitted work (best effort)."""
+
+    def dispose(self) -> None:  # noqa: B027 — optional hook
+        """The task ended, whichever way: release local resources (a state backend's files)."""
 
 
 class Idle(enum.Enum):

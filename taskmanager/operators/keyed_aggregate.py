@@ -13,12 +13,14 @@ BATCH mode (`OperatorContext.batch`): the same state is folded, but nothing is
 emitted per batch; at the end of the input (`end_input`) every key's final
 value goes out once, one row per key, with the columns of the update stream.
 
-State: key -> [key_group, partial...], one partial per aggregate and two for
+State: key -> (key_group, (partial, ...)) in the job's state backend
+(taskmanager/state/backend.py: memory or rocksdb), one partial per aggregate and two for
 an avg (its sum and its count, so a mean is exact across the shuffle and a
 restore). A one-column key is the plain value, a composite key the tuple of
 its columns' values. It is partitioned by key group (sluice/key_groups.py) so
 that snapshots can be written per key-group range, and restored at another
-parallelism. A snapshot is an Arrow table: one column per key column (named
+parallelism. A rocksdb snapshot is a RocksDB checkpoint (taskmanager/state/rocksdb_backend.py);
+a memory snapshot is an Arrow table: one column per key column (named
 as the key), `KEY_GROUP`, then one column per partial, named as the
 aggregate's output, with `__count_<output>` after an avg's sum. A
 one-column key without avg therefore snapshots exactly as before composite
@@ -36,6 +38,10 @@ from sluice.graph import OperatorKind, aggregate_keys
 from sluice.key_groups import KEY_GROUP
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.spark_engine import Batch
+from taskmanager.state import backend as state_backend
+from taskmanager.state import rocksdb_backend
+from taskmanager.state.backend import KeyedValues, NativeRestore, StateBackendConfig
+from taskmanager.state.rocksdb_backend import RocksDBKeyedValues
 
 __all__ = [
     "KEY_GROUP",
@@ -151,12 +157,23 @@ class PartialAggregates:
 
 
 class KeyedAggregate(Operator):
-    def __init__(self, payload: Payload, name: str, batch: bool = False, engine: Any = None) -> None:
+    def __init__(
+        self,
+        payload: Payload,
+        name: str,
+        batch: bool = False,
+        engine: Any = None,
+        backend: StateBackendConfig | None = None,
+        tag: str = "",
+    ) -> None:
         self.name = name
         self.keys: list[str] = aggregate_keys(payload)
         self.aggs: Aggs = dict(payload["aggs"])
         self.partials = partial_columns(self.aggs)
-        self.state: dict[Any, list[Any]] = {}  # key (a value, or a tuple of several) -> [kg, partial...]
+        self.backend = backend
+        self.tag = tag
+        # key (a value, or a tuple of several) -> (key group, (partial, ...)), in the job's state backend
+        self.state: KeyedValues = state_backend.create(backend, tag)
         self.batch = batch  # BATCH: emit every key's final value once, at end_input
         self.engine = engine
         # the Arrow types of the key columns and partials, from the batches seen (for end_input's rows)
@@ -165,7 +182,7 @@ class KeyedAggregate(Operator):
 
     @classmethod
     def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one class per kind
-        return cls(payload, ctx.name, batch=ctx.batch, engine=ctx.engine)
+        return cls(payload, ctx.name, batch=ctx.batch, engine=ctx.engine, backend=ctx.state_backend, tag=ctx.tag)
 
     @classmethod
     def combiner_for(cls, payload: Payload) -> PartialAggregates:
@@ -190,33 +207,36 @@ class KeyedAggregate(Operator):
         self._partial_types = [c.type for c in merged]
         merges = [m for _c, m in self.partials]
         width = len(merges)
-        out_keys: list[Any] = []
-        out_entries: list[list[Any]] = []
-        state = self.state
-        for i, key in enumerate(keys):
-            entry = state.get(key)
-            if entry is None:
-                entry = state[key] = [kgs[i]] + [None] * width
-                changed = True
+        # one read and one write of the state per batch (a native backend crosses into C++ twice)
+        olds = self.state.get_many(keys, kgs)
+        put_keys: list[Any] = []
+        put_kgs: list[int] = []
+        put_values: list[tuple[Any, ...]] = []
+        for i, old in enumerate(olds):
+            if old is None:  # a new key: an update even when every partial is null
+                new = tuple(partials[j][i] for j in range(width))
             else:
-                changed = False
-            for j in range(width):
-                new = _fold(merges[j], entry[j + 1], partials[j][i])
-                changed = changed or new != entry[j + 1]
-                entry[j + 1] = new
-            if changed and not self.batch:  # an update stream: only keys whose value changed
-                out_keys.append(key)
-                out_entries.append(entry[1:])
-        if not out_keys:
+                new = tuple(_fold(merges[j], old[j], partials[j][i]) for j in range(width))
+                if new == old:
+                    continue
+            put_keys.append(keys[i])
+            put_kgs.append(kgs[i])
+            put_values.append(new)
+        if put_keys:
+            self.state.put_many(put_keys, put_kgs, put_values)
+        if not put_keys or self.batch:  # an update stream: only keys whose value changed
             return None
-        return Batch(batch.engine, table=self._rows(out_keys, out_entries, self._key_types, self._partial_types))
+        return Batch(batch.engine, table=self._rows(put_keys, put_values, self._key_types, self._partial_types))
 
     def end_input(self) -> Batch | None:
         """BATCH: every key's final value, once (streaming: nothing, the updates went out)."""
         if not self.batch or not self.state:
             return None
-        keys = list(self.state)
-        entries = [self.state[k][1:] for k in keys]
+        keys: list[Any] = []
+        entries: list[tuple[Any, ...]] = []
+        for key, _kg, values in self.state.items():
+            keys.append(key)
+            entries.append(values)
         # the types of the last batch seen; none after a restore without input: Arrow infers them
         key_types = self._key_types or [None] * len(self.keys)
         partial_types = self._partial_types or [None] * len(self.partials)
@@ -247,36 +267,67 @@ class KeyedAggregate(Operator):
         return pa.table(columns)
 
     # -- checkpoints ------------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:  # noqa: ARG002 — keyed state is not per checkpoint
+    def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:
+        if isinstance(self.state, RocksDBKeyedValues):  # a RocksDB checkpoint, uploaded by the task
+            return OperatorSnapshot(native=self.state.snapshot(checkpoint_id))
         return OperatorSnapshot(keyed=self.snapshot_table())
 
     def restore(self, state: OperatorSnapshot) -> None:
         self.restore_table(state.keyed)
+        native = state.native
+        if not isinstance(native, NativeRestore) or not native.handles:
+            return
+        if isinstance(self.state, RocksDBKeyedValues):
+            self.state.restore(native.handles, native.fs, native.key_groups, native.owned)
+            return
+        # rocksdb state into the memory backend: read the key range, decoded
+        wanted = set(native.owned) if native.owned is not None else None
+        keys: list[Any] = []
+        kgs: list[int] = []
+        values: list[tuple[Any, ...]] = []
+        for key, kg, value in rocksdb_backend.read_entries(
+            native.handles, native.fs, native.key_groups, native.scratch
+        ):
+            if wanted is None or kg in wanted:
+                keys.append(key)
+                kgs.append(kg)
+                values.append(value)
+        self.state.put_many(keys, kgs, values)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.state.notify_checkpoint_complete(checkpoint_id)
+
+    def dispose(self) -> None:
+        self.state.close()
 
     def snapshot_table(self) -> pa.Table:
-        """A consistent copy of the state (taken on the task thread; written elsewhere)."""
-        keys = list(self.state)
-        entries = list(self.state.values())
+        """A consistent copy of the state as rows (taken on the task thread; written elsewhere)."""
+        keys: list[Any] = []
+        kgs: list[int] = []
+        entries: list[tuple[Any, ...]] = []
+        for key, kg, values in self.state.items():
+            keys.append(key)
+            kgs.append(kg)
+            entries.append(values)
         columns: dict[str, Any] = {}
         if len(self.keys) == 1:
             columns[self.keys[0]] = keys
         else:
             for k, name in enumerate(self.keys):
                 columns[name] = [key[k] for key in keys]
-        columns[KEY_GROUP] = pa.array([e[0] for e in entries], pa.int32())
+        columns[KEY_GROUP] = pa.array(kgs, pa.int32())
         for j, (col, _m) in enumerate(self.partials):
-            columns[col] = [e[j + 1] for e in entries]
+            columns[col] = [e[j] for e in entries]
         return pa.table(columns)
 
     def restore_table(self, table: pa.Table | None) -> None:
-        self.state = {}
+        self.state.clear()
         if table is None:
             return
         keys = self._key_list([table.column(k) for k in self.keys])
         kgs = table.column(KEY_GROUP).to_pylist()
         values = [table.column(col).to_pylist() for col, _m in self.partials]
-        for i, key in enumerate(keys):
-            self.state[key] = [kgs[i]] + [v[i] for v in values]
+        self.state.put_many(keys, kgs, [tuple(v[i] for v in values) for i in range(len(keys))])
 
 
 def _mean(total: Any, count: Any) -> float | None:

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PURE_CORES = (
     "jobmanager.checkpoint.coordinator",
+    "jobmanager.checkpoint.shared_registry",
     "jobmanager.scheduler.slot_pool",
     "jobmanager.scheduler.execution_graph",
     "jobmanager.scheduler.restart_strategy",
@@ -34,6 +35,8 @@ PURE_CORES = (
     "jobmanager.declarative.translate",
     "jobmanager.rest.views",
     "sluice.cli.spark_plan",
+    "jobmanager.connectors.coordinator",
+    "sluice.connectors.enumerators",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 

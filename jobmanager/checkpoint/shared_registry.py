@@ -1,0 +1,93 @@
+"""SharedStateRegistry: which shared state files the retained checkpoints of a job still need.
+
+An incremental rocksdb checkpoint (taskmanager/state/rocksdb_backend.py) uploads an SST file
+once, to `<dir>/<job-id>/shared/`, and every later checkpoint of the same database that still
+has the file references it. A shared file may be deleted only when no retained checkpoint
+references it. Pure (no I/O): the JobMaster (jobmanager/job_master.py) registers every
+completed checkpoint's handles, asks what to delete when it discards one, and deletes the
+files it is told to.
+
+* `register(n, handles)`: checkpoint n completed (or a restore made it the job's base);
+  each shared file it references gains one reference.
+* `discard(n, handles)`: checkpoint n goes. If it was registered, each of its files loses one
+  reference; those left with none are returned. If it was not (an aborted checkpoint), the
+  files it uploaded itself (`new` in a handle) that no registered checkpoint references are
+  returned: the task never references a file of a checkpoint it was not told had completed.
+* A file no registered checkpoint ever referenced is never returned by a release: after a
+  JobManager failover the registry knows only the restored checkpoint, so the files of an
+  older leader's other retained checkpoints are left in place (leaked), never deleted early.
+
+Checkpoints are discarded oldest first, so a file is released only after every older
+checkpoint that might hold it unregistered has already gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def shared_files(handle: object) -> set[str]:
+    """The shared file paths a task's state handle references."""
+    out: set[str] = set()
+    if isinstance(handle, Mapping):
+        for h in (handle.get("keyed") or {}).values():
+            if isinstance(h, Mapping) and h.get("backend") == "rocksdb":
+                out.update(str(p) for p in (h.get("shared") or {}).values())
+    return out
+
+
+def new_files(handle: object) -> set[str]:
+    """The shared file paths a task's state handle uploaded for its own checkpoint."""
+    out: set[str] = set()
+    if isinstance(handle, Mapping):
+        for h in (handle.get("keyed") or {}).values():
+            if isinstance(h, Mapping) and h.get("backend") == "rocksdb":
+                shared = h.get("shared") or {}
+                out.update(str(shared[n]) for n in h.get("new") or [] if n in shared)
+    return out
+
+
+def metadata_handles(metadata: Mapping[str, Any]) -> list[object]:
+    """Every task's state handle in a checkpoint's `_metadata` (jobmanager/checkpoint/metadata.py)."""
+    return [h for by_subtask in metadata.get("tasks", {}).values() for h in by_subtask.values()]
+
+
+class SharedStateRegistry:
+    def __init__(self) -> None:
+        self._refs: dict[str, int] = {}  # shared file -> retained checkpoints referencing it
+        self._files: dict[int, frozenset[str]] = {}  # registered checkpoint -> its shared files
+
+    def register(self, checkpoint_id: int, handles: Iterable[object]) -> None:
+        if checkpoint_id in self._files:
+            return  # registered once (a restore of the checkpoint this registry completed)
+        files = frozenset().union(*(shared_files(h) for h in handles))
+        self._files[checkpoint_id] = files
+        for f in files:
+            self._refs[f] = self._refs.get(f, 0) + 1
+
+    def discard(self, checkpoint_id: int, handles: Iterable[object] = ()) -> list[str]:
+        """The shared files to delete now that checkpoint `checkpoint_id` goes, sorted."""
+        files = self._files.pop(checkpoint_id, None)
+        if files is None:  # never completed here: only what it uploaded itself, if nobody holds it
+            uploaded = set().union(*(new_files(h) for h in handles))
+            return sorted(f for f in uploaded if f not in self._refs)
+        dead = []
+        for f in files:
+            left = self._refs[f] - 1
+            if left:
+                self._refs[f] = left
+            else:
+                del self._refs[f]
+                dead.append(f)
+        return sorted(dead)
+
+    def references(self, path: str) -> int:
+        return self._refs.get(path, 0)
+
+    def registered(self) -> list[int]:
+        return sorted(self._files)
+
+    def __len__(self) -> int:
+        """Shared files referenced."""
+        return len(self._refs)

@@ -1,0 +1,43 @@
+"""The memory state backend: keyed state in a dict on the task's heap (docs/state-backends.md).
+
+A snapshot is the operator's own Arrow table of every entry, copied on the task thread and
+written to checkpoint storage by the task (sluice/checkpoints/storage.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from taskmanager.state.backend import KeyedValues
+
+
+class MemoryKeyedValues(KeyedValues):
+    def __init__(self) -> None:
+        self.entries: dict[Any, tuple[int, tuple[Any, ...]]] = {}  # key -> (key group, values)
+
+    def get_many(self, keys: Sequence[Any], kgs: Sequence[int]) -> list[tuple[Any, ...] | None]:  # noqa: ARG002 — keys are unique across key groups
+        get = self.entries.get
+        out: list[tuple[Any, ...] | None] = []
+        for key in keys:
+            entry = get(key)
+            out.append(None if entry is None else entry[1])
+        return out
+
+    def put_many(self, keys: Sequence[Any], kgs: Sequence[int], values: Sequence[tuple[Any, ...]]) -> None:
+        entries = self.entries
+        for key, kg, value in zip(keys, kgs, values, strict=True):
+            entries[key] = (kg, value)
+
+    def items(self) -> Iterator[tuple[Any, int, tuple[Any, ...]]]:
+        for key, (kg, value) in self.entries.items():
+            yield key, kg, value
+
+    def clear(self) -> None:
+        self.entries = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
