@@ -220,9 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     out = sub.add_parser(
         "output",
         help="print a file sink's committed output: the update stream, or the last value per key",
-        description="Print the committed lines of a file sink's output directory in commit order "
+        description="Print the committed rows of a file sink's output directory in commit order "
         "(file-name order; names starting with '.' or '_' are skipped), or with --final the last "
-        "line of each key. The files have no header: --columns names the fields.",
+        "row of each key. Parts of any format (csv, .jsonl, .parquet, .txt; docs/file-formats.md). "
+        "CSV has no header: --columns names the fields; for JSON and Parquet it picks columns by name.",
     )
     out.add_argument("path", help="the file sink's directory (or a pyarrow.fs URI)")
     out.add_argument("--final", action="store_true", help="only the last line of each key (its final value)")

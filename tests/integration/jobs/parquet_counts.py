@@ -1,0 +1,36 @@
+"""Parquet page-view events counted per url into a file sink of a given format, and
+(optionally) every event copied as it is into a second file sink.
+
+    sluice run parquet_counts.py -- INPUT OUTPUT [--sink-format parquet] [--copy DIR]
+        [--copy-format json] [--checkpoint-interval MS] [--batch]
+
+The source takes its schema from the first file's footer (docs/file-formats.md).
+--copy writes the events (url, user, ts) to DIR: exactly once, each input row is
+there once. --batch runs the job in BATCH mode (docs/batch.md).
+"""
+
+import argparse
+
+from sluice.api import FileSink, StreamExecutionEnvironment
+
+p = argparse.ArgumentParser()
+p.add_argument("input")
+p.add_argument("output")
+p.add_argument("--sink-format", default="parquet")
+p.add_argument("--copy")
+p.add_argument("--copy-format", default="json")
+p.add_argument("--checkpoint-interval", type=int, default=0)
+p.add_argument("--batch", action="store_true")
+args = p.parse_args()
+
+env = StreamExecutionEnvironment.get_execution_environment()
+if args.batch:
+    env.set_runtime_mode("BATCH")
+elif args.checkpoint_interval > 0:
+    env.enable_checkpointing(args.checkpoint_interval)
+events = env.from_files(args.input, format="parquet", name="events")
+counts = events.key_by("url").count()
+counts.sink_to(FileSink(args.output, columns=("url", "count"), format=args.sink_format), name="counts sink")
+if args.copy:
+    events.sink_to(FileSink(args.copy, columns=("url", "user", "ts"), format=args.copy_format), name="copy sink")
+env.execute("parquet_counts")
