@@ -481,6 +481,29 @@ class Dispatcher:
             if job is not None and self._owned(job, execution_id, identity):
                 job.on_decline(execution_id, checkpoint_id, bounded(reason, SUMMARY_FAILURE_LIMIT), self.clock())
 
+    def request_splits(
+        self,
+        session_id: str,
+        job_id: str,
+        execution_id: str,
+        operator_id: str,
+        received: int,
+        last_checkpoint: int,
+        idle: bool,
+        identity: Identity | None = None,
+    ) -> Any:
+        """A connector source reader's split request (docs/connectors.md): its subtask's
+        assignments from `received` on, or None for a late request (nothing to give)."""
+        self._check_session(session_id)
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or not self._owned(job, execution_id, identity):
+                return None
+            try:
+                return job.request_splits(execution_id, operator_id, received, last_checkpoint, idle)
+            except ValueError as exc:  # SplitRequestError: the request contradicts the assignment log
+                raise InvalidRequest("received", str(exc)) from None
+
     def _check_session(self, session_id: str) -> None:
         current = self._require_leader()
         if session_id != current:

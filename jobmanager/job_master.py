@@ -44,6 +44,7 @@ from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
 from jobmanager.checkpoint.shared_registry import SharedStateRegistry, metadata_handles
+from jobmanager.connectors import coordinator as sc
 from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import make_plan
 from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
@@ -62,6 +63,7 @@ from jobmanager.scheduler.slot_pool import SlotId
 from sluice import config, graph, job_options
 from sluice.checkpoints import savepoint as sp
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
+from sluice.storage import list_files
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, SavepointStatus, to_proto
 from sluice.v1 import common_pb2, taskmanager_pb2
 
@@ -269,6 +271,10 @@ class JobMaster:
         self._past_coordinators: list[cc.CheckpointCoordinator] = []
         self.metrics: dict[str, TaskRecords] = {}
         self._restore_states: dict[tuple[str, int], bytes] = {}
+        # connector sources' split enumerators (docs/connectors.md): rebuilt per attempt from the
+        # restored checkpoint's `_metadata` ("coordinators"), fresh without one
+        self._source_states: dict[str, Any] = {}
+        self.sources = sc.SourceCoordinators({})
         self.graph = eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout)  # replaced by start()
         self.coordinator: cc.CheckpointCoordinator | None = None
         self.savepoints: collections.deque[SavepointRequest] = collections.deque(maxlen=SAVEPOINTS_SHOWN)
@@ -308,6 +314,9 @@ class JobMaster:
     # -- attempts -------------------------------------------------------------------------------
     def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002 — time is an input, as for events
         self._partition_tags, self._restore_override = {}, {}  # every task of an attempt starts from one checkpoint
+        self.sources = sc.SourceCoordinators.build(
+            self._connector_sources(), self._source_states, self.restored_checkpoint or 0
+        )
         infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in self.chains]
         x = self.execution
         self.graph = eg.ExecutionGraph(
@@ -590,6 +599,7 @@ class JobMaster:
             self._region_restart_at = None
             self._apply(self.graph.handle(eg.RestartRegions(now)), now)
         self._apply(self.graph.handle(eg.Tick(now)), now)
+        self._discover_splits(now)
         if self.reconfiguration is not None and not self.reconfiguration.ended:
             self.reconfiguration.handle(rp.Tick(now), now)
         if self.coordinator is not None:
@@ -832,7 +842,7 @@ class JobMaster:
 
     def _restart(self, now: float, first_attempt: int | None = None) -> None:
         """A new attempt that restores every task from the latest completed checkpoint."""
-        self._restore_states = {}
+        self._restore_states, self._source_states = {}, {}
         self.restored_checkpoint = None
         if self.latest is None and self.savepoint is not None:  # no checkpoint of its own yet
             self._restore_states = self._savepoint_states
@@ -845,7 +855,9 @@ class JobMaster:
                     content, self.chains, storage.metadata_path(cid), self.job
                 )
                 self.shared_state.register(cid, metadata_handles(content))  # after a failover: its files stay
-            except CheckpointCorrupt as exc:
+                self._source_states = dict(content.get("coordinators") or {})
+                sc.SourceCoordinators.build(self._connector_sources(), self._source_states, cid)  # restorable?
+            except (CheckpointCorrupt, sc.SplitRequestError) as exc:
                 log.error("%s cannot restore: %s", self.tag, exc)
                 failure = f"restore failed: {exc}"
                 self.exceptions.append(
@@ -988,6 +1000,7 @@ class JobMaster:
                         " (final)" if action.final else "",
                     )
                     targets = set(action.targets) | (set() if action.final else self.end_of_input)
+                    self.sources.checkpoint_triggered(action.checkpoint_id)  # before any reader snapshots it
                     if action.savepoint and self._savepoint_request is not None:
                         self._savepoint_request.checkpoint_id = action.checkpoint_id
                     if action.reconfigure and self.reconfiguration is not None:
@@ -1047,6 +1060,8 @@ class JobMaster:
             action.handles,
             lambda eid: (executions[eid].chain_id, executions[eid].subtask),
         )
+        if coordinators := self.sources.states_of(action.checkpoint_id):
+            content["coordinators"] = coordinators  # the split enumerators' state at the trigger
         storage, cid, retained, ha = self._storage(), action.checkpoint_id, coordinator.config.retained, self.gateway.ha
         request = self._savepoint_request if action.savepoint else None
         plan = sp.plan(content, self.job) if request is not None else None
@@ -1083,6 +1098,53 @@ class JobMaster:
             storage.delete_files(files)
 
         self.gateway.run_io(self, discard, _ignore)
+
+    # -- connector sources (docs/connectors.md) -------------------------------------------------------
+    def _connector_sources(self) -> dict[str, tuple[int, dict[str, Any]]]:
+        """operator id -> (parallelism, enumerator spec) of every connector source."""
+        out = {}
+        for op in self.job.operators:
+            if graph.kind_of(op) == graph.OperatorKind.SOURCE_CONNECTOR:
+                out[op.id] = (self.chain_of[op.id].parallelism, graph.operator_config(op)["enumerator"])
+        return out
+
+    def request_splits(
+        self, eid: str, operator_id: str, received: int, last_checkpoint: int, idle: bool
+    ) -> sc.Assignment | None:
+        """A reader's request for splits; None when `eid` is not an execution of this attempt
+        headed by `operator_id` (a late request: it gets nothing)."""
+        ex = self.graph.executions.get(eid)
+        coordinator = self.sources.by_operator.get(operator_id)
+        if ex is None or coordinator is None or self.chain_by_id[ex.chain_id].operator_ids[0] != operator_id:
+            return None
+        assignment = coordinator.request(ex.subtask, received, last_checkpoint, idle)
+        if assignment.splits:
+            log.info(
+                "%s source %s subtask %d: assignments %d..%d (%s)",
+                self.tag,
+                operator_id,
+                ex.subtask,
+                assignment.first,
+                assignment.first + len(assignment.splits) - 1,
+                ", ".join(str(s["id"]) for s in assignment.splits[:5]),
+            )
+        return assignment
+
+    def _discover_splits(self, now: float) -> None:
+        """Run the lookups the enumerators ask for (listing a directory) off the lock."""
+        sources = self.sources
+        for lookup in sources.lookups(now):
+            found: list[str] = []
+            path, suffix = str(lookup.what["list"]), str(lookup.what.get("suffix", ""))
+
+            def listing(path: str = path, suffix: str = suffix, found: list[str] = found) -> None:
+                found.extend(list_files(path, suffix))
+
+            def done(error: Exception | None, lookup: sc.Lookup = lookup, found: list[str] = found) -> None:
+                if self.sources is sources:  # else a new attempt's enumerators replaced these
+                    sources.on_discovered(lookup, None if error else found, time.monotonic())
+
+            self.gateway.run_io(self, listing, done)
 
     # -- deployment ----------------------------------------------------------------------------------
     def deployment_descriptor(self, eid: str) -> taskmanager_pb2.TaskDeploymentDescriptor:

@@ -21,6 +21,7 @@ anyone else). No error text carries the leader session id.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import traceback
 from collections.abc import Callable
@@ -289,6 +290,28 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
             identity=peer_identity(context),
         )
         return jobmanager_pb2.AcknowledgeCheckpointResponse(outcome=cast(jobmanager_pb2.AckOutcome, to_proto(outcome)))
+
+    @translated
+    def RequestSplits(
+        self, request: jobmanager_pb2.RequestSplitsRequest, context: grpc.ServicerContext
+    ) -> jobmanager_pb2.RequestSplitsResponse:
+        assignment = self.dispatcher.request_splits(
+            request.leader_session_id,
+            bounded_id(request.job_id, "job_id"),
+            bounded_id(request.execution_id, "execution_id"),
+            bounded_id(request.operator_id, "operator_id"),
+            request.received,
+            not_negative(request.last_checkpoint, "last_checkpoint"),
+            request.idle,
+            identity=peer_identity(context),
+        )
+        if assignment is None:  # a late request: the execution is gone, nothing to hand out
+            return jobmanager_pb2.RequestSplitsResponse(first=request.received)
+        return jobmanager_pb2.RequestSplitsResponse(
+            first=assignment.first,
+            splits=[json.dumps(s, separators=(",", ":")) for s in assignment.splits],
+            no_more_splits=assignment.no_more_splits,
+        )
 
     @translated
     def DeclineCheckpoint(

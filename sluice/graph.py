@@ -66,6 +66,8 @@ class OperatorKind(enum.StrEnum):
     JOIN_TABLE = "join_table"  # a stream enriched from a table loaded in Spark (docs/user-state.md)
     BROADCAST_PROCESS = "broadcast_process"  # a keyed process function with broadcast state (docs/user-state.md)
     WINDOW_JOIN = "window_join"  # two keyed streams joined per event-time window (docs/user-state.md)
+    SOURCE_CONNECTOR = "source_connector"  # env.from_source(source): a sluice.connectors Source
+    SINK_CONNECTOR = "sink_connector"  # stream.sink_to(sink) of a sluice.connectors Sink
 
 
 class Partitioning(enum.StrEnum):
@@ -80,7 +82,12 @@ class Partitioning(enum.StrEnum):
 states.register_proto(OperatorKind, common_pb2.OperatorKind, "OPERATOR_KIND_")
 states.register_proto(Partitioning, common_pb2.Partitioning, "PARTITIONING_")
 
-SOURCE_KINDS = (OperatorKind.SOURCE_FILES, OperatorKind.SOURCE_GENERATOR, OperatorKind.SOURCE_COLLECTION)
+SOURCE_KINDS = (
+    OperatorKind.SOURCE_FILES,
+    OperatorKind.SOURCE_GENERATOR,
+    OperatorKind.SOURCE_COLLECTION,
+    OperatorKind.SOURCE_CONNECTOR,
+)
 BODY_KINDS = (OperatorKind.MAP, OperatorKind.FILTER, OperatorKind.FLAT_MAP)
 TRANSFORM_KINDS = (
     *BODY_KINDS,
@@ -96,7 +103,7 @@ TRANSFORM_KINDS = (
 )
 KEYED_KINDS = (OperatorKind.AGGREGATE, OperatorKind.WINDOW, OperatorKind.PROCESS)  # must follow key_by on their keys
 LATE_OUTPUT = "late"  # EdgeSpec.output_tag of a window's late-data side output
-SINK_KINDS = (OperatorKind.SINK_FILE, OperatorKind.SINK_PRINT, OperatorKind.SINK_SQLITE)
+SINK_KINDS = (OperatorKind.SINK_FILE, OperatorKind.SINK_PRINT, OperatorKind.SINK_SQLITE, OperatorKind.SINK_CONNECTOR)
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 # The settings that may be Python code (OperatorSpec.code), by kind; every other setting is plain
 # data in OperatorSpec.config, and a kind not listed takes no code at all.
@@ -110,6 +117,8 @@ CODE_SETTINGS: dict[OperatorKind, frozenset[str]] = {
     OperatorKind.PROCESS: frozenset({"process", "on_timer"}),  # fn(key, rows, ctx); on_timer(key, ts, ctx)
     OperatorKind.JOIN_TABLE: frozenset({"table_fn"}),  # fn(spark) -> DataFrame
     OperatorKind.BROADCAST_PROCESS: frozenset({"process", "on_timer", "process_broadcast"}),
+    OperatorKind.SOURCE_CONNECTOR: frozenset({"source"}),  # the Source: its readers run on TaskManagers
+    OperatorKind.SINK_CONNECTOR: frozenset({"sink"}),  # the Sink: its writers and committers
 }
 NUMERIC_AGGREGATES = ("sum", "avg")  # need a numeric input column
 
@@ -526,6 +535,8 @@ def unbounded_reason(kind: OperatorKind, payload: dict[str, Any]) -> str | None:
         return "it monitors its directory for new files (monitor_interval_ms)"
     if kind == OperatorKind.SOURCE_GENERATOR and payload.get("count") is None:
         return "it is a generator without count="
+    if kind == OperatorKind.SOURCE_CONNECTOR and not payload.get("bounded"):
+        return "its connector Source is unbounded"
     return None
 
 
@@ -673,6 +684,13 @@ def _validate_config(where: str, op: common_pb2.OperatorSpec, kind: OperatorKind
             not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
         ):
             raise JobValidationError(f"{where}.batch_size", f"must be a positive int or absent, got {batch_size!r}")
+    elif kind in (OperatorKind.SOURCE_CONNECTOR, OperatorKind.SINK_CONNECTOR):
+        from sluice.connectors import validation as connector_validation  # local: only connector jobs need it
+
+        try:
+            connector_validation.check_config(kind == OperatorKind.SOURCE_CONNECTOR, p, op.code)
+        except connector_validation.ConnectorConfigError as exc:
+            raise JobValidationError(f"{where}.{exc.field}", exc.message) from None
     elif kind == OperatorKind.SOURCE_COLLECTION:
         rows = p.get("rows")
         if "rows" in p and not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):

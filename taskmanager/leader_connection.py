@@ -64,6 +64,8 @@ class LeaderConnection:
         self._leader_changed = threading.Event()
         self._reports: queue.Queue[tuple[str, Report]] = queue.Queue()
         self._report_channel: tuple[str, grpc.Channel] | None = None
+        self._split_channel: tuple[str, grpc.Channel] | None = None
+        self._split_lock = threading.Lock()
         # A freed slot is told to the leader at once (the next heartbeat's slot report), not an interval later.
         tasks.on_slot_freed(self._leader_changed.set)
 
@@ -214,6 +216,40 @@ class LeaderConnection:
                 ),
             )
         )
+
+    def request_splits(
+        self, task: Task, operator_id: str, received: int, last_checkpoint: int, idle: bool
+    ) -> jobmanager_pb2.RequestSplitsResponse | None:
+        """A connector source's split request (docs/connectors.md), on the task thread: one
+        attempt within RPC_TIMEOUT, None when it failed (the reader asks again later; an
+        answer lost on the way is sent again, since the request says what the reader holds)."""
+        address = self._leader[0]
+        if address is None or task.tdd.leader_session_id != self.tasks.session:
+            return None
+        with self._split_lock:  # one channel for every task's requests, replaced when the leader moves
+            if self._split_channel is None or self._split_channel[0] != address:
+                if self._split_channel is not None:
+                    self._split_channel[1].close()
+                self._split_channel = (address, rpc.channel(address))
+            channel = self._split_channel[1]
+        try:
+            return jobmanager_pb2_grpc.ResourceManagerStub(channel).RequestSplits(
+                jobmanager_pb2.RequestSplitsRequest(
+                    leader_session_id=task.tdd.leader_session_id,
+                    job_id=task.job_id,
+                    execution_id=task.execution_id,
+                    operator_id=operator_id,
+                    received=received,
+                    last_checkpoint=last_checkpoint,
+                    idle=idle,
+                ),
+                timeout=RPC_TIMEOUT,
+            )
+        except grpc.RpcError as err:
+            if err.code() in REFUSED:  # the request contradicts the enumerator's log: retrying cannot help
+                raise RuntimeError(f"RequestSplits refused by the leader: {_describe(err)}") from None
+            log.warning("%s RequestSplits failed: %s", task.tag, _describe(err))
+            return None
 
     def _report_loop(self) -> None:
         while not self._stopped.is_set():

@@ -61,6 +61,7 @@ import pyarrow.compute as pc
 
 from sluice import graph
 from sluice.checkpoints.storage import CheckpointStorage
+from sluice.connectors.api import ReaderContext
 from sluice.eventtime import MAX_WATERMARK, MIN_WATERMARK
 from sluice.eventtime import watermarks as wm
 from sluice.key_groups import KEY_GROUP, key_group_range, owned_key_groups
@@ -68,6 +69,7 @@ from sluice.metrics.task_metrics import TaskIO, TaskIOSnapshot
 from sluice.states import ExecutionState
 from sluice.v1 import taskmanager_pb2
 from taskmanager import barrier_aligner as ba
+from taskmanager.connectors.source import ConnectorSource
 from taskmanager.network.blocking_partition import BlockingResultPartition
 from taskmanager.network.input_gate import InputGate, LocalInputChannel, RemoteInputChannel
 from taskmanager.network.partition import ItemKind, Partition, PartitionManager, ResultPartition, TaskCancelled
@@ -315,7 +317,11 @@ class Task:
             (self._side_writers if out.output_tag else self._writers).append(writer)
         head = specs[tdd.operator_ids[0]]
         chained = list(tdd.operator_ids)
-        if graph.kind_of(head) in graph.SOURCE_KINDS:
+        if graph.kind_of(head) == graph.OperatorKind.SOURCE_CONNECTOR:
+            self._source = self._connector_source(head)
+            self._source_id = head.id
+            chained = chained[1:]
+        elif graph.kind_of(head) in graph.SOURCE_KINDS:
             self._source = make_source(
                 graph.kind_of(head),
                 graph.operator_settings(head),
@@ -361,6 +367,27 @@ class Task:
             self._channel_side = self._sides(self._operators[0][1])
         if tdd.restore_checkpoint_id:
             self._restore(json.loads(tdd.restore_state or b"{}"))
+
+    def _connector_source(self, head: Any) -> ConnectorSource:
+        """A connector source's reader (docs/connectors.md), asking the JobManager for splits
+        through this TaskManager's leader connection."""
+        request_splits = getattr(self.reports, "request_splits", None)
+        if request_splits is None:
+            raise RuntimeError("this task's reports cannot request splits: connector sources need a leader connection")
+        ctx = ReaderContext(
+            subtask=self.tdd.subtask_index,
+            parallelism=self.tdd.parallelism,
+            job_id=self.job_id,
+            operator_id=head.id,
+            restored_checkpoint=self.tdd.restore_checkpoint_id,
+        )
+        return ConnectorSource(
+            graph.operator_settings(head),
+            ctx,
+            self.engine,
+            lambda op_id, received, last, idle: request_splits(self, op_id, received, last, idle),
+            tag=self.tag,
+        )
 
     def _writer(self, out: Any, specs: dict[str, Any]) -> RecordWriter:
         """A record writer on a new, registered result partition for output `out` (a
@@ -845,6 +872,8 @@ class Task:
                     if checkpoint_id > self._last_snapshot and (self._source is not None or self._ended):
                         self._snapshot(checkpoint_id)
                 case CheckpointComplete(checkpoint_id=checkpoint_id, final=final):
+                    if isinstance(self._source, ConnectorSource):
+                        self._source.notify_checkpoint_complete(checkpoint_id)
                     for _op_id, op in self._operators:
                         op.notify_checkpoint_complete(checkpoint_id)
                     if final and self._ended:
@@ -874,7 +903,11 @@ class Task:
         native: dict[str, Any] = {}  # RocksDB checkpoints on local disk, uploaded off this thread
         try:
             if self._source is not None:
-                inline[self._source_id] = self._source.snapshot()
+                inline[self._source_id] = (
+                    self._source.snapshot_at(checkpoint_id)
+                    if isinstance(self._source, ConnectorSource)
+                    else self._source.snapshot()
+                )
                 log.info(SOURCE_SNAPSHOT_LOG, self.tag, checkpoint_id, self._source.describe_offset())
             for op_id, op in self._operators:
                 snapshot = op.snapshot(checkpoint_id)
@@ -934,6 +967,8 @@ class Task:
             self.reports.decline(self, checkpoint_id, f"upload failed: {type(exc).__name__}: {exc}")
 
     def _abort(self) -> None:
+        if isinstance(self._source, ConnectorSource):
+            self._source.close()
         for _op_id, op in self._operators:
             op.abort()
         self._release_outputs()

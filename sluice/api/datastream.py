@@ -19,6 +19,7 @@ from sluice import schema as schemas
 from sluice.api.connectors import FileSink, SqliteSink
 from sluice.api.joins import IntervalJoinBuilder, JoinBuilder
 from sluice.api.windowing import WindowedStream
+from sluice.connectors.api import Sink
 from sluice.eventtime.watermarks import WatermarkStrategy
 from sluice.eventtime.windows import WindowAssigner
 from sluice.graph import AGGREGATE_FUNCTIONS, OperatorKind, Partitioning
@@ -170,7 +171,7 @@ class DataStream:
         return op
 
     # -- sinks ----------------------------------------------------------------
-    def sink_to(self, sink: FileSink | SqliteSink, name: str | None = None) -> DataStream:
+    def sink_to(self, sink: FileSink | SqliteSink | Sink, name: str | None = None) -> DataStream:
         """Write to `sink`. Its `columns` are checked at submit against this stream's
         columns when they are known (`schema`). A `SqliteSink` needs each key's rows to
         reach one of its subtasks: give it the parallelism of the keyed aggregate before
@@ -182,7 +183,12 @@ class DataStream:
             # the sink's identity in the database's commit table (taskmanager/operators/sqlite_sink.py)
             self._env._operators[stream._op_id]["payload"]["sink_id"] = stream._op_id
             return stream
-        raise TypeError(f"sink_to expects a FileSink or a SqliteSink, got {type(sink).__name__}")
+        if isinstance(sink, Sink):  # a connector sink (docs/connectors.md)
+            payload = {"sink": sink, "guarantee": str(sink.guarantee)}
+            return self._then(OperatorKind.SINK_CONNECTOR, payload, name or type(sink).__name__)
+        raise TypeError(
+            f"sink_to expects a FileSink, a SqliteSink or a sluice.connectors.Sink, got {type(sink).__name__}"
+        )
 
     def print(self, name: str | None = None) -> DataStream:
         """Print rows to the TaskManager's log (its .out), as Flink's print() does."""

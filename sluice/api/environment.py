@@ -12,6 +12,7 @@ from sluice import graph, job_options, states
 from sluice import schema as schemas
 from sluice import schema_inference as inference
 from sluice.api.datastream import DataStream, SchemaLike
+from sluice.connectors.api import Source
 from sluice.graph import OperatorKind, Partitioning
 from sluice.v1 import common_pb2
 
@@ -212,6 +213,25 @@ class StreamExecutionEnvironment:
         if rows and not all(isinstance(r, dict) for r in rows):
             raise TypeError("from_collection expects dicts, e.g. [{'url': '/a', 'n': 1}]")
         return self._source(OperatorKind.SOURCE_COLLECTION, {"rows": rows}, name or "collection")
+
+    def from_source(self, source: Source, name: str | None = None) -> DataStream:
+        """Read with a connector `Source` (sluice.connectors, docs/connectors.md): its
+        enumerator (one of the built-ins, configured here on the client) runs in the
+        JobManager, its readers on the TaskManagers. `source.schema` (Spark DDL), when set,
+        declares the rows' columns."""
+        from sluice.connectors import api, enumerators  # local: only connector jobs need them
+
+        if not isinstance(source, api.Source):
+            raise TypeError(f"from_source expects a sluice.connectors.Source, got {type(source).__name__}")
+        spec = enumerators.spec_of(source.create_enumerator())
+        stream = self._source(
+            OperatorKind.SOURCE_CONNECTOR,
+            {"source": source, "enumerator": spec, "bounded": bool(source.bounded)},
+            name or type(source).__name__,
+        )
+        if source.schema is not None:
+            self._operators[stream._op_id]["schema"] = schemas.to_schema(source.schema, "Source.schema")
+        return stream
 
     # -- graph ----------------------------------------------------------------
     def _source(self, kind: OperatorKind, payload: dict[str, Any], name: str) -> DataStream:

@@ -57,6 +57,8 @@ class OperatorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATOR_KIND_JOIN_TABLE: _ClassVar[OperatorKind]
     OPERATOR_KIND_BROADCAST_PROCESS: _ClassVar[OperatorKind]
     OPERATOR_KIND_WINDOW_JOIN: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SOURCE_CONNECTOR: _ClassVar[OperatorKind]
+    OPERATOR_KIND_SINK_CONNECTOR: _ClassVar[OperatorKind]
 
 class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -119,6 +121,8 @@ OPERATOR_KIND_INTERVAL_JOIN: OperatorKind
 OPERATOR_KIND_JOIN_TABLE: OperatorKind
 OPERATOR_KIND_BROADCAST_PROCESS: OperatorKind
 OPERATOR_KIND_WINDOW_JOIN: OperatorKind
+OPERATOR_KIND_SOURCE_CONNECTOR: OperatorKind
+OPERATOR_KIND_SINK_CONNECTOR: OperatorKind
 PARTITIONING_UNSPECIFIED: Partitioning
 PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning

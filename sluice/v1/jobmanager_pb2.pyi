@@ -169,6 +169,34 @@ class ClusterOverview(_message.Message):
     free_slots: int
     def __init__(self, leader: _Optional[str] = ..., taskmanagers: _Optional[_Iterable[_Union[TaskManagerOverview, _Mapping]]] = ..., total_slots: _Optional[int] = ..., free_slots: _Optional[int] = ...) -> None: ...
 
+class RequestSplitsRequest(_message.Message):
+    __slots__ = ("leader_session_id", "job_id", "execution_id", "operator_id", "received", "last_checkpoint", "idle")
+    LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    IDLE_FIELD_NUMBER: _ClassVar[int]
+    leader_session_id: str
+    job_id: str
+    execution_id: str
+    operator_id: str
+    received: int
+    last_checkpoint: int
+    idle: bool
+    def __init__(self, leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., operator_id: _Optional[str] = ..., received: _Optional[int] = ..., last_checkpoint: _Optional[int] = ..., idle: _Optional[bool] = ...) -> None: ...
+
+class RequestSplitsResponse(_message.Message):
+    __slots__ = ("first", "splits", "no_more_splits")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    SPLITS_FIELD_NUMBER: _ClassVar[int]
+    NO_MORE_SPLITS_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    splits: _containers.RepeatedScalarFieldContainer[str]
+    no_more_splits: bool
+    def __init__(self, first: _Optional[int] = ..., splits: _Optional[_Iterable[str]] = ..., no_more_splits: _Optional[bool] = ...) -> None: ...
+
 class AcknowledgeCheckpointRequest(_message.Message):
     __slots__ = ("leader_session_id", "job_id", "execution_id", "checkpoint_id", "state_handle", "size_bytes")
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]

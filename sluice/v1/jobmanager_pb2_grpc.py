@@ -483,6 +483,11 @@ class ResourceManagerStub:
                 request_serializer=sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointResponse.FromString,
                 _registered_method=True)
+        self.RequestSplits = channel.unary_unary(
+                '/sluice.v1.ResourceManager/RequestSplits',
+                request_serializer=sluice_dot_v1_dot_jobmanager__pb2.RequestSplitsRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_jobmanager__pb2.RequestSplitsResponse.FromString,
+                _registered_method=True)
 
 
 class ResourceManagerServicer:
@@ -520,6 +525,14 @@ class ResourceManagerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RequestSplits(self, request, context):
+        """A connector source's reader asks its split enumerator (run by the JobManager) for splits
+        (docs/connectors.md, docs/protocols.md "Split assignment").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResourceManagerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -547,6 +560,11 @@ def add_ResourceManagerServicer_to_server(servicer, server):
                     servicer.DeclineCheckpoint,
                     request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointResponse.SerializeToString,
+            ),
+            'RequestSplits': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequestSplits,
+                    request_deserializer=sluice_dot_v1_dot_jobmanager__pb2.RequestSplitsRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_jobmanager__pb2.RequestSplitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -686,6 +704,33 @@ class ResourceManager:
             '/sluice.v1.ResourceManager/DeclineCheckpoint',
             sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointRequest.SerializeToString,
             sluice_dot_v1_dot_jobmanager__pb2.DeclineCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequestSplits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.ResourceManager/RequestSplits',
+            sluice_dot_v1_dot_jobmanager__pb2.RequestSplitsRequest.SerializeToString,
+            sluice_dot_v1_dot_jobmanager__pb2.RequestSplitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

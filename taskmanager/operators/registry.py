@@ -8,6 +8,7 @@ and a method to the job API (sluice/api/), and map the kind here.
 from __future__ import annotations
 
 from sluice.graph import OperatorKind
+from taskmanager.connectors.sink import ConnectorSink
 from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload
 from taskmanager.operators.broadcast_process import BroadcastProcess
 from taskmanager.operators.interval_join import IntervalJoin
@@ -37,6 +38,7 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.JOIN_TABLE: TableJoin,
     OperatorKind.BROADCAST_PROCESS: BroadcastProcess,
     OperatorKind.WINDOW_JOIN: WindowJoin,
+    OperatorKind.SINK_CONNECTOR: ConnectorSink,
 }
 
 

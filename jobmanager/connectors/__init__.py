@@ -1,0 +1,1 @@
+"""The JobManager side of connector sources: split enumerators and their assignments."""
