@@ -49,8 +49,10 @@ class LocalCluster:
         zk_session_timeout: float | None = None,
         insecure: bool = False,
         options: dict[str, str] | None = None,
+        spark: str = "local",
     ):
         self.options = options or {}  # process options: `cluster start -D key=value`
+        self.spark = spark  # `cluster start --spark local|standalone|connect`
         self.dir = str(directory)
         self.insecure = insecure  # `cluster start --insecure`: plaintext, no certificates
         self.jobmanagers, self.zk_session_timeout = jobmanagers, zk_session_timeout
@@ -82,6 +84,8 @@ class LocalCluster:
             args += ["-D", f"{key}={value}"]
         if self.insecure:
             args += ["--insecure"]
+        if self.spark != "local":
+            args += ["--spark", self.spark]
         try:
             sluice(*args, timeout=300)
         finally:
