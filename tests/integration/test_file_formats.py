@@ -1,11 +1,13 @@
 """File formats end to end on one shared local cluster (1 JobManager, 1 TaskManager x 2 slots,
 real Spark): a job reads Parquet files (schema from their footers) and writes its counts as
 Parquet and a copy of every event as JSON lines, exactly once across a kill -9 of the
-TaskManager; a BATCH job writes Parquet; a file that is not Parquet fails the job at once,
+TaskManager; a BATCH job writes Parquet; a monitored directory's later Parquet files are
+read as they appear; a file that is not Parquet fails the job at once,
 naming it. Output is read back through `sluice.read_output`."""
 
 from __future__ import annotations
 
+import collections
 import glob
 import os
 import sys
@@ -14,7 +16,7 @@ import uuid
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 import pytest
-from harness import EXAMPLES, JOBS, kill_process_tree, running_cluster
+from harness import EXAMPLES, JOBS, kill_process_tree, running_cluster, sluice
 from helpers import wait_until
 
 from sluice import read_output
@@ -129,3 +131,39 @@ def test_a_file_that_is_not_parquet_fails_the_job_naming_it(cluster, tmp_path):
     assert status["state"] == "FAILED", status
     assert "zz-broken.parquet is not a readable Parquet file" in status["failure"]
     assert status["restarts"] == 0  # the same file would fail the same way: not restarted
+
+
+def test_a_monitored_directory_reads_parquet_files_that_appear_later(cluster, tmp_path):
+    expected, _ = parquet_events(tmp_path, events=4_000, files=2, urls=50, seed=8)
+    later = tmp_path / "later"
+    later.mkdir()
+    (name,) = [n for n in sorted(os.listdir(tmp_path / "in"))[1:]]
+    os.rename(tmp_path / "in" / name, later / name)  # only the first file is there at the start
+    out = tmp_path / "out"
+    job_id = cluster.run(
+        JOB,
+        str(tmp_path / "in"),
+        str(out),
+        "--sink-format",
+        "json",
+        "--checkpoint-interval",
+        "300",
+        "--monitor-interval",
+        "200",
+        parallelism=2,
+    )
+    try:
+        first = pq.read_table(str(tmp_path / "in" / sorted(os.listdir(tmp_path / "in"))[0]))
+        early = collections.Counter(first["url"].to_pylist())
+        wait_until(
+            lambda: out.exists() and committed_parts(str(out)) and final_counts(out) == early,
+            timeout=180,
+            message="the first file's counts committed",
+        )
+        os.rename(later / name, tmp_path / "in" / f".{name}")  # a hidden name, then visible at once
+        os.rename(tmp_path / "in" / f".{name}", tmp_path / "in" / name)
+        wait_until(lambda: final_counts(out) == expected, timeout=180, message="both files' counts committed")
+    finally:
+        sluice("cancel", job_id, "--cluster-dir", cluster.dir, check=False)
+    assert all(p.endswith(".jsonl") for p in committed_parts(str(out)))
+    assert ended(cluster, job_id)["state"] == "CANCELED"
