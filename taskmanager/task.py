@@ -516,6 +516,7 @@ class Task:
         """Restore every operator from the checkpoint's handles: nothing else is kept."""
         inline: dict[str, Any] = state.get("operators", {})
         keyed: dict[str, list[dict[str, Any]]] = state.get("keyed", {})
+        started = time.monotonic()
         if self._source is not None and self._source_id in inline:  # a new source (savepoint) starts afresh
             self._source.restore(inline[self._source_id])
         for op_id, op in self._operators:
@@ -540,10 +541,11 @@ class Task:
             )
             op.restore(OperatorSnapshot(inline=inline.get(op_id), keyed=table, native=restore))
         log.info(
-            "%s restored from checkpoint %d%s",
+            "%s restored from checkpoint %d%s in %.3f s",
             self.tag,
             self.tdd.restore_checkpoint_id,
             f" (source {self._source.describe_offset()})" if self._source is not None else "",
+            time.monotonic() - started,
         )
 
     # -- run ------------------------------------------------------------------------------------

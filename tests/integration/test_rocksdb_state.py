@@ -1,0 +1,180 @@
+"""The rocksdb state backend end to end, on a real cluster (docs/state-backends.md).
+
+The job is examples/page_views.py with `state.backend: rocksdb`
+(tests/integration/jobs/rocksdb_page_views.py) reading a watched directory:
+
+- incremental checkpoints: a later checkpoint references SST files an earlier one uploaded to
+  `<job>/shared/`, each checkpoint uploads less than its database's files, and the shared files
+  on disk are exactly those the retained checkpoints reference (discarded ones disappear);
+- stop with a savepoint, resume at parallelism 3 from it: each new subtask copies its key range
+  out of the old databases; the savepoint is self-contained (every file copied) and the final
+  counts are exact;
+- kill -9 of a TaskManager: the job restores its RocksDB databases from the latest checkpoint
+  and the committed counts are exact, no line twice.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import uuid
+
+import pytest
+from harness import JOBS, assert_update_stream, kill_process_tree, read_counts, running_cluster, sluice
+from helpers import wait_until
+from test_recovery import wait_for
+from test_savepoints import Input, cancel_running, last_line, wait_counts
+
+pytestmark = pytest.mark.integration
+
+JOB = os.path.join(JOBS, "rocksdb_page_views.py")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, zookeeper):
+    with running_cluster(
+        tmp_path_factory.mktemp("cluster"),
+        taskmanagers=2,
+        slots=2,
+        zookeeper=zookeeper.connect_string,
+        cluster_id=f"rocksdb-{uuid.uuid4().hex[:8]}",
+    ) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def no_job_left(cluster):
+    yield
+    cancel_running(cluster)
+
+
+def run(cluster, inp: Input, out, *extra: str, parallelism: int = 2, job_args: tuple[str, ...] = ()) -> str:
+    args = ["run", JOB, "--detach", "--cluster-dir", cluster.dir, "--parallelism", str(parallelism), *extra]
+    argv = ["--input", str(inp.dir), "--output", str(out), "--monitor-interval", "200", *job_args]
+    return last_line(sluice(*args, "--", *argv))
+
+
+def checkpoint_root(cluster, job_id: str) -> str:
+    (root,) = glob.glob(os.path.join(cluster.dir, "**", job_id), recursive=True)
+    return root
+
+
+def retained(root: str) -> dict[int, dict]:
+    out = {}
+    for path in glob.glob(os.path.join(root, "chk-*", "_metadata")):
+        with open(path) as f:
+            meta = json.load(f)
+        out[meta["checkpoint_id"]] = meta
+    return out
+
+
+def rocksdb_handles(meta: dict) -> list[dict]:
+    return [
+        h
+        for by_subtask in meta["tasks"].values()
+        for handle in by_subtask.values()
+        for h in handle.get("keyed", {}).values()
+        if h.get("backend") == "rocksdb"
+    ]
+
+
+def test_incremental_checkpoints_reference_earlier_uploads_and_unreferenced_files_go(cluster, tmp_path):
+    inp = Input(tmp_path)
+    inp.add(events=40_000, files=10)
+    out = tmp_path / "out"
+    job = run(cluster, inp, out)
+    wait_counts(out, inp.expected)
+    root = checkpoint_root(cluster, job)
+    # more input, more checkpoints: each adds a level-0 file, ten of them a compaction
+    # (taskmanager/state/rocksdb_backend.py L0_COMPACTION_TRIGGER), whose inputs then go
+    for _batch in range(12):
+        inp.add(events=5_000, files=2)
+        wait_counts(out, inp.expected)
+    first = wait_for(cluster, job, lambda s: s["last_completed_checkpoint"], "a checkpoint")[
+        "last_completed_checkpoint"
+    ]
+    wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] >= first + 2, "two more checkpoints")
+    sluice("cancel", job, "--cluster-dir", cluster.dir)
+    wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
+
+    metas = retained(root)
+    assert len(metas) == 2, sorted(metas)  # state.checkpoints.num-retained
+    older, newer = (metas[c] for c in sorted(metas))
+    handles = rocksdb_handles(newer)
+    assert len(handles) == 2  # one database per subtask of the keyed count
+    for h in handles:
+        assert h["shared"], h
+        assert h["size"] < h["full_size"], "an incremental checkpoint uploads less than the whole database"
+        assert set(h["new"]) < set(h["shared"]), "a later checkpoint references files uploaded before"
+        for path in [*h["shared"].values(), *h["private"].values()]:
+            assert os.path.isfile(path), path
+    referenced = {p for m in metas.values() for h in rocksdb_handles(m) for p in h["shared"].values()}
+    reused = {p for h in rocksdb_handles(older) for p in h["shared"].values()} & {
+        p for h in handles for p in h["shared"].values()
+    }
+    assert reused, "the newer retained checkpoint shares files with the older"
+    on_disk = set(glob.glob(os.path.join(root, "shared", "*", "*.sst")))
+    assert on_disk == referenced, f"unreferenced: {sorted(on_disk - referenced)}; missing: {referenced - on_disk}"
+    with open(glob.glob(os.path.join(cluster.dir, "log", "jobmanager*.log"))[0], errors="replace") as f:
+        assert any(job in line and "shared state files go" in line for line in f), "no shared file was ever deleted"
+
+
+def test_stop_with_savepoint_and_resume_at_another_parallelism(cluster, tmp_path):
+    inp = Input(tmp_path)
+    out = tmp_path / "out"
+    inp.add(events=60_000, files=20)
+    job = run(cluster, inp, out)
+    wait_for(cluster, job, lambda s: s["last_completed_checkpoint"], "a checkpoint")
+    inp.add(events=30_000, files=10)
+    path = last_line(sluice("stop", job, "--savepoint-dir", str(tmp_path / "sp"), "--cluster-dir", cluster.dir))
+    assert cluster.status(job)["state"] == "FINISHED"
+    with open(os.path.join(path, "_metadata")) as f:
+        saved = json.load(f)
+    keyed = saved["operators"]["counts"]["keyed"]
+    assert [h["backend"] for h in keyed] == ["rocksdb", "rocksdb"]
+    for h in keyed:  # self-contained: every file of each database copied, shared ones too
+        assert any(n.endswith(".sst") for n in h["files"]), h
+        assert all(os.path.isfile(os.path.join(path, h["file"], n)) for n in h["files"])
+
+    inp.add(events=30_000, files=10)
+    job2 = run(cluster, inp, out, "--from-savepoint", path, parallelism=3)
+    status = wait_for(cluster, job2, lambda s: s["state"] == "RUNNING", "the job at parallelism 3")
+    assert {t["subtask"] for t in status["tasks"]} == {0, 1, 2}
+    lines = wait_counts(out, inp.expected)
+    assert_update_stream(lines)
+
+
+def test_kill_9_of_a_taskmanager_restores_rocksdb_state_exactly(cluster, tmp_path):
+    """Last in the module: the cluster keeps one TaskManager afterwards."""
+    inp = Input(tmp_path)
+    out = tmp_path / "out"
+    inp.add(events=60_000, files=20)
+    job = run(cluster, inp, out, parallelism=2)
+    wait_counts(out, inp.expected)
+    wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
+    inp.add(events=60_000, files=30)
+    status = cluster.status(job)
+    address = next(t["taskmanager"] for t in status["tasks"])
+    kill_process_tree(next(p["pid"] for p in cluster.info["processes"] if p["address"] == address))
+    status = wait_for(
+        cluster,
+        job,
+        lambda s: s["restarts"] >= 1 and s["state"] == "RUNNING" and s["restored_checkpoint"],
+        "the job to restart from a checkpoint",
+        timeout=240,
+    )
+    inp.add(events=20_000, files=5)
+    lines = wait_counts(out, inp.expected, timeout=240)
+    assert_update_stream(lines)
+    final, _ = read_counts(str(out))
+    assert final == dict(inp.expected)
+
+    def restored_lines() -> list[str]:
+        found = []
+        for log in glob.glob(os.path.join(cluster.dir, "log", "taskmanager-*.log")):
+            with open(log, errors="replace") as f:
+                found += [line for line in f if "rocksdb state restored" in line and job in line]
+        return found
+
+    assert wait_until(restored_lines, timeout=30, message="a rocksdb restore logged")
