@@ -350,3 +350,18 @@ def test_json_lines_built_by_column_read_back_as_the_rows_were(tmp_path):
         row["d"] = None if row["d"] is None else float(row["d"])
     assert written == expected
     assert [type(r["f"]) for r in written if r["f"] is not None] == [float] * 3  # -0.0 and 1e300 stay floats
+
+
+def test_a_parquet_source_failure_is_not_restarted(tmp_path):
+    from sluice.states import FailureCause
+    from taskmanager.operators.sources import FileSource
+    from taskmanager.task_messages import Failure
+
+    write_parquet(tmp_path / "in" / "a.parquet", pa.table({"a": [1]}))
+    (tmp_path / "in" / "b.parquet").write_bytes(b"garbage")
+    source = FileSource({"path": str(tmp_path / "in"), "format": "parquet", "suffix": ".parquet"}, 0, 1, engine=None)
+    assert source.schema == "a bigint"  # no schema in the payload: the first footer's, once per deployment
+    source._check_parquet([str(tmp_path / "in" / "a.parquet")])
+    with pytest.raises(RuntimeError, match=r"unreadable Parquet input: .*b\.parquet is not a readable") as info:
+        source._check_parquet([str(tmp_path / "in" / "b.parquet")])
+    assert Failure.of(info.value, "traceback").cause == FailureCause.NON_RECOVERABLE
