@@ -55,6 +55,8 @@ def _csv_bytes(table: pa.Table, options: pacsv.WriteOptions) -> bytes:
 # A Parquet part's row groups hold at most this many rows: batches are gathered up to it (so
 # small batches do not make tiny row groups) and a larger batch is cut into groups of it.
 PARQUET_ROW_GROUP_ROWS = 128 * 1024
+# ... and the rows gathered are written out once they take this much memory, whatever their number
+PARQUET_BUFFER_BYTES = 64 * 1024 * 1024
 
 
 class PartEncoder:
@@ -174,9 +176,9 @@ def check_text_columns(columns: Sequence[str]) -> None:
 
 class ParquetEncoder(PartEncoder):
     """One Parquet file per part, written with pyarrow: row groups of at most
-    PARQUET_ROW_GROUP_ROWS rows, timestamps in microseconds (what Spark reads), the schema of
-    the first batch (later batches are cast to it; one that cannot be is an error naming the
-    columns)."""
+    PARQUET_ROW_GROUP_ROWS rows (fewer when wide rows reach PARQUET_BUFFER_BYTES first),
+    timestamps in microseconds (what Spark reads), the schema of the first batch (later
+    batches are cast to it; one that cannot be is an error naming the columns)."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -184,6 +186,7 @@ class ParquetEncoder(PartEncoder):
         self._schema: pa.Schema | None = None
         self._buffered: list[pa.Table] = []
         self._rows = 0
+        self._bytes = 0
 
     def write(self, table: pa.Table) -> None:
         if self._schema is None:
@@ -198,7 +201,8 @@ class ParquetEncoder(PartEncoder):
                 ) from None
         self._buffered.append(table)
         self._rows += table.num_rows
-        if self._rows >= PARQUET_ROW_GROUP_ROWS:
+        self._bytes += table.nbytes
+        if self._rows >= PARQUET_ROW_GROUP_ROWS or self._bytes >= PARQUET_BUFFER_BYTES:
             self._flush()
 
     def _flush(self) -> None:
@@ -212,7 +216,7 @@ class ParquetEncoder(PartEncoder):
                 self.stream, self._schema, coerce_timestamps="us", allow_truncated_timestamps=True
             )
         table = pa.concat_tables(self._buffered)
-        self._buffered, self._rows = [], 0
+        self._buffered, self._rows, self._bytes = [], 0, 0
         self._writer.write_table(table, row_group_size=PARQUET_ROW_GROUP_ROWS)
 
     def close(self) -> None:

@@ -365,3 +365,17 @@ def test_a_parquet_source_failure_is_not_restarted(tmp_path):
     with pytest.raises(RuntimeError, match=r"unreadable Parquet input: .*b\.parquet is not a readable") as info:
         source._check_parquet([str(tmp_path / "in" / "b.parquet")])
     assert Failure.of(info.value, "traceback").cause == FailureCause.NON_RECOVERABLE
+
+
+def test_wide_parquet_rows_are_written_out_before_their_row_count_is_reached(tmp_path, monkeypatch):
+    from taskmanager.operators import sinks
+
+    monkeypatch.setattr(sinks, "PARQUET_BUFFER_BYTES", 100_000)
+    a = writer(tmp_path / "out", "parquet")
+    for _ in range(5):  # 5 batches of ~60 KB each: written every 2 batches, not held until the barrier
+        a.process(Batch(engine=None, table=pa.table({"k": ["x" * 60_000]})))
+    a.snapshot(1)
+    a.notify_checkpoint_complete(1)
+    (part,) = committed_parts(str(tmp_path / "out"))
+    meta = pq.ParquetFile(part).metadata
+    assert meta.num_rows == 5 and [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [2, 2, 1]
