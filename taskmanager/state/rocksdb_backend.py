@@ -61,6 +61,7 @@ log = logging.getLogger("sluice.taskmanager")
 
 BLOCK_CACHE_BYTES = 64 * 1024 * 1024  # shared by every database of the process
 WRITE_BUFFER_BYTES = 16 * 1024 * 1024  # per database, at most two
+L0_COMPACTION_TRIGGER = 10  # level-0 files before a compaction (RocksDB's default: 4)
 COPY_CHUNK = 8 * 1024 * 1024
 RESTORE_BATCH = 10_000  # entries per WriteBatch when copying a key range
 
@@ -86,7 +87,12 @@ def options() -> rocksdict.Options:
     table = rocksdict.BlockBasedOptions()
     table.set_block_cache(_block_cache())
     table.set_cache_index_and_filter_blocks(True)
+    table.set_bloom_filter(10, False)  # a lookup skips the files that cannot hold its key
     opts.set_block_based_table_factory(table)
+    # Every checkpoint flushes the memtable into a new level-0 file; compacting them waits for
+    # L0_COMPACTION_TRIGGER of them, so most incremental checkpoints upload one small file and
+    # only every so many a compaction's rewritten ones (docs/state-backends.md)
+    opts.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER)
     opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
     opts.set_max_write_buffer_number(2)
     opts.set_max_open_files(256)
