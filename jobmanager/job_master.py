@@ -63,8 +63,8 @@ from jobmanager.scheduler.slot_pool import SlotId
 from sluice import config, graph, job_options
 from sluice.checkpoints import savepoint as sp
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
-from sluice.storage import list_files
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, SavepointStatus, to_proto
+from sluice.storage import list_files
 from sluice.v1 import common_pb2, taskmanager_pb2
 
 log = logging.getLogger("sluice.jobmanager.job")
