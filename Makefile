@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-reconfigure validate clean
+.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-reconfigure bench-external-spark validate clean
 
 install: system-deps $(STAMP)
 
@@ -102,6 +102,12 @@ bench-state: install
 # (bench/reconfigure_bench.py; --quick for a smoke run).
 bench-reconfigure: install
 	$(BIN)/python bench/reconfigure_bench.py
+
+# Page views with a TaskManager on its local Spark vs a Spark standalone cluster vs a Spark Connect
+# server started beside it, alternating run by run, each output checked exactly (bench/external_spark_bench.py,
+# ~10 minutes; --quick for a smoke run).
+bench-external-spark: install
+	$(BIN)/python bench/external_spark_bench.py
 
 # BATCH page views against plain Spark batch, region vs full failover after kill -9 of a TaskManager,
 # speculation on/off with one straggler; every output checked exactly (bench/batch_bench.py, ~30 minutes;
