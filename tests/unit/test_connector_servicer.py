@@ -143,3 +143,13 @@ def test_the_api_takes_only_connector_objects_and_the_graph_checks_their_setting
     broken.operators[0].config = job.operators[0].config
     with pytest.raises(JobValidationError, match="code.sink"):
         graph.validate(broken)
+
+
+def test_savepoints_and_live_reconfiguration_are_refused_saying_why(job):
+    d, job_id, _eid, now = job
+    master = d._jobs[job_id]
+    with pytest.raises(ValueError, match="savepoints do not carry their split enumerators' state"):
+        master.trigger_savepoint(str(master.storage.checkpoint_dir(0)), stop=False, now=now[0])
+    with pytest.raises(ValueError, match="cannot be reconfigured live"):
+        master.reconfigure(master.job.operators[0].id, 2, None, now[0])
+    assert master._savepoint_request is None and master.reconfiguration is None
