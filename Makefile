@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-reconfigure bench-external-spark validate clean
+.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-state-backends bench-reconfigure bench-external-spark validate clean
 
 install: system-deps $(STAMP)
 
@@ -96,6 +96,11 @@ bench-windowed: install
 # Streaming, alternating run by run, each output checked (bench/state_bench.py; --quick for a smoke run).
 bench-state: install
 	$(BIN)/python bench/state_bench.py
+
+# Memory vs rocksdb state (full and incremental checkpoints) on 10 M keys: RSS, checkpoint size and
+# duration, throughput, restore after kill -9 (bench/state_backend_bench.py, docs/state-backends.md)
+bench-state-backends: install
+	$(BIN)/python bench/state_backend_bench.py --kill
 
 # Changing a running job's operator parallelism live (sluice reconfigure) against stop-with-savepoint and
 # restore (sluice rescale), alternating run by run on one cluster, each output checked exactly

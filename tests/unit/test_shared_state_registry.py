@@ -96,3 +96,24 @@ def test_state_handles_keep_shared_files_inside_the_jobs_shared_directory() -> N
         parse(private_out)
     with pytest.raises(state_handles.InvalidStateHandle, match="new"):
         parse(handle({"1.sst": f"{DIR}/shared/agg/u.sst"}, new=["2.sst"]))
+
+
+def test_an_aborted_checkpoints_discard_carries_the_handles_acknowledged_so_far() -> None:
+    from jobmanager.checkpoint.coordinator import (
+        Acknowledge,
+        CheckpointConfig,
+        CheckpointCoordinator,
+        Decline,
+        DiscardCheckpoint,
+        Tick,
+    )
+    from jobmanager.checkpoint.id_counter import InMemoryCheckpointIDCounter
+
+    c = CheckpointCoordinator("j", CheckpointConfig(10.0), InMemoryCheckpointIDCounter(), ["a"], ["a", "b"], 0.0)
+    [trigger] = c.handle(Tick(10.0))
+    cid = trigger.checkpoint_id
+    mine = handle({"1.sst": "s/new"})
+    c.handle(Acknowledge("a", cid, mine, 1, 10.5))
+    [discard] = [a for a in c.handle(Decline("b", cid, "disk full", 11.0)) if isinstance(a, DiscardCheckpoint)]
+    assert discard.checkpoint_id == cid and discard.handles == (mine,)
+    assert SharedStateRegistry().discard(cid, discard.handles) == ["s/new"]
