@@ -181,8 +181,8 @@ def one_run(args: Any, work: str, system: str, index: int) -> dict:
     backend, full = SYSTEMS[system]
     updates = args.keys * args.updates_pct // 100
     cluster = Cluster(os.path.join(work, f"{system}-{index}"), 2, 1)
-    cluster.start()
     try:
+        cluster.start()
         out = os.path.join(work, f"out-{system}-{index}")
         job_args = ["--keys", str(args.keys), "--updates", str(updates), "--output", out, "--backend", backend]
         job_args += ["--interval", str(args.interval_ms), "--sample", str(SAMPLE), "--batch", str(args.batch)]
@@ -248,9 +248,12 @@ def one_run(args: Any, work: str, system: str, index: int) -> dict:
             "checkpoints": len(ckpts),
             "restore": (restores(cluster, job_id) or [None])[-1] if args.kill else None,
             "recovery": (recovered_at - killed_at) if killed_at and recovered_at else None,
-            "updates_per_interval": (
-                (r_u * args.interval_ms / 1000 / args.keys) if (r_u := rate(batches, args.keys, 10**18)) else None
-            ),
+            # rows between consecutive update-phase checkpoints, as a share of the keys
+            "updates_per_checkpoint": [
+                (offsets[c["id"]] - offsets[p["id"]]) / args.keys
+                for p, c in zip(ckpts, ckpts[1:], strict=False)
+                if c in update_ckpts and c["id"] in offsets and p["id"] in offsets
+            ],
         }
         log(
             f"{system} run {index}: {'exact' if exact else 'WRONG'}, load {r['load_rate'] or 0:,.0f}/s, "
@@ -299,7 +302,8 @@ def report(args: Any, command: str, facts: dict, runs: list[dict]) -> str:
         lines.append(
             f"- {r['system']} job {r['job_id']}: {'exact' if r['exact'] else 'WRONG'}, wall {r['wall']:.0f} s, "
             f"{r['checkpoints']} checkpoints, update-phase sizes {[size(s) for s in r['ckpt_sizes']]}, "
-            f"updates per interval {100 * (r['updates_per_interval'] or 0):.1f} % of the keys"
+            f"rows between update-phase checkpoints {[f'{100 * x:.1f} %' for x in r['updates_per_checkpoint']]} "
+            "of the keys"
         )
     inc = [x for r in runs if r["system"] == "rocksdb-incremental" for x in r["ckpt_sizes"]]
     full = [x for r in runs if r["system"] == "rocksdb-full" for x in r["ckpt_sizes"]]
@@ -309,6 +313,12 @@ def report(args: Any, command: str, facts: dict, runs: list[dict]) -> str:
             f"Incremental / full update-phase checkpoint size: median {np.median(inc) / np.median(full):.1%}, "
             f"mean {np.mean(inc) / np.mean(full):.1%} (compactions make some incremental checkpoints large).",
         ]
+    between = [x for r in runs if r["system"] == "rocksdb-incremental" for x in r["updates_per_checkpoint"]]
+    if between:
+        lines.append(
+            f"Rows between two update-phase checkpoints (rocksdb-incremental): median {np.median(between):.1%} "
+            "of the keys."
+        )
     mem = [r["load_rate"] for r in runs if r["system"] == "memory" and r["load_rate"]]
     rdb = [r["load_rate"] for r in runs if r["system"] == "rocksdb-incremental" and r["load_rate"]]
     if mem and rdb:
@@ -329,7 +339,7 @@ def main() -> int:
     ap.add_argument("--keys", type=int, default=10_000_000)
     ap.add_argument("--updates-pct", type=int, default=20, help="updates after the load, in percent of --keys")
     ap.add_argument("--interval-ms", type=int, default=2000)
-    ap.add_argument("--batch", type=int, default=100_000)
+    ap.add_argument("--batch", type=int, default=50_000)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--kill", action="store_true", help="kill -9 the keyed count's TaskManager half way")
