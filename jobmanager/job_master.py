@@ -45,6 +45,7 @@ from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
 from jobmanager.checkpoint.shared_registry import SharedStateRegistry, metadata_handles
 from jobmanager.connectors import coordinator as sc
+from jobmanager.connectors import lookups
 from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import make_plan
 from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
@@ -64,7 +65,6 @@ from sluice import config, graph, job_options
 from sluice.checkpoints import savepoint as sp
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, SavepointStatus, to_proto
-from sluice.storage import list_files
 from sluice.v1 import common_pb2, taskmanager_pb2
 
 log = logging.getLogger("sluice.jobmanager.job")
@@ -1141,14 +1141,14 @@ class JobMaster:
         return assignment
 
     def _discover_splits(self, now: float) -> None:
-        """Run the lookups the enumerators ask for (listing a directory) off the lock."""
+        """Run the lookups the enumerators ask for (listing a directory, scanning Redis for
+        streams: jobmanager/connectors/lookups.py) off the lock."""
         sources = self.sources
         for lookup in sources.lookups(now):
             found: list[str] = []
-            path, suffix = str(lookup.what["list"]), str(lookup.what.get("suffix", ""))
 
-            def listing(path: str = path, suffix: str = suffix, found: list[str] = found) -> None:
-                found.extend(list_files(path, suffix))
+            def listing(what: dict[str, Any] = lookup.what, found: list[str] = found) -> None:
+                found.extend(lookups.run(what))
 
             def done(error: Exception | None, lookup: sc.Lookup = lookup, found: list[str] = found) -> None:
                 if self.sources is sources:  # else a new attempt's enumerators replaced these

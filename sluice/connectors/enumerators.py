@@ -7,6 +7,8 @@ JobManager can run it without unpickling anything.
 * `DirectorySplitEnumerator`: one split per file of a directory; with `interval_s` it
   lists the directory again that often (the JobManager lists it, off its lock) and
   assigns the files that appeared since, so the source is unbounded.
+* `RedisStreamEnumerator`: one split per Redis stream whose key matches a pattern,
+  scanned by the JobManager (off its lock) once or every `interval_s` seconds.
 
 Assignment policies (`assignment`): `balanced` gives one split to a reader that asks
 while idle (it has no unfinished split), so fast readers take more; `hash` gives each
@@ -116,21 +118,84 @@ class StaticSplitEnumerator(_Assigning):
         return not self.pending
 
 
-class DirectorySplitEnumerator(_Assigning):
+def _check_interval(config: dict[str, JSON]) -> None:
+    interval = config.get("interval_s")
+    if interval is not None and (
+        not isinstance(interval, (int, float)) or isinstance(interval, bool) or interval < MIN_INTERVAL_S
+    ):
+        raise ConnectorConfigError("interval_s", f"must be at least {MIN_INTERVAL_S} seconds or None")
+
+
+class _Discovering(_Assigning):
+    """Splits found by a lookup the JobManager runs (`lookup()`, plain JSON): once
+    without `interval_s` (bounded), else again every `interval_s` seconds. The names found
+    so far are remembered (the state grows with the number of splits found)."""
+
+    def __init__(self, interval_s: float | None, assignment: str) -> None:
+        super().__init__(assignment)
+        self.interval_s = interval_s
+        self.seen: set[str] = set()
+        self.listed_at: float | None = None  # None: never looked up
+        self.asked = False
+
+    def lookup(self) -> dict[str, JSON]:
+        raise NotImplementedError
+
+    def split_for(self, found: str) -> SourceSplit | None:
+        """The split for a name the lookup found (None: not one to read)."""
+        raise NotImplementedError
+
+    def _restored(self, state: dict[str, JSON]) -> None:
+        self.seen = set(state["seen"])
+        self.pending = [SourceSplit.from_json(s) for s in state["pending"]]
+        self.listed_at = float("-inf") if state.get("listed") else None  # look up again at once
+
+    def snapshot_state(self, checkpoint_id: int) -> dict[str, JSON]:  # noqa: ARG002 — same at any checkpoint
+        return {
+            "seen": sorted(self.seen),
+            "pending": [s.to_json() for s in self.pending],
+            "listed": self.listed_at is not None,
+        }
+
+    def discovery(self, now: float) -> dict[str, JSON] | None:
+        if self.asked:
+            return None  # a lookup is under way
+        if self.listed_at is None or (self.interval_s is not None and now - self.listed_at >= self.interval_s):
+            self.asked = True
+            return self.lookup()
+        return None
+
+    def on_discovered(self, found: list[str], now: float) -> None:
+        self.asked = False
+        if self.listed_at is not None and self.interval_s is None:
+            return  # bounded: the first lookup is the input
+        self.listed_at = now
+        for name in sorted(found):
+            split = self.split_for(name)
+            if split is None or split.id in self.seen:
+                continue
+            self.seen.add(split.id)
+            self.pending.append(split)
+
+    def discovery_failed(self) -> None:
+        self.asked = False
+
+    def exhausted(self) -> bool:
+        return self.interval_s is None and self.listed_at is not None and not self.pending
+
+
+class DirectorySplitEnumerator(_Discovering):
     """A split per file of `path` whose name ends with `suffix` (hidden files and names
     starting with `_` are skipped: writers should write `.name` and rename). Each split's
-    data is {"path": <the file>}. Without `interval_s` the directory is listed once and
-    the source is bounded; with it, it is listed again every `interval_s` seconds and the
-    names seen so far are remembered (the state grows with the number of files)."""
+    id is the file's name, its data {"path": <the file>}. Without `interval_s` the
+    directory is listed once and the source is bounded; with it, it is listed again every
+    `interval_s` seconds."""
 
     name: ClassVar[str] = "directory"
 
     def __init__(self, path: str, suffix: str = "", interval_s: float | None = None, assignment: str = "balanced"):
-        super().__init__(assignment)
-        self.path, self.suffix, self.interval_s = path, suffix, interval_s
-        self.seen: set[str] = set()
-        self.listed_at: float | None = None  # None: never listed
-        self.asked = False
+        super().__init__(interval_s, assignment)
+        self.path, self.suffix = path, suffix
 
     def config(self) -> dict[str, JSON]:
         return {"path": self.path, "suffix": self.suffix, "interval_s": self.interval_s, "assignment": self.assignment}
@@ -141,11 +206,7 @@ class DirectorySplitEnumerator(_Assigning):
             raise ConnectorConfigError("path", f"needs a directory path, got {config.get('path')!r}")
         if not isinstance(config.get("suffix", ""), str):
             raise ConnectorConfigError("suffix", "must be a string such as '.jsonl'")
-        interval = config.get("interval_s")
-        if interval is not None and (
-            not isinstance(interval, (int, float)) or isinstance(interval, bool) or interval < MIN_INTERVAL_S
-        ):
-            raise ConnectorConfigError("interval_s", f"must be at least {MIN_INTERVAL_S} seconds or None")
+        _check_interval(config)
         _check_assignment(config)
 
     @classmethod
@@ -157,48 +218,65 @@ class DirectorySplitEnumerator(_Assigning):
     @classmethod
     def restore(cls, config: dict[str, JSON], state: dict[str, JSON]) -> Self:
         e = cls.create(config)
-        e.seen = set(state["seen"])
-        e.pending = [SourceSplit.from_json(s) for s in state["pending"]]
-        e.listed_at = float("-inf") if state.get("listed") else None  # list again at once
+        e._restored(state)
         return e
 
-    def snapshot_state(self, checkpoint_id: int) -> dict[str, JSON]:  # noqa: ARG002 — same at any checkpoint
-        return {
-            "seen": sorted(self.seen),
-            "pending": [s.to_json() for s in self.pending],
-            "listed": self.listed_at is not None,
-        }
+    def lookup(self) -> dict[str, JSON]:
+        return {"list": self.path, "suffix": self.suffix}
 
-    def discovery(self, now: float) -> dict[str, JSON] | None:
-        if self.asked:
-            return None  # a listing is under way
-        if self.listed_at is None or (self.interval_s is not None and now - self.listed_at >= self.interval_s):
-            self.asked = True
-            return {"list": self.path, "suffix": self.suffix}
-        return None
+    def split_for(self, found: str) -> SourceSplit | None:
+        name = os.path.basename(found)
+        return None if name.startswith((".", "_")) else SourceSplit(name, {"path": found})
 
-    def on_discovered(self, found: list[str], now: float) -> None:
-        self.asked = False
-        if self.listed_at is not None and self.interval_s is None:
-            return  # bounded: the first listing is the input
-        self.listed_at = now
-        for path in sorted(found):
-            name = os.path.basename(path)
-            if name in self.seen or name.startswith((".", "_")):
-                continue
-            self.seen.add(name)
-            self.pending.append(SourceSplit(name, {"path": path}))
 
-    def discovery_failed(self) -> None:
-        self.asked = False
+class RedisStreamEnumerator(_Discovering):
+    """A split per Redis stream whose key matches `pattern` (Redis glob syntax), found with
+    SCAN ... TYPE stream by the JobManager on `url`; data {"stream": <key>, "after":
+    `start_id`}. Assigned by hash: a reader keeps its streams. Without `interval_s` the
+    keys are scanned once; with it, again every `interval_s` seconds, so streams created
+    while the job runs are read too."""
 
-    def exhausted(self) -> bool:
-        return self.interval_s is None and self.listed_at is not None and not self.pending
+    name: ClassVar[str] = "redis_streams"
+
+    def __init__(self, url: str, pattern: str, interval_s: float | None = None, start_id: str = "0-0") -> None:
+        super().__init__(interval_s, "hash")
+        self.url, self.pattern, self.start_id = url, pattern, start_id
+
+    def config(self) -> dict[str, JSON]:
+        return {"url": self.url, "pattern": self.pattern, "interval_s": self.interval_s, "start_id": self.start_id}
+
+    @classmethod
+    def check_config(cls, config: dict[str, JSON]) -> None:
+        url = config.get("url")
+        if not isinstance(url, str) or not url.startswith(("redis://", "rediss://")) or len(url) > 1024:
+            raise ConnectorConfigError("url", "needs a redis:// or rediss:// URL of at most 1024 characters")
+        if not isinstance(config.get("pattern"), str) or not config["pattern"]:
+            raise ConnectorConfigError("pattern", "needs a key pattern such as 'clicks:*'")
+        if not isinstance(config.get("start_id", "0-0"), str):
+            raise ConnectorConfigError("start_id", "must be a stream entry id such as '0-0'")
+        _check_interval(config)
+
+    @classmethod
+    def create(cls, config: dict[str, JSON]) -> Self:
+        return cls(config["url"], config["pattern"], config.get("interval_s"), config.get("start_id", "0-0"))
+
+    @classmethod
+    def restore(cls, config: dict[str, JSON], state: dict[str, JSON]) -> Self:
+        e = cls.create(config)
+        e._restored(state)
+        return e
+
+    def lookup(self) -> dict[str, JSON]:
+        return {"redis_streams": self.url, "pattern": self.pattern}
+
+    def split_for(self, found: str) -> SourceSplit | None:
+        return SourceSplit(found, {"stream": found, "after": self.start_id})
 
 
 ENUMERATORS: dict[str, type[SplitEnumerator]] = {
     StaticSplitEnumerator.name: StaticSplitEnumerator,
     DirectorySplitEnumerator.name: DirectorySplitEnumerator,
+    RedisStreamEnumerator.name: RedisStreamEnumerator,
 }
 
 

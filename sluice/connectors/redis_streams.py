@@ -1,7 +1,9 @@
 """Redis Streams source and sink on the connector API (docs/connectors.md).
 
 `RedisStreamSource(url, streams)`: one split per stream, each read by one reader subtask
-(subtask crc32(stream) % parallelism) from the entry id after `start_id`. A split's
+(subtask crc32(stream) % parallelism) from the entry id after `start_id`. With
+`pattern="clicks:*"` instead, the JobManager finds the streams (SCAN ... TYPE stream),
+once, or every `discovery_interval_s` seconds so that streams created later are read. A split's
 position is the id of the last entry read; it is stored in every checkpoint, and after a
 failure the reader reads again from there (streams are replayable). `bounded=True`
 reads each stream up to its last entry when the reader first got the split (that id is
@@ -43,7 +45,7 @@ from sluice.connectors.api import (
     SourceSplit,
     SplitEnumerator,
 )
-from sluice.connectors.enumerators import StaticSplitEnumerator
+from sluice.connectors.enumerators import RedisStreamEnumerator, StaticSplitEnumerator
 
 __all__ = ["RedisStreamSink", "RedisStreamSource"]
 
@@ -65,28 +67,37 @@ class RedisStreamSource(Source):
     def __init__(
         self,
         url: str,
-        streams: list[str],
+        streams: list[str] | None = None,
         bounded: bool = False,
         start_id: str = "0-0",
         batch_size: int = 1000,
         id_column: str | None = None,
         types: dict[str, str] | None = None,
+        pattern: str | None = None,
+        discovery_interval_s: float | None = None,
     ) -> None:
-        if not streams or not all(isinstance(s, str) and s for s in streams):
+        if (streams is None) == (pattern is None):
+            raise ValueError("RedisStreamSource needs either streams=[...] or pattern='prefix:*'")
+        if streams is not None and (not streams or not all(isinstance(s, str) and s for s in streams)):
             raise ValueError("RedisStreamSource needs one or more stream names")
-        if len(set(streams)) != len(streams):
+        if streams is not None and len(set(streams)) != len(streams):
             raise ValueError("RedisStreamSource: a stream is listed twice")
+        if discovery_interval_s is not None and (pattern is None or bounded):
+            raise ValueError("RedisStreamSource: discovery_interval_s needs a pattern and an unbounded source")
         _id(start_id)  # ValueError for a malformed id
         for column, name in (types or {}).items():
             if name not in TYPES:
                 raise ValueError(f"RedisStreamSource types[{column!r}]: {name!r} is not one of {', '.join(TYPES)}")
         if batch_size < 1:
             raise ValueError("RedisStreamSource batch_size must be at least 1")
-        self.url, self.streams, self.bounded = url, list(streams), bounded
+        self.url, self.streams, self.bounded = url, list(streams or []), bounded
+        self.pattern, self.discovery_interval_s = pattern, discovery_interval_s
         self.start_id, self.batch_size, self.id_column = start_id, batch_size, id_column
         self.types = dict(types or {})
 
     def create_enumerator(self) -> SplitEnumerator:
+        if self.pattern is not None:  # the JobManager scans for the streams (jobmanager/connectors/lookups.py)
+            return RedisStreamEnumerator(self.url, self.pattern, self.discovery_interval_s, self.start_id)
         splits = [SourceSplit(s, {"stream": s, "after": self.start_id}) for s in self.streams]
         return StaticSplitEnumerator(splits, assignment="hash")  # a reader keeps its streams
 

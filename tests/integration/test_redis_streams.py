@@ -123,18 +123,19 @@ def test_a_keyed_count_from_redis_to_redis_is_exact_across_a_taskmanager_kill(cl
     client.close()
 
 
-def test_an_unbounded_source_reads_entries_added_while_the_job_runs_once_each(cluster, redis_url):
-    """XREAD from the checkpointed ids: entries written before and while the job runs reach
-    the output stream once each, with their ids (`id_column`) and typed fields."""
+def test_an_unbounded_source_reads_entries_and_streams_added_while_the_job_runs_once_each(cluster, redis_url):
+    """XREAD from the checkpointed ids over the streams the JobManager finds by pattern:
+    entries written before and while the job runs, and a stream created while it runs,
+    reach the output stream once each, with their ids (`id_column`) and typed fields."""
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     prefix = uuid.uuid4().hex[:8]
-    streams, out = [f"{prefix}:in:{i}" for i in range(2)], f"{prefix}:copy"
+    streams, out = [f"{prefix}:in:{i}" for i in range(3)], f"{prefix}:copy"
     ids = {i: client.xadd(streams[i % 2], {"n": str(i)}) for i in range(300)}  # ids repeat across streams
-    job_id = cluster.run(os.path.join(JOBS, "redis_copy.py"), redis_url, out, "300", *streams, parallelism=2)
+    job_id = cluster.run(os.path.join(JOBS, "redis_copy.py"), redis_url, out, "300", f"{prefix}:in:*", parallelism=2)
     try:
         wait_until(lambda: client.xlen(out) >= 300, 180, "the first entries copied")
-        ids.update({i: client.xadd(streams[i % 2], {"n": str(i)}) for i in range(300, 500)})
-        wait_until(lambda: client.xlen(out) >= 500, 120, "the entries added later copied")
+        ids.update({i: client.xadd(streams[i % 3], {"n": str(i)}) for i in range(300, 500)})  # in:2 is new
+        wait_until(lambda: client.xlen(out) >= 500, 120, "the entries added later copied, the new stream's too")
         copied = [f for _id, f in client.xrange(out)]
         assert sorted(int(f["n"]) for f in copied) == list(range(500))  # each input entry once
         assert all(f["entry"] == ids[int(f["n"])] and int(f["twice"]) == 2 * int(f["n"]) for f in copied)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from jobmanager.connectors import lookups
 from jobmanager.connectors.coordinator import SourceCoordinator, SourceCoordinators, SplitRequestError
 from sluice.connectors import ConnectorConfigError, DirectorySplitEnumerator, SourceSplit, StaticSplitEnumerator
-from sluice.connectors.enumerators import spec_of
+from sluice.connectors.enumerators import RedisStreamEnumerator, spec_of
 
 
 def static(n: int, assignment: str = "balanced") -> dict:
@@ -123,3 +124,30 @@ def test_only_built_in_enumerators_with_valid_settings_travel():
         spec_of(StaticSplitEnumerator([], assignment="random"))
     with pytest.raises(ConnectorConfigError, match="interval_s"):
         spec_of(DirectorySplitEnumerator("/in", interval_s=0.0))
+
+
+def test_redis_streams_are_found_by_pattern_and_keep_their_reader():
+    spec = spec_of(RedisStreamEnumerator("redis://127.0.0.1:1/0", "clicks:*", interval_s=2.0, start_id="5-0"))
+    sources = SourceCoordinators.build({"src": (2, spec)}, {}, 0)
+    (lookup,) = sources.lookups(now=0.0)
+    assert lookup.what == {"redis_streams": "redis://127.0.0.1:1/0", "pattern": "clicks:*"}
+    sources.on_discovered(lookup, ["clicks:a", "clicks:b", "clicks:c"], now=0.0)
+    c = sources.by_operator["src"]
+    first = [c.request(s, 0, 0, idle=False).splits for s in (0, 1)]
+    assert sorted(s["id"] for got in first for s in got) == ["clicks:a", "clicks:b", "clicks:c"]
+    assert all(s["data"] == {"stream": s["id"], "after": "5-0"} for got in first for s in got)
+    (lookup,) = sources.lookups(now=2.5)
+    sources.on_discovered(lookup, ["clicks:a", "clicks:d"], now=2.5)  # a stream created while the job runs
+    later = [c.request(s, len(first[s]), 0, idle=False).splits for s in (0, 1)]
+    assert [s["id"] for got in later for s in got] == ["clicks:d"]
+    with pytest.raises(ConnectorConfigError, match="url"):
+        spec_of(RedisStreamEnumerator("http://x", "a*"))
+
+
+def test_the_lookups_list_a_directory_and_refuse_what_they_do_not_know(tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    (tmp_path / ".b.txt").write_text("x")
+    (tmp_path / "c.csv").write_text("x")
+    assert lookups.run({"list": str(tmp_path), "suffix": ".txt"}) == [str(tmp_path / "a.txt")]
+    with pytest.raises(ValueError, match="unknown lookup"):
+        lookups.run({"http": "http://example.com"})
