@@ -92,6 +92,12 @@ def test_standalone_cluster_runs_page_views_exactly_on_executors(standalone, tmp
     expected = generate(str(tmp_path / "in"), events=200_000, files=60, urls=2_000, seed=11)
     status = run_to_completion(standalone, tmp_path, expected)
     assert status["restarts"] == 0
+    # every JVM of it listens on the loopback only: master, worker, executor and the TaskManager's driver
+    jvms = [psutil.Process(master[0]["pid"]), psutil.Process(worker[0]["pid"]), *executors(worker[0]["pid"])]
+    jvms += [p for p in psutil.Process(tm["pid"]).children(recursive=True) if p.name() == "java"]
+    assert len(jvms) >= 4
+    listening = [(p.pid, c.laddr.ip) for p in jvms for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN]
+    assert listening and all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for _pid, ip in listening), listening
 
 
 def test_kill_9_of_an_executor_mid_job_is_retried_by_spark_and_output_stays_exact(standalone, tmp_path):
