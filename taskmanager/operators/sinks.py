@@ -113,6 +113,9 @@ class JsonEncoder(PartEncoder):
     0.1 M rows/s where this writes several times that (docs/file-formats.md)."""
 
     def write(self, table: pa.Table) -> None:
+        if table.num_columns == 0:
+            self.stream.write(b"{}\n" * table.num_rows)
+            return
         parts: list[Any] = []
         for i, name in enumerate(table.column_names):
             parts += [
