@@ -118,9 +118,9 @@ def test_bad_foreign_and_stale_split_requests_are_refused(job):
 def test_the_api_takes_only_connector_objects_and_the_graph_checks_their_settings():
     env = StreamExecutionEnvironment()
     with pytest.raises(TypeError, match="sluice.connectors.Source"):
-        env.from_source(object())  # type: ignore[arg-type]
+        env.from_source(object())
     with pytest.raises(TypeError, match="or a sluice.connectors.Sink"):
-        env.from_source(Splits(1)).sink_to(object())  # type: ignore[arg-type]
+        env.from_source(Splits(1)).sink_to(object())
     env = StreamExecutionEnvironment()
     env.from_source(Splits(2), name="splits").sink_to(Nowhere())
     job = env.get_job_graph("ok")
