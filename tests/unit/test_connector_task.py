@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from helpers import wait_until
 
 from jobmanager.connectors.coordinator import SourceCoordinator
@@ -34,8 +35,11 @@ from sluice.connectors import (
 )
 from sluice.states import ExecutionState
 from sluice.v1 import taskmanager_pb2
+from taskmanager.connectors.sink import ConnectorSink
+from taskmanager.connectors.source import ConnectorSource
 from taskmanager.network.partition import PartitionManager
-from taskmanager.spark_engine import SparkEngine
+from taskmanager.operators.base import OperatorContext
+from taskmanager.spark_engine import Batch, SparkEngine
 from taskmanager.task import Task
 
 DEADLINE = 10.0
@@ -212,3 +216,42 @@ def test_positions_and_committables_survive_a_failure_and_late_splits_are_sent_a
     assert task2.state == ExecutionState.FINISHED
     rows = [r for cid in sorted(COMMITTED) for r in COMMITTED[cid]]
     assert sorted(rows) == sorted(ROWS["s0"] + ROWS["s1"])  # each row once
+
+
+def test_without_checkpoints_a_connector_sink_commits_once_at_the_end_of_its_input():
+    COMMITTED.clear()
+    ctx = OperatorContext(
+        name="sink", subtask=0, parallelism=1, job_id="j", restore_checkpoint_id=0, checkpointing=False
+    )
+    sink = ConnectorSink(ListSink(), ctx)
+    sink.process(Batch(None, table=pa.table({"v": ["x", "y"]})))
+    assert COMMITTED == {}
+    sink.end_input()
+    assert COMMITTED == {0: ["x", "y"]}
+
+
+class BadReader(ListReader):
+    def __init__(self, answer: Any) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def poll_next(self) -> Any:
+        return self.answer
+
+
+class BadSource(ListSource):
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def create_reader(self, ctx: ReaderContext) -> SourceReader:
+        return BadReader(self.answer)
+
+
+def test_a_reader_that_ends_too_early_or_returns_something_else_fails_its_task_saying_so():
+    ctx = ReaderContext(subtask=0, parallelism=1, job_id="j", operator_id="src")
+    early = ConnectorSource({"source": BadSource(END)}, ctx, None, lambda *_: None)
+    with pytest.raises(RuntimeError, match="returned END before it was told no more splits come"):
+        early.next_batch()
+    odd = ConnectorSource({"source": BadSource([1, 2])}, ctx, None, lambda *_: None)
+    with pytest.raises(TypeError, match="must return a pyarrow.Table, NOTHING_YET or END, got list"):
+        odd.next_batch()
