@@ -186,8 +186,9 @@ class DataStream:
         if isinstance(sink, Sink):  # a connector sink (docs/connectors.md)
             payload = {"sink": sink, "guarantee": str(sink.guarantee)}
             return self._then(OperatorKind.SINK_CONNECTOR, payload, name or type(sink).__name__)
+        hint = f"; to write files there: sink_to(FileSink({sink!r}))" if isinstance(sink, str) else ""
         raise TypeError(
-            f"sink_to expects a FileSink, a SqliteSink or a sluice.connectors.Sink, got {type(sink).__name__}"
+            f"sink_to expects a FileSink, a SqliteSink or a sluice.connectors.Sink, got {type(sink).__name__}{hint}"
         )
 
     def print(self, name: str | None = None) -> DataStream:

@@ -385,7 +385,9 @@ def test_the_api_refuses_bad_arguments_at_once():
         SqliteSink("x.db", "t", key=("a", "b"), columns=("a",))
     with pytest.raises(ValueError, match="SqliteSink table"):
         SqliteSink("x.db", "drop table", key="a")
-    with pytest.raises(TypeError, match="FileSink or a SqliteSink"):
+    with pytest.raises(
+        TypeError, match=r"a FileSink, a SqliteSink or a sluice.connectors.Sink, got str; .*FileSink\('out/'\)"
+    ):
         StreamExecutionEnvironment().from_collection([{"a": 1}]).sink_to("out/")
 
 
