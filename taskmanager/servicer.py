@@ -73,6 +73,12 @@ class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
         self, request: taskmanager_pb2.TaskDeploymentDescriptor, context: grpc.ServicerContext
     ) -> taskmanager_pb2.SubmitTaskResponse:
         self._check_fencing(request.leader_session_id, context)
+        if not 0 <= request.subtask_index < request.parallelism:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"subtask_index {request.subtask_index} and parallelism {request.parallelism}: "
+                "a deployment needs parallelism >= 1 and 0 <= subtask_index < parallelism",
+            )
         try:
             task = self.tasks.deploy(
                 request.slot_index, request.job_id, request.execution_id, lambda: self.create_task(request)
@@ -80,6 +86,9 @@ class TaskExecutorServicer(taskmanager_pb2_grpc.TaskExecutorServicer):
         except TaskRejected as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
             raise  # abort() raises; this tells the type checker
+        except ValueError as exc:  # a descriptor the task cannot be built from (e.g. parallelism above max)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot deploy {request.execution_id!r}: {exc}"[:1024])
+            raise
         log.info(
             "[job %s attempt %d] deploying %s to slot %d",
             request.job_id,

@@ -189,6 +189,18 @@ def test_fuzzed_requests_get_only_expected_codes(target, service, method, reques
         assert process.is_running() and process.status() != psutil.STATUS_ZOMBIE, f"the {name} died"
 
 
+def test_a_fenced_deployment_without_a_parallelism_is_refused_as_invalid(target):
+    """A descriptor with the leader's session id but nothing else (parallelism 0) is an invalid
+    argument that names the fields, not an exception inside the TaskManager."""
+    stubs, known, _, _ = target
+    with pytest.raises(grpc.RpcError) as err:
+        stubs["TaskExecutor"].SubmitTask(
+            taskmanager_pb2.TaskDeploymentDescriptor(leader_session_id=known[0]), timeout=20
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert "parallelism 0" in err.value.details()
+
+
 def test_every_process_lives_and_memory_stayed_bounded(cluster, target):
     _, _, servers, rss_before = target
     for p in cluster.info["processes"]:
