@@ -16,3 +16,13 @@ def setup(role: str, level: str = "INFO", log_file: str | None = None) -> None:
     root.setLevel(level)
     for noisy in ("kazoo", "py4j", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def tail(path: str, lines: int = 15) -> str:
+    """The last `lines` lines of a process's log file, for an error that names it: "(no log)"
+    when it cannot be read, "(empty)" when it holds nothing yet."""
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:]) or "(empty)"
+    except OSError:
+        return "(no log)"

@@ -33,6 +33,7 @@ from sluice.cli.supervisor import COMMAND
 from sluice.cli.supervisor import LOG_NAME as SUPERVISOR_LOG
 from sluice.client import JobManagerClient, SluiceError, read_cluster_json
 from sluice.cluster_file import ClusterFile, ProcessEntry, read_address_file
+from sluice.logs import tail
 from sluice.zk.auth import AUTH_FILE_NAME, write_auth_file
 
 
@@ -53,14 +54,6 @@ def _alive(pid: int) -> bool:
         return p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def _tail(path: str, n: int = 15) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError:
-        return "(no log)"
 
 
 def running_cluster(cluster_dir: str) -> ClusterFile | None:
@@ -256,7 +249,7 @@ def start(
             while not os.path.exists(addr_file):
                 if p.poll() is not None:
                     raise ClusterError(
-                        f"{role} (pid {p.pid}) exited with {p.returncode}; its log {log} ends:\n{_tail(log)}"
+                        f"{role} (pid {p.pid}) exited with {p.returncode}; its log {log} ends:\n{tail(log)}"
                     )
                 if time.monotonic() > deadline:
                     raise ClusterError(f"{role} (pid {p.pid}) did not start within {timeout}s; log {log}")
@@ -339,7 +332,7 @@ def _wait_ready(info: ClusterFile, taskmanagers: int, slots: int, deadline: floa
             for p in info.processes:
                 if not _alive(p.pid):
                     raise ClusterError(
-                        f"{p.role} (pid {p.pid}) died during start; its log {p.log} ends:\n{_tail(p.log or '')}"
+                        f"{p.role} (pid {p.pid}) died during start; its log {p.log} ends:\n{tail(p.log or '')}"
                     )
             try:
                 overview = client.cluster()

@@ -30,6 +30,7 @@ import psutil
 
 from sluice.cli import spark_plan
 from sluice.cluster_file import ProcessEntry
+from sluice.logs import tail
 
 log = logging.getLogger("sluice.cli.spark")
 
@@ -121,10 +122,6 @@ def _read(path: str) -> str:
         return ""
 
 
-def _tail(path: str, n: int = 15) -> str:
-    return "".join(_read(path).splitlines(keepends=True)[-n:]) or "(empty)"
-
-
 def _wait_for(entry: ProcessEntry, parse: Callable[[str], str | None], deadline: float, what: str) -> str:
     popen: subprocess.Popen[bytes] = entry.extra["_popen"]
     path = entry.log or ""
@@ -135,10 +132,10 @@ def _wait_for(entry: ProcessEntry, parse: Callable[[str], str | None], deadline:
         if popen.poll() is not None:
             raise SparkStartError(
                 f"{entry.role} (pid {entry.pid}) exited with {popen.returncode} before {what}; "
-                f"its log {path} ends:\n{_tail(path)}"
+                f"its log {path} ends:\n{tail(path)}"
             )
         if time.monotonic() > deadline:
-            raise SparkStartError(f"timed out waiting for {what} (pid {entry.pid}); see its log {path}:\n{_tail(path)}")
+            raise SparkStartError(f"timed out waiting for {what} (pid {entry.pid}); see its log {path}:\n{tail(path)}")
         time.sleep(0.2)
 
 
