@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections
 import os
 import shutil
-import socket
 import subprocess
 import uuid
 
@@ -18,13 +17,9 @@ import redis
 from harness import JOBS, kill_process_tree, running_cluster
 from helpers import wait_until
 
+from sluice.zk.server import free_port
+
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
