@@ -56,7 +56,7 @@ def test_cluster_json_lists_metrics_and_rest_ports(cluster):
 
 
 def test_rates_backpressure_and_counters_survive_a_leader_kill(cluster, tmp_path):
-    job_id = cluster.run(os.path.join(JOBS, "slow_sink.py"), str(tmp_path / "out"), "0.3", "1000", parallelism=1)
+    job_id = cluster.run(os.path.join(JOBS, "slow_sink.py"), str(tmp_path / "out"), "1.0", "1000", parallelism=1)
     try:
         (tm,) = endpoint(cluster, "taskmanager", "metrics")
 
@@ -75,7 +75,7 @@ def test_rates_backpressure_and_counters_survive_a_leader_kill(cluster, tmp_path
                 "slow_in": values(s, "sluice_taskmanager_job_task_numRecordsIn", job_id=job_id, task="slow -> sink"),
             }
 
-        # The generator outruns a consumer sleeping 0.3 s per batch: it spends most of its time
+        # The generator outruns a consumer sleeping 1 s per 1000 rows: it spends most of its time
         # waiting for room downstream, while the consumer is busy.
         view = wait_until(
             lambda: (

@@ -1,7 +1,11 @@
 """A fast generator feeding a deliberately slow consumer through a rebalance:
 backpressure must hold the generator back.
 
-    sluice run slow_sink.py -- OUTPUT_DIR [SECONDS_PER_BATCH [CHECKPOINT_INTERVAL_MS]]
+    sluice run slow_sink.py -- OUTPUT_DIR [SECONDS_PER_1000_ROWS [CHECKPOINT_INTERVAL_MS]]
+
+The consumer's delay grows with the rows it is given, not with the number of calls: a task
+hands its operator every batch that is waiting in one table, so a fixed sleep per call would
+let the consumer keep up with any producer.
 """
 
 import sys
@@ -15,7 +19,11 @@ checkpoint_interval = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 
 
 def slow(df):
-    time.sleep(delay)  # runs once per batch on the TaskManager
+    # Runs on the TaskManager's task thread, in short sleeps so that a cancellation (which
+    # interrupts the thread between Python steps) is not held up by a long one.
+    until = time.monotonic() + delay * df.count() / 1000
+    while time.monotonic() < until:
+        time.sleep(0.05)
     return df
 
 
