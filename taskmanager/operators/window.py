@@ -30,6 +30,13 @@ State, per key-group range in checkpoints like the keyed aggregate's: every
 pane's (or session's) rows with their key group, plus the watermark the
 operator had reached (inline), so that a restored operator fires no window
 twice: windows it had fired are not fired again, only updated by late records.
+
+On the rocksdb state backend (docs/state-backends.md), tumbling and sliding
+windows with aggregates keep their pane partials in the operator's RocksDB
+database instead (taskmanager/state/rocksdb_panes.py): memory holds only the
+pane starts and key groups that have entries, and a checkpoint is a RocksDB
+checkpoint, incremental like the keyed aggregate's. `apply` windows and session
+windows stay in memory on every backend.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapsh
 from taskmanager.operators.keyed_aggregate import Aggs, _grouped, _mean, combine, combiner_columns, partial_columns
 from taskmanager.operators.timestamps import timestamps_ms
 from taskmanager.spark_engine import Batch
+from taskmanager.state.backend import ROCKSDB, NativeRestore
+from taskmanager.state.rocksdb_panes import PaneTable, RocksDBPanes, read_native
 
 PANE = "__pane"  # pane start of a row (ms), in exchanged partials and in snapshots
 COUNT = "__n"  # rows behind a partial row: the late-record count of a late partial
@@ -97,6 +106,11 @@ class WindowOperator(Operator):
         self.sessions: dict[Any, list[list[Any]]] = {}  # key -> [[start, end, kg, partials | [tables]], ...]
         self._key_types: list[pa.DataType] | None = None
         self.engine = ctx.engine
+        # pane partials in RocksDB instead of self.panes: windows with aggregates on the rocksdb backend
+        self.store: RocksDBPanes | None = None
+        backend = ctx.state_backend
+        if backend is not None and backend.kind == ROCKSDB and self.aggs is not None and not self.is_session:
+            self.store = RocksDBPanes(backend, self.keys, self.partials, ctx.tag)
 
     @classmethod
     def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one kind
@@ -134,11 +148,14 @@ class WindowOperator(Operator):
             return None
         if self.aggs is not None and COUNT not in table.column_names:  # raw rows: pre-aggregate here
             table = combine(table, [*self.keys, PANE], with_count(self.aggs))
+        if self.store is not None:
+            self.store.add(table)
         pane_values = table.column(PANE)
         updated: dict[int, pa.Table] = {}
         for pane in pc.unique(pane_values).to_pylist():
             part = table.filter(pc.equal(pane_values, pane))
-            self._add_to_pane(pane, part)
+            if self.store is None:
+                self._add_to_pane(pane, part)
             updated[pane] = part
         return self._late_updates(updated)
 
@@ -223,21 +240,29 @@ class WindowOperator(Operator):
 
     def _fire_panes(self, old: int, new: int) -> list[pa.Table]:
         assert isinstance(self.assigner, PaneWindows)
+        pane_starts = list(self.store.panes if self.store is not None else self.panes)
         due: set[int] = set()
-        for pane in self.panes:
+        for pane in pane_starts:
             for start in self.assigner.window_starts(pane):
                 if old < start + self.assigner.size_ms - 1 <= new:
                     due.add(start)
         out = [t for start in sorted(due) if (t := self._window_rows(start)) is not None]
-        for pane in list(self.panes):  # past the lateness of its newest window: never needed again
+        for pane in pane_starts:  # past the lateness of its newest window: never needed again
             newest = pane - (pane - self.assigner.offset_ms) % self.assigner.slide_ms
             if newest + self.assigner.size_ms - 1 + self.lateness <= new:
-                del self.panes[pane]
+                if self.store is not None:
+                    self.store.drop(pane)
+                else:
+                    del self.panes[pane]
         return out
 
     def _window_rows(self, start: int, only: pa.Table | None = None) -> pa.Table | None:
         """The rows of window `start` (for the keys of `only`, when given)."""
         assert isinstance(self.assigner, PaneWindows)
+        if self.store is not None:
+            panes = self.assigner.window_panes(start)
+            found = self.store.window_table(panes) if only is None else self.store.lookup(panes, only)
+            return None if found is None else self._finish(found, start, start + self.assigner.size_ms)
         tables = [t for p in self.assigner.window_panes(start) for t in self.panes.get(p, ())]
         if not tables:
             return None
@@ -426,9 +451,20 @@ class WindowOperator(Operator):
         return self._advance(MAX_WATERMARK)
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:  # noqa: ARG002 — keyed state is not per checkpoint
-        inline = {"watermark": self.watermark, "late_dropped": self.records_late_dropped}
+    def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:
+        inline: dict[str, Any] = {"watermark": self.watermark, "late_dropped": self.records_late_dropped}
+        if self.store is not None:  # a RocksDB checkpoint, uploaded by the task
+            inline["panes"] = sorted(self.store.panes)
+            return OperatorSnapshot(inline=inline, native=self.store.snapshot(checkpoint_id))
         return OperatorSnapshot(inline=inline, keyed=self._state_table())
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.store is not None:
+            self.store.notify_checkpoint_complete(checkpoint_id)
+
+    def dispose(self) -> None:
+        if self.store is not None:
+            self.store.close()
 
     def _state_table(self) -> pa.Table | None:
         if not self.is_session:
@@ -465,6 +501,14 @@ class WindowOperator(Operator):
         self.panes.clear()
         self.sessions.clear()
         table = state.keyed
+        native = state.native if isinstance(state.native, NativeRestore) and state.native.handles else None
+        if self.store is not None:  # from a memory snapshot's table, then from rocksdb handles
+            self.store.restore_table(table)
+            if native is not None:
+                self.store.restore_native(native)
+            return
+        if native is not None and self.aggs is not None and not self.is_session:  # rocksdb state, into memory
+            table = read_native(native, PaneTable(self.keys, self.partials))
         if table is None or table.num_rows == 0:
             return
         self._key_types = [table.schema.field(k).type for k in self.keys]
