@@ -1,7 +1,7 @@
 """Reference job for keyed state and timers: the first event per user within a time-to-live.
 
     sluice run examples/dedup.py -- --input DIR --output DIR --ttl-ms 60000
-        [--out-of-orderness-ms 2000] [--checkpoint-interval 1000]
+        [--out-of-orderness-ms 2000] [--checkpoint-interval 1000] [--state-backend rocksdb]
 
 Reads page-view events {"url": str, "user": int, "ts": int} from INPUT/*.jsonl
 (`generate_page_views.py --users N` makes users repeat) and writes `user,ts,url` for each
@@ -79,12 +79,19 @@ def main() -> None:
     ap.add_argument("--ttl-ms", type=int, required=True, help="a user's next event counts again after this long")
     ap.add_argument("--out-of-orderness-ms", type=int, default=0, help="how far timestamps may run behind (ms)")
     ap.add_argument("--checkpoint-interval", type=int, default=1000, help="milliseconds; 0 disables checkpoints")
+    ap.add_argument(
+        "--state-backend",
+        choices=("memory", "rocksdb"),
+        default="memory",
+        help="where the per-user state and timers live (docs/state-backends.md)",
+    )
     args = ap.parse_args()
     if args.ttl_ms <= 0:
         ap.error("--ttl-ms must be > 0")
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.checkpoint_interval > 0:
         env.enable_checkpointing(args.checkpoint_interval)
+    env.set_config("state.backend", args.state_backend)
     build(env, args.input, args.output, args.ttl_ms, args.out_of_orderness_ms)
     env.execute("dedup")
 

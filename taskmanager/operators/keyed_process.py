@@ -10,10 +10,13 @@ calls `on_timer(key, timestamp, ctx)`: when the watermark reaches an event-time 
 the task's clock reaches a processing-time one; at the end of the input every event-time
 timer fires (the final watermark), processing-time ones are dropped, as in Flink.
 
-The state and timers are the pure cores in taskmanager/state/; here they are snapshotted
-as one keyed Arrow table per key-group range like every keyed operator's (a row per state
-entry or timer: its key group, what it is, the key and value cloudpickled, its expiry or
-timestamp), so the operator restores at any parallelism's key-group split. What the function
+The state and timers are the pure cores in taskmanager/state/; on the memory backend they
+are snapshotted as one keyed Arrow table per key-group range like every keyed operator's (a
+row per state entry or timer: its key group, what it is, the key and value cloudpickled, its
+expiry or timestamp), so the operator restores at any parallelism's key-group split. On the
+rocksdb backend (`state.backend: rocksdb`) the entries and a copy of the timers live in the
+operator's RocksDB database instead (taskmanager/state/rocksdb_user_state.py), snapshotted as
+a RocksDB checkpoint; a snapshot of either backend restores into the other. What the function
 returns is converted to Arrow with `output_schema` when the job declared one, so every batch
 has the same columns and types.
 """
@@ -33,7 +36,10 @@ from sluice.graph import OperatorKind
 from sluice.key_groups import KEY_GROUP
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.spark_engine import Batch
+from taskmanager.state import rocksdb_backend
+from taskmanager.state.backend import ROCKSDB, NativeRestore
 from taskmanager.state.keyed_state import MISSING, KeyedStateStore, StateDescriptor
+from taskmanager.state.rocksdb_user_state import RocksDBUserState, decode
 from taskmanager.state.timer_service import TimeDomain, TimerService
 
 WHAT, KEY, VALUE, TIME = "__what", "__key", "__value", "__time"  # snapshot columns
@@ -77,8 +83,17 @@ class KeyedProcess(Operator):
             declared = schemas.parse(payload["output_schema"])
             self.columns = [(f.name, _ARROW_TYPES.get(f.type)) for f in declared.fields]
         self.store = KeyedStateStore(payload.get("state_ttl_ms"))
+        # rocksdb: the state entries and a copy of the timers in RocksDB (`store` stays empty)
+        backend = ctx.state_backend
+        self.native = (
+            RocksDBUserState(backend, ctx.tag, payload.get("state_ttl_ms"))
+            if backend is not None and backend.kind == ROCKSDB
+            else None
+        )
         self.timers = TimerService()
-        self.key_groups: dict[Hashable, int] = {}  # key -> its key group, for snapshots
+        # key -> its key group: every key with state or timers on memory (for snapshots), the keys
+        # with pending timers on rocksdb (for on_timer's state)
+        self.key_groups: dict[Hashable, int] = {}
         self.watermark = MIN_WATERMARK
         self.context = ProcessContext(self)
         self.engine = ctx.engine
@@ -113,14 +128,19 @@ class KeyedProcess(Operator):
         for a, b in zip(starts[:-1], starts[1:], strict=True):
             key = key_arrays[0][a] if single else tuple(arr[a] for arr in key_arrays)
             key = key.item() if hasattr(key, "item") else key  # a plain Python value, as state keys
-            self.key_groups[key] = int(kgs[a])
-            ctx.current_key = key
+            kg = int(kgs[a])
+            if self.native is None:
+                self.key_groups[key] = kg
+            ctx.current_key, ctx.current_kg = key, kg
             self.python_calls += 1
             got = self.process_fn(key, frame.iloc[a:b], ctx)
             if got is not None and len(got):
                 out.append(got)
         ctx.current_key = None
-        self.store.cleanup(_now_ms(), CLEANUP_BUDGET)
+        if self.native is not None:
+            self.native.cleanup(_now_ms(), CLEANUP_BUDGET)
+        else:
+            self.store.cleanup(_now_ms(), CLEANUP_BUDGET)
         return self._batch(out)
 
     def on_watermark(self, watermark: int) -> Batch | None:
@@ -145,9 +165,12 @@ class KeyedProcess(Operator):
             if not due:
                 break
             for ts, key in due:
+                kg = self.key_groups.get(key, 0)
+                if self.native is not None:
+                    self.native.delete_timer(kg, domain, ts, key)
                 if self.on_timer_fn is None:
                     continue
-                ctx.current_key, ctx.timer_domain = key, domain
+                ctx.current_key, ctx.current_kg, ctx.timer_domain = key, kg, domain
                 self.python_calls += 1
                 got = self.on_timer_fn(key, ts, ctx)
                 if got is not None and len(got):
@@ -189,7 +212,12 @@ class KeyedProcess(Operator):
         return Batch(self.engine, table=table)
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:  # noqa: ARG002 — keyed state is not per checkpoint
+    def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:
+        if self.native is not None:  # a RocksDB checkpoint, uploaded by the task
+            self.key_groups = {k: g for k, g in self.key_groups.items() if k in self.timers.keys()}
+            states = {d.name: [d.kind, d.ttl_ms] for d in self.native.descriptors.values()}
+            inline = {"watermark": self.watermark, "states": states}
+            return OperatorSnapshot(inline=inline, native=self.native.snapshot(checkpoint_id))
         import cloudpickle
 
         now = _now_ms()
@@ -224,31 +252,120 @@ class KeyedProcess(Operator):
         return OperatorSnapshot(inline={"watermark": self.watermark}, keyed=table)
 
     def restore(self, state: OperatorSnapshot) -> None:
-        import pickle
-
-        self.watermark = int((state.inline or {}).get("watermark", MIN_WATERMARK))
-        table = state.keyed
+        inline = state.inline or {}
+        self.watermark = int(inline.get("watermark", MIN_WATERMARK))
+        declared = {
+            name: StateDescriptor(name, kind, ttl) for name, (kind, ttl) in (inline.get("states") or {}).items()
+        }
         self.key_groups = {}
-        if table is None or table.num_rows == 0:
-            self.store.restore(iter(()))
-            self.timers.restore(())
+        native = state.native if isinstance(state.native, NativeRestore) and state.native.handles else None
+        if self.native is not None and native is not None:  # rocksdb into rocksdb: the databases
+            self.native.values.restore(native.handles, native.fs, native.key_groups, native.owned)
+            timers = list(self.native.timers(native.key_groups))
+            self.native.restored(declared, may_expire=any(d.ttl_ms for d in declared.values()))
+            self._restore_timers(timers)
             return
-        rows = table.to_pylist()
-        entries: list[tuple[StateDescriptor, Hashable, Any, int | None]] = []
-        timers: list[tuple[str, int, Hashable]] = []
-        for row in rows:
-            key = pickle.loads(row[KEY])
-            self.key_groups[key] = row[KEY_GROUP]
-            what: str = row[WHAT]
-            if what.startswith(TIMER_PREFIX):
-                timers.append((what[len(TIMER_PREFIX) :], row[TIME], key))
-                continue
-            kind, ttl, name = what[len(STATE_PREFIX) :].split(":", 2)
-            entries.append(
-                (StateDescriptor(name, kind, int(ttl) if ttl else None), key, pickle.loads(row[VALUE]), row[TIME])
-            )
-        self.store.restore(iter(entries))
-        self.timers.restore(timers)
+        if native is not None:  # rocksdb into memory: the key range, decoded
+            entries, timers = _decoded(native, declared)
+        else:
+            entries, timers = _rows(state.keyed)
+        if self.native is not None:  # memory into rocksdb
+            self.native.values.clear()
+            self.native.restored(declared, may_expire=False)
+            self.native.write_entries(iter(entries), iter(timers))
+        else:
+            self.store.restore((d, key, value, expires) for d, key, _kg, value, expires in entries)
+            self.key_groups = {key: kg for _d, key, kg, _v, _e in entries}
+        self._restore_timers(timers)
+
+    def _restore_timers(self, timers: list[tuple[int, TimeDomain, int, Hashable]]) -> None:
+        self.timers.restore((domain, ts, key) for _kg, domain, ts, key in timers)
+        self.key_groups.update((key, kg) for kg, _d, _ts, key in timers)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.native is not None:
+            self.native.notify_checkpoint_complete(checkpoint_id)
+
+    def dispose(self) -> None:
+        if self.native is not None:
+            self.native.close()
+
+    # -- state access (ProcessContext's views) ------------------------------------------------------
+    def state_get(self, name: str, key: Hashable, kg: int) -> Any:
+        if self.native is not None:
+            return self.native.get(name, key, kg, _now_ms())
+        return self.store.get(name, key, _now_ms())
+
+    def state_put(self, name: str, key: Hashable, kg: int, value: Any) -> None:
+        if self.native is not None:
+            self.native.put(name, key, kg, value, _now_ms())
+        else:
+            self.store.put(name, key, value, _now_ms())
+
+    def state_clear(self, name: str, key: Hashable, kg: int) -> None:
+        if self.native is not None:
+            self.native.clear(name, key, kg)
+        else:
+            self.store.clear(name, key)
+
+    def declare(self, name: str, kind: str, ttl_ms: int | None) -> StateDescriptor:
+        return (self.native or self.store).declare(name, kind, ttl_ms)
+
+    def register_timer(self, domain: TimeDomain, key: Hashable, kg: int, timestamp: int) -> None:
+        if self.timers.register(domain, key, timestamp):
+            self.key_groups[key] = kg
+            if self.native is not None:
+                self.native.put_timer(kg, domain, timestamp, key)
+
+    def delete_timer(self, domain: TimeDomain, key: Hashable, kg: int, timestamp: int) -> None:
+        if self.timers.delete(domain, key, timestamp) and self.native is not None:
+            self.native.delete_timer(kg, domain, timestamp, key)
+
+
+Entry = tuple[StateDescriptor, Hashable, int, Any, "int | None"]  # (state, key, key group, value, expires)
+Timer = tuple[int, TimeDomain, int, Hashable]  # (key group, domain, timestamp, key)
+
+
+def _rows(table: pa.Table | None) -> tuple[list[Entry], list[Timer]]:
+    """A memory-backend snapshot's rows: its state entries and timers."""
+    import pickle
+
+    entries: list[Entry] = []
+    timers: list[Timer] = []
+    if table is None:
+        return entries, timers
+    for row in table.to_pylist():
+        key = pickle.loads(row[KEY])  # our own snapshot, written by KeyedProcess.snapshot
+        what: str = row[WHAT]
+        if what.startswith(TIMER_PREFIX):
+            timers.append((row[KEY_GROUP], TimeDomain(what[len(TIMER_PREFIX) :]), row[TIME], key))
+            continue
+        kind, ttl, name = what[len(STATE_PREFIX) :].split(":", 2)
+        descriptor = StateDescriptor(name, kind, int(ttl) if ttl else None)
+        entries.append((descriptor, key, row[KEY_GROUP], pickle.loads(row[VALUE]), row[TIME]))
+    return entries, timers
+
+
+def _decoded(native: NativeRestore, declared: dict[str, StateDescriptor]) -> tuple[list[Entry], list[Timer]]:
+    """A rocksdb snapshot's entries and timers in this subtask's key groups, decoded."""
+    wanted = set(native.owned) if native.owned is not None else None
+    entries: list[Entry] = []
+    timers: list[Timer] = []
+    now = _now_ms()
+    for k, v in rocksdb_backend.read_range(native.handles, native.fs, native.key_groups, native.scratch):
+        what, kg, fields = decode(k, v)
+        if wanted is not None and kg not in wanted:
+            continue
+        if what == "timer":
+            domain, ts, key = fields
+            timers.append((kg, domain, ts, key))
+            continue
+        name, key, value, expires = fields
+        if expires is not None and expires <= now:
+            continue
+        descriptor = declared.get(name) or StateDescriptor(name, "value", None)
+        entries.append((descriptor, key, kg, value, expires))
+    return entries, timers
 
 
 class ProcessContext:
@@ -257,6 +374,7 @@ class ProcessContext:
     def __init__(self, op: KeyedProcess) -> None:
         self._op = op
         self.current_key: Any = None
+        self.current_kg = 0  # the current key's key group
         self.timer_domain: TimeDomain | None = None  # in on_timer: which kind of timer fired
 
     def _key(self) -> Hashable:
@@ -267,26 +385,26 @@ class ProcessContext:
 
     # state
     def value_state(self, name: str, ttl_ms: int | None = None) -> ValueState:
-        return ValueState(self, self._op.store.declare(name, "value", ttl_ms))
+        return ValueState(self, self._op.declare(name, "value", ttl_ms))
 
     def list_state(self, name: str, ttl_ms: int | None = None) -> ListState:
-        return ListState(self, self._op.store.declare(name, "list", ttl_ms))
+        return ListState(self, self._op.declare(name, "list", ttl_ms))
 
     def map_state(self, name: str, ttl_ms: int | None = None) -> MapState:
-        return MapState(self, self._op.store.declare(name, "map", ttl_ms))
+        return MapState(self, self._op.declare(name, "map", ttl_ms))
 
     # timers
     def register_event_time_timer(self, timestamp: int) -> None:
-        self._op.timers.register(TimeDomain.EVENT_TIME, self._key(), int(timestamp))
+        self._op.register_timer(TimeDomain.EVENT_TIME, self._key(), self.current_kg, int(timestamp))
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        self._op.timers.register(TimeDomain.PROCESSING_TIME, self._key(), int(timestamp))
+        self._op.register_timer(TimeDomain.PROCESSING_TIME, self._key(), self.current_kg, int(timestamp))
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._op.timers.delete(TimeDomain.EVENT_TIME, self._key(), int(timestamp))
+        self._op.delete_timer(TimeDomain.EVENT_TIME, self._key(), self.current_kg, int(timestamp))
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._op.timers.delete(TimeDomain.PROCESSING_TIME, self._key(), int(timestamp))
+        self._op.delete_timer(TimeDomain.PROCESSING_TIME, self._key(), self.current_kg, int(timestamp))
 
     @property
     def current_watermark(self) -> int | None:
@@ -300,16 +418,16 @@ class ProcessContext:
 
 class _View:
     def __init__(self, ctx: ProcessContext, descriptor: StateDescriptor) -> None:
-        self._ctx, self._store, self._name = ctx, ctx._op.store, descriptor.name
+        self._ctx, self._op, self._name = ctx, ctx._op, descriptor.name
 
     def _get(self) -> Any:
-        return self._store.get(self._name, self._ctx._key(), _now_ms())
+        return self._op.state_get(self._name, self._ctx._key(), self._ctx.current_kg)
 
     def _put(self, value: Any) -> None:
-        self._store.put(self._name, self._ctx._key(), value, _now_ms())
+        self._op.state_put(self._name, self._ctx._key(), self._ctx.current_kg, value)
 
     def clear(self) -> None:
-        self._store.clear(self._name, self._ctx._key())
+        self._op.state_clear(self._name, self._ctx._key(), self._ctx.current_kg)
 
 
 class ValueState(_View):

@@ -28,6 +28,27 @@ class StateDescriptor:
     ttl_ms: int | None
 
 
+def check_declaration(
+    declared: StateDescriptor | None, name: str, kind: str, ttl_ms: int | None, default_ttl_ms: int | None
+) -> StateDescriptor:
+    """The descriptor of a state a function declares (`declared`: the one the same name has
+    already, if any): a name keeps one kind and TTL; bad names, kinds and TTLs are refused."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a state needs a non-empty name, got {name!r}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown state kind {kind!r}; known: {', '.join(KINDS)}")
+    if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0):
+        raise ValueError(f"state {name!r}: ttl_ms must be a whole number of ms > 0, got {ttl_ms!r}")
+    if declared is None:
+        return StateDescriptor(name, kind, ttl_ms if ttl_ms is not None else default_ttl_ms)
+    if declared.kind != kind or (ttl_ms is not None and declared.ttl_ms != ttl_ms):
+        raise ValueError(
+            f"state {name!r} is a {declared.kind} state with ttl_ms={declared.ttl_ms}; it cannot be used as a "
+            f"{kind} state with ttl_ms={ttl_ms}: give each state one name"
+        )
+    return declared
+
+
 class _State:
     def __init__(self, descriptor: StateDescriptor) -> None:
         self.descriptor = descriptor
@@ -42,23 +63,11 @@ class KeyedStateStore:
 
     def declare(self, name: str, kind: str, ttl_ms: int | None = None) -> StateDescriptor:
         """The state `name` of `kind`; declaring it again with another kind or TTL is an error."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a state needs a non-empty name, got {name!r}")
-        if kind not in KINDS:
-            raise ValueError(f"unknown state kind {kind!r}; known: {', '.join(KINDS)}")
-        if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0):
-            raise ValueError(f"state {name!r}: ttl_ms must be a whole number of ms > 0, got {ttl_ms!r}")
-        descriptor = StateDescriptor(name, kind, ttl_ms if ttl_ms is not None else self.default_ttl_ms)
         state = self._states.get(name)
+        descriptor = check_declaration(state.descriptor if state else None, name, kind, ttl_ms, self.default_ttl_ms)
         if state is None:
             self._states[name] = _State(descriptor)
-        elif state.descriptor.kind != kind or (ttl_ms is not None and state.descriptor.ttl_ms != ttl_ms):
-            old = state.descriptor
-            raise ValueError(
-                f"state {name!r} is a {old.kind} state with ttl_ms={old.ttl_ms}; it cannot be used as a {kind} "
-                f"state with ttl_ms={ttl_ms}: give each state one name"
-            )
-        return self._states[name].descriptor
+        return descriptor
 
     def get(self, name: str, key: Hashable, now: int) -> Any:
         state = self._states[name]

@@ -7,12 +7,16 @@ restored, output exactly once)."""
 from __future__ import annotations
 
 import collections
+import glob
+import json
 import os
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from harness import EXAMPLES, JOBS, LocalCluster, read_counts
+from helpers import wait_until
 from test_event_time import committed_rows, wait_end
 from test_recovery import kill_taskmanager_running, wait_for
 
@@ -76,7 +80,7 @@ def own_cluster(tmp_path, zookeeper):
         c.stop()
 
 
-def run_dedup(cluster, tmp_path, events, files):
+def run_dedup(cluster, tmp_path, events, files, state_backend="memory"):
     generate(str(tmp_path / "in"), events=events, files=files, urls=100, seed=8, disorder_ms=1_000, users=500)
     assert len(read_events(str(tmp_path / "in"))[0]) == events
     return cluster.run(
@@ -91,14 +95,33 @@ def run_dedup(cluster, tmp_path, events, files):
         "1000",
         "--checkpoint-interval",
         "300",
+        "--state-backend",
+        state_backend,
         parallelism=2,
     )
 
 
-def test_dedup_keeps_the_first_event_per_user_within_the_ttl_across_a_taskmanager_kill(own_cluster, tmp_path):
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_dedup_keeps_the_first_event_per_user_within_the_ttl_across_a_taskmanager_kill(own_cluster, tmp_path, backend):
+    """On rocksdb the per-user lists, values and timers live in RocksDB databases, checkpointed
+    as RocksDB checkpoints and restored from them."""
     cluster = own_cluster(taskmanagers=2)
-    job = run_dedup(cluster, tmp_path, events=200_000, files=100)
+    job = run_dedup(cluster, tmp_path, events=200_000, files=100, state_backend=backend)
     wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
+    if backend == "rocksdb":
+        (root,) = glob.glob(os.path.join(cluster.dir, "**", job), recursive=True)
+        meta = wait_until(
+            lambda: [json.loads(Path(p).read_text()) for p in glob.glob(os.path.join(root, "chk-*", "_metadata"))],
+            timeout=30,
+            message="a completed checkpoint's metadata",
+        )[0]
+        backends = {
+            h.get("backend", "memory")
+            for by_subtask in meta["tasks"].values()
+            for handle in by_subtask.values()
+            for h in handle.get("keyed", {}).values()
+        }
+        assert backends == {"rocksdb"}, backends  # the process function's state: RocksDB files
     kill_taskmanager_running(cluster, job)
     status = wait_end(cluster, job, timeout=300)
     assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None
