@@ -19,6 +19,7 @@ timers are snapshotted per key-group range as the keyed process function's.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import types
 from typing import Any, Self
 
@@ -71,7 +72,7 @@ class BroadcastProcess(KeyedProcess):
         snap = super().snapshot(checkpoint_id)
         inline = dict(snap.inline or {})
         inline["broadcast"] = base64.b64encode(cloudpickle.dumps(self.broadcast)).decode("ascii")
-        return OperatorSnapshot(inline=inline, keyed=snap.keyed)
+        return dataclasses.replace(snap, inline=inline)  # the keyed state as it is (a table, or RocksDB's)
 
     def restore(self, state: OperatorSnapshot) -> None:
         import pickle

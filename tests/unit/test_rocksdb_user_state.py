@@ -226,3 +226,46 @@ def test_state_values_plain_pickle_cannot_write_are_kept(tmp_path: Any) -> None:
     assert out(restored.process(Batch(None, table=rows((4, 0), (4, 1))))) == [{"user": 4, "ts": 6}]
     for o in (op, restored):
         o.dispose()
+
+
+def test_a_broadcast_process_function_keeps_its_keyed_state_in_rocksdb_across_a_snapshot(tmp_path: Any) -> None:
+    from taskmanager.operators.broadcast_process import BROADCAST, KEYED, BroadcastProcess
+
+    def count(key: Any, frame: pd.DataFrame, ctx: Any) -> None:
+        n = ctx.value_state("n")
+        n.update((n.value or 0) + len(frame))
+        ctx.register_event_time_timer(10**15)
+
+    def rules(frame: pd.DataFrame, ctx: Any) -> None:
+        ctx.broadcast_state("factor").update(zip(frame["rule"], frame["factor"], strict=True))
+
+    def report(key: Any, ts: int, ctx: Any) -> pd.DataFrame:
+        factor = ctx.broadcast_state("factor").get("odd" if key % 2 else "even", 1)
+        return pd.DataFrame({"user": [key], "ts": [ctx.value_state("n").value * factor]})
+
+    b = Backends(tmp_path)
+    payload = {"keys": ["user"], "process": count, "process_broadcast": rules, "on_timer": report, "left": "2-map"}
+
+    ctxs = [
+        OperatorContext(
+            name="b",
+            subtask=0,
+            parallelism=1,
+            job_id="j",
+            restore_checkpoint_id=0,
+            checkpointing=True,
+            state_backend=StateBackendConfig("rocksdb", True, str(tmp_path / "work" / f"broadcast{i}")),
+        )
+        for i in range(2)
+    ]
+    op = BroadcastProcess({**payload, "output_schema": "user bigint, ts bigint"}, ctxs[0])
+    op.process_input(Batch(None, table=pa.table({"rule": ["odd"], "factor": [10]})), BROADCAST)
+    op.process_input(Batch(None, table=rows((1, 0), (2, 0), (1, 0))), KEYED)
+    snap = b.checkpoint(op, 1)
+    assert snap.native is not None and snap.inline is not None and "broadcast" in snap.inline
+    restored = BroadcastProcess({**payload, "output_schema": "user bigint, ts bigint"}, ctxs[1])
+    restored.restore(snap)
+    assert restored.broadcast == {"factor": {"odd": 10}}
+    assert sorted(out(restored.end_input()), key=lambda r: r["user"]) == [{"user": 1, "ts": 20}, {"user": 2, "ts": 1}]
+    for o in (op, restored):
+        o.dispose()
