@@ -1,0 +1,177 @@
+"""Windows on the rocksdb state backend end to end, on a real cluster (docs/state-backends.md).
+
+The job (tests/integration/jobs/rocksdb_windows.py) counts views and sums user ids per url in
+sliding event-time windows, with `state.backend: rocksdb`, over a watched directory. A
+TaskManager is killed with -9 mid-job; the job restores its window panes from the latest
+checkpoint's RocksDB databases, and the committed window rows equal an independent
+computation, one row per (url, window). The checkpoints hold a rocksdb handle for the window
+operator, with the pane starts inline.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import random
+import uuid
+import zlib
+
+import pytest
+from harness import JOBS, running_cluster, sluice
+from helpers import wait_until
+from test_event_time import committed_rows
+from test_recovery import kill_taskmanager_running, wait_for
+from test_rocksdb_state import checkpoint_root, retained
+
+pytestmark = pytest.mark.integration
+
+JOB = os.path.join(JOBS, "rocksdb_windows.py")
+BASE = 1_700_000_000_000
+SIZE, SLIDE = 2_000, 1_000  # the job's default windows
+SLICE = 2_000  # ms of event time per round of files
+DISORDER = 300  # ms behind the round's clock at most; the job's bound is 500
+PER_FILE = 1_500
+URLS = 300
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, zookeeper):
+    with running_cluster(
+        tmp_path_factory.mktemp("cluster"),
+        taskmanagers=2,
+        slots=2,
+        zookeeper=zookeeper.connect_string,
+        cluster_id=f"rocksdb-windows-{uuid.uuid4().hex[:8]}",
+    ) as c:
+        yield c
+
+
+class Rounds:
+    """Input written a round at a time: per round, one file for each of the 2 source subtasks
+    (a file belongs to subtask crc32(name) % 2), event times within the round's slice, out of
+    order by less than the watermark bound, so nothing is late."""
+
+    def __init__(self, directory) -> None:
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+        self.rng = random.Random(19)
+        self.events: list[tuple[str, int, int]] = []
+        self.next = 0
+
+    def _name(self, r: int, subtask: int) -> str:
+        n = 0
+        while zlib.crc32(f"r{r:04d}-{n}.jsonl".encode()) % 2 != subtask:
+            n += 1
+        return f"r{r:04d}-{n}.jsonl"
+
+    def _write(self, name: str, rows: list[tuple[str, int, int]]) -> None:
+        hidden = os.path.join(self.dir, f".{name}")
+        with open(hidden, "w") as f:
+            f.writelines(json.dumps({"url": u, "user": v, "ts": t}) + "\n" for u, v, t in rows)
+        os.rename(hidden, os.path.join(self.dir, name))
+
+    def add(self, rounds: int) -> None:
+        for r in range(self.next, self.next + rounds):
+            start = BASE + r * SLICE
+            for subtask in (0, 1):
+                rows = [
+                    (
+                        f"/page/{self.rng.randrange(URLS)}",
+                        self.rng.randrange(1_000),
+                        start + i * SLICE // PER_FILE - self.rng.randrange(DISORDER),
+                    )
+                    for i in range(PER_FILE)
+                ]
+                self._write(self._name(r, subtask), rows)
+                self.events += rows
+        self.next += rounds
+
+    def close(self) -> None:
+        """One event per subtask a minute of event time ahead: the watermark passes every window
+        of the rounds (the closing events' own windows never fire)."""
+        end = BASE + self.next * SLICE + 60_000
+        for subtask in (0, 1):
+            self._write(self._name(self.next, subtask), [("/end", 0, end)])
+
+    def expected(self) -> dict[tuple[str, int, int], tuple[int, int]]:
+        """(url, window_start, window_end) -> (views, sum of users), computed here."""
+        views: collections.Counter = collections.Counter()
+        users: collections.Counter = collections.Counter()
+        for url, user, ts in self.events:
+            start = ts - ts % SLIDE
+            while start + SIZE > ts:
+                views[(url, start, start + SIZE)] += 1
+                users[(url, start, start + SIZE)] += user
+                start -= SLIDE
+        return {k: (views[k], users[k]) for k in views}
+
+
+def window_rows(directory) -> list[tuple[str, int, int, int, int]]:
+    return [(u, int(s), int(e), int(n), int(t)) for u, s, e, n, t in committed_rows(directory)]
+
+
+def test_kill_9_of_a_taskmanager_restores_rocksdb_windows_exactly_once(cluster, tmp_path):
+    """The only test of its module: the cluster keeps one TaskManager afterwards."""
+    inp = Rounds(tmp_path / "in")
+    out = tmp_path / "out"
+    inp.add(12)
+    job = cluster.run(JOB, "--input", str(inp.dir), "--output", str(out), parallelism=2)
+    try:
+        wait_until(lambda: window_rows(out), timeout=120, message="the first committed windows")
+        wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
+        inp.add(12)
+        kill_taskmanager_running(cluster, job)
+        wait_for(
+            cluster,
+            job,
+            lambda s: s["restarts"] >= 1 and s["state"] == "RUNNING" and s["restored_checkpoint"],
+            "the job to restart from a checkpoint",
+            timeout=240,
+        )
+        inp.add(6)
+        inp.close()
+        want = inp.expected()
+
+        def complete() -> bool:
+            return {(u, s, e) for u, s, e, _n, _t in window_rows(out)} >= set(want)
+
+        wait_until(complete, timeout=240, message="every window of the input committed")
+        rows = window_rows(out)
+        twice = [k for k, n in collections.Counter((u, s, e) for u, s, e, _n, _t in rows).items() if n > 1]
+        assert not twice, f"{len(twice)} windows committed more than once, e.g. {twice[:3]}"
+        got = {(u, s, e): (n, t) for u, s, e, n, t in rows}
+        wrong = [(k, got[k], v) for k, v in want.items() if got[k] != v]
+        assert not wrong, f"{len(wrong)} windows differ (window, got, expected), e.g. {wrong[:3]}"
+        assert set(got) == set(want), sorted(set(got) - set(want))[:3]
+        status = cluster.status(job)
+        assert status["records_late_dropped"] == 0  # the input kept within the bound: the comparison is whole
+
+        metas = retained(checkpoint_root(cluster, job))
+        assert metas
+        window_handles = [
+            (handle["operators"][op], h)
+            for meta in metas.values()
+            for by_subtask in meta["tasks"].values()
+            for handle in by_subtask.values()
+            for op, h in handle.get("keyed", {}).items()
+            if "panes" in handle.get("operators", {}).get(op, {})
+        ]
+        assert len(window_handles) == 2 * len(metas), window_handles  # each subtask of the window operator
+        for inline, h in window_handles:
+            assert h["backend"] == "rocksdb" and h["shared"], h
+            assert inline["watermark"] > BASE
+            for path in [*h["shared"].values(), *h["private"].values()]:
+                assert os.path.isfile(path), path
+
+        def restored_lines() -> list[str]:
+            found = []
+            for log in glob.glob(os.path.join(cluster.dir, "log", "taskmanager-*.log")):
+                with open(log, errors="replace") as f:
+                    found += [line for line in f if "window panes restored" in line and job in line]
+            return found
+
+        assert wait_until(restored_lines, timeout=30, message="a restore of window panes logged")
+    finally:
+        sluice("cancel", job, "--cluster-dir", cluster.dir, check=False)
