@@ -8,6 +8,7 @@ goes on exactly as one that never stopped."""
 
 from __future__ import annotations
 
+import os
 import random
 import zlib
 from typing import Any
@@ -288,3 +289,37 @@ def test_processing_time_windows_keep_their_panes_in_rocksdb(tmp_path: Any, monk
     assert got == want
     assert rocks.store.panes == set()
     rocks.dispose()
+
+
+def test_late_rows_go_to_the_side_output_and_on_time_ones_to_rocksdb(tmp_path: Any) -> None:
+    late: list[pa.Table] = []
+    config = StateBackendConfig("rocksdb", True, str(tmp_path / "work" / "r"))
+    ctx = OperatorContext("w", 0, 1, "job", 0, True, state_backend=config)
+    p = {"keys": ["url"], "window": TUMBLING.to_config(), "timestamp_column": "ts", "late_output": True, "aggs": AGGS}
+    op = WindowOperator(p, ctx)
+    op.side_output = late.append
+    assert WindowOperator.combiner_for(p) is None  # raw rows: the operator pre-aggregates them itself
+    rows = [{"url": "/a", "region": "eu", "ts": 1_010, "v": 5}, {"url": "/a", "region": "eu", "ts": 1_150, "v": 7}]
+    assert op.process(Batch(None, table=batch(rows))) is None
+    fired = op.on_watermark(1_099)
+    assert fired is not None and [(r["url"], r["n"], r["total"]) for r in fired.table().to_pylist()] == [("/a", 1, 5)]
+    assert op.process(Batch(None, table=batch([{"url": "/a", "region": "us", "ts": 1_020, "v": 9}]))) is None
+    assert [r["ts"] for t in late for r in t.to_pylist()] == [1_020]  # its window fired: late
+    assert op.store is not None and op.store.panes == {1_100}
+    fired = op.on_watermark(MAX_WATERMARK)
+    assert fired is not None and [(r["window_start"], r["n"], r["total"]) for r in fired.table().to_pylist()] == [
+        (1_100, 1, 7)
+    ]
+    op.dispose()
+
+
+def test_apply_and_session_windows_stay_in_memory_on_the_rocksdb_backend(tmp_path: Any) -> None:
+    from sluice.eventtime.windows import EventTimeSessionWindows
+
+    config = StateBackendConfig("rocksdb", True, str(tmp_path / "work" / "r"))
+    ctx = OperatorContext("w", 0, 1, "job", 0, True, state_backend=config)
+    base = {"keys": ["url"], "timestamp_column": "ts"}
+    session = WindowOperator({**base, "window": EventTimeSessionWindows.with_gap(50).to_config(), "aggs": AGGS}, ctx)
+    apply = WindowOperator({**base, "window": TUMBLING.to_config(), "apply": lambda *a: None}, ctx)
+    assert session.store is None and apply.store is None
+    assert not os.path.exists(config.local_dir)  # no database opened for them
