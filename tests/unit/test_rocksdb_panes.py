@@ -204,7 +204,7 @@ def test_a_snapshot_restores_at_the_same_range_and_into_a_split_range(tmp_path: 
     wm = rocks.watermark
     h = upload(rocks, storage, 1, 0, (0, MAXP - 1))
     inline = rocks.snapshot(2).inline
-    assert inline is not None and inline["panes"] == sorted(rocks.store.panes)  # type: ignore[union-attr] — rocksdb
+    assert rocks.store is not None and inline is not None and inline["panes"] == sorted(rocks.store.panes)
     assert h["backend"] == "rocksdb"
     rocks.dispose()
 
