@@ -43,7 +43,7 @@ from typing import Any, NamedTuple, Protocol, assert_never, cast
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
-from jobmanager.checkpoint.shared_registry import SharedStateRegistry, metadata_handles
+from jobmanager.checkpoint.shared_registry import SharedStateRegistry, left_behind, metadata_handles
 from jobmanager.connectors import coordinator as sc
 from jobmanager.connectors import lookups
 from jobmanager.reconfiguration import protocol as rp
@@ -941,10 +941,18 @@ class JobMaster:
             storage, keep, upper = self._storage(), self.latest.checkpoint_id, self.counter.get()
             dropped = [c for c in self.shared_state.registered() if c != keep and c < upper]
             files = [f for c in dropped for f in self.shared_state.discard(c)]
+            kept = self.shared_state.files_of(keep)
 
             def clean() -> None:  # only ids handed out before this attempt's coordinator
                 for cid in storage.list_checkpoints():
                     if cid != keep and cid < upper:
+                        # an older leader's checkpoint this registry never knew: its shared files
+                        # from its own metadata (docs/state-backends.md, shared-file lifetime)
+                        try:
+                            handles = metadata_handles(storage.read_metadata(cid))
+                        except CheckpointCorrupt:
+                            handles = []
+                        storage.delete_files(left_behind(handles, kept, storage.shared_dir()))
                         storage.discard(cid)
                 storage.delete_files(files)
 

@@ -14,8 +14,12 @@ files it is told to.
   files it uploaded itself (`new` in a handle) that no registered checkpoint references are
   returned: the task never references a file of a checkpoint it was not told had completed.
 * A file no registered checkpoint ever referenced is never returned by a release: after a
-  JobManager failover the registry knows only the restored checkpoint, so the files of an
-  older leader's other retained checkpoints are left in place (leaked), never deleted early.
+  JobManager failover the registry knows only the restored checkpoint. The other checkpoints
+  an older leader retained are cleaned from their own `_metadata` instead: when a new attempt
+  starts from the restored checkpoint, `left_behind` gives the shared files they reference
+  that the restored one does not (inside the job's `shared/` directory only), and those go
+  with them. New uploads of the new attempt are never among them: they are in no old
+  checkpoint's metadata.
 
 Checkpoints are discarded oldest first, so a file is released only after every older
 checkpoint that might hold it unregistered has already gone.
@@ -53,6 +57,14 @@ def metadata_handles(metadata: Mapping[str, Any]) -> list[object]:
     return [h for by_subtask in metadata.get("tasks", {}).values() for h in by_subtask.values()]
 
 
+def left_behind(handles: Iterable[object], kept: frozenset[str], shared_dir: str) -> list[str]:
+    """The shared files a dropped checkpoint's handles reference that the checkpoint kept does
+    not, and that lie inside `shared_dir` (a path elsewhere is never deleted), sorted."""
+    prefix = shared_dir.rstrip("/") + "/"
+    files = set().union(*(shared_files(h) for h in handles))
+    return sorted(f for f in files if f not in kept and f.startswith(prefix) and "/../" not in f)
+
+
 class SharedStateRegistry:
     def __init__(self) -> None:
         self._refs: dict[str, int] = {}  # shared file -> retained checkpoints referencing it
@@ -87,6 +99,10 @@ class SharedStateRegistry:
 
     def registered(self) -> list[int]:
         return sorted(self._files)
+
+    def files_of(self, checkpoint_id: int) -> frozenset[str]:
+        """The shared files a registered checkpoint references (none for another)."""
+        return self._files.get(checkpoint_id, frozenset())
 
     def __len__(self) -> int:
         """Shared files referenced."""

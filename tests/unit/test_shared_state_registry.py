@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from jobmanager.checkpoint import state_handles
-from jobmanager.checkpoint.shared_registry import SharedStateRegistry, metadata_handles, new_files, shared_files
+from jobmanager.checkpoint.shared_registry import (
+    SharedStateRegistry,
+    left_behind,
+    metadata_handles,
+    new_files,
+    shared_files,
+)
 
 DIR = "/c/job"
 
@@ -117,3 +123,18 @@ def test_an_aborted_checkpoints_discard_carries_the_handles_acknowledged_so_far(
     [discard] = [a for a in c.handle(Decline("b", cid, "disk full", 11.0)) if isinstance(a, DiscardCheckpoint)]
     assert discard.checkpoint_id == cid and discard.handles == (mine,)
     assert SharedStateRegistry().discard(cid, discard.handles) == ["s/new"]
+
+
+def test_after_a_failover_an_older_leaders_checkpoints_leave_only_the_files_the_restored_one_lacks() -> None:
+    shared = f"{DIR}/shared"
+    r = SharedStateRegistry()  # the new leader: it registered only the checkpoint it restores
+    r.register(7, [handle({"1.sst": f"{shared}/agg/a", "3.sst": f"{shared}/agg/c"})])
+    kept = r.files_of(7)
+    assert kept == {f"{shared}/agg/a", f"{shared}/agg/c"} and r.files_of(6) == frozenset()
+    older = [  # checkpoint 6's metadata, written by the old leader
+        handle({"1.sst": f"{shared}/agg/a", "2.sst": f"{shared}/agg/b"}),
+        handle({"9.sst": "/elsewhere/x.sst", "8.sst": f"{shared}/../../etc/y"}),  # never outside shared/
+        {"operators": {}, "keyed": {"sum": {"path": f"{DIR}/chk-6/sum/0.arrow"}}},  # the memory backend's
+    ]
+    assert left_behind(older, kept, shared + "/") == [f"{shared}/agg/b"]
+    assert left_behind([], kept, shared) == []
