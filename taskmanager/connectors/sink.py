@@ -78,6 +78,11 @@ class ConnectorSink(Operator):
     def abort(self) -> None:
         self.close()
 
+    def dispose(self) -> None:
+        """The task ended, finished or not (after a finished task's final commit): the writer
+        and committer release what they hold (connections, staging files)."""
+        self.close()
+
     def close(self) -> None:
         if self.closed:
             return

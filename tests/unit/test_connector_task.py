@@ -89,6 +89,10 @@ class ListSink(Sink):
 class ListWriter(SinkWriter):
     def __init__(self) -> None:
         self.rows: list[str] = []
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
 
     def write(self, table: pa.Table) -> None:
         self.rows.extend(table.column("v").to_pylist())
@@ -99,6 +103,11 @@ class ListWriter(SinkWriter):
 
 
 class ListCommitter(Committer):
+    closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
     def commit(self, committables: list[Any]) -> None:
         for c in committables:
             COMMITTED.setdefault(c["checkpoint"], c["rows"])  # again after a restore: no effect
@@ -218,7 +227,7 @@ def test_positions_and_committables_survive_a_failure_and_late_splits_are_sent_a
     assert sorted(rows) == sorted(ROWS["s0"] + ROWS["s1"])  # each row once
 
 
-def test_without_checkpoints_a_connector_sink_commits_once_at_the_end_of_its_input():
+def test_without_checkpoints_a_connector_sink_commits_once_at_the_end_of_its_input_then_closes():
     COMMITTED.clear()
     ctx = OperatorContext(
         name="sink", subtask=0, parallelism=1, job_id="j", restore_checkpoint_id=0, checkpointing=False
@@ -228,6 +237,10 @@ def test_without_checkpoints_a_connector_sink_commits_once_at_the_end_of_its_inp
     assert COMMITTED == {}
     sink.end_input()
     assert COMMITTED == {0: ["x", "y"]}
+    sink.dispose()  # the task ended: the writer and committer are closed, once
+    sink.dispose()
+    assert isinstance(sink.writer, ListWriter) and isinstance(sink.committer, ListCommitter)
+    assert sink.writer.closed == 1 and sink.committer.closed == 1
 
 
 class BadReader(ListReader):
