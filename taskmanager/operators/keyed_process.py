@@ -214,7 +214,8 @@ class KeyedProcess(Operator):
     # -- checkpoints ---------------------------------------------------------------------------
     def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:
         if self.native is not None:  # a RocksDB checkpoint, uploaded by the task
-            self.key_groups = {k: g for k, g in self.key_groups.items() if k in self.timers.keys()}
+            timed = self.timers.keys()
+            self.key_groups = {k: g for k, g in self.key_groups.items() if k in timed}
             states = {d.name: [d.kind, d.ttl_ms] for d in self.native.descriptors.values()}
             inline = {"watermark": self.watermark, "states": states}
             return OperatorSnapshot(inline=inline, native=self.native.snapshot(checkpoint_id))
