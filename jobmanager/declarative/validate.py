@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from jobmanager.errors import InvalidRequest
 from sluice import schema as schemas
+from sluice import schema_inference as inference
 from sluice.graph import AGGREGATE_FUNCTIONS
 from sluice.v1 import declarative_pb2
 
@@ -30,8 +31,9 @@ MAX_OPTIONS = 64  # entries of config and of source options
 MAX_PARALLELISM = 1024
 MAX_MS = 10 * 365 * 24 * 3600 * 1000  # ten years, in ms: any duration field
 
-SOURCE_FORMATS = ("json", "csv", "text")
-SINK_FORMATS = ("csv", "print")
+SOURCE_FORMATS = ("json", "csv", "text", "parquet")
+FILE_SINK_FORMATS = ("csv", "json", "parquet", "text")  # FileSink's formats (docs/file-formats.md)
+SINK_FORMATS = (*FILE_SINK_FORMATS, "print")
 WINDOW_KINDS = ("tumbling", "sliding", "session")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -41,7 +43,7 @@ class Source:
     format: str
     path: str
     schema: str | None  # Spark DDL; None for text
-    options: Mapping[str, str]
+    options: Mapping[str, str]  # checked as from_files checks them, for the format
     suffix: str | None
     monitor_interval_ms: int | None
     on_error: str | None
@@ -176,9 +178,15 @@ def _source(s: declarative_pb2.DeclarativeSource) -> Source:
         if s.schema:
             raise bad("source.schema", "a text source has one column, value string: leave schema empty")
     elif not s.schema:
+        why = (
+            " (the JobManager reads no file to find them: list the columns the job reads, with the types of "
+            "the files' footers; each file is checked against them as it is read)"
+            if s.format == "parquet"
+            else ""
+        )
         raise bad(
             "source.schema",
-            f"is empty; a {s.format} source needs its columns, e.g. "
+            f"is empty; a {s.format} source needs its columns{why}, e.g. "
             '[{"name": "url", "type": "string"}, {"name": "ts", "type": "bigint"}]',
         )
     else:
@@ -201,15 +209,30 @@ def _source(s: declarative_pb2.DeclarativeSource) -> Source:
             schemas.parse(ddl)
         except ValueError as exc:
             raise bad("source.schema", str(exc)) from None
+    options = mapping(s.options, "source.options")
+    on_error = text(s.on_error, "source.on_error", MAX_EXPRESSION, required=False) or None
+    try:  # the rules of from_files(options=..., on_error=...) for this format, each error at its field
+        checked = inference.check_options(s.format, options)
+        inference.error_policy(s.format, checked, on_error)
+        inference.check_corrupt_column(ddl, checked)
+    except inference.ReaderOptionError as exc:
+        raise bad(_reader_field(exc.field), exc.message) from None
     return Source(
         format=s.format,
         path=path(s.path, "source.path"),
         schema=ddl,
-        options=mapping(s.options, "source.options"),
+        options=options,
         suffix=text(s.suffix, "source.suffix", required=False) or None,
         monitor_interval_ms=millis(s.monitor_interval_ms, "source.monitor_interval_ms") or None,
-        on_error=text(s.on_error, "source.on_error", MAX_EXPRESSION, required=False) or None,
+        on_error=on_error,
     )
+
+
+def _reader_field(field: str) -> str:
+    """The DeclarativeSource field of a ReaderOptionError's `options.<key>`, `options` or `on_error`."""
+    if field.startswith("options."):
+        return f"source.options[{field[len('options.') :]!r}]"
+    return f"source.{field}"
 
 
 def _step(step: declarative_pb2.DeclarativeStep, where: str) -> Step:
@@ -313,4 +336,10 @@ def _sink(s: declarative_pb2.DeclarativeSink) -> Sink:
         return Sink("print", "", ())
     if len(set(columns)) != len(columns):
         raise bad("sink.columns", "names a column twice")
-    return Sink("csv", path(s.path, "sink.path"), columns)
+    if s.format == "text" and len(columns) > 1:
+        raise bad(
+            "sink.columns",
+            f"a text sink writes one column per line, got {len(columns)}: {', '.join(columns)}; "
+            "give one (or use csv, json or parquet)",
+        )
+    return Sink(s.format, path(s.path, "sink.path"), columns)

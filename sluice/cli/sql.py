@@ -3,6 +3,8 @@
     sluice sql "SELECT url, COUNT(*) AS count FROM events GROUP BY url" \\
         --source json:/abs/dir [--schema 'url string, user bigint, ts bigint'] --sink csv:/abs/out
 
+--source takes json, csv, text or parquet; --sink csv, json, parquet, text (one column) or print.
+
 The query is parsed with sqlglot (Spark dialect) and becomes the fields of a DeclarativeJob
 (proto/sluice/v1/declarative.proto): WHERE a filter step, the SELECT list a select step or,
 with GROUP BY, a key_by step with its aggregates (then a select step when the output's names or
@@ -27,7 +29,9 @@ from typing import Any
 from sluice.client import JobFailed, JobManagerClient, SluiceError
 from sluice.v1 import declarative_pb2, jobmanager_pb2
 
-SOURCE_FORMATS = ("json", "csv", "text")
+SOURCE_FORMATS = ("json", "csv", "text", "parquet")
+SINK_FORMATS = ("csv", "json", "parquet", "text")  # file sinks; and print
+_SUFFIXES = {"json": ".jsonl", "csv": ".csv", "text": "", "parquet": ".parquet"}
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # Select clauses a streaming query cannot have, by sqlglot's argument name: what the error calls them.
 _UNSUPPORTED = {
@@ -109,7 +113,7 @@ def sql_to_job(
         columns = _plain_select(select, steps, exp)
     else:
         columns = _grouped_select(select, group, steps, exp)
-    if sink.format == "csv" and not sink.columns and columns:
+    if sink.format in SINK_FORMATS and not sink.columns and columns:
         sink.columns.extend(columns)
     return declarative_pb2.DeclarativeJob(
         name=name, parallelism=parallelism, config=config or {}, source=source, steps=steps, sink=sink
@@ -238,7 +242,7 @@ def _source(args: argparse.Namespace) -> declarative_pb2.DeclarativeSource:
 
     fmt, path = _location(args.source, "--source", SOURCE_FORMATS)
     options = dict(_pairs(args.source_option, "--source-option"))
-    suffix = args.suffix if args.suffix is not None else {"json": ".jsonl", "csv": ".csv", "text": ""}[fmt]
+    suffix = args.suffix if args.suffix is not None else _SUFFIXES[fmt]
     source = declarative_pb2.DeclarativeSource(
         format=fmt,
         path=path,
@@ -251,7 +255,7 @@ def _source(args: argparse.Namespace) -> declarative_pb2.DeclarativeSource:
             raise SluiceError("--schema: a text source has one column, value string")
         return source
     ddl = args.schema
-    if not ddl:  # as `sluice run` does for from_files without a schema: inferred here from a sample
+    if not ddl:  # as `sluice run` does for from_files without a schema: from a sample (Parquet: the footer)
         try:
             checked = inference.check_options(fmt, options)
             ddl = inference.infer_schema(path, fmt, checked, suffix)
@@ -270,7 +274,7 @@ def _source(args: argparse.Namespace) -> declarative_pb2.DeclarativeSource:
 def _sink(value: str) -> declarative_pb2.DeclarativeSink:
     if value == "print":
         return declarative_pb2.DeclarativeSink(format="print")
-    fmt, path = _location(value, "--sink", ("csv",))
+    fmt, path = _location(value, "--sink", SINK_FORMATS)
     return declarative_pb2.DeclarativeSink(format=fmt, path=path)
 
 
@@ -336,17 +340,25 @@ def add_sql_command(
         "streaming job writing to --sink; submitted as a DeclarativeJob (docs/declarative-jobs.md).",
     )
     p.add_argument("query", help="SELECT ... FROM <table> [WHERE ...] [GROUP BY col, ...]; the table is --source")
-    p.add_argument("--source", required=True, metavar="FORMAT:PATH", help="json|csv|text:DIRECTORY (or a URI)")
+    p.add_argument("--source", required=True, metavar="FORMAT:PATH", help="json|csv|text|parquet:DIRECTORY (or a URI)")
     p.add_argument(
         "--schema",
         default=None,
         metavar="DDL",
-        help="the source's columns, e.g. 'url string, user bigint' (default: inferred here from a sample)",
+        help="the source's columns, e.g. 'url string, user bigint' (default: inferred here from a sample; "
+        "parquet: the first file's footer)",
     )
     p.add_argument("--source-option", action="append", metavar="KEY=VALUE", help="a Spark reader option; repeatable")
-    p.add_argument("--suffix", default=None, help="file name suffix read (default .jsonl, .csv, every file for text)")
+    p.add_argument(
+        "--suffix", default=None, help="file name suffix read (default .jsonl, .csv, .parquet, every file for text)"
+    )
     p.add_argument("--monitor-interval", type=int, default=0, metavar="MS", help="> 0: keep reading new files")
-    p.add_argument("--sink", required=True, metavar="csv:PATH|print", help="exactly-once CSV files, or print")
+    p.add_argument(
+        "--sink",
+        required=True,
+        metavar="FORMAT:PATH|print",
+        help="csv|json|parquet|text:DIRECTORY: exactly-once files (text: a query of one column), or print",
+    )
     p.add_argument("--name", default="sql", help="the job's name (default sql)")
     p.add_argument("--parallelism", "-p", type=int, default=None, help="the job's parallelism (default 1)")
     p.add_argument(

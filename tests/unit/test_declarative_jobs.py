@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 
 import pytest
 from google.protobuf import json_format
@@ -106,6 +107,124 @@ def test_a_text_source_has_its_value_column_and_the_plan_keeps_defaults():
     assert plan.steps[0] == validate.KeyBy("steps[0].key_by", ("value",), (("count", "count", "*"),), None)
 
 
+# -- Parquet sources and every file sink format ----------------------------------------------------
+DDL = "url string, user bigint, ts bigint"
+PARQUET = {"format": "parquet", "path": "/data/in", "schema": SCHEMA}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_a_parquet_source_into_each_file_format_is_the_python_apis_graph(fmt):
+    graph = to_job_graph(
+        declarative(page_views(source=PARQUET, sink={"format": fmt, "path": "/data/out", "columns": ["url", "count"]}))
+    )
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(2).enable_checkpointing(1000)
+    events = env.from_files("/data/in", format="parquet", schema=DDL)
+    events.key_by("url").count().sink_to(FileSink("/data/out", columns=("url", "count"), format=fmt))
+    assert graph == env.get_job_graph("page_views")
+    source = json.loads(graph.operators[0].config)
+    assert source["format"] == "parquet" and source["suffix"] == ".parquet" and source["on_error"] == "fail"
+    assert json.loads(graph.operators[-1].config).get("format", "csv") == fmt
+
+
+def test_a_text_sink_writes_the_one_column_of_the_stream_or_the_one_named():
+    one = [{"select": {"items": [{"expr": "url"}]}}]
+    graph = to_job_graph(declarative(page_views(source=PARQUET, steps=one, sink={"format": "text", "path": "/o"})))
+    named = to_job_graph(
+        declarative(page_views(source=PARQUET, steps=[], sink={"format": "text", "path": "/o", "columns": ["url"]}))
+    )
+
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(2).enable_checkpointing(1000)
+    env.from_files("/data/in", format="parquet", schema=DDL).select("url").sink_to(FileSink("/o", format="text"))
+    assert graph == env.get_job_graph("page_views")
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(2).enable_checkpointing(1000)
+    env.from_files("/data/in", format="parquet", schema=DDL).sink_to(FileSink("/o", ("url",), format="text"))
+    assert named == env.get_job_graph("page_views")
+
+
+def test_on_error_fail_is_a_parquet_sources_default_spelled_out():
+    spelled = to_job_graph(declarative(page_views(source={**PARQUET, "on_error": "fail", "suffix": ".pq"})))
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(2).enable_checkpointing(1000)
+    events = env.from_files("/data/in", format="parquet", schema=DDL, suffix=".pq", on_error="fail")
+    events.key_by("url").count().sink_to(FileSink("/data/out", columns=("url", "count")))
+    assert spelled == env.get_job_graph("page_views")
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"source": {**PARQUET, "schema": []}}, "declarative.source.schema", "reads no file"),
+        ({"source": {**PARQUET, "options": {"header": "true"}}}, "declarative.source.options['header']", "parquet"),
+        ({"source": {**PARQUET, "options": {"mode": "FAILFAST"}}}, "declarative.source.options['mode']", "parquet"),
+        ({"source": {**PARQUET, "on_error": "drop"}}, "declarative.source.on_error", "only on_error='fail'"),
+        ({"source": {**PARQUET, "on_error": "dead_letter:/bad"}}, "declarative.source.on_error", "only"),
+        (
+            {
+                "source": {
+                    "format": "json",
+                    "path": "/d",
+                    "schema": SCHEMA,
+                    "options": {"mode": "FAILFAST"},
+                    "on_error": "drop",
+                }
+            },
+            "declarative.source.on_error",
+            "contradicts",
+        ),
+        ({"source": {"format": "text", "path": "/d", "on_error": "fail"}}, "declarative.source.on_error", "text"),
+        (
+            {"sink": {"format": "text", "path": "/o", "columns": ["url", "count"]}},
+            "declarative.sink.columns",
+            "one column per line, got 2: url, count",
+        ),
+        (
+            {"sink": {"format": "text", "path": "/o"}},
+            "declarative.sink.columns",
+            "the stream has 2 columns (url, count)",
+        ),
+        ({"sink": {"format": "json", "path": "out"}}, "declarative.sink.path", "not an absolute"),
+        ({"sink": {"format": "parquet", "path": "/o", "columns": ["url", "n"]}}, "declarative.sink.columns[1]", "'n'"),
+    ],
+)
+def test_parquet_sources_and_file_sinks_refuse_with_the_field(change, field, says):
+    message = refused(page_views(**change))
+    assert message.startswith(f"{field}: ") and says in message, message
+
+
+def test_a_parquet_sources_schema_is_checked_against_the_first_footer_at_submit(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory = tmp_path / "in"
+    directory.mkdir()
+    table = pa.table({"url": ["/a", "/b"], "user": pa.array([1, 2], pa.int32()), "ts": [10, 20]})
+    pq.write_table(table, directory / "part-0.parquet")
+    source = {"format": "parquet", "path": str(directory)}
+
+    subset = [{"name": "url", "type": "string"}, {"name": "ts", "type": "bigint"}]
+    graph = to_job_graph(declarative(page_views(source={**source, "schema": subset})))
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(2).enable_checkpointing(1000)
+    events = env.from_files(str(directory), format="parquet", schema="url string, ts bigint")
+    events.key_by("url").count().sink_to(FileSink("/data/out", columns=("url", "count")))
+    assert graph == env.get_job_graph("page_views")
+
+    message = refused(page_views(source={**source, "schema": SCHEMA}))  # user is int in the file
+    assert message.startswith("declarative.source.schema: ") and "declare it as int" in message, message
+    message = refused(page_views(source={**source, "schema": [*subset, {"name": "Ref", "type": "string"}]}))
+    assert message.startswith("declarative.source.schema: ") and "no column 'Ref'" in message, message
+
+    (directory / "part-0.parquet").write_bytes(b"not parquet at all")
+    message = refused(page_views(source={**source, "schema": subset}))
+    assert message.startswith("declarative.source.path: ") and "not a readable Parquet file" in message, message
+    # an empty directory, or none yet, is nothing to check: the tasks check every file they read
+    (directory / "part-0.parquet").unlink()
+    to_job_graph(declarative(page_views(source={**source, "schema": subset})))
+
+
 # -- field checks ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("change", "field", "says"),
@@ -114,9 +233,9 @@ def test_a_text_source_has_its_value_column_and_the_plan_keeps_defaults():
         ({"name": "x" * 257}, "declarative.name", "more than 256"),
         ({"parallelism": -1}, "declarative.parallelism", "not in 1..1024"),
         (
-            {"source": {"format": "parquet", "path": "/d", "schema": SCHEMA}},
+            {"source": {"format": "orc", "path": "/d", "schema": SCHEMA}},
             "declarative.source.format",
-            "json, csv, text",
+            "json, csv, text, parquet",
         ),
         (
             {"source": {"format": "json", "path": "data/in", "schema": SCHEMA}},
@@ -134,7 +253,7 @@ def test_a_text_source_has_its_value_column_and_the_plan_keeps_defaults():
             "declarative.source.schema[0].type",
             "strnig",
         ),
-        ({"sink": {"format": "parquet", "path": "/o"}}, "declarative.sink.format", "csv, print"),
+        ({"sink": {"format": "orc", "path": "/o"}}, "declarative.sink.format", "csv, json, parquet, text, print"),
         ({"sink": {"format": "csv", "path": "./out"}}, "declarative.sink.path", "not an absolute"),
         ({"sink": {"format": "print", "path": "/o"}}, "declarative.sink", "no path"),
         ({"steps": [{}]}, "declarative.steps[0]", "one of select, filter, key_by"),
@@ -439,4 +558,41 @@ def test_the_command_resolves_paths_and_parses_the_schema(tmp_path, monkeypatch)
         )
     )
     with pytest.raises(sql.SluiceError, match="FORMAT:PATH"):
-        sql.build_job(argparse.Namespace(**{**vars(args), "source": "parquet:/x"}))
+        sql.build_job(argparse.Namespace(**{**vars(args), "source": "orc:/x"}))
+
+
+def test_sql_reads_parquet_with_the_footers_schema_and_fills_a_file_sinks_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"url": ["/a"], "user": [1], "ts": [10]}), tmp_path / "in" / "a.parquet")
+    args = argparse.Namespace(
+        query="SELECT url, COUNT(*) AS count FROM events GROUP BY url",
+        source=f"parquet:{tmp_path / 'in'}",
+        schema=None,  # from the first file's footer, on the client
+        source_option=None,
+        suffix=None,
+        monitor_interval=0,
+        sink=f"json:{tmp_path / 'out'}",
+        name="page_views",
+        parallelism=2,
+        checkpoint_interval=1000,
+        config=None,
+    )
+    job = sql.build_job(args)
+    assert job == declarative(
+        page_views(
+            source={**PARQUET, "path": str(tmp_path / "in")},
+            sink={"format": "json", "path": str(tmp_path / "out"), "columns": ["url", "count"]},
+        )
+    )
+    for fmt in ("parquet", "text"):
+        assert sql.build_job(argparse.Namespace(**{**vars(args), "sink": f"{fmt}:/o"})).sink.format == fmt
+    text = sql.build_job(argparse.Namespace(**{**vars(args), "sink": "text:/o"}))
+    with pytest.raises(InvalidRequest, match=r"declarative\.sink\.columns: .*got 2: url, count"):
+        to_job_graph(text)
+    with pytest.raises(sql.SluiceError, match="cannot infer the schema"):
+        sql.build_job(argparse.Namespace(**{**vars(args), "source": f"parquet:{tmp_path / 'none'}"}))
+    with pytest.raises(sql.SluiceError, match="csv, json, parquet, text"):
+        sql.build_job(argparse.Namespace(**{**vars(args), "sink": "orc:/o"}))
