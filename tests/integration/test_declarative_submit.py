@@ -1,7 +1,9 @@
 """Jobs without Python on one small secured cluster (1 TaskManager x 2 slots): the page_views
 job as a DeclarativeJob in JSON submitted with grpcurl (mutual TLS from cluster.json, gRPC
-reflection), the same job from `sluice sql`, both with the input's exact counts per url; and a
-query naming an unknown column refused at submit, naming the column, with no job created."""
+reflection), the same job from `sluice sql`, both with the input's exact counts per url; a
+`sluice sql` job over a directory of Parquet files (schema from the footer, on the client) into
+a Parquet sink and one into a text sink, their output read back exactly; and a query naming an
+unknown column refused at submit, naming the column, with no job created."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 from harness import EXAMPLES, JOBS, REPO, assert_update_stream, read_counts, running_cluster, sluice
 from helpers import wait_until
 
+from sluice.output import read_output
 from sluice.states import JobStatus, from_proto
 
 sys.path.insert(0, EXAMPLES)
@@ -132,3 +135,79 @@ def test_an_unknown_column_is_refused_at_submit_naming_it(cluster, events, tmp_p
     proc = grpcurl(cluster, "SubmitJob", "{}")
     assert "InvalidArgument" in proc.stderr and "exactly one of job" in proc.stderr, proc.stderr
     assert job_names(cluster) == before
+
+
+@pytest.fixture(scope="module")
+def parquet_events(tmp_path_factory) -> tuple[str, list[dict]]:
+    """A directory of three Parquet files of events (url, user, bytes) and their rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory = tmp_path_factory.mktemp("parquet") / "in"
+    directory.mkdir()
+    rows = [{"url": f"/page/{(i * 7) % 40}", "user": i % 11, "bytes": (i * 37) % 1000} for i in range(6000)]
+    for n in range(3):
+        part = rows[n * 2000 : (n + 1) * 2000]
+        table = pa.table({k: [r[k] for r in part] for k in ("url", "user", "bytes")})
+        pq.write_table(table, directory / f"events-{n}.parquet", row_group_size=500)
+    (directory / "notes.txt").write_text("not read: no .parquet suffix\n")
+    return str(directory), rows
+
+
+def test_sluice_sql_reads_parquet_into_a_parquet_sink(cluster, parquet_events, tmp_path):
+    inputs, rows = parquet_events
+    out = tmp_path / "out"
+    query = "SELECT url, COUNT(*) AS views, SUM(bytes) AS total FROM events WHERE user % 3 <> 0 GROUP BY url"
+    # no --schema: the client takes the first file's footer, and every task checks each file's
+    proc = sluice(
+        "sql",
+        query,
+        "--source",
+        f"parquet:{inputs}",
+        "--sink",
+        f"parquet:{out}",
+        "-p",
+        "2",
+        "--cluster-dir",
+        cluster.dir,
+    )
+    assert "FINISHED" in proc.stderr, proc.stderr
+
+    expected: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for r in rows:
+        if r["user"] % 3 != 0:
+            expected[r["url"]][0] += 1
+            expected[r["url"]][1] += r["bytes"]
+    assert os.listdir(out) and all(n.endswith(".parquet") for n in os.listdir(out) if not n.startswith("."))
+    final = read_output(str(out), final=True, key="url")
+    assert list(final.columns) == ["url", "views", "total"]
+    assert {r.url: [r.views, r.total] for r in final.itertuples()} == dict(expected)
+    updates = read_output(str(out))  # the update stream: each (url, views) once, views growing per url
+    assert_update_stream(list(zip(updates["url"], updates["views"], strict=True)))
+    for _url, views in updates.groupby("url", sort=False)["views"]:
+        assert views.is_monotonic_increasing
+
+    shown = sluice("output", str(out), "--final", "--format", "json")  # the CLI reads Parquet parts too
+    printed = {d["url"]: [d["views"], d["total"]] for d in map(json.loads, shown.stdout.splitlines())}
+    assert printed == dict(expected)
+
+
+def test_sluice_sql_writes_one_column_of_parquet_rows_to_a_text_sink(cluster, parquet_events, tmp_path):
+    inputs, rows = parquet_events
+    out = tmp_path / "out"
+    proc = sluice(
+        "sql",
+        "SELECT upper(url) AS page FROM events WHERE bytes >= 990",
+        "--source",
+        f"parquet:{inputs}",
+        "--schema",
+        "url string, bytes bigint",  # a subset of the files' columns, checked against each footer
+        "--sink",
+        f"text:{out}",
+        "--cluster-dir",
+        cluster.dir,
+    )
+    assert "FINISHED" in proc.stderr, proc.stderr
+    written = read_output(str(out), columns=["page"])
+    assert sorted(written["page"]) == sorted(r["url"].upper() for r in rows if r["bytes"] >= 990)
+    assert all(n.endswith(".txt") for n in os.listdir(out) if not n.startswith("."))
