@@ -254,12 +254,15 @@ def _source(args: argparse.Namespace) -> declarative_pb2.DeclarativeSource:
         if args.schema:
             raise SluiceError("--schema: a text source has one column, value string")
         return source
+    try:
+        checked = inference.check_options(fmt, options)
+    except inference.ReaderOptionError as exc:
+        raise SluiceError(f"--source-option {exc.field.removeprefix('options.')}: {exc.message}") from None
     ddl = args.schema
     if not ddl:  # as `sluice run` does for from_files without a schema: from a sample (Parquet: the footer)
         try:
-            checked = inference.check_options(fmt, options)
             ddl = inference.infer_schema(path, fmt, checked, suffix)
-        except (inference.ReaderOptionError, inference.SchemaInferenceError, OSError) as exc:
+        except (inference.SchemaInferenceError, OSError) as exc:
             raise SluiceError(
                 f"--source {path}: cannot infer the schema ({exc}); give --schema 'col type, ...'"
             ) from None

@@ -594,5 +594,7 @@ def test_sql_reads_parquet_with_the_footers_schema_and_fills_a_file_sinks_column
         to_job_graph(text)
     with pytest.raises(sql.SluiceError, match="cannot infer the schema"):
         sql.build_job(argparse.Namespace(**{**vars(args), "source": f"parquet:{tmp_path / 'none'}"}))
+    with pytest.raises(sql.SluiceError, match="--source-option header: not an option of parquet files"):
+        sql.build_job(argparse.Namespace(**{**vars(args), "source_option": ["header=true"]}))
     with pytest.raises(sql.SluiceError, match="csv, json, parquet, text"):
         sql.build_job(argparse.Namespace(**{**vars(args), "sink": "orc:/o"}))
