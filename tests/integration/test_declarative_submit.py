@@ -2,8 +2,9 @@
 job as a DeclarativeJob in JSON submitted with grpcurl (mutual TLS from cluster.json, gRPC
 reflection), the same job from `sluice sql`, both with the input's exact counts per url; a
 `sluice sql` job over a directory of Parquet files (schema from the footer, on the client) into
-a Parquet sink and one into a text sink, their output read back exactly; and a query naming an
-unknown column refused at submit, naming the column, with no job created."""
+a Parquet sink and one into a text sink, their output read back exactly, and one whose second
+file differs from the schema failing, naming that file; and a query naming an unknown column
+refused at submit, naming the column, with no job created."""
 
 from __future__ import annotations
 
@@ -211,3 +212,35 @@ def test_sluice_sql_writes_one_column_of_parquet_rows_to_a_text_sink(cluster, pa
     written = read_output(str(out), columns=["page"])
     assert sorted(written["page"]) == sorted(r["url"].upper() for r in rows if r["bytes"] >= 990)
     assert all(n.endswith(".txt") for n in os.listdir(out) if not n.startswith("."))
+
+
+def test_a_parquet_file_unlike_the_schema_fails_the_job_naming_it(cluster, tmp_path):
+    """The submit-time check sees the first file only; the source checks every file's footer."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    pq.write_table(pa.table({"url": ["/a", "/b"], "bytes": [1, 2]}), inputs / "a.parquet")
+    pq.write_table(pa.table({"url": ["/c"], "bytes": pa.array([3], pa.int32())}), inputs / "b.parquet")
+    proc = sluice(
+        "sql",
+        "SELECT url, SUM(bytes) AS total FROM events GROUP BY url",
+        "--source",
+        f"parquet:{inputs}",
+        "--sink",
+        f"json:{tmp_path / 'out'}",
+        "--detach",
+        "--cluster-dir",
+        cluster.dir,
+    )
+    job_id = proc.stdout.strip().splitlines()[-1]
+    with cluster.client() as client:
+
+        def ended():
+            info = client.get(job_id)
+            return info if from_proto(JobStatus, info.state).terminal else None
+
+        info = wait_until(ended, timeout=180, message=f"job {job_id} to end", interval=0.2)
+    assert from_proto(JobStatus, info.state) == JobStatus.FAILED, cluster.status(job_id)
+    assert "b.parquet" in info.failure and "'bytes' is int in the file" in info.failure, info.failure
