@@ -10,11 +10,12 @@ the timestamp column, sink columns. Every refusal is an InvalidRequest naming th
 
     declarative.steps[1].filter.condition: unknown column 'urll'; the stream's columns are: url, user, ts
 
-Nothing runs here: no Spark, no Python code of the client (the graph holds no pickled code at
-all: every operator's settings are plain JSON). The only I/O is the job API's own at submit, as
-for a job file: a Parquet source's schema is compared with the footer of the first file already
-in its directory (done here first, so that a mismatch names `source.schema`), and each file is
-checked against it again when a task reads it. Pure: no gRPC, kazoo or pyspark.
+Nothing runs here: no Spark, no I/O, no Python code of the client (the graph holds no pickled
+code at all: every operator's settings are plain JSON). The environment is built with
+`read_inputs_at_build` off, so no file a client names is opened here — a JobManager does not
+read (or hang on) a path a client chose; a Parquet source's schema is checked against each
+file's footer when a task reads it, and a mismatch fails the job naming the file. Pure: no
+gRPC, kazoo or pyspark.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from jobmanager.declarative import expressions, validate
 from jobmanager.declarative.validate import Filter, KeyBy, Plan, Select
 from jobmanager.errors import InvalidRequest
 from sluice import schema as schemas
-from sluice import schema_inference as inference
 from sluice.api import FileSink, StreamExecutionEnvironment
 from sluice.api.datastream import DataStream
 from sluice.eventtime.watermarks import WatermarkStrategy
@@ -51,12 +51,11 @@ def to_job_graph(job: declarative_pb2.DeclarativeJob) -> common_pb2.JobGraph:
 
 def build(plan: Plan) -> common_pb2.JobGraph:
     env = StreamExecutionEnvironment()
+    env.read_inputs_at_build = False  # no file a client names is read here: the tasks check each file
     env.set_parallelism(plan.parallelism)
     for key, value in plan.config.items():
         _api(functools.partial(env.set_config, key, value), f"config[{key!r}]")
     src = plan.source
-    if src.format == "parquet" and src.schema is not None:
-        _check_parquet_footer(src.path, src.suffix or ".parquet", src.schema)
     stream = _api(
         lambda: env.from_files(
             src.path,
@@ -94,31 +93,6 @@ def build(plan: Plan) -> common_pb2.JobGraph:
             "sink",
         )
     return _api(lambda: env.get_job_graph(plan.name), "")
-
-
-def _check_parquet_footer(path: str, suffix: str, schema: str) -> None:
-    """The schema against the footer of the first Parquet file under `path`, as from_files checks it
-    at submit (sluice.schema_inference.check_parquet_input), each refusal at its field: no directory
-    yet, or no file in it yet, is nothing to check (graph validation names a missing directory)."""
-    from sluice.storage import list_files, resolve  # local: pyarrow.fs is heavy
-
-    try:
-        files = list_files(path, suffix)
-    except FileNotFoundError:
-        return
-    except (OSError, ValueError) as exc:
-        raise _bad("source.path", str(exc)) from None
-    if not files:
-        return
-    try:
-        fs, _ = resolve(path)
-        found = inference.parquet_schema(fs, files[0])
-    except (OSError, ValueError) as exc:
-        raise _bad("source.path", f"{exc}; take the file out of the directory or fix it") from None
-    try:
-        inference.check_parquet_schema(schema, found, files[0])
-    except inference.ParquetSchemaError as exc:
-        raise _bad("source.schema", str(exc)) from None
 
 
 def _select(stream: DataStream, step: Select) -> DataStream:

@@ -41,6 +41,10 @@ class StreamExecutionEnvironment:
         self._parallelism_forced = _context.get("parallelism") is not None
         self._max_parallelism = graph.DEFAULT_MAX_PARALLELISM
         self._config: dict[str, str] = {}
+        # Whether building the job may read input files (a schema inferred from a sample, a Parquet
+        # schema checked against the first footer). The JobManager builds declarative jobs with it
+        # off: it reads no file a client names; the tasks check every file as they read it.
+        self.read_inputs_at_build = True
 
     @staticmethod
     def get_execution_environment() -> StreamExecutionEnvironment:
@@ -160,8 +164,10 @@ class StreamExecutionEnvironment:
         if suffix is None:
             suffix = {"json": ".jsonl", "csv": ".csv", "text": "", "parquet": ".parquet"}[format]
         if schema is None and format != "text":
+            if not self.read_inputs_at_build:
+                raise ValueError(f"from_files: a {format} source built without reading its files needs a schema")
             schema = _infer_file_schema(path, format, checked, suffix, monitored=monitor_interval_ms is not None)
-        elif format == "parquet" and schema is not None:
+        elif format == "parquet" and schema is not None and self.read_inputs_at_build:
             try:
                 inference.check_parquet_input(path, suffix, schema)
             except inference.SchemaInferenceError as exc:
