@@ -211,9 +211,9 @@ STATE_BACKEND: JobOption[str] = JobOption(
     _choice("memory", "rocksdb"),
     "memory",
     "memory | rocksdb",
-    "where keyed aggregates keep their state: Python dicts copied whole at each checkpoint (memory), or an "
-    "embedded RocksDB per task on the TaskManager's disk, memory bounded whatever the number of keys "
-    "(rocksdb; docs/state-backends.md)",
+    "where keyed state lives (aggregates, process functions' state and timers, windows with aggregates): "
+    "Python dicts copied whole at each checkpoint (memory), or an embedded RocksDB per task and operator on "
+    "the TaskManager's disk, memory bounded whatever the number of keys (rocksdb; docs/state-backends.md)",
 )
 STATE_BACKEND_INCREMENTAL: JobOption[bool] = JobOption(
     "state.backend.incremental",
