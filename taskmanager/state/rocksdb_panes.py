@@ -7,7 +7,9 @@ own database (taskmanager/state/rocksdb_backend.py `RocksDBKeyedValues`, raw byt
 state with the pane as namespace:
 
     key   = key group (2 bytes, big-endian) + PANE_TAG + pane start (8 bytes, big-endian,
-            sign bit flipped so that negative starts sort first) + pickle of the key
+            sign bit flipped so that negative starts sort first) + the key's bytes as the
+            backend encodes a key after its key group (rocksdb_backend.encode_key: a type
+            byte, then 8 bytes for a 64-bit int, UTF-8 for a str, a pickle otherwise)
     value = pickle of the tuple of partials, in `partial_columns` order
 
 so the entries of one (key group, pane) are one contiguous range, and a key-group range is
@@ -29,13 +31,14 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 import rocksdict
 
 from sluice.key_groups import KEY_GROUP
 from taskmanager.state import rocksdb_backend
 from taskmanager.state.backend import NativeRestore, StateBackendConfig
-from taskmanager.state.rocksdb_backend import RocksDBKeyedValues, RocksDBSnapshot
+from taskmanager.state.rocksdb_backend import RocksDBKeyedValues, RocksDBSnapshot, decode_key, encode_key
 
 log = logging.getLogger("sluice.taskmanager")
 
@@ -52,8 +55,18 @@ def pane_prefix(kg: int, pane: int) -> bytes:
     return _PREFIX.pack(kg, PANE_TAG, (pane + _FLIP) & 0xFFFFFFFFFFFFFFFF)
 
 
+def key_bytes(key: Any) -> bytes:
+    """The bytes of a key after the (key group, pane) prefix."""
+    return encode_key(0, key)[_KG.size :]
+
+
+def key_of(raw: bytes) -> Any:
+    """The key of `key_bytes`."""
+    return decode_key(bytes(_KG.size) + raw)[1]
+
+
 def encode(kg: int, pane: int, key: Any) -> bytes:
-    return pane_prefix(kg, pane) + pickle.dumps(key, protocol=5)
+    return pane_prefix(kg, pane) + key_bytes(key)
 
 
 def decode(raw: bytes) -> tuple[int, int, Any]:
@@ -61,7 +74,7 @@ def decode(raw: bytes) -> tuple[int, int, Any]:
     kg, tag, flipped = _PREFIX.unpack_from(raw)
     if tag != PANE_TAG:
         raise ValueError(f"not a window pane entry (tag {tag:#04x})")
-    return kg, flipped - _FLIP, pickle.loads(raw[_PREFIX.size :])  # our own state files
+    return kg, flipped - _FLIP, key_of(raw[_PREFIX.size :])
 
 
 def fold(merges: Sequence[str], old: Sequence[Any] | None, new: Sequence[Any]) -> tuple[Any, ...]:
@@ -79,6 +92,41 @@ def fold(merges: Sequence[str], old: Sequence[Any] | None, new: Sequence[Any]) -
         else:
             out.append(min(a, b) if m == "min" else max(a, b))
     return tuple(out)
+
+
+_WHOLE_KEY = np.dtype([("kg", ">u2"), ("tag", "u1"), ("pane", ">u8"), ("type", "u1"), ("key", ">i8")])
+_PREFIX_ONLY = np.dtype([("kg", ">u2"), ("tag", "u1"), ("pane", ">u8")])
+
+
+def encode_many(kgs: np.ndarray, panes: np.ndarray, table: pa.Table, keys: Sequence[str]) -> list[bytes]:
+    """`encode` of every row of `table`: the (key group, pane) prefixes packed by numpy, and
+    the whole entry key so when the key is one integer column without nulls."""
+    n = len(kgs)
+    flipped = panes.astype(np.int64).view(np.uint64) ^ np.uint64(_FLIP)
+    column = table.column(keys[0]) if len(keys) == 1 else None
+    whole_key = column is not None and column.null_count == 0 and _small_int(column.type)
+    if whole_key:
+        assert column is not None
+        rec = np.empty(n, dtype=_WHOLE_KEY)
+        rec["type"], rec["key"] = 1, column.to_numpy(zero_copy_only=False)  # encode_key's int form
+    else:
+        rec = np.empty(n, dtype=_PREFIX_ONLY)
+    rec["kg"], rec["tag"], rec["pane"] = kgs, PANE_TAG, flipped
+    size, buf = rec.dtype.itemsize, rec.tobytes()
+    whole = [buf[i : i + size] for i in range(0, n * size, size)]
+    if whole_key:
+        return whole
+    rows = (
+        column.to_pylist()
+        if column is not None
+        else list(zip(*(table.column(k).to_pylist() for k in keys), strict=True))
+    )
+    return [p + key_bytes(k) for p, k in zip(whole, rows, strict=True)]
+
+
+def _small_int(t: pa.DataType) -> bool:
+    """An integer type whose every value fits a signed 64-bit int."""
+    return bool(pa.types.is_signed_integer(t) or t in (pa.uint8(), pa.uint16(), pa.uint32()))
 
 
 class PaneTable:
@@ -146,23 +194,35 @@ class RocksDBPanes:
         if table.num_rows == 0:
             return
         self.tables.learn(table)
-        keys = self.tables.key_list(table)
-        kgs = table.column(KEY_GROUP).to_pylist()
-        panes = table.column(PANE).to_pylist()
+        table = self._merged(table)  # one row per (key, key group, pane), merged in C++
+        kgs = table.column(KEY_GROUP).to_numpy(zero_copy_only=False)
+        panes = table.column(PANE).to_numpy(zero_copy_only=False)
+        raws: list[Any] = encode_many(kgs, panes, table, self.tables.keys)
         values = list(zip(*(table.column(c).to_pylist() for c in self.tables.names), strict=True))
-        merged: dict[bytes, tuple[Any, ...]] = {}
-        for key, kg, pane, value in zip(keys, kgs, panes, values, strict=True):
-            raw = encode(kg, pane, key)
-            merged[raw] = fold(self.merges, merged.get(raw), value)
+        for kg, pane in set(zip(kgs.tolist(), panes.tolist(), strict=True)):
             self.panes.add(pane)
             self.key_groups.add(kg)
-        raws: list[Any] = list(merged)
         olds = cast(list[bytes | None], self.db.get(raws))
+        dumps, loads, merges = pickle.dumps, pickle.loads, self.merges
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for raw, old in zip(raws, olds, strict=True):
-            new = merged[raw] if old is None else fold(self.merges, pickle.loads(old), merged[raw])
-            batch.put(raw, pickle.dumps(new, protocol=5))
+        for raw, old, value in zip(raws, olds, values, strict=True):
+            batch.put(raw, dumps(value if old is None else fold(merges, loads(old), value), protocol=5))
         self.db.write(batch)
+
+    def _merged(self, table: pa.Table) -> pa.Table:
+        group = [*self.tables.keys, KEY_GROUP, PANE]
+        specs = [(c, m) for c, m in zip(self.tables.names, self.merges, strict=True)]
+        out = table.group_by(group, use_threads=False).aggregate(specs)
+        n = len(group)  # Arrow versions differ in where the keys go: by position
+        cols = (
+            [*out.columns[:n], *out.columns[n:]]
+            if out.column_names[:n] == group
+            else [
+                *out.columns[-n:],
+                *out.columns[:-n],
+            ]
+        )
+        return pa.Table.from_arrays(cols, names=[*group, *self.tables.names])
 
     def drop(self, pane: int) -> None:
         """Delete every entry of `pane`."""
@@ -190,7 +250,7 @@ class RocksDBPanes:
                         raw = cast(bytes, it.key())
                         if not raw.startswith(prefix):
                             break
-                        yield kg, pane, pickle.loads(raw[len(prefix) :]), tuple(pickle.loads(cast(bytes, it.value())))
+                        yield kg, pane, key_of(raw[len(prefix) :]), tuple(pickle.loads(cast(bytes, it.value())))
                         it.next()
         finally:
             del it

@@ -13,6 +13,7 @@ import random
 import zlib
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
@@ -29,7 +30,7 @@ from taskmanager.operators.base import OperatorContext, OperatorSnapshot
 from taskmanager.operators.window import WindowOperator
 from taskmanager.spark_engine import Batch
 from taskmanager.state.backend import NativeRestore, StateBackendConfig
-from taskmanager.state.rocksdb_panes import PANE_TAG, decode, encode, fold, pane_prefix
+from taskmanager.state.rocksdb_panes import PANE_TAG, decode, encode, encode_many, fold, pane_prefix
 
 FS = pafs.LocalFileSystem()
 MAXP = 128
@@ -136,6 +137,31 @@ def test_entries_sort_by_key_group_then_pane_then_key() -> None:
         decode(b"\x00\x01\x02" + bytes(8))
     assert fold(["sum", "min", "max"], (1, None, 3), (2, 5, None)) == (3, 5, 3)
     assert fold(["sum"], None, (4,)) == (4,)
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([5, -7, 2**62], pa.int64()),
+        pa.array([1, 2, 3], pa.int32()),
+        pa.array([1, None, 3], pa.int64()),
+        pa.array([1, 2**63 + 1, 3], pa.uint64()),
+        pa.array(["/a", "", "/é"]),
+    ],
+    ids=["int64", "int32", "null", "uint64", "str"],
+)
+def test_encoding_a_batch_at_once_equals_encoding_each_row(column: pa.Array) -> None:
+    kgs = np.array([0, 5, 127], np.int32)
+    panes = np.array([-1_000, 0, 2**40], np.int64)
+    table = pa.table({"k": column, "r": ["x", "y", "z"]})
+    keys = column.to_pylist()
+    assert encode_many(kgs, panes, table, ["k"]) == [
+        encode(int(g), int(p), k) for g, p, k in zip(kgs, panes, keys, strict=True)
+    ]
+    composite = [(k, r) for k, r in zip(keys, ["x", "y", "z"], strict=True)]
+    got = encode_many(kgs, panes, table, ["k", "r"])
+    assert got == [encode(int(g), int(p), k) for g, p, k in zip(kgs, panes, composite, strict=True)]
+    assert [decode(r)[2] for r in got] == composite
 
 
 @pytest.mark.parametrize("assigner", [TUMBLING, SLIDING], ids=["tumbling", "sliding"])
