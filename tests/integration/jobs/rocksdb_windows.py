@@ -1,7 +1,7 @@
 """Sliding event-time windows with aggregates on the rocksdb state backend (docs/state-backends.md):
 
     sluice run rocksdb_windows.py -- --input IN --output OUT [--window-ms 2000] [--slide-ms 1000]
-        [--out-of-orderness-ms 500] [--checkpoint-interval MS] [--monitor-interval MS]
+        [--out-of-orderness-ms 500] [--checkpoint-interval MS] [--monitor-interval MS] [--backend memory|rocksdb]
 
 Reads {"url": str, "user": int, "ts": int} JSON lines from a watched directory and writes,
 per url and window, `url,window_start,window_end,views,users_sum` through the exactly-once
@@ -20,10 +20,11 @@ ap.add_argument("--slide-ms", type=int, default=1000)
 ap.add_argument("--out-of-orderness-ms", type=int, default=500)
 ap.add_argument("--checkpoint-interval", type=int, default=300)
 ap.add_argument("--monitor-interval", type=int, default=200)
+ap.add_argument("--backend", default="rocksdb", help="state.backend (memory: the same job for comparison)")
 args = ap.parse_args()
 env = StreamExecutionEnvironment.get_execution_environment()
 env.enable_checkpointing(args.checkpoint_interval)
-env.set_config("state.backend", "rocksdb")
+env.set_config("state.backend", args.backend)
 events = env.from_files(
     args.input,
     format="json",
