@@ -236,6 +236,15 @@ def running_cluster(directory: str, **kwargs: Any) -> Iterator[LocalCluster]:
         c.stop()
 
 
+def taskmanager_log_lines(cluster_dir: str, *needles: str) -> list[str]:
+    """The lines of the cluster's TaskManager logs that contain every one of `needles`."""
+    found = []
+    for log in sorted(glob.glob(os.path.join(cluster_dir, "log", "taskmanager-*.log"))):
+        with open(log, errors="replace") as f:
+            found += [line for line in f if all(n in line for n in needles)]
+    return found
+
+
 def kill_process_tree(pid: int) -> None:
     """kill -9 a process (a TaskManager), then wait for its children (its Spark JVM follows it)."""
     proc = psutil.Process(pid)

@@ -11,7 +11,16 @@ import sys
 import uuid
 
 import pytest
-from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, kill_process_tree, read_counts, sluice
+from harness import (
+    EXAMPLES,
+    JOBS,
+    LocalCluster,
+    assert_update_stream,
+    kill_process_tree,
+    read_counts,
+    sluice,
+    taskmanager_log_lines,
+)
 from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
@@ -80,11 +89,7 @@ def assert_exactly_once(tmp_path, expected):
 
 
 def restored_offsets(cluster) -> list[str]:
-    lines = []
-    for log in glob.glob(os.path.join(cluster.dir, "log", "taskmanager-*.log")):
-        with open(log, errors="replace") as f:
-            lines += [line for line in f if "restored from checkpoint" in line and "source offset" in line]
-    return lines
+    return taskmanager_log_lines(cluster.dir, "restored from checkpoint", "source offset")
 
 
 def test_kill_taskmanager_after_a_checkpoint(cluster_factory, tmp_path):

@@ -21,7 +21,15 @@ import os
 import uuid
 
 import pytest
-from harness import JOBS, assert_update_stream, kill_process_tree, read_counts, running_cluster, sluice
+from harness import (
+    JOBS,
+    assert_update_stream,
+    kill_process_tree,
+    read_counts,
+    running_cluster,
+    sluice,
+    taskmanager_log_lines,
+)
 from helpers import wait_until
 from test_recovery import wait_for
 from test_savepoints import Input, cancel_running, last_line, wait_counts
@@ -170,11 +178,8 @@ def test_kill_9_of_a_taskmanager_restores_rocksdb_state_exactly(cluster, tmp_pat
     final, _ = read_counts(str(out))
     assert final == dict(inp.expected)
 
-    def restored_lines() -> list[str]:
-        found = []
-        for log in glob.glob(os.path.join(cluster.dir, "log", "taskmanager-*.log")):
-            with open(log, errors="replace") as f:
-                found += [line for line in f if "rocksdb state restored" in line and job in line]
-        return found
-
-    assert wait_until(restored_lines, timeout=30, message="a rocksdb restore logged")
+    assert wait_until(
+        lambda: taskmanager_log_lines(cluster.dir, "rocksdb state restored", job),
+        timeout=30,
+        message="a rocksdb restore logged",
+    )

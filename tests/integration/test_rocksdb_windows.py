@@ -12,7 +12,6 @@ with a savepoint and a resume from it, every window is still committed once, exa
 from __future__ import annotations
 
 import collections
-import glob
 import json
 import os
 import random
@@ -20,7 +19,7 @@ import uuid
 import zlib
 
 import pytest
-from harness import JOBS, running_cluster, sluice
+from harness import JOBS, running_cluster, sluice, taskmanager_log_lines
 from helpers import wait_until
 from test_event_time import committed_rows
 from test_recovery import kill_taskmanager_running, wait_for
@@ -213,13 +212,10 @@ def test_kill_9_of_a_taskmanager_restores_rocksdb_windows_exactly_once(cluster, 
         status = cluster.status(job)
         assert status["records_late_dropped"] == 0  # the input kept within the bound: the comparison is whole
 
-        def restored_lines() -> list[str]:
-            found = []
-            for log in glob.glob(os.path.join(cluster.dir, "log", "taskmanager-*.log")):
-                with open(log, errors="replace") as f:
-                    found += [line for line in f if "window panes restored" in line and job in line]
-            return found
-
-        assert wait_until(restored_lines, timeout=30, message="a restore of window panes logged")
+        assert wait_until(
+            lambda: taskmanager_log_lines(cluster.dir, "window panes restored", job),
+            timeout=30,
+            message="a restore of window panes logged",
+        )
     finally:
         sluice("cancel", job, "--cluster-dir", cluster.dir, check=False)
