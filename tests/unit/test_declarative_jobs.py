@@ -534,21 +534,26 @@ def test_unsupported_sql_is_named(query, says):
     assert says in str(info.value), str(info.value)
 
 
-def test_the_command_resolves_paths_and_parses_the_schema(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    args = argparse.Namespace(
+def sql_args(source: str, schema: str | None, sink: str) -> argparse.Namespace:
+    """`sluice sql`'s arguments for the page-views query (the command's defaults otherwise)."""
+    return argparse.Namespace(
         query="SELECT url, COUNT(*) AS count FROM events GROUP BY url",
-        source="json:in",
-        schema="url string, user bigint, ts bigint",
+        source=source,
+        schema=schema,
         source_option=None,
         suffix=None,
         monitor_interval=0,
-        sink="csv:out",
+        sink=sink,
         name="page_views",
         parallelism=2,
         checkpoint_interval=1000,
         config=None,
     )
+
+
+def test_the_command_resolves_paths_and_parses_the_schema(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = sql_args(source="json:in", schema="url string, user bigint, ts bigint", sink="csv:out")
     job = sql.build_job(args)
     assert job == declarative(
         page_views(
@@ -566,19 +571,8 @@ def test_sql_reads_parquet_with_the_footers_schema_and_fills_a_file_sinks_column
 
     (tmp_path / "in").mkdir()
     pq.write_table(pa.table({"url": ["/a"], "user": [1], "ts": [10]}), tmp_path / "in" / "a.parquet")
-    args = argparse.Namespace(
-        query="SELECT url, COUNT(*) AS count FROM events GROUP BY url",
-        source=f"parquet:{tmp_path / 'in'}",
-        schema=None,  # from the first file's footer, on the client
-        source_option=None,
-        suffix=None,
-        monitor_interval=0,
-        sink=f"json:{tmp_path / 'out'}",
-        name="page_views",
-        parallelism=2,
-        checkpoint_interval=1000,
-        config=None,
-    )
+    # no schema: from the first file's footer, on the client
+    args = sql_args(source=f"parquet:{tmp_path / 'in'}", schema=None, sink=f"json:{tmp_path / 'out'}")
     job = sql.build_job(args)
     assert job == declarative(
         page_views(
