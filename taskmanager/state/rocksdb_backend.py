@@ -128,6 +128,20 @@ def decode_value(raw: bytes) -> tuple[Any, ...]:
     return tuple(pickle.loads(raw))  # our own state files, written by encode_value
 
 
+SIGN_FLIP = 1 << 63  # a time in ms plus this, as an unsigned 64-bit number, sorts as the time does
+
+
+def sortable_ms(ms: int) -> int:
+    """A time in ms (negative ones too) as the unsigned 64-bit number whose big-endian bytes sort
+    as the times do: timers and window panes in key order by time."""
+    return (int(ms) + SIGN_FLIP) & 0xFFFFFFFFFFFFFFFF
+
+
+def from_sortable_ms(raw: int) -> int:
+    """The time in ms of a `sortable_ms` number."""
+    return raw - SIGN_FLIP
+
+
 def range_bounds(lo: int, hi: int) -> tuple[bytes, bytes]:
     """The keys of key groups [lo, hi]: from the first bound (inclusive) to the second (exclusive)."""
     return _KG.pack(lo), (_KG.pack(hi + 1) if hi + 1 < 1 << 16 else b"\xff\xff\xff")

@@ -38,7 +38,15 @@ import rocksdict
 from sluice.key_groups import KEY_GROUP
 from taskmanager.state import rocksdb_backend
 from taskmanager.state.backend import NativeRestore, StateBackendConfig
-from taskmanager.state.rocksdb_backend import RocksDBKeyedValues, RocksDBSnapshot, decode_key, encode_key
+from taskmanager.state.rocksdb_backend import (
+    SIGN_FLIP,
+    RocksDBKeyedValues,
+    RocksDBSnapshot,
+    decode_key,
+    encode_key,
+    from_sortable_ms,
+    sortable_ms,
+)
 
 log = logging.getLogger("sluice.taskmanager")
 
@@ -46,13 +54,12 @@ PANE_TAG = 0x20
 PANE = "__pane"  # the pane start column of the tables this store takes and gives
 _PREFIX = struct.Struct(">HBQ")
 _KG = struct.Struct(">H")
-_FLIP = 1 << 63
 
 
 # -- encoding (pure) ------------------------------------------------------------------------
 def pane_prefix(kg: int, pane: int) -> bytes:
     """The first 11 bytes of every entry of pane `pane` in key group `kg`."""
-    return _PREFIX.pack(kg, PANE_TAG, (pane + _FLIP) & 0xFFFFFFFFFFFFFFFF)
+    return _PREFIX.pack(kg, PANE_TAG, sortable_ms(pane))
 
 
 def key_bytes(key: Any) -> bytes:
@@ -74,7 +81,7 @@ def decode(raw: bytes) -> tuple[int, int, Any]:
     kg, tag, flipped = _PREFIX.unpack_from(raw)
     if tag != PANE_TAG:
         raise ValueError(f"not a window pane entry (tag {tag:#04x})")
-    return kg, flipped - _FLIP, key_of(raw[_PREFIX.size :])
+    return kg, from_sortable_ms(flipped), key_of(raw[_PREFIX.size :])
 
 
 def fold(merges: Sequence[str], old: Sequence[Any] | None, new: Sequence[Any]) -> tuple[Any, ...]:
@@ -102,7 +109,7 @@ def encode_many(kgs: np.ndarray, panes: np.ndarray, table: pa.Table, keys: Seque
     """`encode` of every row of `table`: the (key group, pane) prefixes packed by numpy, and
     the whole entry key so when the key is one integer column without nulls."""
     n = len(kgs)
-    flipped = panes.astype(np.int64).view(np.uint64) ^ np.uint64(_FLIP)
+    flipped = panes.astype(np.int64).view(np.uint64) ^ np.uint64(SIGN_FLIP)  # sortable_ms, for a whole column
     column = table.column(keys[0]) if len(keys) == 1 else None
     whole_key = column is not None and column.null_count == 0 and _small_int(column.type)
     if whole_key:

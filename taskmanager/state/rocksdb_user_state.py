@@ -33,13 +33,18 @@ import rocksdict
 
 from taskmanager.state.backend import StateBackendConfig
 from taskmanager.state.keyed_state import MISSING, StateDescriptor, check_declaration
-from taskmanager.state.rocksdb_backend import RocksDBKeyedValues, RocksDBSnapshot, range_bounds
+from taskmanager.state.rocksdb_backend import (
+    RocksDBKeyedValues,
+    RocksDBSnapshot,
+    from_sortable_ms,
+    range_bounds,
+    sortable_ms,
+)
 from taskmanager.state.timer_service import TimeDomain
 
 TIMER_TAG, STATE_TAG = 0x10, 0x11
 _KG = struct.Struct(">H")
 _TS = struct.Struct(">Q")
-_SIGN = 1 << 63
 _DOMAIN_BYTES = {TimeDomain.EVENT_TIME: b"e", TimeDomain.PROCESSING_TIME: b"p"}
 _DOMAINS = {v[0]: k for k, v in _DOMAIN_BYTES.items()}
 
@@ -55,7 +60,7 @@ def state_key(kg: int, name: str, key: Hashable) -> bytes:
 
 
 def timer_key(kg: int, domain: TimeDomain, timestamp: int, key: Hashable) -> bytes:
-    head = _KG.pack(kg) + bytes((TIMER_TAG,)) + _DOMAIN_BYTES[domain] + _TS.pack((int(timestamp) + _SIGN) % (1 << 64))
+    head = _KG.pack(kg) + bytes((TIMER_TAG,)) + _DOMAIN_BYTES[domain] + _TS.pack(sortable_ms(timestamp))
     return head + pickle.dumps(_plain(key), protocol=5)
 
 
@@ -78,7 +83,7 @@ def decode(raw_key: bytes, raw_value: bytes) -> tuple[str, int, Any]:
         return "state", kg, (name, key, value, expires)
     if tag == TIMER_TAG:
         domain = _DOMAINS[raw_key[3]]
-        ts = _TS.unpack_from(raw_key, 4)[0] - _SIGN
+        ts = from_sortable_ms(_TS.unpack_from(raw_key, 4)[0])
         return "timer", kg, (domain, ts, pickle.loads(raw_key[12:]))
     raise ValueError(f"not a process function's state entry (tag {tag:#x}): was the job's operator changed?")
 
