@@ -186,6 +186,8 @@ class Dispatcher:
             savepoint = _savepoint_of(job)  # read before anything is kept: a bad one is the client's error
         except SavepointError as exc:
             raise graph.JobValidationError("restore_path", str(exc)) from None
+        if savepoint is not None and savepoint.retained:
+            self._check_not_running(savepoint)
         job_id = uuid.uuid4().hex
         counter = self.ha.checkpoint_id_counter(job_id) if self.ha is not None else None
         with self._lock:
@@ -214,6 +216,20 @@ class Dispatcher:
             )
             master.start(self.clock())
         return job_id
+
+    def _check_not_running(self, savepoint: Savepoint) -> None:
+        """A retained checkpoint of a job still running here is refused: that job deletes it once
+        newer ones complete, maybe while the new job restores from it (docs/savepoints.md)."""
+        old = savepoint.metadata["job_id"]
+        with self._lock:
+            running = old in self._jobs and not self._jobs[old].terminal
+        if running:
+            raise graph.JobValidationError(
+                "restore_path",
+                f"retained checkpoint {savepoint.path} belongs to job {old}, which is still running and deletes "
+                f"its checkpoints as newer ones complete: take a savepoint (sluice savepoint {old}), or cancel "
+                "the job first",
+            )
 
     def cancel(self, job_id: str) -> JobStatus:
         self._require_leader()

@@ -1077,6 +1077,7 @@ class JobMaster:
             self.attempt,
             action.handles,
             lambda eid: (executions[eid].chain_id, executions[eid].subtask),
+            self.job,
         )
         if coordinators := self.sources.states_of(action.checkpoint_id):
             content["coordinators"] = coordinators  # the split enumerators' state at the trigger
@@ -1106,6 +1107,10 @@ class JobMaster:
         self.gateway.run_io(self, persist, done)
 
     def _discard(self, checkpoint_id: int, handles: tuple[object, ...] = ()) -> None:
+        if self.terminal and checkpoint_id in self.shared_state.registered():
+            # a completed checkpoint of an ended job is retained: a new job may be resuming from it
+            log.info("%s ended: checkpoint %d retained", self.tag, checkpoint_id)
+            return
         storage = self._storage()
         files = self.shared_state.discard(checkpoint_id, handles)  # shared files no retained checkpoint needs
         if files:

@@ -185,7 +185,8 @@ CHECKPOINTS_NUM_RETAINED: JobOption[int] = JobOption(
     _integer(1),
     2,
     "integer >= 1",
-    "completed checkpoints kept; older ones are deleted",
+    "completed checkpoints kept; older ones are deleted. They stay when the job ends (cancelled, failed "
+    "or finished), and `sluice run --from-savepoint <dir>/<job id>/chk-<n>` resumes from one",
 )
 
 
@@ -238,7 +239,8 @@ SAVEPOINT_PATH: JobOption[str | None] = JobOption(
     _directory,
     None,
     "savepoint directory",
-    "the savepoint the job starts from (`sluice run --from-savepoint` sets it)",
+    "the savepoint, or retained checkpoint (`<checkpoint dir>/<job id>/chk-<n>`), the job starts from "
+    "(`sluice run --from-savepoint` sets it)",
     "none",
 )
 SAVEPOINT_IGNORE_UNCLAIMED: JobOption[bool] = JobOption(

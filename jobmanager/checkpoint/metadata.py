@@ -4,7 +4,8 @@ Pure functions (no I/O; jobmanager/job_master.py writes and reads the file
 through sluice/checkpoints/storage.py; docs/checkpoints.md has the protocol):
 
     {"job_id": ..., "checkpoint_id": n, "final": bool, "timestamp_ms": ..., "attempt": a,
-     "tasks": {<chain id>: {"<subtask>": <state handle of that execution>}}}
+     "tasks": {<chain id>: {"<subtask>": <state handle of that execution>}},
+     "operator_kinds": {<operator id>: <kind>}, "max_parallelism": m}
 
 A state handle is the JSON a task acknowledged with: its operators' state
 ("operators") and its keyed state handles by operator ("keyed"). A restored
@@ -20,7 +21,7 @@ from typing import Any
 
 from sluice.checkpoints import savepoint
 from sluice.checkpoints.storage import CheckpointCorrupt
-from sluice.graph import Chain
+from sluice.graph import DEFAULT_MAX_PARALLELISM, Chain, kind_of
 from sluice.v1 import common_pb2
 
 
@@ -32,14 +33,17 @@ def build(
     attempt: int,
     handles: Mapping[str, object],
     task_of: Callable[[str], tuple[str, int]],
+    job: common_pb2.JobGraph | None = None,
 ) -> dict[str, Any]:
     """The metadata of a checkpoint from its handles by execution id; `task_of` maps an
-    execution id to its (chain id, subtask)."""
+    execution id to its (chain id, subtask). With `job`, also its operators' kinds and max
+    parallelism: what a new job resumed from this checkpoint checks its own against
+    (sluice/checkpoints/retained.py)."""
     tasks: dict[str, dict[str, object]] = {}
     for eid, handle in handles.items():
         chain_id, subtask = task_of(eid)
         tasks.setdefault(chain_id, {})[str(subtask)] = handle
-    return {
+    out: dict[str, Any] = {
         "job_id": job_id,
         "checkpoint_id": checkpoint_id,
         "final": final,
@@ -47,6 +51,10 @@ def build(
         "attempt": attempt,
         "tasks": tasks,
     }
+    if job is not None:
+        out["operator_kinds"] = {op.id: str(kind_of(op)) for op in job.operators}
+        out["max_parallelism"] = job.max_parallelism or DEFAULT_MAX_PARALLELISM
+    return out
 
 
 def restore_states(

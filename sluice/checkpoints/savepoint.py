@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from sluice import graph, key_groups
+from sluice.checkpoints import retained
 from sluice.checkpoints.rescale import RescaleError, redistribute
 from sluice.storage import resolve
 from sluice.v1 import common_pb2
@@ -157,6 +158,7 @@ def write(p: Plan, source_fs: pafs.FileSystem, target: str, job_id: str) -> str:
 class Savepoint:
     path: str  # as given
     metadata: dict[str, Any]
+    retained: bool = False  # a retained checkpoint read as a savepoint (sluice/checkpoints/retained.py)
 
     @property
     def checkpoint_id(self) -> int:
@@ -167,17 +169,20 @@ class Savepoint:
 
 
 def read(path: str) -> Savepoint:
-    """The savepoint at `path` (its directory, or its `_metadata`), checked; SavepointError otherwise."""
+    """The savepoint at `path` (its directory, or its `_metadata`), checked; SavepointError otherwise.
+    A retained checkpoint (`<checkpoint dir>/<job id>/chk-<n>`) is read as one too
+    (sluice/checkpoints/retained.py): `Savepoint.retained` says which it was."""
     if not isinstance(path, str) or not path or "\0" in path:
-        raise SavepointError("savepoint path: expected a directory holding a savepoint's _metadata")
-    path = path.rstrip("/") or "/"
-    if posixpath.basename(path) == METADATA:
-        path = posixpath.dirname(path)
+        raise SavepointError(f"savepoint path: expected a directory holding a _metadata file: {retained.WHAT_TO_GIVE}")
+    path = retained.normalize(path)
     try:
         fs, base = resolve(path)
         info = fs.get_file_info(f"{base}/{METADATA}")
         if info.type == pafs.FileType.NotFound:
-            raise SavepointError(f"savepoint {path}: no {METADATA} there (not a savepoint, or not complete)")
+            raise SavepointError(
+                f"savepoint {path}: no {METADATA} there (not a savepoint or retained checkpoint, or not complete); "
+                f"{retained.WHAT_TO_GIVE}{_listing_hint(fs, base)}"
+            )
         if info.size is not None and info.size > MAX_METADATA_BYTES:
             raise SavepointError(f"savepoint {path}: {METADATA} is {info.size} bytes, more than {MAX_METADATA_BYTES}")
         with fs.open_input_stream(f"{base}/{METADATA}") as f:
@@ -192,8 +197,22 @@ def read(path: str) -> Savepoint:
         metadata = json.loads(raw)
     except (ValueError, RecursionError):
         raise SavepointError(f"savepoint {path}: {METADATA} is not JSON (corrupt?)") from None
+    if retained.is_checkpoint(metadata):
+        try:
+            return Savepoint(path, retained.to_savepoint_metadata(path, metadata), retained=True)
+        except retained.NotACheckpoint as exc:
+            raise SavepointError(str(exc)) from None
     _check(path, metadata)
     return Savepoint(path, metadata)
+
+
+def _listing_hint(fs: pafs.FileSystem, base: str) -> str:
+    """The retained checkpoints in a directory given instead of one of them (a job's checkpoint directory)."""
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+    except (OSError, ValueError):
+        return ""
+    return retained.latest_hint([i.base_name for i in infos if i.type == pafs.FileType.Directory])
 
 
 def _check(path: str, m: Any) -> None:
@@ -201,7 +220,10 @@ def _check(path: str, m: Any) -> None:
         return SavepointError(f"savepoint {path}: {METADATA} {what}")
 
     if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise bad(f"is not a Sluice savepoint (format {FORMAT!r} expected)")
+        raise bad(
+            f"is not a Sluice savepoint (format {FORMAT!r} expected) nor a retained checkpoint's; "
+            + retained.WHAT_TO_GIVE
+        )
     if m.get("version") != VERSION:
         raise bad(f"has format version {m.get('version')!r}; this Sluice reads version {VERSION}")
     for key, typ in (("checkpoint_id", int), ("max_parallelism", int), ("operators", dict), ("job_id", str)):
@@ -256,9 +278,15 @@ def restore_states(
     naming the operator when the savepoint does not fit the job."""
     m = sp.metadata
     max_p = job.max_parallelism or graph.DEFAULT_MAX_PARALLELISM
-    if m["max_parallelism"] != max_p:
+    what = "retained checkpoint" if sp.retained else "savepoint"
+    if sp.retained and m["max_parallelism"] is None and m["key_group_top"] >= max_p:
         raise SavepointError(
-            f"savepoint {sp.path} was taken with max parallelism {m['max_parallelism']}, the job has {max_p}: "
+            f"retained checkpoint {sp.path} holds key group {m['key_group_top']}, the job's max parallelism is "
+            f"{max_p}: key groups cannot be mapped (set the job's max parallelism to the old job's)"
+        )
+    if m["max_parallelism"] is not None and m["max_parallelism"] != max_p:
+        raise SavepointError(
+            f"{what} {sp.path} was taken with max parallelism {m['max_parallelism']}, the job has {max_p}: "
             "key groups cannot be mapped (set the job's max parallelism to the savepoint's)"
         )
     ops = {op.id for op in job.operators}
@@ -266,11 +294,14 @@ def restore_states(
     unclaimed = sorted(op_id for op_id, e in saved.items() if op_id not in ops and (e.get("inline") or e.get("keyed")))
     if unclaimed and not allow_non_restored:
         raise SavepointError(
-            f"savepoint {sp.path} holds state of operators the job does not have: {', '.join(unclaimed)}. "
+            f"{what} {sp.path} holds state of operators the job does not have: {', '.join(unclaimed)}. "
             "Give the operators the same uid as before (DataStream.uid), or pass --allow-non-restored-state "
             "to start without that state"
         )
-    return map_states(saved, f"savepoint {sp.path}", job, chains, sp.file_uri)
+    if sp.retained:  # kinds a checkpoint did not record: the job's own
+        kinds = {op.id: str(graph.kind_of(op)) for op in job.operators}
+        saved = {op_id: {**e, "kind": e["kind"] or kinds.get(op_id)} for op_id, e in saved.items()}
+    return map_states(saved, f"{what} {sp.path}", job, chains, sp.file_uri)
 
 
 def _restore_handle(h: dict[str, Any], file_uri: Callable[[str], str] | None) -> dict[str, Any]:
@@ -288,7 +319,10 @@ def _restore_handle(h: dict[str, Any], file_uri: Callable[[str], str] | None) ->
         return {"uri": file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
     if native:
         return dict(h)  # a checkpoint's database: its own and shared files by absolute path
-    return {"path": h["path"], "key_groups": h["key_groups"]}
+    out = {"path": h["path"], "key_groups": h["key_groups"]}
+    if "uri" in h:  # a retained checkpoint's file, possibly on another file system than the job's checkpoints
+        out["uri"] = h["uri"]
+    return out
 
 
 def map_states(

@@ -153,7 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("jobfile")
     r.add_argument("--detach", "-d", action="store_true", help="print the job id on the last line and return")
     r.add_argument("--parallelism", "-p", type=int, default=None, help="default parallelism of the job's operators")
-    r.add_argument("--from-savepoint", "-s", default="", metavar="PATH", help="start the job from this savepoint")
+    r.add_argument(
+        "--from-savepoint",
+        "-s",
+        default="",
+        metavar="PATH",
+        help="start the job from this savepoint, or retained checkpoint (<checkpoint dir>/<job id>/chk-<n>)",
+    )
     r.add_argument(
         "--allow-non-restored-state",
         action="store_true",

@@ -36,7 +36,8 @@ Restore: the handle with exactly this subtask's key-group range is downloaded an
 it is (and its shared files are not uploaded again); otherwise (a rescale, a live
 rebalance) every overlapping database is downloaded to a temporary directory and the key
 range copied into a fresh database. A savepoint's handle names a directory ("uri") and its
-files ("files"): the same, from there.
+files ("files"): the same, from there. A retained checkpoint of another job (`no_claim`) is
+downloaded as this job's are, but its shared files are uploaded again by the first checkpoint.
 """
 
 from __future__ import annotations
@@ -244,7 +245,9 @@ class RocksDBKeyedValues(KeyedValues):
         if len(mine) == 1 and list(mine[0]["key_groups"]) == [lo, hi] and owned is None:
             _download(mine[0], fs, self.path)
             self.db = self._open()
-            if "uri" not in mine[0]:  # a checkpoint of this job: its shared files stay referenced
+            # a checkpoint of this job: its shared files stay referenced; a retained checkpoint of
+            # another job ("no_claim", sluice/checkpoints/retained.py) is read, never referenced
+            if "uri" not in mine[0] and not mine[0].get("no_claim"):
                 with self._lock:
                     self._confirmed = dict(mine[0].get("shared", {}))
             log.info("%s rocksdb state restored from %s as it is", self.tag, mine[0].get("path"))
