@@ -229,3 +229,42 @@ def test_bad_savepoint_input_is_a_clear_error_and_the_job_goes_on(cluster, tmp_p
     wait_counts(tmp_path / "out", inp.expected)
     sluice("cancel", job, "--cluster-dir", cluster.dir)
     wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
+
+
+def test_cancel_then_resume_from_a_retained_checkpoint_at_another_parallelism(cluster, tmp_path):
+    """`sluice run --from-savepoint <checkpoint dir>/<job>/chk-<n>` (docs/savepoints.md): the
+    cancelled job's last checkpoint is retained, restores at parallelism 3, and the resumed
+    job neither deletes nor changes it (no claim)."""
+    inp = Input(tmp_path)
+    out = tmp_path / "out"
+    inp.add(events=60_000, files=20)
+    job = run_page_views(cluster, inp, out)
+    wait_counts(out, inp.expected)  # everything so far read and committed: a checkpoint has all of it
+    sluice("cancel", job, "--cluster-dir", cluster.dir)
+    wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
+
+    job_dir = os.path.join(cluster.dir, "checkpoints", job)
+    complete = sorted(
+        int(n[4:]) for n in os.listdir(job_dir) if n.startswith("chk-") and os.path.isfile(f"{job_dir}/{n}/_metadata")
+    )
+    assert complete, os.listdir(job_dir)  # retained after the cancel
+    chk = os.path.join(job_dir, f"chk-{complete[-1]}")
+    before = {os.path.join(d, f): os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(chk) for f in fs}
+
+    job_args = ["--", "--input", str(inp.dir), "--output", str(tmp_path / "o2")]
+    err = sluice("run", PAGE_VIEWS, "--from-savepoint", job_dir, "--cluster-dir", cluster.dir, *job_args, check=False)
+    err = err.stderr
+    assert "no _metadata there" in err and f"chk-{complete[-1]}: give one of them" in err, err
+
+    inp.add(events=30_000, files=10)  # arrives while no job runs
+    job2 = run_page_views(cluster, inp, out, "--from-savepoint", chk, parallelism=3)
+    status = wait_for(cluster, job2, lambda s: s["state"] == "RUNNING", "the job resumed at parallelism 3")
+    assert {t["subtask"] for t in status["tasks"]} == {0, 1, 2}
+    assert status["restored_checkpoint"] == complete[-1]
+    lines = wait_counts(out, inp.expected)  # exact: nothing lost, nothing counted twice
+    assert_update_stream(lines)  # and no committed line written twice
+    wait_for(cluster, job2, lambda s: (s["last_completed_checkpoint"] or 0) > complete[-1], "a checkpoint of its own")
+    after = {os.path.join(d, f): os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(chk) for f in fs}
+    assert after == before  # the resumed job did not take the checkpoint over
+    sluice("cancel", job2, "--cluster-dir", cluster.dir)
+    wait_for(cluster, job2, lambda s: s["state"] == "CANCELED", "the cancel")
