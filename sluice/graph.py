@@ -22,7 +22,7 @@ import dataclasses
 import enum
 import json
 import math
-from typing import Any, cast
+from typing import Any
 
 from sluice import schema as schemas
 from sluice import states
@@ -521,6 +521,9 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
         raise JobValidationError("operators", "the job has no sink; add sink_to(...) or print()")
     _check_columns(job, payloads, kinds, ins)
     _check_runtime_mode(job, payloads, kinds)
+    from sluice import key_partitioning  # local: it builds on this module
+
+    key_partitioning.check(job)  # per-key routing into SQLite and file sinks
     return payloads
 
 
@@ -885,8 +888,9 @@ def rescaled(
 ) -> common_pb2.JobGraph:
     """A copy of `job` with every operator (or only `operator`, by id, or only `members`) at
     `parallelism`; a forward edge between operators of different parallelism becomes a
-    rebalance, as the job API makes it (`sluice rescale`, docs/savepoints.md). ValueError
-    naming what is wrong."""
+    rebalance, as the job API makes it, except out of an operator partitioned by key, where
+    it is re-keyed or its consumer follows (sluice/key_partitioning.py; `sluice rescale`,
+    docs/savepoints.md). ValueError naming what is wrong."""
     maxp = job.max_parallelism or DEFAULT_MAX_PARALLELISM
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= maxp:
         raise ValueError(f"parallelism must be between 1 and the job's max parallelism {maxp}, got {parallelism}")
@@ -899,11 +903,13 @@ def rescaled(
     for op in new.operators:
         if not chosen or op.id in chosen:
             op.parallelism = parallelism
+    from sluice import key_partitioning  # local: it builds on this module
+
+    # a forward edge between operators now of different parallelism becomes a rebalance, or
+    # a hash edge (or its consumer follows) where per-key routing depends on it
+    key_partitioning.keep_keyed(new, follow=True, fixed=chosen)
     par = {op.id: op.parallelism for op in new.operators}
     before = {op.id: op.parallelism for op in job.operators}
     for chain_id in [c for c in new.key_group_owners if par.get(c) != before.get(c)]:
         del new.key_group_owners[chain_id]  # a rebalanced assignment is for the old parallelism
-    for e in new.edges:
-        if partitioning_of(e) == Partitioning.FORWARD and par[e.source] != par[e.target]:
-            e.partitioning = cast(common_pb2.Partitioning, states.to_proto(Partitioning.REBALANCE))
     return new

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sluice import graph, job_options, states
+from sluice import graph, job_options, key_partitioning, states
 from sluice import schema as schemas
 from sluice import schema_inference as inference
 from sluice.api.datastream import DataStream, SchemaLike
@@ -340,10 +340,11 @@ class StreamExecutionEnvironment:
                 code=code,
                 output_schema=s.ddl() if (s := derived[op_id]) is not None else "",
             )
+        defaults = []  # edges whose partitioning the job did not choose
         for e in self._edges:
-            partitioning = e["partitioning"] or (
-                Partitioning.FORWARD if par[e["source"]] == par[e["target"]] else Partitioning.REBALANCE
-            )
+            if e["partitioning"] is None:
+                defaults.append(len(job.edges))
+            partitioning = e["partitioning"] or Partitioning.FORWARD  # keep_keyed settles uneven ones
             job.edges.add(
                 source=ids[e["source"]],
                 target=ids[e["target"]],
@@ -351,6 +352,9 @@ class StreamExecutionEnvironment:
                 keys=e["keys"],
                 output_tag=e.get("output_tag", ""),
             )
+        # between operators of different parallelism a default edge is a rebalance, or a hash
+        # edge out of an operator partitioned by key (sluice/key_partitioning.py)
+        key_partitioning.keep_keyed(job, candidates=defaults)
         return job
 
     # -- submission -----------------------------------------------------------

@@ -15,8 +15,9 @@ the new ones (`redistribute`):
   they are split in two (ids of even and odd rank) until there are enough, then dealt out;
 - collection: like the fixed file listing (`rescale_from`, CollectionSource.restore);
 - file sink: old pending parts go to new subtask `old % new` and commit on restore;
-- SQLite sink: nothing (a savepoint's pending epochs committed when it completed, under the
-  old job's sink identity);
+- SQLite sink: each old subtask's pending epochs, with the (sink, subtask) identity that
+  staged them, go to new subtask `old % new`, which commits them under that identity on
+  restore (a no-op for epochs the old job committed already: its commit record says so);
 - operators with a watermark (windows, process functions, joins, timestamp assigners): the
   smallest old watermark, so that no record becomes late by the change; counters go to
   subtask 0; broadcast state (the same on every subtask) is copied.
@@ -60,7 +61,9 @@ def redistribute(kind: OperatorKind, operator: str, old: Sequence[State], parall
             for i, s in enumerate(old):
                 pending[i % parallelism].extend((s or {}).get("pending", []))
             return [{"pending": p} for p in pending]
-        case OperatorKind.SINK_SQLITE | OperatorKind.SINK_PRINT:
+        case OperatorKind.SINK_SQLITE:
+            return _sqlite_owners(old, parallelism)
+        case OperatorKind.SINK_PRINT:
             return [None] * parallelism
         case (
             OperatorKind.TIMESTAMPS
@@ -76,6 +79,19 @@ def redistribute(kind: OperatorKind, operator: str, old: Sequence[State], parall
                 f"operator {operator!r} ({kind}) holds state this version cannot move from "
                 f"parallelism {len(old)} to {parallelism}"
             )
+
+
+def _sqlite_owners(old: Sequence[State], parallelism: int) -> list[State]:
+    """Old subtask i's staging identity and pending epochs to new subtask i % parallelism; a
+    state that names no identity (written before identities were recorded) is dropped, as
+    it was then."""
+    owners: list[list[dict[str, Any]]] = [[] for _ in range(parallelism)]
+    for i, s in enumerate(old):
+        if s is not None and "sink" in s:
+            owners[i % parallelism].append(
+                {"sink": s["sink"], "subtask": int(s["subtask"]), "pending": list(s.get("pending", []))}
+            )
+    return [{"owners": o} if o else None for o in owners]
 
 
 def _positions(old: Sequence[State], parallelism: int) -> list[State]:

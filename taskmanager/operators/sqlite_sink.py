@@ -121,6 +121,23 @@ def sqlite_rows(table: pa.Table) -> collections.abc.Iterator[tuple[Any, ...]]:
     return zip(*(_column_values(c) for c in table.columns), strict=True)
 
 
+def restored_owners(inline: dict[str, Any] | None, sink: str, subtask: int) -> list[tuple[str, int, list[int]]]:
+    """(sink, subtask, pending checkpoint ids) of each identity whose staged epochs a restored
+    state leaves to commit: one (a subtask's own state), several (states dealt out by a
+    rescale, sluice/checkpoints/rescale.py) or, from a state that names no identity, the
+    restoring subtask's own."""
+    inline = inline or {}
+    entries = inline["owners"] if "owners" in inline else [inline]
+    out = []
+    for entry in entries:
+        pending = [int(c) for c in entry.get("pending", [])]
+        if "sink" in entry:
+            out.append((str(entry["sink"]), int(entry["subtask"]), pending))
+        elif pending:
+            out.append((sink, subtask, pending))
+    return out
+
+
 def last_per_key(table: pa.Table, key: list[str]) -> pa.Table:
     """The last row of each key, in the order of those last rows (an upsert of the result
     leaves what an upsert of every row would)."""
@@ -267,46 +284,58 @@ class SqliteSinkWriter(Operator):
         conn.executemany(sql, sqlite_rows(table))
         return int(table.num_rows)
 
-    def _apply(self, conn: sqlite3.Connection, checkpoint_ids: list[int], everything: bool) -> None:
+    def _apply(
+        self,
+        conn: sqlite3.Connection,
+        checkpoint_ids: list[int],
+        everything: bool,
+        owner: tuple[str, int] | None = None,
+    ) -> None:
         """In the caller's transaction: apply the staged rows of `checkpoint_ids` not yet
-        applied, record the highest, and delete the staged rows they leave void (all of this
-        (sink, subtask)'s when `everything`, else those of ids up to the highest)."""
+        applied, record the highest, and delete the staged rows they leave void (all of the
+        (sink, subtask)'s when `everything`, else those of ids up to the highest). `owner`:
+        the (sink, subtask) that staged them, by default this one; a restore names the one
+        recorded in the checkpoint (another job's, after a resume; another subtask's, after a
+        rescale)."""
+        sink, subtask = owner if owner is not None else (self.sink, self.subtask)
         where = "sink = ? AND subtask = ?"
-        row = conn.execute(f"SELECT checkpoint_id FROM {COMMITS} WHERE {where}", (self.sink, self.subtask)).fetchone()
+        row = conn.execute(f"SELECT checkpoint_id FROM {COMMITS} WHERE {where}", (sink, subtask)).fetchone()
         recorded = row[0] if row else 0
         due = sorted(c for c in set(checkpoint_ids) if c > recorded)
         rows = 0
         for cid in due:
             staged = conn.execute(
                 f"SELECT data FROM {STAGING} WHERE {where} AND checkpoint_id = ? ORDER BY seq",
-                (self.sink, self.subtask, cid),
+                (sink, subtask, cid),
             ).fetchall()
             if not staged:
                 raise RuntimeError(
-                    f"the staged rows of checkpoint {cid} ({self.sink} subtask {self.subtask}) vanished "
+                    f"the staged rows of checkpoint {cid} ({sink} subtask {subtask}) vanished "
                     f"from {self.db_path} before their commit"
                 )
             for (data,) in staged:
                 rows += self._upsert(conn, ipc_to_table(data))
         if everything:
-            conn.execute(f"DELETE FROM {STAGING} WHERE {where}", (self.sink, self.subtask))
+            conn.execute(f"DELETE FROM {STAGING} WHERE {where}", (sink, subtask))
         elif checkpoint_ids:
             conn.execute(
                 f"DELETE FROM {STAGING} WHERE {where} AND checkpoint_id <= ?",
-                (self.sink, self.subtask, max(checkpoint_ids)),
+                (sink, subtask, max(checkpoint_ids)),
             )
         if due:
             conn.execute(
                 f"INSERT INTO {COMMITS} (sink, subtask, checkpoint_id, table_name, committed_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (sink, subtask) DO UPDATE SET "
                 "checkpoint_id = excluded.checkpoint_id, committed_at = excluded.committed_at",
-                (self.sink, self.subtask, due[-1], self.table, datetime.datetime.now(datetime.UTC).isoformat()),
+                (sink, subtask, due[-1], self.table, datetime.datetime.now(datetime.UTC).isoformat()),
             )
             log.info(
-                "%s committed %d rows of checkpoint %s to %s in %s",
+                "%s committed %d rows of checkpoint %s (staged by %s subtask %d) to %s in %s",
                 self.tag,
                 rows,
                 ", ".join(map(str, due)),
+                sink,
+                subtask,
                 self.table,
                 self.db_path,
             )
@@ -378,7 +407,7 @@ class SqliteSinkWriter(Operator):
                 raise
             self._open_spilled = False
             self.pending.append(checkpoint_id)
-        return OperatorSnapshot(inline={"pending": list(self.pending)})
+        return OperatorSnapshot(inline={"pending": list(self.pending), "sink": self.sink, "subtask": self.subtask})
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Commit: the pending checkpoints up to `checkpoint_id`, in one transaction."""
@@ -390,10 +419,17 @@ class SqliteSinkWriter(Operator):
         self.pending = [c for c in self.pending if c > checkpoint_id]
 
     def restore(self, state: OperatorSnapshot) -> None:
-        """Finish the commit of the restored checkpoint's pending ids; abort every other staged epoch."""
-        pending = [int(c) for c in (state.inline or {}).get("pending", [])]
+        """Finish the commit of the restored checkpoint's pending ids, under the (sink, subtask)
+        that staged them (`restored_owners`), before this subtask writes anything; abort every
+        other staged epoch of this job's identities. The staged rows of another job's
+        identity (a resume from its savepoint or retained checkpoint) past the checkpoint are
+        left alone: that job may still be running and commit them itself."""
+        owners = restored_owners(state.inline, self.sink, self.subtask)
         with self._transaction() as conn:
-            self._apply(conn, pending, everything=True)
+            for sink, subtask, pending in owners:
+                self._apply(conn, pending, everything=sink == self.sink, owner=(sink, subtask))
+            if (self.sink, self.subtask) not in {(o[0], o[1]) for o in owners}:
+                self._apply(conn, [], everything=True)
         self.pending = []
 
     def end_input(self) -> Batch | None:

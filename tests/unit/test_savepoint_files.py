@@ -182,13 +182,13 @@ def test_uids_become_operator_ids_and_edges_and_references_follow():
         s.select("a").uid("x")
 
 
-def test_rescaled_changes_parallelism_and_turns_uneven_forward_edges_into_rebalance():
+def test_rescaled_changes_parallelism_and_keeps_uneven_edges_out_of_a_keyed_operator_keyed():
     job = page_views()
     all3 = graph.rescaled(job, 3)
     assert {o.parallelism for o in all3.operators} == {3}
     one = graph.rescaled(job, 3, operator="counts-sink")
     edge = next(e for e in one.edges if e.target == "counts-sink")
-    assert graph.partitioning_of(edge) == graph.Partitioning.REBALANCE
+    assert graph.partitioning_of(edge) == graph.Partitioning.HASH and list(edge.keys) == ["url"]
     graph.validate(one, check_paths=False)
     with pytest.raises(ValueError, match="between 1 and the job's max parallelism 128"):
         graph.rescaled(job, 0)

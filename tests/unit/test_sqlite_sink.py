@@ -87,7 +87,7 @@ def test_rows_become_visible_only_when_their_checkpoint_completes(tmp_path):
     op.process(batch(("/a", 1), ("/b", 1)))
     op.process(batch(("/a", 2)))
     state = op.snapshot(1)
-    assert state.inline == {"pending": [1]} and staged(db) == [(0, 1)]  # pre-committed: staged durably
+    assert state.inline["pending"] == [1] and staged(db) == [(0, 1)]  # pre-committed: staged durably
     assert not exists(db)  # nothing visible yet
     op.process(batch(("/c", 1)))  # the next epoch
     op.notify_checkpoint_complete(1)
@@ -107,7 +107,7 @@ def test_an_aborted_checkpoint_commits_with_the_next_completed_one_in_order(tmp_
     op.process(batch(("/a", 1)))
     op.snapshot(1)  # checkpoint 1 never completes
     op.process(batch(("/a", 2), ("/b", 7)))
-    assert op.snapshot(2).inline == {"pending": [1, 2]}
+    assert op.snapshot(2).inline["pending"] == [1, 2]
     op.notify_checkpoint_complete(2)
     assert table(db) == {"/a": 2, "/b": 7} and commits(db) == {0: 2} and op.pending == []
 
@@ -176,6 +176,63 @@ def test_a_pending_checkpoint_whose_rows_vanished_fails_the_restore(tmp_path):
         sink(db, restored=1).restore(OperatorSnapshot(inline=state.inline))
 
 
+def _in_job(db, job: str, subtask: int = 0, restored: int = 0) -> SqliteSinkWriter:
+    op = make_operator(OperatorKind.SINK_SQLITE, payload(db), dataclasses.replace(ctx(subtask, restored), job_id=job))
+    assert isinstance(op, SqliteSinkWriter)
+    return op
+
+
+def test_a_resumed_job_commits_the_pending_epochs_under_the_identity_that_staged_them(tmp_path):
+    # A retained checkpoint (or a savepoint) whose commit never happened: the job that resumes
+    # from it has another job id, so another sink identity; the staged rows are found by the
+    # identity the checkpoint recorded, committed once, and the old job's record says so.
+    db = tmp_path / "out.db"
+    old = _in_job(db, "a" * 32)
+    old.process(batch(("/a", 1), ("/b", 2)))
+    state = old.snapshot(4)  # checkpoint 4 completes; the job fails before its commit
+    assert state.inline["sink"] == f"{'a' * 32}/3-sink_sqlite" and state.inline["subtask"] == 0
+    resumed = _in_job(db, "c" * 32, restored=4)
+    resumed.restore(OperatorSnapshot(inline=state.inline))
+    assert table(db) == {"/a": 1, "/b": 2} and staged(db) == []
+    assert dict(query(db, f"SELECT sink, checkpoint_id FROM {COMMITS}")) == {f"{'a' * 32}/3-sink_sqlite": 4}
+    again = _in_job(db, "d" * 32, restored=4)  # a second resume from the same checkpoint
+    again.restore(OperatorSnapshot(inline=state.inline))
+    assert table(db) == {"/a": 1, "/b": 2}
+
+
+def test_a_resume_leaves_the_later_epochs_of_the_job_it_resumes_from(tmp_path):
+    # A savepoint taken while the job runs on: the job resumed from it must not delete the
+    # running job's staged epochs after the savepoint (that job commits them itself).
+    db = tmp_path / "out.db"
+    running = _in_job(db, "a" * 32)
+    running.process(batch(("/a", 1)))
+    savepoint = running.snapshot(4)
+    running.notify_checkpoint_complete(4)
+    running.process(batch(("/a", 5)))
+    running.snapshot(5)
+    copy = _in_job(db, "c" * 32, restored=4)
+    copy.restore(OperatorSnapshot(inline=savepoint.inline))
+    assert staged(db) == [(0, 5)]
+    running.notify_checkpoint_complete(5)
+    assert table(db) == {"/a": 5}
+
+
+def test_rescaled_states_commit_every_old_subtasks_pending_epochs(tmp_path):
+    from sluice.checkpoints.rescale import redistribute
+
+    db = tmp_path / "out.db"
+    old = [_in_job(db, "a" * 32, subtask=s) for s in range(3)]
+    states = []
+    for s, op in enumerate(old):
+        op.process(batch((f"/{s}", s + 10)))
+        states.append(op.snapshot(7).inline)
+    new = redistribute(OperatorKind.SINK_SQLITE, "3-sink_sqlite", states, 2)
+    assert [len(n["owners"]) for n in new] == [2, 1]  # old subtasks 0 and 2 to new 0, 1 to new 1
+    for s, state in enumerate(new):
+        _in_job(db, "c" * 32, subtask=s, restored=7).restore(OperatorSnapshot(inline=state))
+    assert table(db) == {"/0": 10, "/1": 11, "/2": 12} and staged(db) == []
+
+
 def test_a_database_directory_missing_on_the_taskmanager_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="directory of .*missing/out.db does not exist on this TaskManager"):
         sink(tmp_path / "missing" / "out.db")
@@ -232,7 +289,7 @@ def test_a_snapshot_that_cannot_get_the_lock_is_declined_and_keeps_its_rows(tmp_
     blocker.execute("ROLLBACK")
     blocker.close()
     op.process(batch(("/b", 1)))
-    assert op.snapshot(2).inline == {"pending": [2]}
+    assert op.snapshot(2).inline["pending"] == [2]
     op.notify_checkpoint_complete(2)
     assert table(db) == {"/a": 1, "/b": 1}
 
@@ -467,7 +524,7 @@ def test_a_task_commits_the_sink_with_the_final_checkpoint(tmp_path):
     assert not exists(db)
     task.trigger_checkpoint(1, final=True)
     wait_until(lambda: 1 in reports.acks, DEADLINE, "checkpoint 1 acknowledged")
-    assert json.loads(reports.acks[1])["operators"][chain.operator_ids[-1]] == {"pending": [1]}
+    assert json.loads(reports.acks[1])["operators"][chain.operator_ids[-1]]["pending"] == [1]
     task.notify_complete(1, final=True)
     task.join(DEADLINE)
     assert task.state == ExecutionState.FINISHED
