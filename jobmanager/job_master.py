@@ -12,11 +12,13 @@ A deterministic failure fails the job without asking the restart strategy
 (`_decide`): a task's NON_RECOVERABLE report, or the same task error on two
 consecutive attempts with no checkpoint completed in between
 (`RepeatedFailureDetector`, jobmanager/scheduler/restart_strategy.py). So
-does a job that lost `max_tm_losses` TaskManagers while they ran its tasks,
-with no checkpoint completed in between
-(`jobmanager.taskmanager-loss.max-per-job`): a body that kills its
+does a job one of whose tasks was on `max_tm_losses` TaskManagers that died
+while it started or ran, with no checkpoint completed in between
+(`jobmanager.taskmanager-loss.max-per-job`; the rule is in
+jobmanager/scheduler/taskmanager_losses.py): a body that kills its
 TaskManager (`os._exit`, a crash in native code) fails its own job instead of
-taking down every TaskManager of the cluster in turn.
+taking down every TaskManager of the cluster in turn, while unrelated losses
+restart it.
 
 Exception history, as Flink keeps it: the root cause of every failed attempt
 — restarted or final — with its time, attempt, task, one-line cause and
@@ -50,6 +52,7 @@ from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import make_plan
 from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
 from jobmanager.scheduler import execution_graph as eg
+from jobmanager.scheduler import taskmanager_losses as tl
 from jobmanager.scheduler.pipelined_regions import RegionEdge
 from jobmanager.scheduler.restart_strategy import (
     FailureSignature,
@@ -265,7 +268,7 @@ class JobMaster:
         self._failed_ms = 0
         self.repeated = RepeatedFailureDetector()
         self.max_tm_losses = max_tm_losses
-        self.tm_losses = 0  # TaskManagers lost while running this job's tasks, since the last completed checkpoint
+        self.tm_losses = tl.TaskManagerLosses(max_tm_losses)  # losses attributed to its tasks, since a checkpoint
         self.exceptions: collections.deque[ExceptionEntry] = collections.deque(maxlen=HISTORY_SIZE)
         # coordinators of ended attempts, newest last: their checkpoints stay in the status
         self._past_coordinators: list[cc.CheckpointCoordinator] = []
@@ -423,19 +426,25 @@ class JobMaster:
             self._apply(self.graph.handle(eg.DeploymentFailed(eid, error, now)), now)
 
     def on_tm_lost(self, resource_id: str, reason: str, now: float, address: str = "") -> None:
-        ran = any(
-            ex.slot is not None and ex.slot.resource_id == resource_id and not ex.state.terminal
-            for ex in self.graph.executions.values()
-        )
-        if ran:  # it was running tasks of this attempt
-            self.tm_losses += 1
+        lost: dict[tuple[str, int], tl.LostTask] = {}  # one per subtask (a speculative copy may share its TaskManager)
+        for ex in self.graph.executions.values():
+            if ex.slot is not None and ex.slot.resource_id == resource_id and not ex.state.terminal:
+                name = f"{ex.name} ({ex.subtask + 1}/{self.chain_by_id[ex.chain_id].parallelism})"
+                lost.setdefault(ex.subtask_key, tl.LostTask(ex.chain_id, ex.subtask, name, ex.state))
+        if tasks := tuple(lost.values()):  # it held tasks of this attempt
+            failing = self._cancel_requested or self.graph.state in (JobStatus.FAILING, JobStatus.CANCELLING)
+            outcome = self.tm_losses.lost(tl.TaskManagerLost(resource_id, tasks, failing))
+            counted = (
+                f"counts against {', '.join(outcome.tasks)} ({outcome.most} of {self.max_tm_losses} allowed)"
+                if isinstance(outcome, tl.Attributed)
+                else f"not counted: {outcome.why}"
+            )
             log.warning(
-                "%s TaskManager %s (%s) lost while running tasks of this job (%d of %d allowed): %s",
+                "%s TaskManager %s (%s) lost with tasks of this job; %s: %s",
                 self.tag,
                 resource_id,
                 address,
-                self.tm_losses,
-                self.max_tm_losses,
+                counted,
                 reason,
             )
         self._apply(self.graph.handle(eg.TaskManagerLost(resource_id, reason, now, address)), now)
@@ -814,14 +823,14 @@ class JobMaster:
             self.repeated.on_failure(None)
             return self.restart.on_failure(now)
         line = exception_line(root.error)
-        if root.lost_taskmanager and self.tm_losses >= self.max_tm_losses:
+        if root.lost_taskmanager and (limit := self.tm_losses.exhausted()) is not None:
             self.repeated.on_failure(None)
             return RestartDecision(
                 False,
                 0.0,
-                f"{self.tm_losses} TaskManagers exited while running this job's tasks with no checkpoint "
-                f"completed in between (jobmanager.taskmanager-loss.max-per-job: {self.max_tm_losses}); "
-                f"a task may be killing its TaskManager: {line}",
+                f"task {limit.task} was on {limit.losses} TaskManagers that exited while it started or ran, "
+                f"with no checkpoint completed in between (jobmanager.taskmanager-loss.max-per-job: {limit.limit}); "
+                f"it may be killing its TaskManager: {line}",
             )
         if root.cause == FailureCause.NON_RECOVERABLE:
             self.repeated.on_failure(None)
@@ -1044,7 +1053,7 @@ class JobMaster:
                         self.reconfiguration.handle(rp.BarrierCompleted(action.checkpoint_id), now)
                     self.restart.on_success(now)
                     self.repeated.on_success()  # progress: a repeated error is no longer a replay of the same input
-                    self.tm_losses = 0
+                    self.tm_losses.handle(tl.CheckpointCompleted(action.checkpoint_id))
                 case cc.NotifyAborted():
                     log.warning("%s checkpoint %d aborted: %s", self.tag, action.checkpoint_id, action.reason)
                     if not action.superseded:

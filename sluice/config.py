@@ -379,9 +379,10 @@ TASKMANAGER_LOSS_MAX_PER_JOB: Option[int] = Option(
     2,
     JM,
     "--max-taskmanager-losses-per-job",
-    "TaskManagers a job may lose while they run its tasks, with no checkpoint completed in between, "
-    "before the job fails instead of restarting (a body that kills its TaskManager fails its job, "
-    "not the cluster)",
+    "TaskManager losses one task (a subtask of one chain) of a job may be under, while it starts, restores "
+    "or runs, with no checkpoint completed in between, before the job fails instead of restarting (a body "
+    "that kills its TaskManager fails its job, not the cluster); losses under different tasks, or while "
+    "the job is already failing, restart it under its restart strategy",
     "N",
 )
 

@@ -27,6 +27,8 @@ PURE_CORES = (
     "jobmanager.scheduler.execution_graph",
     "jobmanager.scheduler.restart_strategy",
     "jobmanager.scheduler.pipelined_regions",
+    "jobmanager.scheduler.taskmanager_losses",
+    "sluice.checkpoints.retained",
     "taskmanager.slot_table",
     "taskmanager.barrier_aligner",
     "jobmanager.reconfiguration.plan",

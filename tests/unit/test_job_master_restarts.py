@@ -276,19 +276,45 @@ def test_lost_taskmanager_restarts_the_job_and_names_the_task_it_ran():
     )
 
 
-def test_a_job_that_keeps_losing_taskmanagers_fails_at_the_per_job_limit():
-    """A body that kills its TaskManager fails its job, instead of every TaskManager in turn."""
-    jm, gw = restarting_job(attempts=10)
-    for i, tm in enumerate(("tm-1", "tm-0")):
+def lose_taskmanagers(jm: JobMaster, gw: Gateway, lost: tuple[str, ...]) -> None:
+    """One attempt per TaskManager in `lost`: run it (subtask i on tm-i), lose that TaskManager, restart."""
+    for i, tm in enumerate(lost):
         running(jm, gw, float(i * 30))
         jm.on_tm_lost(tm, "no heartbeat for 6s (timeout 6s)", i * 30 + 0.1, f"{tm}:1")
-        jm.tick(i * 30 + 20.0)
+        jm.tick(i * 30 + 20.0)  # the other task does not answer the cancel: the cancel timeout ends it
         jm.tick(i * 30 + 20.1)
+
+
+def test_a_task_whose_taskmanagers_keep_dying_fails_its_job_at_the_per_job_limit():
+    """A body that kills its TaskManager fails its job, instead of every TaskManager in turn."""
+    jm, gw = restarting_job(attempts=10)
+    lose_taskmanagers(jm, gw, ("tm-1", "tm-1"))  # print (2/2) both times
     assert jm.state == JobStatus.FAILED and jm.restarts == 1
-    assert "2 TaskManagers exited while running this job's tasks" in jm.failure
+    assert "task print (2/2) was on 2 TaskManagers that exited while it started or ran" in jm.failure
     assert "jobmanager.taskmanager-loss.max-per-job: 2" in jm.failure
     assert [e.restarted for e in jm.info(0).exceptions] == [True, False]
-    assert "TaskManager tm-0 (tm-0:1) exited while running task" in jm.info(0).exceptions[-1].cause
+    assert "TaskManager tm-1 (tm-1:1) exited while running task" in jm.info(0).exceptions[-1].cause
+
+
+def test_losses_under_different_tasks_restart_the_job_under_its_strategy():
+    """Unrelated losses (a host with two TaskManagers reboots, machines are drained) are not the job's doing."""
+    jm, gw = restarting_job(attempts=10)
+    lose_taskmanagers(jm, gw, ("tm-1", "tm-0"))
+    assert jm.state == JobStatus.RESTARTING and jm.restarts == 2
+    assert jm.tm_losses.exhausted() is None
+
+
+def test_a_taskmanager_lost_while_the_attempt_fails_counts_nothing():
+    """The second TaskManager of a rebooting host, lost while the attempt winds down after the first."""
+    jm, gw = restarting_job(attempts=10)
+    eids = running(jm, gw, 0.0)
+    jm.on_tm_lost("tm-1", "no heartbeat for 6s (timeout 6s)", 0.1, "tm-1:1")
+    jm.on_tm_lost("tm-0", "no heartbeat for 6s (timeout 6s)", 0.2, "tm-0:1")
+    on = {jm.graph.executions[e].slot.resource_id: jm.graph.executions[e] for e in eids}
+    assert jm.tm_losses.count(on["tm-1"].chain_id, on["tm-1"].subtask) == 1
+    assert jm.tm_losses.count(on["tm-0"].chain_id, on["tm-0"].subtask) == 0
+    jm.tick(0.3)
+    assert jm.state == JobStatus.RESTARTING and jm.restarts == 1
 
 
 def test_a_completed_checkpoint_resets_the_taskmanager_losses(tmp_path):
@@ -297,14 +323,16 @@ def test_a_completed_checkpoint_resets_the_taskmanager_losses(tmp_path):
     )
     eids = running(jm, gw, 0.0)
     jm.on_tm_lost("tm-1", "gone", 0.1, "tm-1:1")
-    assert jm.tm_losses == 1
-    cancel_others(jm, eids, next(e for e in eids if jm.graph.executions[e].slot.resource_id == "tm-1"), 0.2)
+    tm1 = next(e for e in eids if jm.graph.executions[e].slot.resource_id == "tm-1")
+    chain, subtask = jm.graph.executions[tm1].chain_id, jm.graph.executions[tm1].subtask
+    assert jm.tm_losses.count(chain, subtask) == 1
+    cancel_others(jm, eids, tm1, 0.2)
     jm.tick(5.0)  # the restart delay has passed: the next attempt
     eids = running(jm, gw, 6.0)
     jm.tick(7.0)  # triggers a checkpoint
     for eid in eids:
         jm.on_ack(eid, 1, b"{}", 0, 7.1)
-    assert jm.latest is not None and jm.tm_losses == 0
+    assert jm.latest is not None and jm.tm_losses.count(chain, subtask) == 0
 
 
 def test_a_completed_checkpoint_between_two_equal_errors_keeps_restarting(tmp_path):
