@@ -104,6 +104,11 @@ def task_tag(job_id: str, attempt: int, chain_id: str, subtask: int) -> str:
     return f"[job {job_id} attempt {attempt} task {chain_id}#{subtask}]"
 
 
+def _no_input() -> bool:
+    """A chain with inputs whose gate gave nothing has no input pending."""
+    return False
+
+
 class Task:
     def __init__(
         self,
@@ -794,11 +799,14 @@ class Task:
                 self._process(out, start=i + 1)
 
     def _on_quiet(self) -> None:
-        """No input now: processing-time windows may fire, an idle source says so."""
+        """No input now: processing-time windows may fire, a source without input says it is idle."""
         now = int(time.time() * 1000)
         self._on_clock(now)
         if self._assigner is not None:
-            actions = self._assigner.idle_check(now)
+            # a source with input still to read is never idle (docs/event-time.md, "Idleness");
+            # a chain with inputs has none pending when its gate gave nothing
+            source = self._source
+            actions = self._assigner.idle_check(now, source.has_pending_input if source is not None else _no_input)
             self._on_watermark_actions(actions, self._assigner_index + 1, len(self._operators))
 
     def _emit_late(self, table: pa.Table) -> None:

@@ -9,7 +9,9 @@ all pure (time is an argument, in ms):
   `.with_timestamp_column(col)` and optionally `.with_idleness(ms)`.
 - `WatermarkGenerator` — one per source subtask: fed the largest timestamp of every batch, it
   says which watermark to send (max timestamp − out-of-orderness − 1, never going back) and
-  when the subtask has been idle long enough to say so instead.
+  when the subtask has been idle long enough to say so instead. Idle means no input available
+  (docs/event-time.md, "Idleness"): whether the source has input pending is one of its inputs,
+  and a subtask with pending input is never idle, however long it emits nothing.
 - `WatermarkValve` — one per task with input channels: each channel's watermark and idleness in,
   the task's input watermark out: the minimum over the channels that are active and have not
   ended. An idle channel does not hold it back; a channel that becomes active again behind the
@@ -45,7 +47,7 @@ class WatermarkStrategy:
 
     out_of_orderness_ms: int = 0
     timestamp_column: str | None = None
-    idleness_ms: int | None = None  # no records this long: the source subtask is idle
+    idleness_ms: int | None = None  # no input available this long: the source subtask is idle
 
     @classmethod
     def for_bounded_out_of_orderness(cls, max_out_of_orderness_ms: int) -> WatermarkStrategy:
@@ -65,8 +67,9 @@ class WatermarkStrategy:
         return dataclasses.replace(self, timestamp_column=column)
 
     def with_idleness(self, idleness_ms: int) -> WatermarkStrategy:
-        """A source subtask without records for `idleness_ms` is idle: it stops holding back the
-        watermark downstream until its next record."""
+        """A source subtask without input for `idleness_ms` (nothing read, nothing left to read:
+        no unread file or split, none in progress) is idle: it stops holding back the watermark
+        downstream until its next record."""
         if _non_negative_ms(idleness_ms, "the idleness timeout") == 0:
             raise ValueError("the idleness timeout must be > 0 ms")
         return dataclasses.replace(self, idleness_ms=idleness_ms)
@@ -113,8 +116,16 @@ WatermarkAction: TypeAlias = EmitWatermark | EmitIdle | EmitActive
 
 class WatermarkGenerator:
     """Bounded out-of-orderness for one source subtask. `on_batch(max_ts, now)` after each batch,
-    `on_tick(now)` while there are none; `end_of_input()` at the end of bounded input. Each
-    returns what to send downstream (at most one action): a watermark only when it advances."""
+    `on_tick(now, has_pending_input)` while there are none; `end_of_input()` at the end of
+    bounded input. Each returns what to send downstream (at most one action besides EmitActive):
+    a watermark only when it advances.
+
+    Idleness means no input available, not "no rows emitted for a while" (docs/event-time.md,
+    "Idleness"): a batch, or a tick with input pending (a file or split assigned and not read
+    yet, or one in progress), is input at `now`; the subtask is idle once `idleness_ms` passed
+    since its last input. While a batch runs the task does not tick, so a long batch never makes
+    its subtask idle. `idle_due(now)` says when the answer to "is input pending?" matters, so
+    that the task asks its source (which may list a directory) only then."""
 
     def __init__(self, strategy: WatermarkStrategy, now_ms: int):
         self.out_of_orderness = strategy.out_of_orderness_ms
@@ -122,27 +133,40 @@ class WatermarkGenerator:
         self.max_timestamp: int | None = None
         self.emitted = MIN_WATERMARK
         self.idle = False
-        self.last_record_ms = now_ms
+        self.last_input_ms = now_ms  # the last batch, or the last tick with input pending
 
     def current(self) -> int:
         if self.max_timestamp is None:
             return MIN_WATERMARK
         return max(MIN_WATERMARK, self.max_timestamp - self.out_of_orderness - 1)
 
+    def _input_at(self, now_ms: int) -> list[WatermarkAction]:
+        self.last_input_ms = max(self.last_input_ms, now_ms)
+        if self.idle:
+            self.idle = False
+            return [EmitActive()]
+        return []
+
     def on_batch(self, max_timestamp: int | None, now_ms: int) -> list[WatermarkAction]:
-        """A batch was emitted whose largest timestamp is `max_timestamp` (None: it had none)."""
-        if max_timestamp is None:
-            return self.on_tick(now_ms)
-        self.last_record_ms = now_ms
-        out: list[WatermarkAction] = [EmitActive()] if self.idle else []
-        self.idle = False
-        if self.max_timestamp is None or max_timestamp > self.max_timestamp:
+        """A batch was read and went through the chain; `max_timestamp` is its largest timestamp
+        (None: no row of it had one). Either way the subtask had input."""
+        out = self._input_at(now_ms)
+        if max_timestamp is not None and (self.max_timestamp is None or max_timestamp > self.max_timestamp):
             self.max_timestamp = max_timestamp
         return out + self._advance()
 
-    def on_tick(self, now_ms: int) -> list[WatermarkAction]:
-        """No batch: idle once the idleness timeout passed without records."""
-        if self.idleness is not None and not self.idle and now_ms - self.last_record_ms >= self.idleness:
+    def idle_due(self, now_ms: int) -> bool:
+        """Whether `on_tick(now_ms, False)` would make the subtask idle: ask the source whether it
+        has input pending only when this is True."""
+        return self.idleness is not None and not self.idle and now_ms - self.last_input_ms >= self.idleness
+
+    def on_tick(self, now_ms: int, has_pending_input: bool) -> list[WatermarkAction]:
+        """No batch now. `has_pending_input`: the source has input it has not read yet (it is not
+        idle then, and becomes active again if it was); without any, the subtask goes idle once
+        the idleness timeout passed since its last input."""
+        if has_pending_input:
+            return self._input_at(now_ms)
+        if self.idle_due(now_ms):
             self.idle = True
             return [EmitIdle()]
         return []

@@ -106,6 +106,17 @@ class ConnectorSource(Source):
         self.records_read += polled.num_rows
         return Batch(self.engine, table=polled)
 
+    def has_pending_input(self) -> bool:
+        """A split the reader has not finished (its last poll gave rows), or one the enumerator
+        assigns when asked now (asked at once, whatever the request interval)."""
+        if not self.idle:
+            return True
+        if self.no_more:
+            return False
+        self._asked_at = float("-inf")
+        self._ask()
+        return not self.idle
+
     # -- checkpoints ------------------------------------------------------------------------------
     def snapshot_at(self, checkpoint_id: int) -> dict[str, Any]:
         splits = self.reader.snapshot_state(checkpoint_id)

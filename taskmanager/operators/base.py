@@ -172,3 +172,10 @@ class Source(abc.ABC):
 
     def batch_done(self, seconds: float) -> None:  # noqa: B027 — optional hook
         """How long the last batch took through the chain (fed back by the task)."""
+
+    def has_pending_input(self) -> bool:
+        """Whether input is waiting for this subtask after next_batch() returned IDLE: a file or
+        split assigned to it and not read yet, or one in progress. Asked only when the idleness
+        timeout passed; a subtask with pending input is never idle (docs/event-time.md,
+        "Idleness"). A source that never returns IDLE needs no answer."""
+        return False

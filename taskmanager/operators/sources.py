@@ -204,6 +204,17 @@ class FileSource(Source):
         elif seconds > 2 * self.target:
             self.files_per_batch = max(1, self.files_per_batch // 2)
 
+    def has_pending_input(self) -> bool:
+        """Files of mine not read yet: queued, or in the directory now. Monitoring lists it again
+        here, whatever the interval, so that a subtask never goes idle while a file of its own
+        waits unlisted (docs/event-time.md, "Idleness")."""
+        if not self.monitor_interval:
+            return self.offset < len(self.files)
+        if not self.files:
+            self._listed_at = float("-inf")
+            self._discover()
+        return bool(self.files)
+
     def next_batch(self) -> Batch | Idle | None:
         if self.monitor_interval:  # self.files: my files found and not read yet
             if not self.files:

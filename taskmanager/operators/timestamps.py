@@ -17,6 +17,7 @@ date column converted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Self
 
 import pyarrow as pa
@@ -84,9 +85,12 @@ class TimestampAssigner(Operator):
             high = observed
         return self.generator.on_batch(high, now_ms)
 
-    def idle_check(self, now_ms: int) -> list[WatermarkAction]:
-        """No batch now: the generator says when the subtask has been idle long enough."""
-        return self.generator.on_tick(now_ms)
+    def idle_check(self, now_ms: int, has_pending_input: Callable[[], bool]) -> list[WatermarkAction]:
+        """No batch now: the generator says when the subtask has been without input long enough.
+        `has_pending_input` (the source's: it may list a directory or ask for splits) is asked
+        only when the idleness timeout has passed (docs/event-time.md, "Idleness")."""
+        pending = self.generator.idle_due(now_ms) and has_pending_input()
+        return self.generator.on_tick(now_ms, pending)
 
     @property
     def current_watermark(self) -> int | None:

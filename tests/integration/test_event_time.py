@@ -16,7 +16,7 @@ import uuid
 import zlib
 
 import pytest
-from harness import EXAMPLES, JOBS, LocalCluster, running_cluster, sluice
+from harness import EXAMPLES, JOBS, LocalCluster, running_cluster, sluice, taskmanager_log_lines
 from helpers import wait_until
 from test_ha import kill9, pid_at
 from test_recovery import kill_taskmanager_running, wait_for
@@ -285,3 +285,73 @@ def test_windows_exactly_once_across_a_leader_kill(own_cluster, tmp_path):
     status = wait_end(cluster, job, timeout=300)
     assert status["leader"] != old and status["restored_checkpoint"] is not None
     assert_windows_exact(tmp_path / "out", expected_windows(str(tmp_path / "in"), 10_000, 5_000))
+
+
+def test_windows_exact_after_a_stop_at_2_and_a_resume_at_3_with_idleness(own_cluster, tmp_path, zookeeper):
+    """A watched directory with an idleness timeout (200 ms) far shorter than a source batch and
+    a monitor interval (5 s) far longer, stopped with a savepoint at parallelism 2 and resumed at
+    3. More files arrive once the resumed subtasks have listed the directory, while they read what
+    the first job left: a subtask whose queue runs dry with files of its own waiting unlisted has
+    input, so it is not idle (docs/event-time.md, "Idleness"). With disorder within the bound no
+    record is late and every window is exact across both runs."""
+    cluster = own_cluster(taskmanagers=2, zookeeper=zookeeper.connect_string, cluster_id=f"et-{uuid.uuid4().hex[:8]}")
+    events = 240_000
+    generate(str(tmp_path / "all"), events=events, files=160, urls=500, seed=8, disorder_ms=750)
+    expected = expected_windows(str(tmp_path / "all"), 5_000)
+    far = 1_700_000_000_000 + 2 * events  # fires every window of the data, never its own
+    for k in range(3):  # one such file per subtask at parallelism 3, after its data files
+        name = next(n for i in range(100) if zlib.crc32((n := f"events-9999-{i}.jsonl").encode()) % 3 == k)
+        with open(tmp_path / "all" / name, "w") as f:
+            f.write(json.dumps({"url": "/flush", "user": 0, "ts": far}) + "\n")
+    names = sorted(os.listdir(tmp_path / "all"))
+    os.makedirs(tmp_path / "in")
+
+    def publish(batch: list[str]) -> None:  # atomically, as a watched directory needs
+        for name in batch:
+            os.rename(tmp_path / "all" / name, tmp_path / "in" / name)
+
+    publish(names[:100])
+    args = ["--window-ms", "5000", "--out-of-orderness-ms", "1500", "--monitor-interval", "5000"]
+    args += ["--idleness-ms", "200", "--checkpoint-interval", "300"]
+    job = run_windowed(cluster, tmp_path, *args)
+    wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
+    stop = sluice("stop", job, "--savepoint-dir", str(tmp_path / "sp"), "--cluster-dir", cluster.dir)
+    savepoint = stop.stdout.strip().splitlines()[-1]
+    before = wait_for(cluster, job, lambda s: s["state"] in ("FINISHED", "CANCELED", "FAILED"), "the stop")
+    assert before["records_late_dropped"] == 0
+    run = [
+        "run",
+        WINDOWED,
+        "--detach",
+        "--cluster-dir",
+        cluster.dir,
+        "--parallelism",
+        "3",
+        "--from-savepoint",
+        savepoint,
+    ]
+    job_args = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), *args]
+    resumed = sluice(*run, "--", *job_args).stdout.strip().splitlines()[-1]
+    try:
+        # a resumed source subtask has listed the directory and read a batch; the others are busy
+        # with the files the first job left, or about to list
+        wait_until(lambda: taskmanager_log_lines(cluster.dir, f"job {resumed} ", "source batch"), 120, "a batch")
+        publish(names[100:])
+        status = wait_for(
+            cluster,
+            resumed,
+            lambda s: all(t["watermark"] == far - 1_501 for t in s["tasks"] if "window" in t["operator"]),
+            "every window task at the far watermark",
+            timeout=300,
+        )
+        assert status["records_late_dropped"] == 0
+        want = {(r.url, r.window_start, r.window_end) for r in expected.itertuples()}
+        wait_until(
+            lambda: want <= {(u, s, e) for u, s, e, _c in window_rows(tmp_path / "out")},
+            120,
+            "every window of the data committed",
+            interval=0.5,
+        )
+        assert_windows_exact(tmp_path / "out", expected)
+    finally:
+        sluice("cancel", resumed, "--cluster-dir", cluster.dir, check=False)
