@@ -279,3 +279,29 @@ def assert_update_stream(lines: list[tuple[str, int]]) -> None:
     seen = collections.Counter(lines)
     dups = [k for k, n in seen.items() if n > 1]
     assert not dups, f"{len(dups)} duplicated lines, e.g. {dups[:5]}"
+
+
+def assert_monotone_updates(lines: list[tuple[str, int]]) -> None:
+    """Each url's counts rise strictly in file-name (commit) order: no line twice, none back."""
+    last: dict[str, int] = {}
+    down = []
+    for url, count in lines:
+        if count <= last.get(url, 0):
+            down.append((url, last[url], count))
+        last[url] = count
+    assert not down, f"{len(down)} updates not above the url's previous one, e.g. {down[:5]}"
+
+
+def sqlite_table(db, sql: str = "SELECT url, count FROM page_views") -> dict:
+    """A SQLite sink's committed table as {key: value} (what a reader of the database sees)."""
+    import sqlite3
+
+    if not os.path.exists(db):
+        return {}
+    conn = sqlite3.connect(db)
+    try:
+        return dict(conn.execute(sql))
+    except sqlite3.OperationalError:  # the table is created with the first commit
+        return {}
+    finally:
+        conn.close()

@@ -20,7 +20,18 @@ import subprocess
 import uuid
 
 import pytest
-from harness import JOBS, REPO, SLUICE, assert_update_stream, running_cluster, sluice
+from harness import (
+    EXAMPLES,
+    JOBS,
+    REPO,
+    SLUICE,
+    assert_monotone_updates,
+    assert_update_stream,
+    read_counts,
+    running_cluster,
+    sluice,
+    sqlite_table,
+)
 from helpers import wait_until
 from test_recovery import kill_taskmanager_running, wait_for
 from test_savepoints import Input, cancel_running, run_page_views, wait_counts
@@ -253,3 +264,61 @@ def test_a_taskmanager_killed_during_a_reconfiguration_leaves_one_configuration(
     wait_counts(out, inp.expected, timeout=240)
     sluice("cancel", job, "--cluster-dir", cluster.dir)
     wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
+
+
+def test_page_views_sqlite_stays_exact_through_operator_level_changes(cluster, tmp_path):
+    """The README's `page_views --sqlite` (a keyed count feeding two un-chained keyed sinks)
+    through `reconfigure --operator counts`, `rescale --operator counts` and
+    `--rebalance-keys`, input arriving all along: the count's output stays keyed into both
+    sinks, so the SQLite table equals the input's counts and each url's update stream rises."""
+    inp, out, db = Input(tmp_path), tmp_path / "out", tmp_path / "t.db"
+    inp.expected.update(skewed(inp.dir, 0, 30_000, 10))
+    args = ["run", os.path.join(EXAMPLES, "page_views.py"), "--detach", "--cluster-dir", cluster.dir]
+    job_args = ["--input", str(inp.dir), "--output", str(out), "--monitor-interval", "200"]
+    job_args += ["--checkpoint-interval", "300", "--sqlite", str(db)]
+    job = sluice(*args, "--parallelism", "3", "--", *job_args).stdout.strip().splitlines()[-1]
+
+    def exact():
+        lines = wait_counts(out, inp.expected)
+        wait_until(lambda: sqlite_table(db) == dict(inp.expected), 120, "the SQLite table to equal the input's counts")
+        assert_monotone_updates(lines)
+
+    exact()
+    inp.expected.update(skewed(inp.dir, 1, 30_000, 10))  # read while the change happens
+    done = reconfigure(cluster, job, "--operator", "counts", "--parallelism", "2")
+    assert done.stdout.strip().endswith("COMPLETED"), done.stderr
+    exact()
+
+    proc = sluice(
+        "rescale",
+        job,
+        "--operator",
+        "counts",
+        "--parallelism",
+        "3",
+        "--savepoint-dir",
+        str(tmp_path / "sp"),
+        "--cluster-dir",
+        cluster.dir,
+    )
+    job = proc.stdout.strip().splitlines()[-1]
+    inp.expected.update(skewed(inp.dir, 2, 30_000, 10))
+    exact()
+
+    def rebalanced():  # the key groups' loads reach the JobManager with the TaskManagers' heartbeats
+        proc = reconfigure(cluster, job, "--operator", "counts", "--rebalance-keys", check=False)
+        if proc.returncode == 0:
+            return proc
+        assert "no key group of subtask" in proc.stderr or "has not reached the JobManager yet" in proc.stderr, (
+            proc.stderr
+        )
+        return None
+
+    proc = wait_until(rebalanced, 60, "a rebalance")
+    assert proc.stdout.strip().endswith("COMPLETED"), proc.stderr
+    inp.expected.update(skewed(inp.dir, 3, 30_000, 10))
+    exact()
+    status = cluster.status(job)
+    assert status["state"] == "RUNNING" and status["restarts"] == 0
+    _, lines = read_counts(str(out))
+    assert len(lines) >= len(inp.expected)
