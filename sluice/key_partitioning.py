@@ -17,7 +17,8 @@ operator partitioned by key that can no longer be forward
 2. else a hash edge on the producer's key columns, when its output schema is known to carry
    them;
 3. else (with `follow`) gives the consumer the producer's parallelism, so the edge stays
-   forward; the consumer's own outputs are then looked at in turn;
+   forward; the consumer's own outputs are then looked at in turn; when the consumer cannot
+   follow and a SQLite or file sink depends on the edge, the change is refused;
 4. else leaves it a rebalance, which `check` refuses when the edge leads, through forward
    edges, into a SQLite or file sink, naming the edge and what to do instead.
 """
@@ -75,19 +76,21 @@ def partitioning(job: common_pb2.JobGraph) -> dict[str, Keys | None]:
     return keyed
 
 
-def feeds_keyed_sink(job: common_pb2.JobGraph, op_id: str) -> str | None:
-    """The first SQLite or file sink `op_id` is, or reaches over forward edges only."""
+def keyed_sinks_reached(job: common_pb2.JobGraph) -> dict[str, str | None]:
+    """For each operator, the first SQLite or file sink it is or reaches over forward edges
+    only, or None (one pass in reverse topological order)."""
     kinds = {op.id: graph.kind_of(op) for op in job.operators}
-    seen, todo = {op_id}, [op_id]
-    while todo:
-        current = todo.pop()
-        if kinds[current] in KEYED_SINKS:
-            return current
-        for e in job.edges:
-            if e.source == current and graph.partitioning_of(e) == Partitioning.FORWARD and e.target not in seen:
-                seen.add(e.target)
-                todo.append(e.target)
-    return None
+    forward: dict[str, list[str]] = {op_id: [] for op_id in kinds}
+    for e in job.edges:
+        if graph.partitioning_of(e) == Partitioning.FORWARD:
+            forward[e.source].append(e.target)
+    reached: dict[str, str | None] = {}
+    for op_id in reversed(graph.topological_order(job)):
+        if kinds[op_id] in KEYED_SINKS:
+            reached[op_id] = op_id
+        else:
+            reached[op_id] = next((r for t in forward[op_id] if (r := reached[t]) is not None), None)
+    return reached
 
 
 def _edge_schema(carried: dict[str, Any], edge: common_pb2.EdgeSpec, ins: dict[str, list]) -> Any:
@@ -110,23 +113,27 @@ def keep_keyed(
     narrows that to those edges (the job API passes its default ones). With `follow`, a
     consumer that cannot be re-keyed takes its producer's parallelism, unless it is in
     `fixed` (the operators a rescale was asked for) or has other inputs. Returns the ids of
-    the operators whose parallelism changed. ValueError naming the edge when an edge out of a
-    forward edge can be neither re-keyed nor kept forward."""
+    the operators whose parallelism changed. ValueError naming the edge when an edge that a
+    SQLite or file sink depends on can be neither re-keyed nor kept forward (any other
+    becomes a rebalance)."""
     ops = {op.id: op for op in job.operators}
     ins = _inputs(job)
-    index = {id(e): j for j, e in enumerate(job.edges)}
+    numbered: dict[str, list[int]] = {op.id: [] for op in job.operators}  # edge indexes by target
+    for j, e in enumerate(job.edges):
+        numbered[e.target].append(j)
     keyed: dict[str, Keys | None] = {}
     carried = graph.output_schemas(job)
+    sinks = keyed_sinks_reached(job)  # rebalance edges are only ever turned into hash edges here
     followed: list[str] = []
     for op_id in graph.topological_order(job):
-        for e in ins[op_id]:
-            j = index[id(e)]
+        for j in numbered[op_id]:
+            e = job.edges[j]
             if candidates is not None and j not in candidates:
                 continue
             src, dst = ops[e.source], ops[e.target]
             kind = graph.partitioning_of(e)
             uneven = kind == Partitioning.FORWARD and src.parallelism != dst.parallelism
-            lost = kind == Partitioning.REBALANCE and feeds_keyed_sink(job, e.target) is not None
+            lost = kind == Partitioning.REBALANCE and sinks[e.target] is not None
             if not (uneven or lost):
                 continue
             keys = keyed.get(e.source)
@@ -140,10 +147,11 @@ def keep_keyed(
             elif uneven and follow and op_id not in fixed and len(ins[op_id]) == 1:
                 dst.parallelism = src.parallelism
                 followed.append(op_id)
-            elif uneven and follow:
+            elif uneven and follow and sinks[e.target] is not None:
                 raise ValueError(
                     f"edge {e.source} -> {e.target}: {e.source!r} is partitioned by key "
-                    f"({', '.join(keys)}) and {e.target!r} must get each key's rows in one subtask, but the "
+                    f"({', '.join(keys)}) and sink {sinks[e.target]!r} after it must get each key's rows in "
+                    "one subtask, but the "
                     f"key columns are not known to be in the stream and {e.target!r} cannot follow "
                     f"{e.source!r}'s parallelism {src.parallelism}; change both together, or give "
                     f"{e.source!r} an output schema with the key columns"
@@ -174,10 +182,11 @@ def check(job: common_pb2.JobGraph) -> None:
     SQLite or file sink (or into operators forwarding to one): rows of one key would reach
     several of its subtasks, and their order would be lost."""
     keyed = partitioning(job)
+    sinks = keyed_sinks_reached(job)
     for j, e in enumerate(job.edges):
         if graph.partitioning_of(e) != Partitioning.REBALANCE or keyed.get(e.source) is None:
             continue
-        sink = feeds_keyed_sink(job, e.target)
+        sink = sinks[e.target]
         if sink is None:
             continue
         keys = ", ".join(repr(k) for k in keyed[e.source] or ())

@@ -91,7 +91,9 @@ def test_a_consumer_that_cannot_be_re_keyed_follows_its_producer(tmp_path):
     assert par == {**par, "counts": 2, "rename": 3, "sink": 3}
     graph.validate(new, check_paths=False)
     # the sink alone cannot move away from the body it depends on: refused, naming the edge
-    with pytest.raises(ValueError, match=r"edge rename -> sink: 'rename' is partitioned by key \(url\)"):
+    with pytest.raises(
+        ValueError, match=r"edge rename -> sink: 'rename' is partitioned by key \(url\) and sink 'sink'"
+    ):
         graph.rescaled(job, 3, operator="sink")
 
 
