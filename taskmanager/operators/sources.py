@@ -5,7 +5,9 @@ sequence number of a generator."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+import operator
 import os
 import time
 import zlib
@@ -20,6 +22,7 @@ from sluice.checkpoints.rescale import generator_streams, items_read
 from sluice.graph import OperatorKind
 from sluice.storage import list_files, list_files_with_mtime, resolve
 from taskmanager.operators.base import IDLE, Idle, Payload, Source
+from taskmanager.operators.malformed_checks import UNDECODABLE, malformed_checks
 from taskmanager.spark_engine import Batch, SparkEngine
 
 __all__ = ["IDLE", "CollectionSource", "FileSource", "GeneratorSource", "Source", "make_source"]
@@ -80,11 +83,14 @@ class FileSource(Source):
     from_files adds (sluice/api/environment.py) to part them from the parsed
     rows and write them to the dead-letter sink. Internal columns are dropped
     otherwise. A row whose key columns came out null is never keyed: a hash
-    exchange drops and counts it (taskmanager/network/record_writer.py). The metrics reference only the
-    corrupt-record column, so Spark keeps pruning the columns the job does
-    not read (reading all of them cost page_views about a fifth of its
-    throughput); a row counts as malformed when a column the job reads did
-    not parse, the same rows DROPMALFORMED drops."""
+    exchange drops and counts it (taskmanager/network/record_writer.py). The
+    malformed-row metric references every column of the schema, so Spark
+    parses each in every row whichever columns the job reads: a row is
+    malformed when any column did not parse, and a body's `df.count()` never
+    meets Spark's refusal of a query of the corrupt-record column alone. CSV
+    is read without the parser's column pruning (a row's field count is
+    checked against the whole schema) and a row with undecodable bytes in a
+    string column is malformed too (malformed_checks.py)."""
 
     MAX_FILES_PER_BATCH = 64
 
@@ -277,9 +283,12 @@ class FileSource(Source):
             reader.schema(plan.schema)
             .option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", plan.corrupt)
+            .options(**plan.reader_options)
             .format(self.format)
             .load(paths)
         )
+        if plan.corrupt_text is not None:  # CSV: undecodable bytes mark the row too (malformed_checks.py)
+            df = df.withColumn(plan.corrupt, plan.corrupt_text)
         observation = Observation()
         df = df.observe(observation, *plan.metrics)
         self._pending = [*self._pending[-(PENDING_OBSERVATIONS - 1) :], observation]
@@ -312,14 +321,27 @@ class FileSource(Source):
         assert self.schema, "CSV and JSON always have a schema: given, or inferred in __init__"
         parsed = schemas.parse_or_none(self.schema)
         if parsed is not None:
-            columns = parsed.names
-        else:  # a DDL Sluice's parser does not model (sluice/schema.py): Spark knows the names
-            columns = list(self.engine.spark.createDataFrame([], self.schema).columns)
+            fields = [(f.name, f.type) for f in parsed]
+        else:  # a DDL Sluice's parser does not model (sluice/schema.py): Spark knows the names and types
+            struct = self.engine.spark.createDataFrame([], self.schema).schema
+            fields = [(f.name, f.dataType.simpleString()) for f in struct.fields]
         user_column = schema_inference.corrupt_column_of(self.options)
-        if user_column not in columns:
+        if user_column not in [name for name, _type in fields]:
             user_column = None
         corrupt = user_column or CORRUPT_COLUMN
+        separator = schema_inference.option(self.options, "sep") or schema_inference.option(self.options, "delimiter")
+        checks = malformed_checks(self.format, fields, corrupt, None if separator is None else str(separator))
         text = F.col(schemas.quote(corrupt))
+        corrupt_text = None
+        if checks.undecodable:  # Spark's text, else the fields of a row with undecodable bytes
+            undecodable = functools.reduce(
+                operator.or_, (F.col(schemas.quote(c)).contains(UNDECODABLE) for c in checks.undecodable)
+            )
+            fields_text = F.concat_ws(
+                checks.separator,
+                *(F.coalesce(F.col(schemas.quote(c)).cast("string"), F.lit("")) for c in checks.parsed),
+            )
+            corrupt_text = F.coalesce(text, F.when(undecodable, fields_text))
         malformed = text.isNotNull()
         # the file's name and the line's start; evaluated only for malformed rows (CASE WHEN)
         sample = F.concat(
@@ -327,7 +349,8 @@ class FileSource(Source):
         )
         metrics = (
             F.count(F.lit(1)).alias("rows"),
-            F.count(F.when(malformed, 1)).alias("malformed"),
+            # every column referenced: Spark parses (and checks) each in every row (malformed_checks.py)
+            F.count(F.when(malformed, F.struct(*(F.col(schemas.quote(c)) for c in checks.parsed)))).alias("malformed"),
             F.min(F.when(malformed, sample)).alias("first"),
             F.max(F.when(malformed, sample)).alias("last"),
         )
@@ -350,6 +373,8 @@ class FileSource(Source):
         self._read_plan = _ReadPlan(
             schema=self.schema if user_column else f"{self.schema}, {CORRUPT_COLUMN} string",
             corrupt=corrupt,
+            reader_options=dict(checks.reader_options),
+            corrupt_text=corrupt_text,
             internal=None if user_column or dead_letter else CORRUPT_COLUMN,
             metrics=metrics,
             keep=keep,
@@ -393,6 +418,8 @@ class _ReadPlan:
 
     schema: str  # the DDL Spark reads with: the payload's, plus the internal corrupt-record column
     corrupt: str  # the corrupt-record column Spark fills
+    reader_options: dict[str, str]  # after the user's (CSV: the field count checked against the whole schema)
+    corrupt_text: Any  # CSV: the corrupt-record column's new value (None: Spark's as it is)
     internal: str | None  # that column when Sluice added it (dropped before the chain sees the rows)
     metrics: tuple[Any, ...]  # observed per batch: the malformed rows
     keep: Any  # the condition of the rows that go on (None: all); raises for on_error "fail"

@@ -39,6 +39,7 @@ PURE_CORES = (
     "sluice.cli.spark_plan",
     "jobmanager.connectors.coordinator",
     "sluice.connectors.enumerators",
+    "taskmanager.operators.malformed_checks",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 
