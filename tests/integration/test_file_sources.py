@@ -10,6 +10,7 @@ import csv
 import glob
 import json
 import os
+import random
 
 import pytest
 from harness import JOBS, read_counts, running_cluster, sluice
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.integration
 
 FILES = 4
 JOB = os.path.join(JOBS, "file_source_sum.py")
+COUNT_JOB = os.path.join(JOBS, "file_source_count.py")
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +41,11 @@ def sums(rows: list[tuple[str, int]]) -> dict[str, int]:
     return dict(out)
 
 
-def run(cluster, tmp_path, *args: str, parallelism: int = 2) -> tuple[dict[str, int], dict]:
-    """Run file_source_sum.py over tmp_path/in into tmp_path/out; the final sum per key (values
-    are positive, so a key's largest sum is its last) and the job's `status --json`."""
-    job_id = cluster.run(JOB, str(tmp_path / "in"), str(tmp_path / "out"), *args, parallelism=parallelism)
+def run(cluster, tmp_path, *args: str, parallelism: int = 2, job: str = JOB) -> tuple[dict[str, int], dict]:
+    """Run `job` (file_source_sum.py) over tmp_path/in into tmp_path/out; the final sum (or
+    count) per key (values are positive, so a key's largest is its last) and the job's
+    `status --json`."""
+    job_id = cluster.run(job, str(tmp_path / "in"), str(tmp_path / "out"), *args, parallelism=parallelism)
     status = wait_until(
         lambda: (s := cluster.status(job_id))["state"] in ("FINISHED", "FAILED", "CANCELED") and s,
         timeout=120,
@@ -146,6 +149,73 @@ def test_json_permissive_keeps_malformed_rows_in_the_corrupt_record_column(clust
     assert final == sums(good)
     assert sorted(dead_letters(str(tmp_path / "dead"))) == sorted(bad)  # each malformed line, as it was
     assert total(tasks(status, "read"), "records_malformed") == len(bad)
+
+
+def garbage(rng: random.Random, size: int) -> list[bytes]:
+    """About `size` bytes of random binary lines. Each holds a 0xFF byte, never valid UTF-8, so
+    each is malformed whatever separators and quotes it happens to hold (README.md, "Reading
+    files"), and none holds a line break, so the lines can be counted here."""
+    lines: list[bytes] = []
+    while sum(len(line) + 1 for line in lines) < size:
+        raw = bytes(b for b in rng.randbytes(rng.randint(1, 400)) if b not in b"\r\n")
+        at = rng.randint(0, len(raw))
+        lines.append(raw[:at] + b"\xff" + raw[at:])
+    return lines
+
+
+def field(text: str) -> str:
+    """A CSV field as Spark reads it by default: quoted when it holds a separator or a quote, a
+    quote inside escaped with a backslash."""
+    return '"' + text.replace('"', '\\"') + '"' if "," in text or '"' in text else text
+
+
+def test_binary_garbage_and_rows_of_the_wrong_width_or_type_in_csv_never_become_data(cluster, tmp_path):
+    rng = random.Random(31)
+    good = [(f"k{rng.randrange(9)}", f"{rng.randrange(1000)},2024-01-{rng.randint(1, 28):02d}") for _ in range(400)]
+    # valid too: a separator or an escaped quote in a quoted key (Spark's default escape is a
+    # backslash), empty fields (nulls)
+    good += [("k,quoted", "1,2024-02-01"), ('say "hi"', "2,2024-02-02"), ("k5", ",")]
+    good_lines = [f"{field(k)},{rest}".encode() for k, rest in good]
+    short = [b"k1,5", b"k2", b"k3,"]
+    long = [b"k1,5,2024-01-02,extra", b"k4,1,2024-01-01,,", b'"k,5",1,2024-01-01,x']
+    mistyped = [
+        b"k5,not a number,2024-01-01",
+        b"k6,5.5,2024-01-01",
+        b"k7,3,not a date",
+        b"k8,99999999999999999999,2024-01-01",
+    ]
+    binary = garbage(rng, 200_000)
+    header = [b"k,n,day"]
+    files = {
+        "part-0.csv": header + good_lines[:150] + [b""] + binary + good_lines[150:200],
+        "part-1.csv": header + short + good_lines[200:300] + [b"", b"   "] + long + mistyped,
+        "part-2.csv": header + good_lines[300:] + [b""],
+    }
+    (tmp_path / "in").mkdir()
+    for name, lines in files.items():
+        (tmp_path / "in" / name).write_bytes(b"".join(line + b"\n" for line in lines))
+    args = ["--schema", "k string, n bigint, day date", "--options", json.dumps({"header": True}), "--key", "k"]
+    final, status = run(cluster, tmp_path, *args, job=COUNT_JOB)  # the job reads only k
+    assert final == dict(collections.Counter(k for k, _rest in good))  # no invented key, none lost
+    source = tasks(status, "read")
+    bad = len(binary) + len(short) + len(long) + len(mistyped)  # empty and blank lines are no rows
+    assert total(source, "records_malformed") == bad
+    assert total(source, "records_out") == len(good)
+    assert status["bad_record_samples"]
+
+
+@pytest.mark.parametrize("format", ["json", "csv"])
+def test_a_body_may_count_list_and_collect_a_file_batch(cluster, tmp_path, format):
+    good = [(k, v) for f in range(FILES) for k, v in rows(f, 20)]
+    for f in range(FILES):
+        if format == "json":
+            lines = [json.dumps({"k": k, "v": v}) for k, v in rows(f, 20)] + ["not JSON"]
+        else:
+            lines = [f"{k},{v}" for k, v in rows(f, 20)] + ["k1,not a number"]
+        write(tmp_path, f"part-{f}.{'jsonl' if format == 'json' else 'csv'}", lines)
+    final, status = run(cluster, tmp_path, "--format", format, "--inspect", job=COUNT_JOB)
+    assert final == dict(collections.Counter(k for k, _v in good))
+    assert total(tasks(status, "read"), "records_malformed") == FILES
 
 
 def dead_letters(directory: str) -> list[str]:
