@@ -47,16 +47,16 @@ files (sorted by name, decompressed by extension), read with pyarrow only:
   fine: Spark reads only those columns).
 
 Malformed rows (`from_files(..., on_error=...)`, resolved by `error_policy`):
-a row is malformed when a column the job reads does not parse as its type.
-Spark decides per format: in JSON a number, boolean or date column takes only
+a row is malformed when any column of the schema does not parse as its type
+(taskmanager/operators/malformed_checks.py). In JSON a number, boolean or date column takes only
 a value of that type (`"7"`, `7.5`, `true` or an overflowing integer in a
 `bigint` column make the row malformed), while a `string` column takes any
 JSON value as its text (`5` becomes "5", an object its JSON); a line that is
 not a JSON object (binary garbage, `[1, 2]`) is malformed, but one that starts
 with a whole object reads as that object (`{}` and then garbage: a row of
-nulls, which key_by drops as a null key). In CSV every field
-is text and a typed column's field must parse (`5.5` is not a `bigint`), and a
-row with too few or too many fields is malformed. `on_error` and Spark's
+nulls, which key_by drops as a null key). In CSV every field is text and a typed
+column's field must parse (`5.5` is not a `bigint`); a row with too few or too many
+fields, or undecodable bytes (U+FFFD) in a string column, is malformed. `on_error` and Spark's
 `mode` option say the same thing in two vocabularies, so a source takes one
 policy from both (`POLICIES`):
 

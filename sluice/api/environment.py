@@ -117,9 +117,10 @@ class StreamExecutionEnvironment:
         with Spark's defaults (CSV `header` is false).
         `on_error` (Parquet: only "fail", its default: a file that cannot be
         read as the schema says fails the job, naming it): what happens to a malformed row (one that did not parse in
-        a column the job reads; every one is counted, `records_malformed` in
-        `sluice status`, which also shows a sample): "drop" (the default) drops
-        it and counts it in `records_dropped`; "fail" fails the job at once,
+        any column of the schema, a CSV row of the wrong width or with undecodable
+        bytes; every one is counted, `records_malformed` in `sluice status`,
+        which also shows a sample): "drop" (the default) drops it and counts it
+        in `records_dropped`; "fail" fails the job at once,
         naming the file and the line; "dead_letter:DIR" writes each malformed
         line as it was, with its file (columns file, record), to a file sink
         at DIR, committed exactly once like any file sink, and the stream goes
