@@ -128,6 +128,41 @@ def xxhash64(values: Sequence[Any], types: Sequence[str] | None = None, seed: in
     return h - (1 << 64) if h >= 1 << 63 else h
 
 
+# Arrow types whose values `_bytes_of` hashes exactly as Spark hashes the column (temporal,
+# decimal and nested types are left to Spark)
+_SPARK_TYPE_OF_ARROW = {
+    "string": "string",
+    "large_string": "string",
+    "int64": "bigint",
+    "int32": "int",
+    "int16": "smallint",
+    "int8": "tinyint",
+    "bool": "boolean",
+    "double": "double",
+    "float": "float",
+}
+
+
+def arrow_key_groups(table: Any, key_columns: Sequence[str], max_parallelism: int) -> Any:
+    """The key group of each row of the Arrow `table` (an int32 array, as `spark_key_group`
+    computes it), or None when a key column's type is not one hashed here (Spark must
+    compute it then). A null in a key column leaves the hash unchanged, as in Spark."""
+    import pyarrow as pa  # local: the JobManager imports this module without pyarrow's weight
+
+    types = [_SPARK_TYPE_OF_ARROW.get(str(table.schema.field(c).type)) for c in key_columns]
+    if not key_columns or any(t is None for t in types):
+        return None
+    columns = [table.column(c).to_pylist() for c in key_columns]
+    groups = []
+    for row in zip(*columns, strict=True):
+        h = SEED
+        for v, t in zip(row, types, strict=True):
+            if v is not None:
+                h = _xxh64(_bytes_of(v, t), h)
+        groups.append((h - (1 << 64) if h >= 1 << 63 else h) % max_parallelism)
+    return pa.array(groups, pa.int32())
+
+
 def _bytes_of(v: Any, type_: str | None) -> bytes:
     """The bytes Spark hashes for a value of `type_`: 4 bytes for int-sized types, 8 for
     bigint and double, the UTF-8 bytes of a string."""

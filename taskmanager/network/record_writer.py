@@ -2,7 +2,11 @@
 result partition.
 
 hash: key groups are computed inside Spark and mapped to subtasks as
-sluice/key_groups.py defines (contiguous key-group ranges). When the consumer
+sluice/key_groups.py defines (contiguous key-group ranges); a batch that is an
+Arrow table already (a keyed operator's output, say), of up to
+ARROW_HASH_MAX_ROWS rows, with key columns of string, integer, floating point or
+boolean type has them computed in Python instead (`arrow_key_groups`, the same
+function), which costs no Spark call. When the consumer
 offers a combiner (a keyed aggregate does: Operator.combiner_for), only the
 key, its key group and the columns the combiner reads leave Spark (a narrow
 projection, no Spark shuffle), and the batch is pre-aggregated per key with
@@ -45,6 +49,10 @@ from taskmanager.operators.timestamps import timestamps_ms
 from taskmanager.spark_engine import Batch
 
 log = logging.getLogger("sluice.taskmanager.record_writer")
+
+# An Arrow batch up to this many rows has its key groups computed in Python; a larger one by
+# Spark, which is as fast from ~50,000 rows on (bench/hash_exchange_bench.py, bench/RESULTS.md)
+ARROW_HASH_MAX_ROWS = 25_000
 
 
 class RecordWriter:
@@ -104,9 +112,42 @@ class RecordWriter:
         else:  # forward
             self._add(self.subtask % len(subs), table)
 
+    def _columns_out(self, names: Sequence[str]) -> list[str] | None:
+        """The columns that leave for the consumer besides the key group: with a combiner the
+        key, the columns it reads and the timestamp; without one, all (None)."""
+        if self.combiner is None:
+            return None
+        wanted = [c for c in self.combiner.columns() if c not in self.keys]
+        ts = self.timestamp_column
+        extra = [ts] if ts and ts not in wanted and ts not in self.keys and ts in names else []
+        return [*self.keys, *wanted, *extra]
+
+    def _arrow_keyed(self, table: pa.Table) -> pa.Table | None:
+        """An Arrow batch with its key group computed in Python (no Spark call: a batch that is
+        a table already, such as a keyed operator's output), or None when Spark must do it."""
+        groups = key_groups.arrow_key_groups(table, self.keys, self.max_parallelism)
+        if groups is None:
+            return None
+        columns = self._columns_out(table.column_names)
+        if columns is None:
+            return table.append_column(key_groups.KEY_GROUP, groups)
+        return table.select(columns).add_column(len(self.keys), key_groups.KEY_GROUP, groups)
+
     def _split_by_key(self, batch: Batch) -> Iterator[tuple[int, pa.Table]]:
-        df = batch.dataframe()
         n, maxp = len(self.partition.subpartitions), self.max_parallelism
+        small = batch.is_table and batch.table().num_rows <= ARROW_HASH_MAX_ROWS
+        arrow = self._arrow_keyed(batch.table()) if small else None
+        if arrow is not None:
+            table = arrow
+            self.records_produced += table.num_rows
+            table = self._drop_nulls(table)
+            if table.num_rows == 0:
+                return
+            if self.combiner is not None:
+                table = self.combiner.combine(table, self.keys)
+            yield from self._by_owner(table, n)
+            return
+        df = batch.dataframe()
         kg = key_groups.spark_key_group(self.keys, maxp)
         in_spark = getattr(self.combiner, "combine_in_spark", None) if self.combine_in_spark else None
         if self.combiner is not None and in_spark is not None and self.timestamp_column is None:
@@ -115,11 +156,10 @@ class RecordWriter:
             if table.num_rows == 0:
                 return
         else:
-            if self.combiner is not None:
-                wanted = [c for c in self.combiner.columns() if c not in self.keys]
-                ts = self.timestamp_column
-                extra = [ts] if ts and ts not in wanted and ts not in self.keys else []
-                df = df.select(*self.keys, kg, *wanted, *extra)
+            columns = self._columns_out(df.columns)
+            if columns is not None:
+                nk = len(self.keys)
+                df = df.select(*columns[:nk], kg, *columns[nk:])
             else:
                 df = df.select("*", kg)
             table = df.toArrow()
@@ -129,10 +169,14 @@ class RecordWriter:
                 return
             if self.combiner is not None:
                 table = self.combiner.combine(table, self.keys)
+        yield from self._by_owner(table, n)
+
+    def _by_owner(self, table: pa.Table, n: int) -> Iterator[tuple[int, pa.Table]]:
+        """The rows of each of the `n` subpartitions, by the owner of their key group."""
         if n == 1:
             yield 0, table
             return
-        targets = key_groups.owners(table.column(key_groups.KEY_GROUP), n, maxp, self.owners_table)
+        targets = key_groups.owners(table.column(key_groups.KEY_GROUP), n, self.max_parallelism, self.owners_table)
         for i in range(n):
             part = table.filter(pc.equal(targets, i))
             if part.num_rows:

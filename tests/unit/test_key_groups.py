@@ -138,3 +138,30 @@ def test_values_it_cannot_hash_are_refused():
         key_group_of([object()], 128)
     with pytest.raises(ValueError, match="2 values but 1 types"):
         xxhash64(["a", "b"], ["string"])
+
+
+def test_arrow_key_groups_agree_with_spark_for_every_type_hashed_in_python():
+    from sluice.key_groups import arrow_key_groups
+
+    rows = [v for v in SPARK_XXHASH64 if len(v[0]) == 1 and v[0][0] is not None]
+    arrow_types = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "boolean": pa.bool_()}
+    arrow_types["double"] = pa.float64()
+    for values, types, expected in rows:
+        table = pa.table({"k": pa.array(values, arrow_types[types[0]])})
+        assert arrow_key_groups(table, ["k"], 128).to_pylist() == [expected % 128], (values, types)
+    composite = pa.table({"a": ["/a", "", None], "b": pa.array([1, 0, 5], pa.int64())})
+    assert arrow_key_groups(composite, ["a", "b"], 128).to_pylist() == [
+        -5911734481909092453 % 128,
+        key_group_of(["", 0], 128, ["string", "bigint"]),
+        6251837290343458373 % 128,  # a null leaves the hash unchanged
+    ]
+    keys = pa.table({"url": [s for s, _ in SINGLE_KEY_GROUPS_128]})
+    assert arrow_key_groups(keys, ["url"], 128).to_pylist() == [kg for _, kg in SINGLE_KEY_GROUPS_128]
+
+
+def test_arrow_key_groups_leave_other_types_to_spark():
+    from sluice.key_groups import arrow_key_groups
+
+    table = pa.table({"t": pa.array([0], pa.timestamp("ms")), "s": ["x"]})
+    assert arrow_key_groups(table, ["s", "t"], 128) is None
+    assert arrow_key_groups(table, [], 128) is None

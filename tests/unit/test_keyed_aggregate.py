@@ -391,3 +391,23 @@ def test_rows_with_a_null_in_any_key_column_are_dropped_counted_and_logged(caplo
         "partition job/att/chain/0-p: 3 rows with a null in key (country, device) dropped so far (checkpoint 7)",
         "partition job/att/chain/0-p: 3 rows with a null in key (country, device) were dropped in all",
     ]
+
+
+def test_an_arrow_batch_is_routed_by_key_group_without_spark():
+    """A keyed operator's output is an Arrow table: the hash writer computes its key groups in
+    Python (`engine=None`: a Spark call would fail) and routes each key to the subtask owning
+    its key group, as Spark's expression would."""
+    from sluice.key_groups import key_group_of, owner
+
+    partition = ResultPartition("job/att/chain/0-p", 3, 2)
+    writer = RecordWriter(partition, Partitioning.HASH, ["url"], 0, 128, None, lambda: False)
+    urls = [f"/page/{i}" for i in range(50)]
+    writer.emit(Batch(engine=None, table=pa.table({"url": urls, "count": list(range(50))})))
+    seen = {}
+    for i, sub in enumerate(partition.subpartitions):
+        while sub.backlog():
+            _kind, table = sub.poll(1.0)
+            assert table.column_names == ["url", "count", KEY_GROUP]
+            seen.update(dict.fromkeys(table.column("url").to_pylist(), i))
+    assert seen == {u: owner(key_group_of([u], 128), 3, 128) for u in urls}
+    assert writer.records_sent == 50
