@@ -134,28 +134,19 @@ class RecordWriter:
         return table.select(columns).add_column(len(self.keys), key_groups.KEY_GROUP, groups)
 
     def _split_by_key(self, batch: Batch) -> Iterator[tuple[int, pa.Table]]:
-        n, maxp = len(self.partition.subpartitions), self.max_parallelism
+        n = len(self.partition.subpartitions)
         small = batch.is_table and batch.table().num_rows <= ARROW_HASH_MAX_ROWS
-        arrow = self._arrow_keyed(batch.table()) if small else None
-        if arrow is not None:
-            table = arrow
-            self.records_produced += table.num_rows
-            table = self._drop_nulls(table)
-            if table.num_rows == 0:
+        table = self._arrow_keyed(batch.table()) if small else None
+        if table is None:
+            df = batch.dataframe()
+            kg = key_groups.spark_key_group(self.keys, self.max_parallelism)
+            in_spark = getattr(self.combiner, "combine_in_spark", None) if self.combine_in_spark else None
+            if self.combiner is not None and in_spark is not None and self.timestamp_column is None:
+                wanted = [c for c in self.combiner.columns() if c not in self.keys]
+                partials = self._spark_partials(in_spark(df.select(*self.keys, kg, *wanted), self.keys).toArrow())
+                if partials.num_rows:
+                    yield from self._by_owner(partials, n)
                 return
-            if self.combiner is not None:
-                table = self.combiner.combine(table, self.keys)
-            yield from self._by_owner(table, n)
-            return
-        df = batch.dataframe()
-        kg = key_groups.spark_key_group(self.keys, maxp)
-        in_spark = getattr(self.combiner, "combine_in_spark", None) if self.combine_in_spark else None
-        if self.combiner is not None and in_spark is not None and self.timestamp_column is None:
-            wanted = [c for c in self.combiner.columns() if c not in self.keys]
-            table = self._spark_partials(in_spark(df.select(*self.keys, kg, *wanted), self.keys).toArrow())
-            if table.num_rows == 0:
-                return
-        else:
             columns = self._columns_out(df.columns)
             if columns is not None:
                 nk = len(self.keys)
@@ -163,12 +154,12 @@ class RecordWriter:
             else:
                 df = df.select("*", kg)
             table = df.toArrow()
-            self.records_produced += table.num_rows
-            table = self._drop_nulls(table)
-            if table.num_rows == 0:
-                return
-            if self.combiner is not None:
-                table = self.combiner.combine(table, self.keys)
+        self.records_produced += table.num_rows
+        table = self._drop_nulls(table)
+        if table.num_rows == 0:
+            return
+        if self.combiner is not None:
+            table = self.combiner.combine(table, self.keys)
         yield from self._by_owner(table, n)
 
     def _by_owner(self, table: pa.Table, n: int) -> Iterator[tuple[int, pa.Table]]:

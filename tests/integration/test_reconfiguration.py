@@ -175,6 +175,22 @@ def test_a_function_swap_switches_the_output_at_one_barrier_and_keeps_the_state(
     wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
 
 
+def rebalance_keys(cluster, job: str) -> subprocess.CompletedProcess:
+    """`reconfigure --operator counts --rebalance-keys` once the key groups' loads reached the
+    JobManager (with the TaskManagers' heartbeats) and show a move."""
+
+    def rebalanced():
+        proc = reconfigure(cluster, job, "--operator", "counts", "--rebalance-keys", check=False)
+        if proc.returncode == 0:
+            return proc
+        assert "no key group of subtask" in proc.stderr or "has not reached the JobManager yet" in proc.stderr, (
+            proc.stderr
+        )
+        return None
+
+    return wait_until(rebalanced, 60, "a rebalance")
+
+
 def skewed(directory, batch: int, events: int, files: int) -> collections.Counter[str]:
     """Events whose urls fall 90 % in key groups of subtask 0 of 2 (key groups 0..63 of 128),
     spread over many urls and key groups; written atomically into `directory`."""
@@ -202,16 +218,7 @@ def test_rebalance_keys_moves_key_groups_from_the_busiest_subtask_to_the_idlest(
     job = run_page_views(cluster, inp, out, parallelism=2)
     wait_counts(out, inp.expected)
 
-    def rebalanced():  # the key groups' loads reach the JobManager with the TaskManagers' heartbeats
-        proc = reconfigure(cluster, job, "--operator", "counts", "--rebalance-keys", check=False)
-        if proc.returncode == 0:
-            return proc
-        assert "no key group of subtask" in proc.stderr or "has not reached the JobManager yet" in proc.stderr, (
-            proc.stderr
-        )
-        return None
-
-    proc = wait_until(rebalanced, 60, "a rebalance")
+    proc = rebalance_keys(cluster, job)
     assert proc.stdout.strip().endswith("COMPLETED") and "moved" in proc.stderr, proc.stderr
     status = cluster.status(job)
     [r] = status["reconfigurations"]
@@ -305,16 +312,7 @@ def test_page_views_sqlite_stays_exact_through_operator_level_changes(cluster, t
     inp.expected.update(skewed(inp.dir, 2, 30_000, 10))
     exact()
 
-    def rebalanced():  # the key groups' loads reach the JobManager with the TaskManagers' heartbeats
-        proc = reconfigure(cluster, job, "--operator", "counts", "--rebalance-keys", check=False)
-        if proc.returncode == 0:
-            return proc
-        assert "no key group of subtask" in proc.stderr or "has not reached the JobManager yet" in proc.stderr, (
-            proc.stderr
-        )
-        return None
-
-    proc = wait_until(rebalanced, 60, "a rebalance")
+    proc = rebalance_keys(cluster, job)
     assert proc.stdout.strip().endswith("COMPLETED"), proc.stderr
     inp.expected.update(skewed(inp.dir, 3, 30_000, 10))
     exact()
