@@ -51,6 +51,7 @@ log = logging.getLogger("sluice.taskmanager")
 ZK_CONNECT_DEADLINE = 600.0  # seconds a starting TaskManager keeps trying to reach ZooKeeper
 ZK_CONNECT_TIMEOUT = 10.0  # seconds per attempt
 FATAL_FLUSH_TIMEOUT = 5.0  # seconds a TaskManager that gives up waits for its last reports to reach the leader
+SERVER_WORKERS = 1024  # gRPC server threads at most: control RPCs and one per remote input channel served
 
 
 class TaskManagerProcess:
@@ -112,6 +113,11 @@ class TaskManagerProcess:
             self._host,
             self._port,
             ["sluice.v1.TaskExecutor", "sluice.v1.DataExchange"],
+            # every remote input channel holds one worker for as long as its Subscribe stream lasts
+            # (a consumer subscribes to each producer subtask of each edge, forward ones too): with
+            # gRPC's 32 a job of ~30 edges across two TaskManagers left no worker for SubmitTask,
+            # TriggerCheckpoint or CancelTask. Threads are started only as calls need them.
+            max_workers=SERVER_WORKERS,
             security=self._security,
             health_port=self._health_port,
         )
