@@ -97,6 +97,7 @@ def cluster(tmp_path_factory, zookeeper):
         cluster_id=f"contract-{uuid.uuid4().hex[:8]}",
     ) as c:
         yield c
+        refresh(c)  # the TaskManagers the supervisor restarted, for `cluster stop` to check
 
 
 @pytest.fixture(autouse=True)
@@ -354,26 +355,29 @@ def run(cluster, feed: Feed, root, backend: str, parallelism: int, *extra: str, 
     return last_line(sluice(*args, "--", *job_args))
 
 
-def taskmanager_pid(cluster, address: str) -> int:
-    """The pid of the TaskManager serving `address` (also a replacement started by a test)."""
-    port = int(address.rsplit(":", 1)[1])
-    for pid in cluster.pids:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            if any(
-                c.laddr.port == port and c.status == psutil.CONN_LISTEN
-                for c in psutil.Process(pid).net_connections("tcp")
-            ):
-                return pid
-    raise AssertionError(f"no process of the cluster listens on {address}")
+def refresh(cluster) -> None:
+    """Read cluster.json again: the cluster's supervisor restarts a killed TaskManager and
+    records its new pid and address there (so that lookups and `cluster stop` find it)."""
+    with open(os.path.join(cluster.dir, "cluster.json")) as f:
+        cluster.info = json.load(f)
 
 
 def kill_a_taskmanager(cluster, job: str) -> str:
-    """kill -9 a TaskManager running a task of the job, and start a replacement with as many
-    slots (stopped with the cluster), so the module's cluster keeps two."""
+    """kill -9 a TaskManager running a task of the job; the cluster's supervisor starts it again
+    (waited for, so the next run has two TaskManagers as well)."""
+    refresh(cluster)
     status = cluster.status(job)
     address = next(t["taskmanager"] for t in status["tasks"] if t["state"] == "RUNNING")
-    kill_process_tree(taskmanager_pid(cluster, address))
-    cluster.start_taskmanager(cluster.slots, f"taskmanager-replacement-{address.replace(':', '-')}.log")
+    [entry] = [p for p in cluster.info["processes"] if p.get("address") == address]
+    kill_process_tree(entry["pid"])
+
+    def restarted() -> bool:
+        refresh(cluster)
+        again = [p for p in cluster.info["processes"] if p.get("log") == entry.get("log") and p["pid"] != entry["pid"]]
+        # its new address is recorded once it listens (a fresh free port)
+        return bool(again) and psutil.pid_exists(again[0]["pid"]) and again[0]["address"] != address
+
+    wait_until(restarted, timeout=TIMEOUT, message="the supervisor to restart the killed TaskManager", interval=0.5)
     return address
 
 
