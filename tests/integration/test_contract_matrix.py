@@ -14,8 +14,11 @@ Runs (backend x input): `memory` and `rocksdb` (`state.backend`) x
 - **watched** directory: one round of files -> start at p=1 -> a round -> `sluice stop` with a
   savepoint (mid-round: the round was just written) -> resume at p=2 -> a round -> operator-level
   `sluice rescale --operator` of one keyed operator to 1 -> a round -> live `sluice reconfigure
-  --operator` of another to 1 -> a round -> kill -9 of a TaskManager running a task (a
-  replacement TaskManager joins for the next runs) -> a round -> closing files -> check;
+  --operator` of another to 1 -> a round -> kill -9 of a TaskManager running a task (the
+  cluster's supervisor starts it again; the job restarts from its latest checkpoint) -> a round
+  -> closing files -> check. Which operators are rescaled and reconfigured differs by backend:
+  the process function with timers and the broadcast process function on memory, the session
+  and tumbling windows on rocksdb;
 - **bounded** input (a fixed listing read to its end): every file written first, start at p=2,
   `sluice stop` with a savepoint as soon as a checkpoint completed (the test checks the stop was
   mid-way: the savepoint's aggregate is short of the input) -> resume at p=1 from it ->
@@ -23,6 +26,9 @@ Runs (backend x input): `memory` and `rocksdb` (`state.backend`) x
   ends FINISHED by itself -> check. (Operator-level rescale and live reconfiguration are not in
   the bounded runs: a fixed listing ends on its own, and a change racing with the end of the
   input would make the test's sequence depend on the machine's speed.)
+
+The job runs 30 chains (about 60 tasks at p=2) on one module-scoped cluster of 2 TaskManagers
+x 3 slots; about 6 minutes for the four runs on a loaded 2-core machine.
 
 Event time and lateness. Round r's records have timestamps in [BASE + r*SLICE, BASE +
 (r+1)*SLICE), shuffled, and the out-of-orderness bound is SLICE: a source subtask's watermark
@@ -458,7 +464,7 @@ def test_watched_directory_through_every_change_of_shape(cluster, tmp_path, back
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
 def test_bounded_input_stopped_resumed_at_lower_parallelism_and_killed(cluster, tmp_path, backend):
     feed, root = Feed(tmp_path / "in", seed={"memory": 3, "rocksdb": 4}[backend]), tmp_path / "out"
-    for _ in range(16):
+    for _ in range(24):  # enough that the stop and the kill come before the end of the input
         feed.add_round(2)
     feed.close(2)
     steps: list[str] = []
