@@ -429,6 +429,7 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
     ins: dict[str, list] = {op.id: [] for op in job.operators}
     outs: dict[str, list] = {op.id: [] for op in job.operators}
     par = {op.id: op.parallelism for op in job.operators}
+    pairs: set[tuple[str, str]] = set()
     for j, e in enumerate(job.edges):
         where = f"edges[{j}]"
         for end in ("source", "target"):
@@ -446,6 +447,14 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
             raise JobValidationError(
                 f"{where}.keys", f"key columns must be distinct non-empty names, got {list(e.keys)}"
             )
+        if (e.source, e.target) in pairs:
+            raise JobValidationError(
+                where,
+                f"a second edge {e.source} -> {e.target}: an operator reads another one once (the data "
+                "exchange names a result partition by its two ends); pass one of the two streams through "
+                "an operator of its own first, e.g. select('*')",
+            )
+        pairs.add((e.source, e.target))
         if partitioning == Partitioning.FORWARD and par[e.source] != par[e.target]:
             raise JobValidationError(
                 f"{where}.partitioning",

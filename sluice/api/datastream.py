@@ -163,7 +163,8 @@ class DataStream:
 
     def union(self, *others: DataStream, name: str | None = None) -> DataStream:
         """Merge streams of the same schema (batches pass through as they are: the columns
-        after a union are known when every input's are and their names agree)."""
+        after a union are known when every input's are and their names agree). Each input
+        must be another operator's output: a union of a stream with itself is refused."""
         op = self._then(OperatorKind.MAP, {"body": _identity}, name or "union")
         self._env._operators[op._op_id]["union"] = True
         for other in others:
@@ -304,7 +305,9 @@ class KeyedStream:
     def connect(self, broadcast: DataStream) -> ConnectedStreams:
         """Connect a broadcast stream (`rules.broadcast()`): `.process(fn)` then gets each of its
         batches on every subtask (`fn.process_broadcast(rows, ctx)`, which may change
-        `ctx.broadcast_state(name)`) beside this stream's rows per key (`fn.process`)."""
+        `ctx.broadcast_state(name)`) beside this stream's rows per key (`fn.process`). The two
+        must come from different operators: to broadcast the keyed stream's own source, pass
+        one of them through an operator of its own (e.g. `select("*")`)."""
         if not isinstance(broadcast, DataStream) or broadcast._partitioning != Partitioning.BROADCAST:
             raise TypeError(
                 f"connect() takes a broadcast stream, e.g. rules.broadcast(); got {_describe(broadcast)}"

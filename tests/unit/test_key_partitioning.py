@@ -124,3 +124,26 @@ def test_a_live_reconfiguration_of_the_count_keeps_the_sinks_keyed(tmp_path):
     assert set(plan.redeployed) >= {"counts", "sqlite-sink", "counts-sink"}
     with pytest.raises(ReconfigurationError, match="already runs at parallelism 2"):
         make_plan(plan.new_job, "counts", parallelism=2)
+
+
+def test_an_operator_reading_the_same_operator_twice_is_refused(tmp_path):
+    """Two edges between one pair of operators would share a result partition id (a keyed
+    stream connected to a broadcast of itself got the broadcast rows on its keyed side)."""
+
+    class Rules:
+        def process(self, key, rows, ctx):
+            return rows
+
+        def process_broadcast(self, rows, ctx):
+            return None
+
+    env = StreamExecutionEnvironment()
+    timed = env.from_collection([{"url": "/a"}]).uid("src")
+    timed.key_by("url").connect(timed.broadcast()).process(Rules()).uid("p").print()
+    with pytest.raises(JobValidationError, match=r"a second edge src -> p: an operator reads another one once"):
+        graph.validate(env.get_job_graph("j"), check_paths=False)
+    env = StreamExecutionEnvironment()
+    a = env.from_collection([{"url": "/a"}]).uid("a")
+    a.union(a).uid("u").print()
+    with pytest.raises(JobValidationError, match=r"a second edge a -> u"):
+        graph.validate(env.get_job_graph("j"), check_paths=False)
