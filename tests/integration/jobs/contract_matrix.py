@@ -176,8 +176,8 @@ def main() -> None:
     wjoin = timed.join(b).where("k").equal_to("k").window(TumblingEventTimeWindows.of(BUCKET)).uid("wjoin")
     sinks(wjoin, root, "wjoin", ("k", "window_start"), ("k", "window_start", "ts", "ts_right"))
 
-    # the rules through a chain of their own: a keyed stream connected to a broadcast of its own
-    # upstream chain (`.connect(timed.broadcast())`) fails, both inputs taken for the keyed side
+    # the rules through an operator of their own: an operator reads another one once, so a
+    # keyed stream connected to a broadcast of itself (`.connect(timed.broadcast())`) is refused
     rules = timed.filter("kind = 'r'", name="rules").uid("rules")
     bcast = (
         timed.key_by("url")
