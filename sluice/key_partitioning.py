@@ -93,7 +93,7 @@ def keyed_sinks_reached(job: common_pb2.JobGraph) -> dict[str, str | None]:
     return reached
 
 
-def _edge_schema(carried: dict[str, Any], edge: common_pb2.EdgeSpec, ins: dict[str, list]) -> Any:
+def _edge_schema(carried: dict[str, Any], edge: common_pb2.EdgeSpec, ins: dict[str, list[common_pb2.EdgeSpec]]) -> Any:
     """What the edge carries, when known: its source's output schema, or for a late-data
     side output the window's input rows."""
     if not edge.output_tag:
@@ -163,7 +163,7 @@ def keep_keyed(
 
 
 def _rekey(
-    job: common_pb2.JobGraph, carried: dict[str, Any], edge: common_pb2.EdgeSpec, keys: Keys, ins: dict[str, list]
+    job: common_pb2.JobGraph, carried: dict[str, Any], edge: common_pb2.EdgeSpec, keys: Keys, ins: dict[str, list[common_pb2.EdgeSpec]]
 ) -> Keys | None:
     """The columns to hash `edge` on so that it stays keyed, or None when none is known to work."""
     target = next(op for op in job.operators if op.id == edge.target)

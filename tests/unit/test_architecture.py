@@ -40,6 +40,7 @@ PURE_CORES = (
     "jobmanager.connectors.coordinator",
     "sluice.connectors.enumerators",
     "taskmanager.operators.malformed_checks",
+    "sluice.key_partitioning",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 
