@@ -163,7 +163,11 @@ def keep_keyed(
 
 
 def _rekey(
-    job: common_pb2.JobGraph, carried: dict[str, Any], edge: common_pb2.EdgeSpec, keys: Keys, ins: dict[str, list[common_pb2.EdgeSpec]]
+    job: common_pb2.JobGraph,
+    carried: dict[str, Any],
+    edge: common_pb2.EdgeSpec,
+    keys: Keys,
+    ins: dict[str, list[common_pb2.EdgeSpec]],
 ) -> Keys | None:
     """The columns to hash `edge` on so that it stays keyed, or None when none is known to work."""
     target = next(op for op in job.operators if op.id == edge.target)
