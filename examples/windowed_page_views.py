@@ -3,6 +3,7 @@
     sluice run examples/windowed_page_views.py -- --input data/ --output out/ --window-ms 10000
         [--slide-ms 10000] [--out-of-orderness-ms 2000] [--allowed-lateness-ms 0]
         [--late-output DIR] [--checkpoint-interval 1000] [--monitor-interval MS [--idleness-ms MS]]
+        [--state-backend memory|rocksdb]
 
 Reads newline-delimited JSON events {"url": str, "user": int, "ts": int} (ts in epoch ms,
 possibly out of order: `generate_page_views.py --disorder-ms`) from INPUT/*.jsonl, assigns
@@ -16,7 +17,7 @@ allowed lateness are dropped and counted (numLateRecordsDropped in `sluice statu
 written to --late-output as `url,user,ts` lines. With --monitor-interval the job keeps
 watching INPUT for new files (unbounded: windows fire as the watermark advances, and it runs
 until cancelled); --idleness-ms then lets a source subtask that gets no files stop holding
-back the watermark.
+back the watermark. --state-backend puts the windows' state on RocksDB (docs/state-backends.md).
 """
 
 import argparse
@@ -76,8 +77,16 @@ def main() -> None:
     ap.add_argument("--checkpoint-interval", type=int, default=1000, help="milliseconds; 0 disables checkpoints")
     ap.add_argument("--monitor-interval", type=int, default=0, help="ms; > 0 keeps watching --input (unbounded)")
     ap.add_argument("--idleness-ms", type=int, default=0, help="a source subtask without input this long is idle")
+    ap.add_argument(
+        "--state-backend",
+        choices=("memory", "rocksdb"),
+        default=None,
+        help="where the windows' state lives (state.backend; default: the job option's default, memory)",
+    )
     args = ap.parse_args()
     env = StreamExecutionEnvironment.get_execution_environment()
+    if args.state_backend:
+        env.set_config("state.backend", args.state_backend)
     if args.checkpoint_interval > 0:
         env.enable_checkpointing(args.checkpoint_interval)
     try:

@@ -287,7 +287,8 @@ def test_windows_exactly_once_across_a_leader_kill(own_cluster, tmp_path):
     assert_windows_exact(tmp_path / "out", expected_windows(str(tmp_path / "in"), 10_000, 5_000))
 
 
-def test_windows_exact_after_a_stop_at_2_and_a_resume_at_3_with_idleness(own_cluster, tmp_path, zookeeper):
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_windows_exact_after_a_stop_at_2_and_a_resume_at_3_with_idleness(own_cluster, tmp_path, zookeeper, backend):
     """A watched directory with an idleness timeout (200 ms) far shorter than a source batch and
     a monitor interval (5 s) far longer, stopped with a savepoint at parallelism 2 and resumed at
     3. More files arrive once the resumed subtasks have listed the directory, while they read what
@@ -312,7 +313,7 @@ def test_windows_exact_after_a_stop_at_2_and_a_resume_at_3_with_idleness(own_clu
 
     publish(names[:100])
     args = ["--window-ms", "5000", "--out-of-orderness-ms", "1500", "--monitor-interval", "5000"]
-    args += ["--idleness-ms", "200", "--checkpoint-interval", "300"]
+    args += ["--idleness-ms", "200", "--checkpoint-interval", "300", "--state-backend", backend]
     job = run_windowed(cluster, tmp_path, *args)
     wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
     stop = sluice("stop", job, "--savepoint-dir", str(tmp_path / "sp"), "--cluster-dir", cluster.dir)
