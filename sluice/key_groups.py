@@ -149,18 +149,13 @@ def arrow_key_groups(table: Any, key_columns: Sequence[str], max_parallelism: in
     compute it then). A null in a key column leaves the hash unchanged, as in Spark."""
     import pyarrow as pa  # local: the JobManager imports this module without pyarrow's weight
 
-    types = [_SPARK_TYPE_OF_ARROW.get(str(table.schema.field(c).type)) for c in key_columns]
-    if not key_columns or any(t is None for t in types):
+    found = [_SPARK_TYPE_OF_ARROW.get(str(table.schema.field(c).type)) for c in key_columns]
+    types = [t for t in found if t is not None]
+    if not key_columns or len(types) != len(found):
         return None
     columns = [table.column(c).to_pylist() for c in key_columns]
-    groups = []
-    for row in zip(*columns, strict=True):
-        h = SEED
-        for v, t in zip(row, types, strict=True):
-            if v is not None:
-                h = _xxh64(_bytes_of(v, t), h)
-        groups.append((h - (1 << 64) if h >= 1 << 63 else h) % max_parallelism)
-    return pa.array(groups, pa.int32())
+    rows = zip(*columns, strict=True)
+    return pa.array([key_group_of(row, max_parallelism, types) for row in rows], pa.int32())
 
 
 def _bytes_of(v: Any, type_: str | None) -> bytes:
