@@ -106,25 +106,23 @@ def keep_keyed(
     candidates: Collection[int] | None = None,
     follow: bool = False,
     fixed: Collection[str] = (),
-) -> list[str]:
+) -> None:
     """Make, in place, every edge out of an operator partitioned by key keyed again where it
     lost that: a forward edge between different parallelisms, and a rebalance edge into a
     SQLite or file sink (or into operators forwarding to one); `candidates` (edge indexes)
     narrows that to those edges (the job API passes its default ones). With `follow`, a
     consumer that cannot be re-keyed takes its producer's parallelism, unless it is in
-    `fixed` (the operators a rescale was asked for) or has other inputs. Returns the ids of
-    the operators whose parallelism changed. ValueError naming the edge when an edge that a
-    SQLite or file sink depends on can be neither re-keyed nor kept forward (any other
-    becomes a rebalance)."""
+    `fixed` (the operators a rescale was asked for) or has other inputs. ValueError naming the
+    edge when an edge that a SQLite or file sink depends on can be neither re-keyed nor kept
+    forward (any other becomes a rebalance)."""
     ops = {op.id: op for op in job.operators}
-    ins = _inputs(job)
     numbered: dict[str, list[int]] = {op.id: [] for op in job.operators}  # edge indexes by target
     for j, e in enumerate(job.edges):
         numbered[e.target].append(j)
+    ins = {op_id: [job.edges[j] for j in idx] for op_id, idx in numbered.items()}
     keyed: dict[str, Keys | None] = {}
     carried = graph.output_schemas(job)
     sinks = keyed_sinks_reached(job)  # rebalance edges are only ever turned into hash edges here
-    followed: list[str] = []
     for op_id in graph.topological_order(job):
         for j in numbered[op_id]:
             e = job.edges[j]
@@ -141,12 +139,11 @@ def keep_keyed(
                 if uneven:
                     _rebalance(e)
                 continue
-            rekey = _rekey(job, carried, e, keys, ins)
+            rekey = _rekey(dst, carried, e, keys, ins)
             if rekey is not None:
                 _hash(e, rekey)
             elif uneven and follow and op_id not in fixed and len(ins[op_id]) == 1:
                 dst.parallelism = src.parallelism
-                followed.append(op_id)
             elif uneven and follow and sinks[e.target] is not None:
                 raise ValueError(
                     f"edge {e.source} -> {e.target}: {e.source!r} is partitioned by key "
@@ -159,18 +156,17 @@ def keep_keyed(
             elif uneven:
                 _rebalance(e)  # `check` refuses it when a keyed sink depends on it
         keyed[op_id] = partitioned_by(op_id, ins, keyed)
-    return followed
 
 
 def _rekey(
-    job: common_pb2.JobGraph,
+    target: common_pb2.OperatorSpec,
     carried: dict[str, Any],
     edge: common_pb2.EdgeSpec,
     keys: Keys,
     ins: dict[str, list[common_pb2.EdgeSpec]],
 ) -> Keys | None:
-    """The columns to hash `edge` on so that it stays keyed, or None when none is known to work."""
-    target = next(op for op in job.operators if op.id == edge.target)
+    """The columns to hash `edge` (into `target`) on so that it stays keyed, or None when none is
+    known to work."""
     if graph.kind_of(target) == OperatorKind.SINK_SQLITE:
         sink_key = graph.operator_config(target).get("key") or []
         if sink_key:
