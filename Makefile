@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install system-deps proto lint test test-unit test-integration demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-state-backends bench-reconfigure bench-external-spark validate clean
+.PHONY: docs-config install system-deps proto lint test test-fast test-cluster test-chaos test-unit demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-state-backends bench-reconfigure bench-external-spark validate clean
 
 install: system-deps $(STAMP)
 
@@ -48,18 +48,42 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install lint
-	$(BIN)/python -m pytest -q -ra tests
+# The tests in three tiers (CONTRIBUTING.md "Tests"), each a pytest marker and a target:
+#   test-fast     lint, unit tests, offline validation of the manifests; no process started
+#   test-cluster  integration and security tests, most on one shared cluster per session
+#   test-chaos    kills, SIGSTOP, ZooKeeper restarts, HA, external Spark, the browser
+# `make test` (what CI runs) runs all three even when one fails, prints each tier's minutes and
+# fails if any tier did. Every tier writes its per-test durations to build/test-results/<tier>.xml
+# (JUnit XML) and prints its slowest tests.
+PYTEST  = $(BIN)/python -m pytest -q -ra --durations=15
+RESULTS = build/test-results
+TIERS   = fast cluster chaos
+
+test: install
+	@failed=""; summary=""; \
+	for tier in $(TIERS); do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory test-$$tier || failed="$$failed $$tier"; \
+	  summary="$$summary  test-$$tier $$(( ($$(date +%s) - start) / 60 ))m$$(( ($$(date +%s) - start) % 60 ))s"; \
+	done; \
+	echo "tier durations:$$summary"; \
+	if [ -n "$$failed" ]; then echo "failed tiers:$$failed"; exit 1; fi
+
+test-fast: install lint
+	$(PYTEST) -m fast --junitxml=$(RESULTS)/fast.xml tests
+
+test-cluster: install
+	$(PYTEST) -m cluster --junitxml=$(RESULTS)/cluster.xml tests/integration
+
+test-chaos: install
+	$(PYTEST) -m chaos --junitxml=$(RESULTS)/chaos.xml tests/integration
 
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit
 
-test-integration: install
-	$(BIN)/python -m pytest -q -ra tests/integration
-
-# Offline validation of docker-compose.yml and k8s/ (also part of `make test`).
+# Offline validation of docker-compose.yml and k8s/ (also part of `make test-fast`).
 validate: $(STAMP)
-	$(BIN)/python -m pytest -q tests/integration/test_deployment_manifests.py tests/unit/test_config.py
+	$(BIN)/python -m pytest -q tests/offline tests/unit/test_config.py
 
 demo: install
 	$(BIN)/python examples/demo.py

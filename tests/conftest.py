@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import uuid
@@ -25,6 +26,23 @@ def pytest_configure(config):
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+INTEGRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "integration") + os.sep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Each test's tier, for `pytest -m fast|cluster|chaos` (the make targets of the same names):
+    everything under tests/integration/ is `integration` and `cluster` unless it is marked `chaos`
+    (kills, SIGSTOP, ZooKeeper restarts, HA, external Spark, a browser); the rest is `fast`."""
+    for item in items:
+        if str(item.path).startswith(INTEGRATION):
+            item.add_marker(pytest.mark.integration)
+            if item.get_closest_marker("chaos") is None:
+                item.add_marker(pytest.mark.cluster)
+        else:
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import psutil
+from helpers import wait_until
 from kazoo.client import KazooClient
 
 from sluice.client import JobManagerClient
+from sluice.cluster_file import ClusterFile
 from sluice.zk.auth import cluster_client
 
 SLUICE = [sys.executable, "-m", "sluice.cli"]
@@ -27,8 +29,15 @@ EXAMPLES = os.path.join(REPO, "examples")
 JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
 
 
+# every `sluice cluster start` of this session, by test (tests/integration/conftest.py checks
+# their number against the tier's budget)
+CLUSTER_STARTS: list[str] = []
+
+
 def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
     """Run the CLI capturing its output (a background process holding our pipes would hang this)."""
+    if args[:2] == ("cluster", "start"):
+        CLUSTER_STARTS.append(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0])
     proc = subprocess.run(
         [*SLUICE, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=REPO
     )
@@ -89,11 +98,14 @@ class LocalCluster:
         try:
             sluice(*args, timeout=300)
         finally:
-            path = os.path.join(self.dir, "cluster.json")
-            if os.path.exists(path):
-                with open(path) as f:
-                    self.info = json.load(f)
+            if os.path.exists(ClusterFile.path(self.dir)):
+                self.refresh()
         return self
+
+    def refresh(self) -> None:
+        """Read cluster.json again: the supervisor records there the pid and address of a
+        TaskManager it restarted (so that lookups and `cluster stop` find the new one)."""
+        self.info = ClusterFile.read(self.dir).to_json()
 
     @property
     def pids(self) -> list[int]:
@@ -111,9 +123,7 @@ class LocalCluster:
         for p in self.info["processes"]:
             if p["role"] == role:
                 p["pid"], p["address"] = pid, address
-        path = os.path.join(self.dir, "cluster.json")
-        with open(path, "w") as f:
-            json.dump(self.info, f, indent=2)
+        ClusterFile.from_json(self.info, ClusterFile.path(self.dir)).write(self.dir)
 
     def zk_client(self) -> KazooClient:
         """A started kazoo client with the cluster's ZooKeeper credentials; stop and close it."""
@@ -161,7 +171,12 @@ class LocalCluster:
         return self.run(page_views, "--input", inputs, "--output", outputs, *job_args, parallelism=parallelism)
 
     def status(self, job_id: str) -> dict:
-        return json.loads(sluice("status", job_id, "--json", "--cluster-dir", self.dir).stdout)
+        """The job's `sluice status JOB --json` object, rendered by the CLI's own code in this
+        process (a CLI process per poll costs ~0.4 s of CPU; test_day_one runs the real command)."""
+        from sluice.cli.main import _job_dict
+
+        with self.client() as client:
+            return _job_dict(client.get(job_id))
 
     def start_taskmanager(self, slots: int, log_name: str) -> subprocess.Popen:
         log = os.path.join(self.dir, "log", log_name)
@@ -193,6 +208,54 @@ class LocalCluster:
             )
         self.extra.append(p)
         return p
+
+    def overview(self) -> Any:
+        """The leader's ClusterOverview (TaskManagers, total and free slots)."""
+        with self.client() as client:
+            return client.cluster()
+
+    def jobs(self) -> list[dict]:
+        """`sluice list --json`: every job the cluster knows, with its state."""
+        return json.loads(sluice("list", "--json", "--cluster-dir", self.dir).stdout)
+
+    def cancel_running(self, timeout: float = 60) -> list[str]:
+        """Cancel every job that has not ended and wait until each did; the ids cancelled."""
+        running = [j["job_id"] for j in self.jobs() if j["state"] not in ENDED]
+        for job_id in running:
+            sluice("cancel", job_id, "--cluster-dir", self.dir, check=False)
+        for job_id in running:
+            wait_for(self, job_id, lambda s: s["state"] in ENDED, f"the cancel of {job_id}", timeout)
+        return running
+
+    def heal(self, timeout: float = 240) -> None:
+        """Bring the cluster back to the shape it started with after a test killed or added
+        processes: extra TaskManagers the test started are stopped, the supervisor's restarts of
+        killed ones are waited for, and it returns once the leader sees every TaskManager with
+        every slot free. Fails (naming what is missing) when that does not happen in `timeout`."""
+        for p in self.extra:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.extra:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.extra.clear()
+        self.refresh()
+        dead = [p for p in self.info["processes"] if p["role"] == "jobmanager" and not _alive(p["pid"])]
+        assert not dead, f"a JobManager of the shared cluster died and nothing restarts it: {dead}"
+        total = self.taskmanagers * self.slots
+
+        def whole() -> bool:
+            self.refresh()
+            try:
+                ov = self.overview()
+            except Exception:  # noqa: BLE001 - a leader that is not serving yet: ask again
+                return False
+            return len(ov.taskmanagers) == self.taskmanagers and ov.total_slots == total == ov.free_slots
+
+        wait_until(whole, timeout, f"{self.taskmanagers} TaskManagers with all {total} slots free", interval=0.5)
 
     def stop(self) -> None:
         """`sluice cluster stop`, then make sure: no process of ours survives."""
@@ -236,6 +299,76 @@ def running_cluster(directory: str, **kwargs: Any) -> Iterator[LocalCluster]:
         c.stop()
 
 
+ENDED = ("FINISHED", "FAILED", "CANCELED")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_for(cluster: LocalCluster, job_id: str, predicate: Any, message: str, timeout: float = 180) -> dict:
+    """Poll `status --json` of the job until `predicate(status)` holds; that status."""
+    return wait_until(
+        lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message, interval=0.2
+    )
+
+
+def wait_ended(cluster: LocalCluster, job_id: str, timeout: float = 240) -> dict:
+    """The job's status once it is FINISHED, FAILED or CANCELED."""
+    return wait_for(cluster, job_id, lambda s: s["state"] in ENDED, f"job {job_id} to end", timeout)
+
+
+def wait_end(cluster: LocalCluster, job_id: str, timeout: float = 240) -> dict:
+    """The job's status once it ended; fails unless it FINISHED."""
+    status = wait_ended(cluster, job_id, timeout)
+    assert status["state"] == "FINISHED", status.get("failure")
+    return status
+
+
+def last_line(proc: subprocess.CompletedProcess) -> str:
+    """The last line a CLI call printed (an id or a path)."""
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def pid_at(cluster: LocalCluster, address: str) -> int:
+    return next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
+
+
+def kill9(pid: int) -> None:
+    """kill -9 one process (a JobManager) and wait until it is gone."""
+    proc = psutil.Process(pid)
+    os.kill(pid, signal.SIGKILL)
+    psutil.wait_procs([proc], timeout=10)
+
+
+def kill_taskmanager_running(cluster: LocalCluster, job_id: str, exclude: Any = ()) -> str:
+    """kill -9 a TaskManager hosting tasks of the job (and its Spark JVM); returns its address."""
+    cluster.refresh()
+    status = cluster.status(job_id)
+    address = next(t["taskmanager"] for t in status["tasks"] if t["taskmanager"] not in exclude)
+    kill_process_tree(pid_at(cluster, address))
+    return address
+
+
+def checkpoint_root(cluster: LocalCluster, job_id: str) -> str:
+    """The directory holding the job's retained checkpoints (chk-N/)."""
+    (root,) = glob.glob(os.path.join(cluster.dir, "**", job_id), recursive=True)
+    return root
+
+
+def retained(root: str) -> dict[int, dict]:
+    """The _metadata of every retained checkpoint under `root`, by checkpoint id."""
+    out = {}
+    for path in glob.glob(os.path.join(root, "chk-*", "_metadata")):
+        with open(path) as f:
+            meta = json.load(f)
+        out[meta["checkpoint_id"]] = meta
+    return out
+
+
 def taskmanager_log_lines(cluster_dir: str, *needles: str) -> list[str]:
     """The lines of the cluster's TaskManager logs that contain every one of `needles`."""
     found = []
@@ -256,6 +389,17 @@ def kill_process_tree(pid: int) -> None:
             child.wait(30)
         except psutil.TimeoutExpired:
             child.kill()
+
+
+def committed_rows(directory: Any) -> list[list[str]]:
+    """Every committed line of a file sink's directory (hidden staging files skipped), split at commas."""
+    rows: list[list[str]] = []
+    for path in sorted(glob.glob(os.path.join(str(directory), "*"))):
+        if os.path.basename(path).startswith((".", "_")) or os.path.isdir(path):
+            continue
+        with open(path, newline="") as f:
+            rows += list(csv.reader(f))
+    return rows
 
 
 def read_counts(output_dir: str) -> tuple[dict[str, int], list[tuple[str, int]]]:

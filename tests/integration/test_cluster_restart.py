@@ -12,14 +12,14 @@ import sys
 
 import psutil
 import pytest
-from harness import EXAMPLES, LocalCluster, read_counts, sluice
+from harness import EXAMPLES, LocalCluster, read_counts, sluice, wait_for
 from helpers import wait_until
-from test_recovery import assert_exactly_once, wait_for
+from page_view_jobs import assert_exactly_once
 
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 def crash(cluster: LocalCluster, keep_zookeeper: bool) -> None:

@@ -56,18 +56,14 @@ import os
 import random
 import sqlite3
 import time
-import uuid
 import zlib
 
 import psutil
 import pytest
-from harness import JOBS, kill_process_tree, running_cluster, sluice
+from harness import JOBS, committed_rows, kill_process_tree, last_line, sluice, wait_for
 from helpers import wait_until
-from test_event_time import committed_rows
-from test_recovery import wait_for
-from test_savepoints import cancel_running, last_line
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 JOB = os.path.join(JOBS, "contract_matrix.py")
 BASE = 1_700_000_000_000
@@ -91,25 +87,6 @@ BRANCHES = {  # branch: (key columns, value columns, types of key + value column
     "wjoin": (("k", "window_start"), ("ts", "ts_right")),
     "bcast": (("url", "bucket"), ("n", "scaled")),
 }
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=2,
-        slots=3,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"contract-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
-        refresh(c)  # the TaskManagers the supervisor restarted, for `cluster stop` to check
-
-
-@pytest.fixture(autouse=True)
-def no_job_left(cluster):
-    yield
-    cancel_running(cluster)
 
 
 class Feed:
@@ -361,24 +338,17 @@ def run(cluster, feed: Feed, root, backend: str, parallelism: int, *extra: str, 
     return last_line(sluice(*args, "--", *job_args))
 
 
-def refresh(cluster) -> None:
-    """Read cluster.json again: the cluster's supervisor restarts a killed TaskManager and
-    records its new pid and address there (so that lookups and `cluster stop` find it)."""
-    with open(os.path.join(cluster.dir, "cluster.json")) as f:
-        cluster.info = json.load(f)
-
-
 def kill_a_taskmanager(cluster, job: str) -> str:
     """kill -9 a TaskManager running a task of the job; the cluster's supervisor starts it again
     (waited for, so the next run has two TaskManagers as well)."""
-    refresh(cluster)
+    cluster.refresh()
     status = cluster.status(job)
     address = next(t["taskmanager"] for t in status["tasks"] if t["state"] == "RUNNING")
     [entry] = [p for p in cluster.info["processes"] if p.get("address") == address]
     kill_process_tree(entry["pid"])
 
     def restarted() -> bool:
-        refresh(cluster)
+        cluster.refresh()
         again = [p for p in cluster.info["processes"] if p.get("log") == entry.get("log") and p["pid"] != entry["pid"]]
         # its new address is recorded once it listens (a fresh free port)
         return bool(again) and psutil.pid_exists(again[0]["pid"]) and again[0]["address"] != address

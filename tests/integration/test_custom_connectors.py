@@ -1,8 +1,8 @@
 """A source and a sink written only against the public connector API
-(tests/integration/jobs/line_connectors.py) on a real local cluster (1 JobManager,
-1 TaskManager x 2 slots, real Spark): the directory enumerator in the JobManager assigns
+(tests/integration/jobs/line_connectors.py) on the shared cluster (1 JobManager,
+2 TaskManagers, real Spark): the directory enumerator in the JobManager assigns
 the files there at the start and a file that appears while the job runs, the readers'
-positions and the sink's pending parts survive a kill -9 of the TaskManager, and the
+positions and the sink's pending parts survive a kill -9 of a TaskManager, and the
 committed counts are exact with no line written twice."""
 
 from __future__ import annotations
@@ -10,29 +10,12 @@ from __future__ import annotations
 import collections
 import csv
 import os
-import uuid
 
 import pytest
-from harness import JOBS, kill_process_tree, running_cluster
+from harness import JOBS, kill_taskmanager_running, wait_for
 from helpers import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=1,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"connectors-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
-
-
-def wait_for(cluster, job_id, predicate, message, timeout=180):
-    return wait_until(lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message)
 
 
 def write_words(directory, name: str, words: list[str]) -> None:
@@ -57,6 +40,7 @@ def finals(lines: list[tuple[str, int]]) -> dict[str, int]:
     return out
 
 
+@pytest.mark.chaos
 def test_user_connectors_are_exact_across_a_kill_and_a_file_found_later_is_read(cluster, tmp_path):
     inputs, out = tmp_path / "in", tmp_path / "out"
     inputs.mkdir()
@@ -72,9 +56,7 @@ def test_user_connectors_are_exact_across_a_kill_and_a_file_found_later_is_read(
         lambda s: s["state"] == "RUNNING" and s["last_completed_checkpoint"] and committed(out),
         "counts committed",
     )
-    (pid,) = [p["pid"] for p in cluster.info["processes"] if p["role"] == "taskmanager"]
-    kill_process_tree(pid)
-    cluster.start_taskmanager(2, "taskmanager-replacement.log")
+    kill_taskmanager_running(cluster, job_id)  # the supervisor starts it again
     wait_for(cluster, job_id, lambda s: s["state"] == "RUNNING" and s["restarts"] >= 1, "the job to run again")
 
     late = [f"late{i % 5}" for i in range(100)] + ["w1"] * 10

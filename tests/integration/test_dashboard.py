@@ -26,7 +26,7 @@ import pytest
 from harness import JOBS, REPO, running_cluster, sluice
 from helpers import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 TOKEN = "rest-token-" + uuid.uuid4().hex

@@ -1,4 +1,4 @@
-"""Jobs without Python on one small secured cluster (1 TaskManager x 2 slots): the page_views
+"""Jobs without Python on the shared secured cluster: the page_views
 job as a DeclarativeJob in JSON submitted with grpcurl (mutual TLS from cluster.json, gRPC
 reflection), the same job from `sluice sql`, both with the input's exact counts per url; a
 `sluice sql` job over a directory of Parquet files (schema from the footer, on the client) into
@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from harness import EXAMPLES, JOBS, REPO, assert_update_stream, read_counts, running_cluster, sluice
+from harness import EXAMPLES, JOBS, REPO, assert_update_stream, read_counts, sluice
 from helpers import wait_until
 
 from sluice.output import read_output
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.integration
 GRPCURL = os.path.join(os.path.dirname(sys.executable), "grpcurl")
 JOB_JSON = os.path.join(JOBS, "page_views_declarative.json")
 QUERY = "SELECT url, COUNT(*) AS count FROM events GROUP BY url"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

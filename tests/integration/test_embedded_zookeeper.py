@@ -20,7 +20,7 @@ from sluice.zk.server import (
     port_is_free,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 def pid_alive(pid: int) -> bool:

@@ -12,14 +12,21 @@ import glob
 import json
 import os
 import sys
-import uuid
 import zlib
 
 import pytest
-from harness import EXAMPLES, JOBS, LocalCluster, running_cluster, sluice, taskmanager_log_lines
+from harness import (
+    EXAMPLES,
+    JOBS,
+    LocalCluster,
+    kill9,
+    kill_taskmanager_running,
+    pid_at,
+    sluice,
+    taskmanager_log_lines,
+    wait_for,
+)
 from helpers import wait_until
-from test_ha import kill9, pid_at
-from test_recovery import kill_taskmanager_running, wait_for
 
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import expected_windows, generate
@@ -28,18 +35,6 @@ pytestmark = pytest.mark.integration
 
 MAX_WATERMARK = 2**63 - 1
 WINDOWED = os.path.join(EXAMPLES, "windowed_page_views.py")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=1,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"event-time-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
 
 
 def committed_rows(directory) -> list[list[str]]:
@@ -264,8 +259,8 @@ def start_long_windowed(cluster, tmp_path):
     )
 
 
-def test_windows_exactly_once_across_a_taskmanager_kill(own_cluster, tmp_path, zookeeper):
-    cluster = own_cluster(taskmanagers=2, zookeeper=zookeeper.connect_string, cluster_id=f"et-{uuid.uuid4().hex[:8]}")
+@pytest.mark.chaos
+def test_windows_exactly_once_across_a_taskmanager_kill(cluster, tmp_path):
     job = start_long_windowed(cluster, tmp_path)
     wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
     kill_taskmanager_running(cluster, job)
@@ -274,7 +269,9 @@ def test_windows_exactly_once_across_a_taskmanager_kill(own_cluster, tmp_path, z
     assert_windows_exact(tmp_path / "out", expected_windows(str(tmp_path / "in"), 10_000, 5_000))
 
 
+@pytest.mark.chaos
 def test_windows_exactly_once_across_a_leader_kill(own_cluster, tmp_path):
+    """Its own cluster: two JobManagers, the leader killed."""
     cluster = own_cluster(taskmanagers=2, jobmanagers=2, zk_session_timeout=4.0)
     job = start_long_windowed(cluster, tmp_path)
     status = wait_for(
@@ -288,14 +285,13 @@ def test_windows_exactly_once_across_a_leader_kill(own_cluster, tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
-def test_windows_exact_after_a_stop_at_2_and_a_resume_at_3_with_idleness(own_cluster, tmp_path, zookeeper, backend):
+def test_windows_exact_after_a_stop_at_2_and_a_resume_at_3_with_idleness(cluster, tmp_path, backend):
     """A watched directory with an idleness timeout (200 ms) far shorter than a source batch and
     a monitor interval (5 s) far longer, stopped with a savepoint at parallelism 2 and resumed at
     3. More files arrive once the resumed subtasks have listed the directory, while they read what
     the first job left: a subtask whose queue runs dry with files of its own waiting unlisted has
     input, so it is not idle (docs/event-time.md, "Idleness"). With disorder within the bound no
     record is late and every window is exact across both runs."""
-    cluster = own_cluster(taskmanagers=2, zookeeper=zookeeper.connect_string, cluster_id=f"et-{uuid.uuid4().hex[:8]}")
     events = 240_000
     generate(str(tmp_path / "all"), events=events, files=160, urls=500, seed=8, disorder_ms=750)
     expected = expected_windows(str(tmp_path / "all"), 5_000)

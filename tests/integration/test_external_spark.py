@@ -23,7 +23,7 @@ from helpers import wait_until
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 

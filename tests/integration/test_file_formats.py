@@ -1,6 +1,6 @@
-"""File formats end to end on one shared local cluster (1 JobManager, 1 TaskManager x 2 slots,
+"""File formats end to end on the shared cluster (1 JobManager, 2 TaskManagers,
 real Spark): a job reads Parquet files (schema from their footers) and writes its counts as
-Parquet and a copy of every event as JSON lines, exactly once across a kill -9 of the
+Parquet and a copy of every event as JSON lines, exactly once across a kill -9 of a
 TaskManager; a BATCH job writes Parquet; a monitored directory's later Parquet files are
 read as they appear; a file that is not Parquet fails the job at once,
 naming it. Output is read back through `sluice.read_output`."""
@@ -11,12 +11,11 @@ import collections
 import glob
 import os
 import sys
-import uuid
 
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 import pytest
-from harness import EXAMPLES, JOBS, kill_process_tree, running_cluster, sluice
+from harness import EXAMPLES, JOBS, kill_taskmanager_running, sluice, wait_for
 from helpers import wait_until
 
 from sluice import read_output
@@ -27,18 +26,6 @@ from generate_page_views import generate
 
 pytestmark = pytest.mark.integration
 JOB = os.path.join(JOBS, "parquet_counts.py")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=1,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"formats-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
 
 
 def parquet_events(tmp_path, **kwargs) -> tuple[dict[str, int], list[tuple[str, int, int]]]:
@@ -56,10 +43,6 @@ def parquet_events(tmp_path, **kwargs) -> tuple[dict[str, int], list[tuple[str, 
     return expected, events
 
 
-def wait_for(cluster, job_id, predicate, message, timeout=180):
-    return wait_until(lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message)
-
-
 def ended(cluster, job_id, timeout=300) -> dict:
     return wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED", "CANCELED"), "the job", timeout)
 
@@ -73,6 +56,7 @@ def hidden(directory) -> list[str]:
     return [n for n in os.listdir(directory) if n.startswith(".")]
 
 
+@pytest.mark.chaos
 def test_parquet_in_parquet_and_json_out_exactly_once_across_a_taskmanager_kill(cluster, tmp_path):
     expected, events = parquet_events(tmp_path, events=200_000, files=80, urls=2_000, seed=21)
     out, copy = tmp_path / "out", tmp_path / "copy"
@@ -87,9 +71,7 @@ def test_parquet_in_parquet_and_json_out_exactly_once_across_a_taskmanager_kill(
         ),
         "a committed Parquet part",
     )
-    (pid,) = [p["pid"] for p in cluster.info["processes"] if p["role"] == "taskmanager"]
-    kill_process_tree(pid)
-    cluster.start_taskmanager(2, "taskmanager-replacement.log")
+    kill_taskmanager_running(cluster, job_id)  # the supervisor starts it again
     status = ended(cluster, job_id)
     assert status["state"] == "FINISHED", status
     assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None, status

@@ -1,5 +1,5 @@
 """File sources end to end (reader options, schemas inferred at submit, malformed rows and the
-record counters in `status --json`) on one small shared cluster: 1 TaskManager x 2 slots, real
+record counters in `status --json`) on the shared cluster: 2 TaskManagers, real
 Spark, driven through the `sluice` CLI. Every job sums a value per key; the sums are checked
 against the rows written, so a lost or doubled row shows."""
 
@@ -13,7 +13,7 @@ import os
 import random
 
 import pytest
-from harness import JOBS, read_counts, running_cluster, sluice
+from harness import JOBS, read_counts, sluice
 from helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -21,12 +21,6 @@ pytestmark = pytest.mark.integration
 FILES = 4
 JOB = os.path.join(JOBS, "file_source_sum.py")
 COUNT_JOB = os.path.join(JOBS, "file_source_count.py")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
-        yield c
 
 
 def rows(file: int, n: int = 250) -> list[tuple[str, int]]:

@@ -11,25 +11,13 @@ import os
 import sys
 
 import pytest
-from harness import EXAMPLES, JOBS, kill_process_tree, running_cluster, sluice
+from harness import EXAMPLES, JOBS, kill_process_tree, sluice, wait_for
 from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("fine-grained"),
-        taskmanagers=2,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id="fine-grained",
-    ) as c:
-        yield c
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 def all_slots_free(cluster) -> None:
@@ -67,10 +55,6 @@ def output_rows(directory) -> collections.Counter:
         with open(path) as f:
             rows.update(line.rstrip("\n") for line in f if line.strip())
     return rows
-
-
-def wait_for(cluster, job_id, predicate, message, timeout=180):
-    return wait_until(lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message)
 
 
 def test_kill_of_a_taskmanager_restarts_only_the_lost_subtasks_region(cluster, tmp_path):

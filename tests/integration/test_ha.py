@@ -11,16 +11,16 @@ import time
 
 import psutil
 import pytest
-from harness import JOBS, LocalCluster, sluice
+from harness import JOBS, LocalCluster, sluice, wait_for
 from helpers import wait_until
 from kazoo.exceptions import NoNodeError
-from test_recovery import assert_exactly_once, start_page_views, wait_for
+from page_view_jobs import assert_exactly_once, start_page_views
 
 from sluice.states import JobStatus, from_proto
 from sluice.zk.paths import ZkPaths
 from sluice.zk.server import EmbeddedZooKeeper
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 SESSION_TIMEOUT = 4.0
 

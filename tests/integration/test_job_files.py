@@ -1,4 +1,4 @@
-"""Job files run by `sluice run` on one small cluster (1 TaskManager x 2 slots): a pandas_udf
+"""Job files run by `sluice run` on the shared cluster: a pandas_udf
 with a DDL return type, a deterministic error that fails the job without restarting, and a
 recovered job whose status still says why it restarted; and an attached run that follows its
 job through a JobManager failover (2 JobManagers)."""
@@ -10,16 +10,10 @@ import signal
 import subprocess
 
 import pytest
-from harness import JOBS, REPO, SLUICE, LocalCluster, running_cluster, sluice
+from harness import JOBS, REPO, SLUICE, LocalCluster, sluice
 from helpers import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
-        yield c
 
 
 def run(cluster: LocalCluster, job: str, *job_args: str):
@@ -76,6 +70,7 @@ def ha_cluster(tmp_path):
         c.stop()
 
 
+@pytest.mark.chaos
 def test_an_attached_run_follows_the_job_through_a_jobmanager_failover(ha_cluster, tmp_path):
     stderr = tmp_path / "run.stderr"
     with open(stderr, "w") as err:

@@ -1,5 +1,5 @@
 """Composite keys, avg and schemas checked at submit, on one shared local cluster (embedded
-ZooKeeper, 1 JobManager, 1 TaskManager x 2 slots, real Spark), driven through the `sluice` CLI:
+ZooKeeper, 1 JobManager, 2 TaskManagers, real Spark), driven through the `sluice` CLI:
 a job keyed by two columns with sum and avg gives the exact value of every key through a file
 sink, and a job naming a column that is not there is rejected at submit, by the client and by
 the JobManager, with the message that names it."""
@@ -15,7 +15,7 @@ import re
 import textwrap
 
 import pytest
-from harness import running_cluster, sluice
+from harness import sluice
 from helpers import wait_until
 
 from sluice.api import FileSink, StreamExecutionEnvironment
@@ -25,12 +25,6 @@ pytestmark = pytest.mark.integration
 
 COUNTRIES = ("DE", "FR", "US")
 DEVICES = ("phone", "tablet", "tv", "watch")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
-        yield c
 
 
 def write_events(directory, files: int = 6, per_file: int = 400) -> list[dict]:

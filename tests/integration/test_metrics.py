@@ -15,7 +15,7 @@ from harness import JOBS, LocalCluster, sluice
 from helpers import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]  # its own cluster of two JobManagers, the leader killed
 
 
 @pytest.fixture(scope="module")

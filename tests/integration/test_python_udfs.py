@@ -9,18 +9,12 @@ import os
 
 import psutil
 import pytest
-from harness import JOBS, running_cluster
+from harness import JOBS
 from helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
-        yield c
 
 
 def test_udf_pandas_udf_map_in_pandas_and_apply_in_pandas_run_in_bodies(cluster, tmp_path):

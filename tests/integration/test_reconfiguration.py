@@ -17,7 +17,6 @@ import json
 import os
 import re
 import subprocess
-import uuid
 
 import pytest
 from harness import (
@@ -27,14 +26,14 @@ from harness import (
     SLUICE,
     assert_monotone_updates,
     assert_update_stream,
+    kill_taskmanager_running,
     read_counts,
-    running_cluster,
     sluice,
     sqlite_table,
+    wait_for,
 )
 from helpers import wait_until
-from test_recovery import kill_taskmanager_running, wait_for
-from test_savepoints import Input, cancel_running, run_page_views, wait_counts
+from page_view_jobs import Input, run_page_views, wait_counts
 
 from sluice.key_groups import key_group_of
 from sluice.v1 import common_pb2
@@ -43,24 +42,6 @@ from sluice.zk.paths import ZkPaths
 pytestmark = pytest.mark.integration
 
 LABELLED = os.path.join(JOBS, "labelled_counts.py")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=2,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"reconfigure-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
-
-
-@pytest.fixture(autouse=True)
-def no_job_left(cluster):
-    yield
-    cancel_running(cluster)
 
 
 def reconfigure(cluster, job, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -240,6 +221,7 @@ def test_rebalance_keys_moves_key_groups_from_the_busiest_subtask_to_the_idlest(
     wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
 
 
+@pytest.mark.chaos
 def test_a_taskmanager_killed_during_a_reconfiguration_leaves_one_configuration(cluster, tmp_path):
     inp, out = Input(tmp_path), tmp_path / "out"
     inp.add(events=40_000, files=20)

@@ -1,7 +1,7 @@
 """Redis Streams connectors (sluice/connectors/redis_streams.py) against a real redis-server
-on a free loopback port and one shared local cluster (1 JobManager, 1 TaskManager x 2
+on a free loopback port and the shared cluster (1 JobManager, 2 TaskManagers x 3
 slots, real Spark): a keyed count from Redis streams into a Redis stream counts every
-input entry exactly once and writes no output entry twice across a kill -9 of the
+input entry exactly once and writes no output entry twice across a kill -9 of a
 TaskManager."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 import redis
-from harness import JOBS, kill_process_tree, running_cluster
+from harness import JOBS, kill_taskmanager_running, wait_for
 from helpers import wait_until
 
 from sluice.zk.server import free_port
@@ -56,26 +56,11 @@ def _pings(client) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=1,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"redis-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
-
-
-def wait_for(cluster, job_id, predicate, message, timeout=180):
-    return wait_until(lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message)
-
-
 def output(client, stream: str) -> list[tuple[str, int]]:
     return [(f["user"], int(f["count"])) for _id, f in client.xrange(stream)]
 
 
+@pytest.mark.chaos
 def test_a_keyed_count_from_redis_to_redis_is_exact_across_a_taskmanager_kill(cluster, redis_url):
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     prefix = uuid.uuid4().hex[:8]
@@ -94,9 +79,7 @@ def test_a_keyed_count_from_redis_to_redis_is_exact_across_a_taskmanager_kill(cl
         "counts committed to the output stream",
     )
     before = client.xlen(out)
-    (pid,) = [p["pid"] for p in cluster.info["processes"] if p["role"] == "taskmanager"]
-    kill_process_tree(pid)
-    cluster.start_taskmanager(2, "taskmanager-replacement.log")
+    kill_taskmanager_running(cluster, job_id)  # the supervisor starts it again
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=300)
     assert status["state"] == "FINISHED", status
     assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None, status

@@ -18,43 +18,24 @@ from __future__ import annotations
 import glob
 import json
 import os
-import uuid
 
 import pytest
 from harness import (
     JOBS,
     assert_update_stream,
     kill_process_tree,
+    last_line,
     read_counts,
-    running_cluster,
     sluice,
     taskmanager_log_lines,
+    wait_for,
 )
 from helpers import wait_until
-from test_recovery import wait_for
-from test_savepoints import Input, cancel_running, last_line, wait_counts
+from page_view_jobs import Input, wait_counts
 
 pytestmark = pytest.mark.integration
 
 JOB = os.path.join(JOBS, "rocksdb_page_views.py")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=2,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"rocksdb-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
-
-
-@pytest.fixture(autouse=True)
-def no_job_left(cluster):
-    yield
-    cancel_running(cluster)
 
 
 def run(cluster, inp: Input, out, *extra: str, parallelism: int = 2, job_args: tuple[str, ...] = ()) -> str:
@@ -153,6 +134,7 @@ def test_stop_with_savepoint_and_resume_at_another_parallelism(cluster, tmp_path
     assert_update_stream(lines)
 
 
+@pytest.mark.chaos
 def test_kill_9_of_a_taskmanager_restores_rocksdb_state_exactly(cluster, tmp_path):
     """Last in the module: the cluster keeps one TaskManager afterwards."""
     inp = Input(tmp_path)

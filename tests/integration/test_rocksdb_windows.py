@@ -15,16 +15,21 @@ import collections
 import json
 import os
 import random
-import uuid
 import zlib
 
 import pytest
-from harness import JOBS, running_cluster, sluice, taskmanager_log_lines
+from harness import (
+    JOBS,
+    checkpoint_root,
+    committed_rows,
+    kill_taskmanager_running,
+    last_line,
+    retained,
+    sluice,
+    taskmanager_log_lines,
+    wait_for,
+)
 from helpers import wait_until
-from test_event_time import committed_rows
-from test_recovery import kill_taskmanager_running, wait_for
-from test_rocksdb_state import checkpoint_root, retained
-from test_savepoints import last_line
 
 pytestmark = pytest.mark.integration
 
@@ -35,18 +40,6 @@ SLICE = 2_000  # ms of event time per round of files
 DISORDER = 300  # ms behind the round's clock at most; the job's bound is 500
 PER_FILE = 1_500
 URLS = 300
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=2,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"rocksdb-windows-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
 
 
 class Rounds:
@@ -166,6 +159,7 @@ def test_stop_with_savepoint_and_resume(cluster, tmp_path):
                 sluice("cancel", j, "--cluster-dir", cluster.dir, check=False)
 
 
+@pytest.mark.chaos
 def test_kill_9_of_a_taskmanager_restores_rocksdb_windows_exactly_once(cluster, tmp_path):
     """Last in the module: the cluster keeps one TaskManager afterwards."""
     inp = Rounds(tmp_path / "in")

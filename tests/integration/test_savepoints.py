@@ -14,91 +14,20 @@ the committed output against an independent count of every event written:
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import shutil
 import sys
-import uuid
 
 import pytest
-from harness import EXAMPLES, assert_update_stream, read_counts, running_cluster, sluice
-from helpers import wait_until
-from test_recovery import wait_for
+from harness import EXAMPLES, assert_update_stream, last_line, read_counts, sluice, wait_for
+from page_view_jobs import Input, run_page_views, wait_counts
 
 sys.path.insert(0, EXAMPLES)
-from generate_page_views import generate
 
 pytestmark = pytest.mark.integration
 
 PAGE_VIEWS = os.path.join(EXAMPLES, "page_views.py")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=2,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"savepoints-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
-
-
-def cancel_running(cluster) -> None:
-    """Cancel every job still running on the module's cluster and wait until it ended: a test
-    that failed half-way must not leave the next one without slots."""
-    jobs = json.loads(sluice("list", "--json", "--cluster-dir", cluster.dir).stdout)
-    running = [j["job_id"] for j in jobs if j["state"] not in ("FINISHED", "FAILED", "CANCELED")]
-    for job_id in running:
-        sluice("cancel", job_id, "--cluster-dir", cluster.dir, check=False)
-    for job_id in running:
-        wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED", "CANCELED"), "the cancel", 60)
-
-
-@pytest.fixture(autouse=True)
-def no_job_left(cluster):
-    yield
-    cancel_running(cluster)
-
-
-class Input:
-    """A watched input directory: batches of events land atomically (renamed into place)."""
-
-    def __init__(self, root) -> None:
-        self.root = root
-        self.dir = root / "in"
-        self.dir.mkdir()
-        self.expected: collections.Counter[str] = collections.Counter()
-        self.batches = 0
-
-    def add(self, events: int, files: int) -> None:
-        staging = self.root / f"staging-{self.batches}"
-        counts = generate(str(staging), events=events, files=files, urls=400, seed=100 + self.batches)
-        for name in sorted(os.listdir(staging)):
-            os.rename(staging / name, self.dir / f"b{self.batches}-{name}")
-        self.expected.update(counts)
-        self.batches += 1
-
-
-def run_page_views(cluster, inp: Input, out, *extra: str, parallelism: int = 2) -> str:
-    args = ["run", PAGE_VIEWS, "--detach", "--cluster-dir", cluster.dir, "--parallelism", str(parallelism), *extra]
-    job_args = ["--input", str(inp.dir), "--output", str(out), "--monitor-interval", "200"]
-    job_args += ["--checkpoint-interval", "300"]
-    return sluice(*args, "--", *job_args).stdout.strip().splitlines()[-1]
-
-
-def wait_counts(out, expected, timeout=180) -> list[tuple[str, int]]:
-    def done():
-        final, lines = read_counts(str(out))
-        return lines if final == dict(expected) else None
-
-    return wait_until(done, timeout=timeout, message=f"committed counts under {out} to reach the input's")
-
-
-def last_line(proc) -> str:
-    return proc.stdout.strip().splitlines()[-1]
 
 
 def test_savepoint_cancel_and_resume_from_a_moved_savepoint(cluster, tmp_path):

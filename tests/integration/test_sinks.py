@@ -1,6 +1,6 @@
-"""Final results one can read, on one shared local cluster (1 JobManager, 1 TaskManager x 2
+"""Final results one can read, on the shared cluster (1 JobManager, 2 TaskManagers x 3
 slots, real Spark): page_views with `--sqlite` upserts its counts into a SQLite table, exactly
-once across a kill -9 of the TaskManager, and `sluice output --final` reads the same counts
+once across a kill -9 of a TaskManager, and `sluice output --final` reads the same counts
 from the file sink's committed parts."""
 
 from __future__ import annotations
@@ -9,32 +9,14 @@ import json
 import os
 import sqlite3
 import sys
-import uuid
 
 import pytest
-from harness import EXAMPLES, kill_process_tree, running_cluster, sluice
-from helpers import wait_until
+from harness import EXAMPLES, kill_taskmanager_running, sluice, wait_for
 
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
-        tmp_path_factory.mktemp("cluster"),
-        taskmanagers=1,
-        slots=2,
-        zookeeper=zookeeper.connect_string,
-        cluster_id=f"sinks-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
-
-
-def wait_for(cluster, job_id, predicate, message, timeout=120):
-    return wait_until(lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message)
 
 
 def run_page_views(cluster, tmp_path, *extra: str) -> str:
@@ -72,13 +54,6 @@ def output_final(out) -> dict[str, int]:
     return {r["url"]: r["count"] for r in map(json.loads, text.splitlines())}
 
 
-def kill_the_taskmanager(cluster) -> None:
-    """kill -9 the cluster's TaskManager (and its Spark JVM) and start another in its place."""
-    (pid,) = [p["pid"] for p in cluster.info["processes"] if p["role"] == "taskmanager"]
-    kill_process_tree(pid)
-    cluster.start_taskmanager(2, "taskmanager-replacement.log")
-
-
 def test_without_checkpoints_the_table_is_written_at_the_end_of_the_input(cluster, tmp_path):
     expected = generate(str(tmp_path / "in"), events=20_000, files=4, urls=500, seed=3)
     job_id = run_page_views(cluster, tmp_path, "--checkpoint-interval", "0")
@@ -90,6 +65,7 @@ def test_without_checkpoints_the_table_is_written_at_the_end_of_the_input(cluste
     assert output_final(tmp_path / "out") == expected
 
 
+@pytest.mark.chaos
 def test_the_sqlite_table_is_exact_after_the_taskmanager_is_killed(cluster, tmp_path):
     expected = generate(str(tmp_path / "in"), events=200_000, files=80, urls=2_000, seed=13)
     db = tmp_path / "counts.db"
@@ -102,7 +78,7 @@ def test_the_sqlite_table_is_exact_after_the_taskmanager_is_killed(cluster, tmp_
         timeout=180,
     )
     before = sqlite_counts(db)
-    kill_the_taskmanager(cluster)
+    kill_taskmanager_running(cluster, job_id)
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=300)
     assert status["state"] == "FINISHED", status
     assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None, status

@@ -17,7 +17,7 @@ from sluice.zk.server import free_port
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 @pytest.fixture

@@ -11,14 +11,19 @@ import glob
 import json
 import os
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
-from harness import EXAMPLES, JOBS, LocalCluster, read_counts
+from harness import (
+    EXAMPLES,
+    JOBS,
+    committed_rows,
+    kill_taskmanager_running,
+    read_counts,
+    wait_end,
+    wait_for,
+)
 from helpers import wait_until
-from test_event_time import committed_rows, wait_end
-from test_recovery import kill_taskmanager_running, wait_for
 
 sys.path.insert(0, EXAMPLES)
 from generate_clicks import expected_joins
@@ -60,26 +65,6 @@ def assert_dedup_exact(out_dir, in_dir) -> None:
     assert set(rows) == want, (len(rows), len(want), sorted(set(rows) ^ want)[:5])
 
 
-@pytest.fixture
-def own_cluster(tmp_path, zookeeper):
-    made: list[LocalCluster] = []
-
-    def make(**kwargs) -> LocalCluster:
-        c = LocalCluster(
-            tmp_path / f"cluster{len(made)}",
-            slots=2,
-            zookeeper=zookeeper.connect_string,
-            cluster_id=f"state-{uuid.uuid4().hex[:8]}",
-            **kwargs,
-        )
-        made.append(c)
-        return c.start()
-
-    yield make
-    for c in made:
-        c.stop()
-
-
 def run_dedup(cluster, tmp_path, events, files, state_backend="memory"):
     generate(str(tmp_path / "in"), events=events, files=files, urls=100, seed=8, disorder_ms=1_000, users=500)
     assert len(read_events(str(tmp_path / "in"))[0]) == events
@@ -101,11 +86,11 @@ def run_dedup(cluster, tmp_path, events, files, state_backend="memory"):
     )
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
-def test_dedup_keeps_the_first_event_per_user_within_the_ttl_across_a_taskmanager_kill(own_cluster, tmp_path, backend):
+def test_dedup_keeps_the_first_event_per_user_within_the_ttl_across_a_taskmanager_kill(cluster, tmp_path, backend):
     """On rocksdb the per-user lists, values and timers live in RocksDB databases, checkpointed
     as RocksDB checkpoints and restored from them."""
-    cluster = own_cluster(taskmanagers=2)
     job = run_dedup(cluster, tmp_path, events=200_000, files=100, state_backend=backend)
     wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
     if backend == "rocksdb":
@@ -128,8 +113,8 @@ def test_dedup_keeps_the_first_event_per_user_within_the_ttl_across_a_taskmanage
     assert_dedup_exact(tmp_path / "out", tmp_path / "in")
 
 
-def test_click_join_pairs_each_click_with_its_impression_once_across_a_taskmanager_kill(own_cluster, tmp_path):
-    cluster = own_cluster(taskmanagers=2)
+@pytest.mark.chaos
+def test_click_join_pairs_each_click_with_its_impression_once_across_a_taskmanager_kill(cluster, tmp_path):
     data = str(tmp_path / "data")
     generate_clicks(data, impressions=80_000, files=40, click_rate=0.4, max_delay_ms=120_000, disorder_ms=500)
     job = cluster.run(
@@ -164,8 +149,7 @@ def test_click_join_pairs_each_click_with_its_impression_once_across_a_taskmanag
     )
 
 
-def test_join_table_enriches_each_row_from_a_table_loaded_in_spark(own_cluster, tmp_path):
-    cluster = own_cluster(taskmanagers=1)
+def test_join_table_enriches_each_row_from_a_table_loaded_in_spark(cluster, tmp_path):
     counts = generate(str(tmp_path / "in"), events=30_000, files=6, urls=200, seed=9)
     os.makedirs(tmp_path / "table")
     category = {f"/page/{i}": f"c{i % 7}" for i in range(0, 200, 2)}  # odd pages have no category
@@ -194,8 +178,7 @@ def test_join_table_enriches_each_row_from_a_table_loaded_in_spark(own_cluster, 
         assert final == expected, how
 
 
-def test_broadcast_rules_reach_every_subtask_and_the_keyed_side_reads_them(own_cluster, tmp_path):
-    cluster = own_cluster(taskmanagers=1)
+def test_broadcast_rules_reach_every_subtask_and_the_keyed_side_reads_them(cluster, tmp_path):
     counts = generate(str(tmp_path / "in"), events=20_000, files=4, urls=100, seed=10)
     os.makedirs(tmp_path / "rules")
     factors = {f"/page/{i}": 1 + i % 5 for i in range(0, 100, 3)}
@@ -218,8 +201,7 @@ def test_broadcast_rules_reach_every_subtask_and_the_keyed_side_reads_them(own_c
     assert final == {url: n * factors.get(url, 1) for url, n in counts.items()}
 
 
-def test_window_join_pairs_impressions_and_clicks_in_the_same_window(own_cluster, tmp_path):
-    cluster = own_cluster(taskmanagers=1)
+def test_window_join_pairs_impressions_and_clicks_in_the_same_window(cluster, tmp_path):
     data = str(tmp_path / "data")
     generate_clicks(data, impressions=30_000, files=10, click_rate=0.5, max_delay_ms=90_000, disorder_ms=500)
     window = 60_000

@@ -23,7 +23,7 @@ from sluice.zk.leader_retrieval import LeaderNotFoundError, LeaderRetriever, fin
 from sluice.zk.paths import ZkPaths
 from sluice.zk.server import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 CLUSTER = "test-cluster"
 

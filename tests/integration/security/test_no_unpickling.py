@@ -1,6 +1,6 @@
 """The JobManager never unpickles what a client sends (docs/protocols.md#job-graphs).
 
-A live cluster (1 JobManager, 1 TaskManager) gets jobs whose `code` entries are pickles that,
+The shared cluster (1 JobManager, 2 TaskManagers) gets jobs whose `code` entries are pickles that,
 when unpickled, append the unpickling process's pid to a marker file. Validation reads only
 plain proto fields and the JSON configs, so the JobManager's pid never appears; the TaskManager
 task that runs the operator is the one place code is unpickled (job bodies are code: whoever
@@ -9,16 +9,11 @@ may submit jobs may run code on the TaskManagers)."""
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import sys
 
 import grpc
 import psutil
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import running_cluster
 from helpers import wait_until
 
 from sluice import states
@@ -43,12 +38,6 @@ class WritesPid:
 
 def evil(marker: str) -> bytes:
     return pickle.dumps(WritesPid(marker))  # refers to builtins.exec only: loads anywhere
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("cluster"), taskmanagers=1, slots=2) as c:
-        yield c
 
 
 def jobmanager_pids(cluster) -> set[int]:

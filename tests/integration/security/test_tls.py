@@ -14,9 +14,7 @@ import sys
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import EXAMPLES, LocalCluster, assert_update_stream, read_counts, running_cluster, sluice
+from harness import EXAMPLES, LocalCluster, assert_update_stream, read_counts, sluice
 from helpers import wait_until
 
 from sluice import config, rpc
@@ -35,12 +33,6 @@ sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("tls") / "cluster", taskmanagers=2, slots=2, insecure=False) as c:
-        yield c
 
 
 def code_and_details(call) -> tuple[grpc.StatusCode, str]:

@@ -26,9 +26,7 @@ import sys
 import grpc
 import psutil
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import EXAMPLES, read_counts, running_cluster  # harness lives in tests/integration
+from harness import EXAMPLES, read_counts, running_cluster
 from helpers import wait_until
 
 from sluice import rpc
@@ -47,10 +45,16 @@ ERRORS: list[str] = []  # every error text the attacks got back (checked for the
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["secured", "insecure"])
-def cluster(request, tmp_path_factory):
-    """Each attack against a secured cluster and against a plaintext (`--insecure`) one."""
+def cluster(request, tmp_path_factory, shared_cluster):
+    """Each attack against a secured cluster (the shared one, healed and left without a job) and
+    against a plaintext (`--insecure`) one of its own."""
+    if not request.param:
+        shared_cluster.heal()
+        yield shared_cluster
+        shared_cluster.cancel_running()
+        return
     directory = tmp_path_factory.mktemp("fencing") / "cluster"
-    with running_cluster(directory, taskmanagers=2, slots=2, insecure=request.param) as c:
+    with running_cluster(directory, taskmanagers=2, slots=2, insecure=True) as c:
         yield c
 
 

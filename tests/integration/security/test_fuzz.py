@@ -14,18 +14,15 @@ for TaskExecutor), so the requests reach the code behind the role check."""
 from __future__ import annotations
 
 import os
-import sys
 
 import grpc
 import psutil
 import pytest
 from google.protobuf import message_factory
 from google.protobuf.descriptor import FieldDescriptor
+from harness import running_cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import running_cluster  # harness lives in tests/integration
 
 from sluice import rpc
 from sluice.security.identity import Role
@@ -50,6 +47,8 @@ RSS_GROWTH_LIMIT = 300 * 1024 * 1024  # bytes a server may grow by over the whol
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """Its own cluster, not the shared one: fuzzed registrations and task states with real
+    credentials may leave the leader holding garbage that later tests would trip over."""
     with running_cluster(tmp_path_factory.mktemp("fuzz") / "cluster", taskmanagers=1, slots=2) as c:
         yield c
 

@@ -6,16 +6,13 @@ large for a ZooKeeper node that fail one job and never cost the leadership."""
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
+from harness import JOBS, sluice
+from helpers import wait_until
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import JOBS, running_cluster, sluice  # harness lives in tests/integration
-from helpers import wait_until
 
 from sluice.client import JobManagerClient
 from sluice.states import JobStatus, from_proto
@@ -27,12 +24,6 @@ from sluice.zk.paths import ZkPaths
 pytestmark = pytest.mark.integration
 
 SECURITY_JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("zk-security") / "cluster", taskmanagers=2, slots=2) as c:
-        yield c
 
 
 @pytest.fixture

@@ -24,8 +24,6 @@ from collections.abc import Iterator
 import grpc
 import psutil
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from harness import EXAMPLES, LocalCluster, assert_update_stream, read_counts, sluice
 from helpers import wait_until
 
@@ -41,6 +39,8 @@ sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
 JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
+
+pytestmark = pytest.mark.chaos  # bodies that hang, exit or kill their TaskManager
 PAGE_VIEWS = os.path.join(EXAMPLES, "page_views.py")
 CANCELLATION_TIMEOUT = 5  # seconds: task.cancellation.timeout of the cluster's TaskManagers
 SLOTS = 4  # 2 TaskManagers x 2 slots
