@@ -1,5 +1,5 @@
-"""End to end on one shared local cluster (embedded ZooKeeper, 1 JobManager,
-2 TaskManagers x 2 slots, real Spark), driven through the `sluice` CLI."""
+"""End to end on the shared cluster (the session's ZooKeeper, 1 JobManager,
+2 TaskManagers x 3 slots, real Spark), driven through the `sluice` CLI."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import grpc
 import pytest
-from harness import EXAMPLES, JOBS, LocalCluster, assert_update_stream, read_counts, sluice
+from harness import EXAMPLES, JOBS, assert_update_stream, read_counts, sluice
 from helpers import wait_until
 
 from sluice import graph, rpc, states
@@ -22,16 +22,6 @@ from generate_page_views import generate
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), taskmanagers=2, slots=2)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
-
-
 def wait_state(cluster, job_id, states, timeout=120):
     return wait_until(
         lambda: (s := cluster.status(job_id))["state"] in states and s,
@@ -42,7 +32,9 @@ def wait_state(cluster, job_id, states, timeout=120):
 
 def test_cluster_json_lists_every_process(cluster):
     roles = sorted(p["role"] for p in cluster.info["processes"])
-    assert roles == ["jobmanager", "supervisor", "taskmanager", "taskmanager", "zookeeper"]
+    # the shared cluster runs on the session's ZooKeeper: no zookeeper entry of its own (test_ha
+    # and test_cluster_restart start clusters with theirs)
+    assert roles == ["jobmanager", "supervisor", "taskmanager", "taskmanager"]
     for p in cluster.info["processes"]:
         # the supervisor (sluice/cli/supervisor.py) serves nothing; a TaskManager records how to restart it
         assert isinstance(p["pid"], int) and (":" in p["address"]) == (p["role"] != "supervisor")
