@@ -25,6 +25,8 @@ PURE_CORES = (
     "jobmanager.checkpoint.shared_registry",
     "jobmanager.scheduler.slot_pool",
     "jobmanager.scheduler.execution_graph",
+    "jobmanager.scheduler.execution_graph_events",
+    "jobmanager.scheduler.execution_graph_state",
     "jobmanager.scheduler.restart_strategy",
     "jobmanager.scheduler.pipelined_regions",
     "jobmanager.scheduler.taskmanager_losses",
