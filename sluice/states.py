@@ -109,6 +109,14 @@ class FailureCause(enum.StrEnum):
     NON_RECOVERABLE = "NON_RECOVERABLE"
 
 
+class StateBackend(enum.StrEnum):
+    """Where an operator's keyed state lives (the job option `state.backend`, docs/state-backends.md);
+    also the `backend` of a keyed-state handle. Local to a process: never a proto enum."""
+
+    MEMORY = "memory"
+    ROCKSDB = "rocksdb"
+
+
 # -- proto conversion -----------------------------------------------------------------
 # enum class -> (proto enum wrapper, value prefix)
 _PROTO: dict[type[enum.StrEnum], tuple[EnumTypeWrapper, str]] = {

@@ -73,9 +73,10 @@ def vertex_status(states: Iterable[str]) -> str:
         return "CREATED"
     if len(seen) == 1:
         return next(iter(seen))
-    for state in ("FAILED", "CANCELING", "CANCELED", "RUNNING", "FINISHED", "DEPLOYING"):
+    _E = ExecutionState
+    for state in (_E.FAILED, _E.CANCELING, _E.CANCELED, _E.RUNNING, _E.FINISHED, _E.DEPLOYING):
         if state in seen:
-            return "RUNNING" if state == "FINISHED" else state
+            return str(_E.RUNNING if state == _E.FINISHED else state)
     return "CREATED"
 
 
@@ -268,7 +269,7 @@ def job_detail(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None, 
     return {
         "jid": info.job_id,
         "name": info.name,
-        "isStoppable": state == "RUNNING",
+        "isStoppable": state == JobStatus.RUNNING,
         "state": state,
         "start-time": info.submitted_ms or -1,
         "end-time": info.ended_ms or -1,
@@ -299,7 +300,11 @@ def job_detail(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None, 
 def _checkpoint(c: common_pb2.CheckpointStats, savepoint_ids: set[int]) -> dict:
     status = state_name(CheckpointStatus, c.status)
     return {
-        "className": "completed" if status == "COMPLETED" else "failed" if status == "FAILED" else "pending",
+        "className": "completed"
+        if status == CheckpointStatus.COMPLETED
+        else "failed"
+        if status == CheckpointStatus.FAILED
+        else "pending",
         "id": c.checkpoint_id,
         "status": status,
         "is_savepoint": c.checkpoint_id in savepoint_ids,
@@ -319,8 +324,8 @@ def checkpoints(info: common_pb2.JobInfo) -> dict:
     savepoint_ids = {s.checkpoint_id for s in info.savepoints if s.checkpoint_id}
     history = [_checkpoint(c, savepoint_ids) for c in info.checkpoints]
     history.reverse()
-    completed = [h for h in history if h["status"] == "COMPLETED"]
-    failed = [h for h in history if h["status"] == "FAILED"]
+    completed = [h for h in history if h["status"] == CheckpointStatus.COMPLETED]
+    failed = [h for h in history if h["status"] == CheckpointStatus.FAILED]
     in_progress = [h for h in history if h["className"] == "pending"]
     durations = [h["end_to_end_duration"] for h in completed]
     sizes = [h["state_size"] for h in completed]
@@ -485,16 +490,16 @@ def savepoint_status(info: common_pb2.JobInfo, request_id: str) -> dict | None:
             continue
         status = state_name(SavepointStatus, s.status)
         out: dict[str, Any] = {
-            "status": {"id": "IN_PROGRESS" if status == "IN_PROGRESS" else "COMPLETED"},
+            "status": {"id": "IN_PROGRESS" if status == SavepointStatus.IN_PROGRESS else "COMPLETED"},
             "savepoint-status": status,
             "stop": s.stop,
             "checkpoint-id": s.checkpoint_id or None,
             "trigger-timestamp": s.trigger_ms,
             "duration": s.duration_ms,
         }
-        if status == "COMPLETED":
+        if status == SavepointStatus.COMPLETED:
             out["operation"] = {"location": s.path}
-        elif status == "FAILED":
+        elif status == SavepointStatus.FAILED:
             out["operation"] = {"failure-cause": {"class": "SavepointFailed", "stack-trace": s.failure}}
         return out
     return None
