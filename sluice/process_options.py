@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sluice import units
+from sluice.states import AclMode
 
 T = TypeVar("T")
 
@@ -161,8 +162,8 @@ def _advertised_host(value: Any) -> str:
 def _zk_acl(value: Any) -> str:
     """high-availability.zookeeper.client.acl: creator | open (Flink's values)."""
     text = _text(value).lower()
-    if text not in ("creator", "open"):
-        raise ValueError(f"expected creator or open, got {value!r}")
+    if text not in tuple(AclMode):
+        raise ValueError(f"expected {' or '.join(AclMode)}, got {value!r}")
     return text
 
 

@@ -117,6 +117,13 @@ class StateBackend(enum.StrEnum):
     ROCKSDB = "rocksdb"
 
 
+class AclMode(enum.StrEnum):
+    """``high-availability.zookeeper.client.acl``, as Flink names its values (sluice/zk/auth.py)."""
+
+    CREATOR = "creator"  # all permissions to the cluster's digest identity only
+    OPEN = "open"  # world-readable and -writable (ZooKeeper's default)
+
+
 # -- proto conversion -----------------------------------------------------------------
 # enum class -> (proto enum wrapper, value prefix)
 _PROTO: dict[type[enum.StrEnum], tuple[EnumTypeWrapper, str]] = {

@@ -122,12 +122,6 @@ STRING_COMPARISONS_ALLOWED: dict[tuple[str, str], str] = {
     ("sluice/config.py", "taskmanager"): "a process role of config.ROLES (an option's roles), not a TLS Role",
     ("jobmanager/server.py", "jobmanager"): "a process role of config.ROLES (an option's roles), not a TLS Role",
     ("taskmanager/server.py", "taskmanager"): "a process role of config.ROLES (an option's roles), not a TLS Role",
-    # Offences waiting for a module that is restructured in the same issue (issue 32):
-    ("sluice/process_options.py", "creator"): "AclMode.CREATOR: sluice/zk/auth.py imports the config, so the "
-    "option's parser cannot import AclMode without a cycle; the two lists must agree",
-    ("sluice/process_options.py", "open"): "AclMode.OPEN, as above",
-    ("sluice/eventtime/validation.py", "timestamps"): "OperatorKind.TIMESTAMPS: sluice/graph.py imports this "
-    "module, so it cannot import OperatorKind until the split of graph.py gives the enum a module of its own",
 }
 
 
