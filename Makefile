@@ -40,7 +40,7 @@ proto: $(STAMP)
 # Regenerate the option tables of README.md and docs/configuration.md from
 # sluice/config.py and sluice/job_options.py (a test fails when they are stale).
 docs-config: $(STAMP)
-	$(BIN)/python -m sluice.reference_docs README.md docs/configuration.md
+	$(BIN)/python -m sluice.reference_docs README.md docs/configuration.md docs/architecture.md
 
 # ruff (lint + format check) and mypy; configured in pyproject.toml. `make test` runs it first.
 lint: install

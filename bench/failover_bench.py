@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import platform
 import shutil
@@ -54,6 +53,7 @@ from output_check import (
 from stats import fmt_load, load1
 
 from sluice.client import JobManagerClient
+from sluice.cluster_file import ClusterFile
 from sluice.states import ExecutionState, JobStatus, from_proto
 from sluice.zk.auth import cluster_client
 from sluice.zk.paths import ZkPaths
@@ -157,8 +157,7 @@ def one_run(workdir: str, session_timeout: float) -> dict:
         str(session_timeout),
     )
     try:
-        with open(os.path.join(cluster_dir, "cluster.json")) as f:
-            info = json.load(f)
+        info = ClusterFile.read(cluster_dir).to_json()
         job_id = (
             sluice(
                 "run",

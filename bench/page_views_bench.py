@@ -51,7 +51,6 @@ error, Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -91,6 +90,7 @@ from stats import fmt_load, load1
 
 from sluice.cli.main import _job_dict
 from sluice.client import JobManagerClient, SluiceError
+from sluice.cluster_file import ClusterFile
 
 
 class BenchError(Exception):
@@ -153,10 +153,8 @@ class Cluster:
                 timeout=timeout,
             )
         finally:
-            path = os.path.join(self.dir, "cluster.json")
-            if os.path.exists(path):
-                with open(path) as f:
-                    self.info = json.load(f)
+            if os.path.exists(ClusterFile.path(self.dir)):
+                self.info = ClusterFile.read(self.dir).to_json()
                 self.pids = {p["pid"] for p in self.info["processes"]}
                 self._remember_descendants()
         log(f"cluster ready in {time.monotonic() - t0:.1f}s")
@@ -219,11 +217,11 @@ class Cluster:
             except Exception:  # noqa: BLE001 — closing a client on teardown; the processes are killed next
                 pass
             self._client = None
-        if not self.info and not os.path.exists(os.path.join(self.dir, "cluster.json")):
+        if not self.info and not os.path.exists(ClusterFile.path(self.dir)):
             return self._stop_strays()
         self._remember_descendants()
         try:
-            if os.path.exists(os.path.join(self.dir, "cluster.json")):
+            if os.path.exists(ClusterFile.path(self.dir)):
                 proc = sluice("cluster", "stop", "--dir", self.dir, timeout=180, check=False)
                 if proc.returncode != 0:
                     log(f"warning: cluster stop exited {proc.returncode}: {proc.stderr.strip()[-500:]}")

@@ -55,7 +55,6 @@ Every cluster, Spark process and driver started is stopped in a `finally`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -79,6 +78,8 @@ from bench_common import begin_run, finish_workdir, fmt, publish, run_main
 from output_check import OutputCheck, check_peer_output, check_sluice_output
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, Usage, excluded
 from stats import Estimate, fmt_estimate, median_ci
+
+from sluice.cluster_file import ClusterFile
 
 DIR_POLL = 0.02  # seconds between output directory listings
 STATUS_POLL = 0.1  # seconds between job status polls
@@ -253,8 +254,7 @@ def _cluster_cls():
                     self.zk_pid = p["pid"]
 
         def reload(self) -> dict:
-            with open(os.path.join(self.dir, "cluster.json")) as f:
-                self.info = json.load(f)
+            self.info = ClusterFile.read(self.dir).to_json()
             self.pids = {p["pid"] for p in self.info["processes"]}
             self._remember_descendants()
             return self.info

@@ -196,7 +196,7 @@ class JobManagerProcess:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m jobmanager`: flags from sluice/config.py's OPTIONS and --address-file."""
+    """`python -m jobmanager`: flags from sluice/process_options.py's OPTIONS and --address-file."""
     settings, address_file = config.parse_process_argv("jobmanager", argv)
     try:
         run(settings, address_file)

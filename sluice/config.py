@@ -1,8 +1,8 @@
 """Process configuration for JobManagers and TaskManagers.
 
-Every setting is an :class:`Option` of the ``OPTIONS`` table below (Flink's
-ConfigOption shape: key, parser, default, roles, flag, meaning), the only
-place a process default is written. It has a flat key (``rpc.port``) and is
+Every setting is an :class:`Option` of the ``OPTIONS`` table
+(sluice/process_options.py; Flink's ConfigOption shape: key, parser, default,
+roles, flag, meaning), the only place a process default is written. It has a flat key (``rpc.port``) and is
 read from, lowest to highest precedence:
 
 1. the default in ``OPTIONS``;
@@ -37,496 +37,123 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import ipaddress
 import os
-import re
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from sluice import units
-
-T = TypeVar("T")
-
-ROLES = ("jobmanager", "taskmanager")
-ROLE_NAMES = {"jobmanager": "JobManager", "taskmanager": "TaskManager"}
-BOTH = ROLES
-JM = ("jobmanager",)
-TM = ("taskmanager",)
-
-CONFIG_ENV = "SLUICE_CONFIG"
-ENV_PREFIX = "SLUICE_"
-# SLUICE_* variables that are not configuration keys (read elsewhere).
-NON_CONFIG_ENV = frozenset(
-    {
-        CONFIG_ENV,
-        "SLUICE_CLUSTER_DIR",  # client commands: default --cluster-dir
-        "SLUICE_ZOOKEEPER_CLASSPATH",  # embedded ZooKeeper of `sluice cluster start`
-    }
-)
-# Value of rpc.advertised-host meaning "the IP address this host name resolves to"
-# (a container's own address in docker-compose, where replicas have no stable name).
-AUTO_HOST = "auto"
-WILDCARD_HOSTS = frozenset({"0.0.0.0", "[::]", ""})
-
-
-def reachable_host(advertised: str | None, bind_host: str) -> str:
-    """The host others reach a port of this process at: the advertised host, else the bind
-    host unless it is a wildcard (then loopback)."""
-    return advertised or (bind_host if bind_host not in WILDCARD_HOSTS else "127.0.0.1")
-
-
-class ConfigError(ValueError):
-    """Bad configuration; the message names the key (or variable, or file) at fault."""
-
-    def __init__(self, message: str, key: str | None = None):
-        super().__init__(message)
-        self.key = key
-
-
-# -- value types ----------------------------------------------------------------------------
-def _text(value: Any) -> str:
-    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
-        raise ValueError(f"expected a string, got {value!r}")
-    text = str(value).strip()
-    if not text:
-        raise ValueError("expected a non-empty string")
-    return text
-
-
-def _string(value: Any) -> str:
-    return _text(value)
-
-
-def _host(value: Any) -> str:
-    host = _text(value)
-    if any(c.isspace() for c in host) or "/" in host:
-        raise ValueError(f"expected a host name or IP address, got {host!r}")
-    if host.startswith("["):
-        if not host.endswith("]") or "]" in host[:-1]:
-            raise ValueError(f"expected a bracketed IPv6 address such as [::], got {host!r}")
-    elif host.count(":") == 1:
-        raise ValueError(f"expected a host without a port, got {host!r} (the port is rpc.port)")
-    elif ":" in host:
-        try:
-            return f"[{ipaddress.IPv6Address(host)}]"  # e.g. a pod IP from the downward API
-        except ValueError:
-            raise ValueError(f"expected a host name or IP address, got {host!r}") from None
-    return host
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = str(value).strip()
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
-    raise ValueError(f"expected an integer, got {value!r}")
-
-
-def _port(value: Any) -> int:
-    try:
-        port = _integer(value)
-    except ValueError:
-        raise ValueError(f"expected an integer port 0-65535, got {value!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"expected an integer port 0-65535, got {port}")
-    return port
-
-
-def _positive_int(value: Any) -> int:
-    n = _integer(value)
-    if n < 1:
-        raise ValueError(f"must be at least 1, got {n}")
-    return n
-
-
-def _seconds(value: Any) -> float:
-    """A positive duration: 6, 6s, 500ms, 2min (a bare number is seconds)."""
-    return units.parse_duration(value, "s", positive=True)
-
-
-def _duration(value: Any) -> float:
-    """A non-negative duration (0 allowed): 0, 30s, 500ms (a bare number is seconds)."""
-    return units.parse_duration(value, "s")
-
-
-def _quorum(value: Any) -> str:
-    """host[:port][,host[:port]...][/chroot], as kazoo takes it."""
-    text = _text(value)
-    hosts, _, chroot = text.partition("/")
-    if chroot and not re.fullmatch(r"[^\s/]+(/[^\s/]+)*", chroot):
-        raise ValueError(f"bad chroot /{chroot} in {text!r}")
-    for entry in hosts.split(","):
-        entry = entry.strip()
-        host, sep, port = entry.rpartition(":") if ":" in entry and not entry.endswith("]") else (entry, "", "")
-        if not host or any(c.isspace() for c in host):
-            raise ValueError(f"expected host:port[,host:port...], got {text!r}")
-        if sep and not (port.isdigit() and 1 <= int(port) <= 65535):
-            raise ValueError(f"bad port {port!r} in {text!r}")
-    return text
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "on", "1"):
-        return True
-    if text in ("false", "no", "off", "0"):
-        return False
-    raise ValueError(f"expected true or false, got {value!r}")
-
-
-def _advertised_host(value: Any) -> str:
-    text = _text(value)
-    return AUTO_HOST if text.lower() == AUTO_HOST else _host(text)
-
-
-def _zk_acl(value: Any) -> str:
-    """high-availability.zookeeper.client.acl: creator | open (Flink's values)."""
-    text = _text(value).lower()
-    if text not in ("creator", "open"):
-        raise ValueError(f"expected creator or open, got {value!r}")
-    return text
-
-
-@dataclass(frozen=True)
-class Option(Generic[T]):
-    """One process setting. ``T`` is what :meth:`Settings.get` returns; an option
-    without a default is ``Option[X | None]``."""
-
-    key: str
-    parse: Callable[[Any], T]
-    default: T
-    roles: tuple[str, ...]
-    flag: str  # named flag of `sluice <role>` and `python -m <role>`
-    help: str
-    metavar: str = "VALUE"
-    required: bool = False  # no default: resolve() fails without a value
-    switch: bool = False  # a boolean flag: `--flag` alone means true; argv() passes it only when true
-
-    @property
-    def env(self) -> str:
-        return env_name(self.key)
-
-
-ZOOKEEPER_QUORUM: Option[str | None] = Option(
-    "zookeeper.quorum",
-    _quorum,
-    None,
+from sluice.process_options import (
+    AUTO_HOST,
     BOTH,
-    "--zookeeper",
-    "ZooKeeper connect string host:port[,host:port...][/chroot] (required)",
-    "HOSTS",
-    required=True,
-)
-CLUSTER_ID: Option[str] = Option(
-    "cluster.id",
-    _string,
-    "default",
-    BOTH,
-    "--cluster-id",
-    "cluster id: the ZooKeeper root /sluice/<id> shared by the cluster's processes",
-    "ID",
-)
-RPC_HOST: Option[str] = Option(
-    "rpc.host", _host, "127.0.0.1", BOTH, "--host", "address the gRPC server binds (0.0.0.0 in containers)", "HOST"
-)
-RPC_PORT: Option[int] = Option("rpc.port", _port, 0, BOTH, "--port", "gRPC port (0 picks a free one)", "PORT")
-RPC_ADVERTISED_HOST: Option[str | None] = Option(
-    "rpc.advertised-host",
-    _advertised_host,
-    None,
-    BOTH,
-    "--advertised-host",
-    "host others use to reach this process (published to ZooKeeper / registered with the leader); "
-    "required when rpc.host is a wildcard; 'auto' = the address this machine's host name resolves to",
-    "HOST",
-)
-TASKMANAGER_SLOTS: Option[int] = Option(
-    "taskmanager.slots", _positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N"
-)
-MAX_SLOTS_LIMIT = 4096  # the highest slotmanager.max-slots-per-taskmanager accepts
-
-
-def _slot_limit(value: Any) -> int:
-    n = _integer(value)
-    if not 1 <= n <= MAX_SLOTS_LIMIT:
-        raise ValueError(f"must be between 1 and {MAX_SLOTS_LIMIT}, got {n}")
-    return n
-
-
-MAX_SLOTS_PER_TASKMANAGER: Option[int] = Option(
-    "slotmanager.max-slots-per-taskmanager",
-    _slot_limit,
-    256,
-    JM,
-    "--max-slots-per-taskmanager",
-    "most slots one TaskManager may register with; a registration offering more is refused "
-    f"(INVALID_ARGUMENT), so no request makes the leader allocate without bound (1-{MAX_SLOTS_LIMIT})",
-    "N",
-)
-TASKMANAGER_RESOURCE_ID: Option[str | None] = Option(
-    "taskmanager.resource-id",
-    _string,
-    None,
-    TM,
-    "--resource-id",
-    "resource id (default: random per start; must be unique per TaskManager incarnation)",
-    "ID",
-)
-HEARTBEAT_TIMEOUT: Option[float] = Option(
-    "heartbeat.timeout",
-    _seconds,
-    6.0,
-    JM,
-    "--heartbeat-timeout",
-    "time without heartbeats before a TaskManager is declared lost (a bare number is seconds)",
-    "DURATION",
-)
-HEARTBEAT_INTERVAL: Option[float] = Option(
-    "heartbeat.interval",
-    _seconds,
-    1.0,
-    BOTH,
-    "--heartbeat-interval",
-    "time between a TaskManager's heartbeats: the leader tells each TaskManager its own value when it "
-    "registers; a TaskManager's applies until then (a bare number is seconds)",
-    "DURATION",
-)
-ZOOKEEPER_SESSION_TIMEOUT: Option[float] = Option(
-    "zookeeper.session-timeout",
-    _seconds,
-    6.0,
-    BOTH,
-    "--zk-session-timeout",
-    "ZooKeeper session timeout (sets JobManager failover time; a bare number is seconds)",
-    "DURATION",
-)
-ZOOKEEPER_AUTH_FILE: Option[str | None] = Option(
-    "high-availability.zookeeper.auth-file",
-    _string,
-    None,
-    BOTH,
-    "--zk-auth-file",
-    "file holding the cluster's ZooKeeper digest credentials user:password (mode 0600); every "
-    "ZooKeeper client of the cluster authenticates with them (`sluice cluster start` writes one)",
-    "PATH",
-)
-ZOOKEEPER_CLIENT_ACL: Option[str | None] = Option(
-    "high-availability.zookeeper.client.acl",
-    _zk_acl,
-    None,
-    BOTH,
-    "--zk-acl",
-    "ACL of the nodes under /sluice/<cluster-id>: creator (all permissions to the credentials of "
-    "high-availability.zookeeper.auth-file only) or open (anyone); default creator with an auth file, else open",
-    "creator|open",
-)
-CHECKPOINTS_DIR: Option[str | None] = Option(
-    "state.checkpoints.dir",
-    _string,
-    None,
-    JM,
-    "--checkpoint-dir",
-    "checkpoint and HA storage: a path every process sees, or a pyarrow.fs URI (s3://bucket/path)",
-    "DIR",
-)
-SPARK_MASTER: Option[str | None] = Option(
-    "spark.master",
-    _string,
-    None,
-    TM,
-    "--spark-master",
-    "Spark master URL, e.g. spark://host:7077 (default local[<slots>])",
-    "URL",
-)
-SPARK_REMOTE: Option[str | None] = Option(
-    "spark.remote", _string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL"
-)
-LOG_FILE: Option[str | None] = Option(
-    "log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"
-)
-TASK_CANCELLATION_INTERVAL: Option[float] = Option(
-    "task.cancellation.interval",
-    _seconds,
-    3.0,
-    TM,
-    "--task-cancellation-interval",
-    "time between attempts to stop a cancelled task that is still running: its Spark jobs are cancelled "
-    "again and its thread interrupted (a bare number is seconds)",
-    "DURATION",
-)
-TASK_CANCELLATION_TIMEOUT: Option[float] = Option(
-    "task.cancellation.timeout",
-    _duration,
-    30.0,
-    TM,
-    "--task-cancellation-timeout",
-    "time after which a cancelled task that is still running is reported FAILED and its TaskManager exits, "
-    "for its supervisor to restart it with free slots; 0 never gives up (a bare number is seconds)",
-    "DURATION",
-)
-TASKMANAGER_LOSS_MAX_PER_JOB: Option[int] = Option(
-    "jobmanager.taskmanager-loss.max-per-job",
-    _positive_int,
-    2,
-    JM,
-    "--max-taskmanager-losses-per-job",
-    "TaskManager losses one task (a subtask of one chain) of a job may be under, while it starts, restores "
-    "or runs, with no checkpoint completed in between, before the job fails instead of restarting (a body "
-    "that kills its TaskManager fails its job, not the cluster); losses under different tasks, or while "
-    "the job is already failing, restart it under its restart strategy",
-    "N",
-)
-
-RPC_HEALTH_PORT: Option[int | None] = Option(
-    "rpc.health-port",
-    _port,
-    None,
-    BOTH,
-    "--health-port",
-    "plaintext port serving only grpc.health.v1 (for Kubernetes gRPC probes, which cannot do TLS); "
-    "unset = none, 0 = a free one",
-    "PORT",
-)
-SECURITY_SSL_CA: Option[str | None] = Option(
-    "security.ssl.ca",
-    _string,
-    None,
-    BOTH,
-    "--tls-ca",
-    "PEM file of the cluster's CA certificate: peers' certificates must be signed by it (docs/security.md)",
-    "FILE",
-)
-SECURITY_SSL_CERT: Option[str | None] = Option(
-    "security.ssl.cert",
-    _string,
-    None,
-    BOTH,
-    "--tls-cert",
-    "PEM file of this process's certificate, whose common name is <role>/<name> (`sluice certs create` makes them)",
-    "FILE",
-)
-SECURITY_SSL_KEY: Option[str | None] = Option(
-    "security.ssl.key", _string, None, BOTH, "--tls-key", "PEM file of this process's private key", "FILE"
-)
-SECURITY_INSECURE: Option[bool] = Option(
-    "security.insecure",
-    _boolean,
-    False,
-    BOTH,
-    "--insecure",
-    "plaintext gRPC without authentication: anyone who reaches a port can run code on the cluster; "
-    "only for a trusted network (required when no security.ssl.* files are set)",
-    "BOOL",
-    switch=True,
-)
-SECURITY_TOKEN_FILE: Option[str | None] = Option(
-    "security.token.file",
-    _string,
-    None,
-    JM,
-    "--token-file",
-    "file holding a bearer token clients may send instead of a client certificate, on security.token.port",
-    "FILE",
-)
-SECURITY_TOKEN_PORT: Option[int | None] = Option(
-    "security.token.port",
-    _port,
-    None,
-    JM,
-    "--token-port",
-    "TLS port (without client certificates) for bearer-token clients, with security.token.file "
-    "(unset or 0 = a free one)",
-    "PORT",
-)
-
-REST_ADDRESS: Option[str] = Option(
-    "rest.address",
-    _host,
-    "127.0.0.1",
-    JM,
-    "--rest-host",
-    "address the REST API and web dashboard bind (0.0.0.0 in containers)",
-    "HOST",
-)
-REST_PORT: Option[int | None] = Option(
-    "rest.port",
-    _port,
-    None,
-    JM,
-    "--rest-port",
-    "port of the REST API and web dashboard (docs/monitoring.md); unset = none, 0 = a free one",
-    "PORT",
-)
-METRICS_PORT: Option[int | None] = Option(
-    "metrics.port",
-    _port,
-    None,
-    BOTH,
-    "--metrics-port",
-    "port of the Prometheus metrics endpoint (docs/monitoring.md); unset = none, 0 = a free one",
-    "PORT",
-)
-
-OPTIONS: tuple[Option[Any], ...] = (
-    ZOOKEEPER_QUORUM,
+    BY_ENV,
+    BY_KEY,
+    CHECKPOINTS_DIR,
     CLUSTER_ID,
+    CONFIG_ENV,
+    ENV_PREFIX,
+    HEARTBEAT_INTERVAL,
+    HEARTBEAT_TIMEOUT,
+    JM,
+    LOG_FILE,
+    MAX_SLOTS_LIMIT,
+    MAX_SLOTS_PER_TASKMANAGER,
+    METRICS_PORT,
+    NON_CONFIG_ENV,
+    OPTIONS,
+    REST_ADDRESS,
+    REST_PORT,
+    ROLE_NAMES,
+    ROLES,
+    RPC_ADVERTISED_HOST,
+    RPC_HEALTH_PORT,
     RPC_HOST,
     RPC_PORT,
-    RPC_ADVERTISED_HOST,
-    TASKMANAGER_SLOTS,
-    MAX_SLOTS_PER_TASKMANAGER,
-    TASKMANAGER_RESOURCE_ID,
-    HEARTBEAT_TIMEOUT,
-    HEARTBEAT_INTERVAL,
-    ZOOKEEPER_SESSION_TIMEOUT,
-    ZOOKEEPER_AUTH_FILE,
-    ZOOKEEPER_CLIENT_ACL,
-    CHECKPOINTS_DIR,
-    SPARK_MASTER,
-    SPARK_REMOTE,
-    LOG_FILE,
-    TASK_CANCELLATION_INTERVAL,
-    TASK_CANCELLATION_TIMEOUT,
-    TASKMANAGER_LOSS_MAX_PER_JOB,
-    RPC_HEALTH_PORT,
+    SECURITY_INSECURE,
     SECURITY_SSL_CA,
     SECURITY_SSL_CERT,
     SECURITY_SSL_KEY,
-    SECURITY_INSECURE,
     SECURITY_TOKEN_FILE,
     SECURITY_TOKEN_PORT,
-    REST_ADDRESS,
-    REST_PORT,
-    METRICS_PORT,
+    SPARK_MASTER,
+    SPARK_REMOTE,
+    TASK_CANCELLATION_INTERVAL,
+    TASK_CANCELLATION_TIMEOUT,
+    TASKMANAGER_LOSS_MAX_PER_JOB,
+    TASKMANAGER_RESOURCE_ID,
+    TASKMANAGER_SLOTS,
+    TM,
+    WILDCARD_HOSTS,
+    ZOOKEEPER_AUTH_FILE,
+    ZOOKEEPER_CLIENT_ACL,
+    ZOOKEEPER_QUORUM,
+    ZOOKEEPER_SESSION_TIMEOUT,
+    ConfigError,
+    Option,
+    _host,
+    _seconds,
+    check_role,
+    env_name,
+    options_for,
+    reachable_host,
 )
-BY_KEY: dict[str, Option[Any]] = {o.key: o for o in OPTIONS}
 
+# The table's names are also reached through this module (config.HEARTBEAT_TIMEOUT, ...).
+__all__ = [
+    "AUTO_HOST",
+    "BOTH",
+    "BY_ENV",
+    "BY_KEY",
+    "CHECKPOINTS_DIR",
+    "CLUSTER_ID",
+    "CONFIG_ENV",
+    "ConfigError",
+    "ENV_PREFIX",
+    "HEARTBEAT_INTERVAL",
+    "HEARTBEAT_TIMEOUT",
+    "JM",
+    "LOG_FILE",
+    "MAX_SLOTS_LIMIT",
+    "MAX_SLOTS_PER_TASKMANAGER",
+    "METRICS_PORT",
+    "NON_CONFIG_ENV",
+    "OPTIONS",
+    "Option",
+    "REST_ADDRESS",
+    "REST_PORT",
+    "ROLES",
+    "ROLE_NAMES",
+    "RPC_ADVERTISED_HOST",
+    "RPC_HEALTH_PORT",
+    "RPC_HOST",
+    "RPC_PORT",
+    "SECURITY_INSECURE",
+    "SECURITY_SSL_CA",
+    "SECURITY_SSL_CERT",
+    "SECURITY_SSL_KEY",
+    "SECURITY_TOKEN_FILE",
+    "SECURITY_TOKEN_PORT",
+    "SPARK_MASTER",
+    "SPARK_REMOTE",
+    "TASKMANAGER_LOSS_MAX_PER_JOB",
+    "TASKMANAGER_RESOURCE_ID",
+    "TASKMANAGER_SLOTS",
+    "TASK_CANCELLATION_INTERVAL",
+    "TASK_CANCELLATION_TIMEOUT",
+    "TM",
+    "WILDCARD_HOSTS",
+    "ZOOKEEPER_AUTH_FILE",
+    "ZOOKEEPER_CLIENT_ACL",
+    "ZOOKEEPER_QUORUM",
+    "ZOOKEEPER_SESSION_TIMEOUT",
+    "check_role",
+    "env_name",
+    "options_for",
+    "reachable_host",
+]
 
-def env_name(key: str) -> str:
-    return ENV_PREFIX + re.sub(r"[.-]", "_", key).upper()
-
-
-BY_ENV: dict[str, Option[Any]] = {o.env: o for o in OPTIONS}
-assert len(BY_ENV) == len(OPTIONS), "two keys map to the same environment variable"
-
-
-def options_for(role: str) -> list[Option[Any]]:
-    _check_role(role)
-    return [o for o in OPTIONS if role in o.roles]
-
-
-def _check_role(role: str) -> None:
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+T = TypeVar("T")
 
 
 def _unknown(what: str, name: str, known: Iterable[str]) -> str:
@@ -688,7 +315,7 @@ def resolve(
     of other roles are accepted (and dropped) from the file and the environment
     but not from flags. ``env_names``/``flag_names`` say how a key was spelled
     there, for error messages."""
-    _check_role(role)
+    check_role(role)
     layers = [
         ("file", file_values or {}, lambda _key: f"file {config_file}" if config_file else "file"),
         ("env", env_values or {}, lambda k: f"env {(env_names or {}).get(k, env_name(k))}"),

@@ -1,5 +1,6 @@
-"""The option tables in the documentation, generated from the two option tables
-(sluice/config.py OPTIONS, sluice/job_options.py JOB_OPTIONS).
+"""The generated parts of the documentation: the option tables, from the two option tables
+(sluice/process_options.py OPTIONS, sluice/job_options.py JOB_OPTIONS), and the pure cores,
+enums and operator kinds of docs/architecture.md (sluice/architecture.py).
 
 A Markdown file holds a generated block between two marker lines:
 
@@ -10,7 +11,8 @@ A Markdown file holds a generated block between two marker lines:
     python -m sluice.reference_docs README.md docs/configuration.md           # rewrite the blocks
     python -m sluice.reference_docs --check README.md docs/configuration.md   # exit 1 when one is stale
 
-`make docs-config` runs the first; tests/unit/test_job_options.py the check.
+`make docs-config` runs the first on README.md, docs/configuration.md and docs/architecture.md;
+tests/unit/test_job_options.py and tests/unit/test_architecture_doc.py the check.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
-from sluice import config, job_options
+from sluice import architecture, config, job_options
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "process-options": config.reference,
     "job-options": job_options.reference,
+    "pure-cores": architecture.pure_cores_reference,
+    "enums": architecture.enums_reference,
+    "operator-kinds": architecture.operator_kinds_reference,
 }
 REGENERATE = "make docs-config"
 _BLOCK = re.compile(
@@ -53,7 +58,7 @@ def blocks_in(text: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m sluice.reference_docs", description="Regenerate the option tables in Markdown files."
+        prog="python -m sluice.reference_docs", description="Regenerate the generated tables in Markdown files."
     )
     ap.add_argument("files", nargs="+", metavar="FILE")
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when a table is stale")
@@ -72,10 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(new)
     if args.check and stale:
-        print(f"stale option tables in {', '.join(stale)}: run `{REGENERATE}`", file=sys.stderr)
+        print(f"stale generated tables in {', '.join(stale)}: run `{REGENERATE}`", file=sys.stderr)
         return 1
     for path in stale:
-        print(f"regenerated the option tables in {path}")
+        print(f"regenerated the generated tables in {path}")
     return 0
 
 

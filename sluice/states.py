@@ -109,6 +109,21 @@ class FailureCause(enum.StrEnum):
     NON_RECOVERABLE = "NON_RECOVERABLE"
 
 
+class StateBackend(enum.StrEnum):
+    """Where an operator's keyed state lives (the job option `state.backend`, docs/state-backends.md);
+    also the `backend` of a keyed-state handle. Local to a process: never a proto enum."""
+
+    MEMORY = "memory"
+    ROCKSDB = "rocksdb"
+
+
+class AclMode(enum.StrEnum):
+    """``high-availability.zookeeper.client.acl``, as Flink names its values (sluice/zk/auth.py)."""
+
+    CREATOR = "creator"  # all permissions to the cluster's digest identity only
+    OPEN = "open"  # world-readable and -writable (ZooKeeper's default)
+
+
 # -- proto conversion -----------------------------------------------------------------
 # enum class -> (proto enum wrapper, value prefix)
 _PROTO: dict[type[enum.StrEnum], tuple[EnumTypeWrapper, str]] = {

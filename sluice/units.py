@@ -1,5 +1,5 @@
 """Durations and sizes in configuration values: the one parser of process
-options (sluice/config.py) and job options (sluice/job_options.py).
+options (sluice/process_options.py) and job options (sluice/job_options.py).
 
     parse_duration("500ms", bare="s") == 0.5   # always seconds
     parse_duration("2min", bare="s") == 120.0

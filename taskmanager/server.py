@@ -219,7 +219,7 @@ class TaskManagerProcess:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m taskmanager`: flags from sluice/config.py's OPTIONS and --address-file."""
+    """`python -m taskmanager`: flags from sluice/process_options.py's OPTIONS and --address-file."""
     settings, address_file = config.parse_process_argv("taskmanager", argv)
     try:
         run(settings, address_file)

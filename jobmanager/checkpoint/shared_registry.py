@@ -30,13 +30,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sluice.states import StateBackend
+
 
 def shared_files(handle: object) -> set[str]:
     """The shared file paths a task's state handle references."""
     out: set[str] = set()
     if isinstance(handle, Mapping):
         for h in (handle.get("keyed") or {}).values():
-            if isinstance(h, Mapping) and h.get("backend") == "rocksdb":
+            if isinstance(h, Mapping) and h.get("backend") == StateBackend.ROCKSDB:
                 out.update(str(p) for p in (h.get("shared") or {}).values())
     return out
 
@@ -46,7 +48,7 @@ def new_files(handle: object) -> set[str]:
     out: set[str] = set()
     if isinstance(handle, Mapping):
         for h in (handle.get("keyed") or {}).values():
-            if isinstance(h, Mapping) and h.get("backend") == "rocksdb":
+            if isinstance(h, Mapping) and h.get("backend") == StateBackend.ROCKSDB:
                 shared = h.get("shared") or {}
                 out.update(str(shared[n]) for n in h.get("new") or [] if n in shared)
     return out

@@ -33,6 +33,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from sluice import key_groups
+from sluice.states import StateBackend
 
 MAX_STATE_HANDLE_BYTES = 4 * 1024 * 1024  # a handle carries pointers and small inline state only
 
@@ -91,7 +92,7 @@ def parse(
             value = h.get(count, 0)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise InvalidStateHandle(f"{where}.{count}: expected a count >= 0")
-        if h.get("backend") == "rocksdb":
+        if h.get("backend") == StateBackend.ROCKSDB:
             _check_native(h, where, base, shared_base(checkpoint_dir, resolve), resolve)
     return handle
 

@@ -247,7 +247,7 @@ def create_app(
         jobs = all_jobs()
         detailed = []
         for job in jobs:
-            if views.state_name(JobStatus, job.state) in ("FINISHED", "FAILED", "CANCELED"):
+            if views.state_name(JobStatus, job.state) in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED):
                 detailed.append(job)  # ended: the summary says it all
                 continue
             try:

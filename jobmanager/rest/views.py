@@ -73,14 +73,17 @@ def vertex_status(states: Iterable[str]) -> str:
         return "CREATED"
     if len(seen) == 1:
         return next(iter(seen))
-    for state in ("FAILED", "CANCELING", "CANCELED", "RUNNING", "FINISHED", "DEPLOYING"):
+    _E = ExecutionState
+    for state in (_E.FAILED, _E.CANCELING, _E.CANCELED, _E.RUNNING, _E.FINISHED, _E.DEPLOYING):
         if state in seen:
-            return "RUNNING" if state == "FINISHED" else state
+            return str(_E.RUNNING if state == _E.FINISHED else state)
     return "CREATED"
 
 
 # -- cluster ------------------------------------------------------------------------------------
-def overview(cluster: jobmanager_pb2.ClusterOverview, jobs: Iterable[common_pb2.JobInfo], version: str) -> dict:
+def overview(
+    cluster: jobmanager_pb2.ClusterOverview, jobs: Iterable[common_pb2.JobInfo], version: str
+) -> dict[str, Any]:
     """GET /overview."""
     by_state: dict[str, int] = {}
     for job in jobs:
@@ -100,7 +103,7 @@ def overview(cluster: jobmanager_pb2.ClusterOverview, jobs: Iterable[common_pb2.
     }
 
 
-def taskmanagers(cluster: jobmanager_pb2.ClusterOverview, now_ms: int) -> dict:
+def taskmanagers(cluster: jobmanager_pb2.ClusterOverview, now_ms: int) -> dict[str, Any]:
     """GET /taskmanagers: Flink's list, with the gRPC address as `path`."""
     return {
         "taskmanagers": [
@@ -124,7 +127,7 @@ def taskmanager_ids(cluster: jobmanager_pb2.ClusterOverview) -> dict[str, str]:
 
 
 # -- jobs ---------------------------------------------------------------------------------------
-def job_summary(job: common_pb2.JobInfo, now_ms: int) -> dict:
+def job_summary(job: common_pb2.JobInfo, now_ms: int) -> dict[str, Any]:
     """One entry of GET /jobs/overview."""
     return {
         "jid": job.job_id,
@@ -140,7 +143,7 @@ def job_summary(job: common_pb2.JobInfo, now_ms: int) -> dict:
     }
 
 
-def jobs_overview(jobs: Iterable[common_pb2.JobInfo], now_ms: int) -> dict:
+def jobs_overview(jobs: Iterable[common_pb2.JobInfo], now_ms: int) -> dict[str, Any]:
     """GET /jobs/overview: newest first, as Flink's dashboard lists them."""
     entries = [job_summary(j, now_ms) for j in jobs]
     entries.sort(key=lambda e: (e["start-time"], e["jid"]), reverse=True)
@@ -150,7 +153,7 @@ def jobs_overview(jobs: Iterable[common_pb2.JobInfo], now_ms: int) -> dict:
 class Vertex:
     """A chain of a job: from its graph when the leader has it, else from its tasks."""
 
-    def __init__(self, vid: str, name: str, parallelism: int, operators: list[dict]) -> None:
+    def __init__(self, vid: str, name: str, parallelism: int, operators: list[dict[str, Any]]) -> None:
         self.id, self.name, self.parallelism, self.operators = vid, name, parallelism, operators
         self.tasks: list[common_pb2.TaskStatus] = []
 
@@ -177,7 +180,7 @@ def vertices(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None) ->
     return list(out.values())
 
 
-def vertex_metrics(tasks: list[common_pb2.TaskStatus]) -> dict:
+def vertex_metrics(tasks: list[common_pb2.TaskStatus]) -> dict[str, Any]:
     """A vertex's metrics: sums of its subtasks' counters and rates, the maximum of their time shares."""
     io = [t.io for t in tasks]
     backpressured = max((i.backpressured_ms_per_second for i in io), default=0.0)
@@ -199,11 +202,11 @@ def vertex_metrics(tasks: list[common_pb2.TaskStatus]) -> dict:
     }
 
 
-def plan(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None) -> dict:
+def plan(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None) -> dict[str, Any]:
     """Flink's `plan`: one node per vertex with its inputs (ship strategy = partitioning), and the
     same edges as a flat list."""
-    nodes: list[dict] = []
-    edges: list[dict] = []
+    nodes: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
     if job_graph is not None and job_graph.operators:
         chains = graph.build_chains(job_graph)
         owner = graph.chain_of(chains)
@@ -248,7 +251,7 @@ def plan(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None) -> dic
     return {"jid": info.job_id, "name": info.name, "type": "STREAMING", "nodes": nodes, "edges": edges}
 
 
-def job_detail(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None, now_ms: int) -> dict:
+def job_detail(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None, now_ms: int) -> dict[str, Any]:
     """GET /jobs/{id}."""
     state = state_name(JobStatus, info.state)
     out_vertices = []
@@ -268,7 +271,7 @@ def job_detail(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None, 
     return {
         "jid": info.job_id,
         "name": info.name,
-        "isStoppable": state == "RUNNING",
+        "isStoppable": state == JobStatus.RUNNING,
         "state": state,
         "start-time": info.submitted_ms or -1,
         "end-time": info.ended_ms or -1,
@@ -296,10 +299,14 @@ def job_detail(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None, 
 
 
 # -- checkpoints --------------------------------------------------------------------------------
-def _checkpoint(c: common_pb2.CheckpointStats, savepoint_ids: set[int]) -> dict:
+def _checkpoint(c: common_pb2.CheckpointStats, savepoint_ids: set[int]) -> dict[str, Any]:
     status = state_name(CheckpointStatus, c.status)
     return {
-        "className": "completed" if status == "COMPLETED" else "failed" if status == "FAILED" else "pending",
+        "className": "completed"
+        if status == CheckpointStatus.COMPLETED
+        else "failed"
+        if status == CheckpointStatus.FAILED
+        else "pending",
         "id": c.checkpoint_id,
         "status": status,
         "is_savepoint": c.checkpoint_id in savepoint_ids,
@@ -314,13 +321,13 @@ def _checkpoint(c: common_pb2.CheckpointStats, savepoint_ids: set[int]) -> dict:
     }
 
 
-def checkpoints(info: common_pb2.JobInfo) -> dict:
+def checkpoints(info: common_pb2.JobInfo) -> dict[str, Any]:
     """GET /jobs/{id}/checkpoints: counts, latest and history (newest first, as Flink's)."""
     savepoint_ids = {s.checkpoint_id for s in info.savepoints if s.checkpoint_id}
     history = [_checkpoint(c, savepoint_ids) for c in info.checkpoints]
     history.reverse()
-    completed = [h for h in history if h["status"] == "COMPLETED"]
-    failed = [h for h in history if h["status"] == "FAILED"]
+    completed = [h for h in history if h["status"] == CheckpointStatus.COMPLETED]
+    failed = [h for h in history if h["status"] == CheckpointStatus.FAILED]
     in_progress = [h for h in history if h["className"] == "pending"]
     durations = [h["end_to_end_duration"] for h in completed]
     sizes = [h["state_size"] for h in completed]
@@ -356,14 +363,14 @@ def checkpoints(info: common_pb2.JobInfo) -> dict:
     }
 
 
-def _stats(values: list[int]) -> dict:
+def _stats(values: list[int]) -> dict[str, Any]:
     if not values:
         return {"min": 0, "max": 0, "avg": 0}
     return {"min": min(values), "max": max(values), "avg": sum(values) // len(values)}
 
 
 # -- exceptions ---------------------------------------------------------------------------------
-def exceptions(info: common_pb2.JobInfo) -> dict:
+def exceptions(info: common_pb2.JobInfo) -> dict[str, Any]:
     """GET /jobs/{id}/exceptions: the root exception (the latest) and the history, newest first."""
     entries = [
         {
@@ -392,7 +399,7 @@ def find_vertex(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None,
     return next((v for v in vertices(info, job_graph) if v.id == vertex_id), None)
 
 
-def subtask(t: common_pb2.TaskStatus, tm_ids: Mapping[str, str]) -> dict:
+def subtask(t: common_pb2.TaskStatus, tm_ids: Mapping[str, str]) -> dict[str, Any]:
     io = t.io
     return {
         "subtask": t.subtask,
@@ -432,7 +439,7 @@ def subtask(t: common_pb2.TaskStatus, tm_ids: Mapping[str, str]) -> dict:
 
 def vertex_detail(
     info: common_pb2.JobInfo, vertex: Vertex, max_parallelism: int, tm_ids: Mapping[str, str], now_ms: int
-) -> dict:
+) -> dict[str, Any]:
     """GET /jobs/{id}/vertices/{vertex_id}."""
     return {
         "id": vertex.id,
@@ -448,7 +455,7 @@ def vertex_detail(
     }
 
 
-def backpressure(vertex: Vertex, now_ms: int) -> dict:
+def backpressure(vertex: Vertex, now_ms: int) -> dict[str, Any]:
     """GET /jobs/{id}/vertices/{vertex_id}/backpressure, in Flink's shape (from the tasks' time
     shares, which they measure continuously: the status is always `ok`, never `deprecated`)."""
     subtasks: list[dict[str, Any]] = []
@@ -477,7 +484,7 @@ def backpressure(vertex: Vertex, now_ms: int) -> dict:
 
 
 # -- savepoints ---------------------------------------------------------------------------------
-def savepoint_status(info: common_pb2.JobInfo, request_id: str) -> dict | None:
+def savepoint_status(info: common_pb2.JobInfo, request_id: str) -> dict[str, Any] | None:
     """GET /jobs/{id}/savepoints/{request_id} in Flink's asynchronous-operation shape; None when
     the job has no such request."""
     for s in info.savepoints:
@@ -485,16 +492,16 @@ def savepoint_status(info: common_pb2.JobInfo, request_id: str) -> dict | None:
             continue
         status = state_name(SavepointStatus, s.status)
         out: dict[str, Any] = {
-            "status": {"id": "IN_PROGRESS" if status == "IN_PROGRESS" else "COMPLETED"},
+            "status": {"id": "IN_PROGRESS" if status == SavepointStatus.IN_PROGRESS else "COMPLETED"},
             "savepoint-status": status,
             "stop": s.stop,
             "checkpoint-id": s.checkpoint_id or None,
             "trigger-timestamp": s.trigger_ms,
             "duration": s.duration_ms,
         }
-        if status == "COMPLETED":
+        if status == SavepointStatus.COMPLETED:
             out["operation"] = {"location": s.path}
-        elif status == "FAILED":
+        elif status == SavepointStatus.FAILED:
             out["operation"] = {"failure-cause": {"class": "SavepointFailed", "stack-trace": s.failure}}
         return out
     return None

@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 from sluice import graph, key_groups
+from sluice.states import StateBackend
 
 METADATA = "_metadata"
 FORMAT = "sluice-retained-checkpoint"  # what `to_savepoint_metadata` writes in "format"; never on disk
@@ -130,7 +131,7 @@ def to_savepoint_metadata(path: str, m: dict[str, Any]) -> dict[str, Any]:
                     if not isinstance(state.get("path"), str) or not state["path"]:
                         raise bad(f"operator {op_id!r} subtask {subtask}: keyed state without a path")
                     top = max(top, state["key_groups"][1])
-                    if state.get("backend") == "rocksdb":
+                    if state.get("backend") == StateBackend.ROCKSDB:
                         entry["keyed"].append({**state, "no_claim": True})  # read, never referenced again
                     else:
                         entry["keyed"].append(

@@ -40,6 +40,7 @@ import pyarrow.fs as pafs
 from sluice import graph, key_groups
 from sluice.checkpoints import retained
 from sluice.checkpoints.rescale import RescaleError, redistribute
+from sluice.states import StateBackend
 from sluice.storage import resolve
 from sluice.v1 import common_pb2
 
@@ -96,7 +97,7 @@ def plan(checkpoint: dict[str, Any], job: common_pb2.JobGraph) -> Plan:
     for entry in operators.values():
         keyed = []
         for h in entry["keyed"]:
-            if h.get("backend") == "rocksdb":  # a full copy of every file of the database, shared ones too
+            if h.get("backend") == StateBackend.ROCKSDB:  # a full copy of every file of the database, shared ones too
                 rel = f"state/{len(files)}"
                 names = sorted({**h.get("private", {}), **h.get("shared", {})}.items())
                 files += [(path, f"{rel}/{name}") for name, path in names]
@@ -104,7 +105,7 @@ def plan(checkpoint: dict[str, Any], job: common_pb2.JobGraph) -> Plan:
                     files.append(("", rel))  # keeps the numbering unique (nothing to copy)
                 keyed.append(
                     {
-                        "backend": "rocksdb",
+                        "backend": StateBackend.ROCKSDB,
                         "file": rel,
                         "files": [name for name, _path in names],
                         "key_groups": h["key_groups"],
@@ -263,7 +264,7 @@ def _check(path: str, m: Any) -> None:
                 raise bad(f"{where}: keyed file {rel!r} must be a path inside the savepoint")
             if not key_groups.is_range(h.get("key_groups"), m["max_parallelism"]):
                 raise bad(f"{where}: keyed key_groups {h.get('key_groups')!r} out of range")
-            if h.get("backend") == "rocksdb":
+            if h.get("backend") == StateBackend.ROCKSDB:
                 names = h.get("files")
                 if not isinstance(names, list) or not all(
                     isinstance(n, str) and n and "/" not in n and n not in (".", "..") and "\0" not in n for n in names
@@ -307,11 +308,11 @@ def restore_states(
 def _restore_handle(h: dict[str, Any], file_uri: Callable[[str], str] | None) -> dict[str, Any]:
     """A keyed handle of a savepoint (relative "file") or checkpoint (absolute "path") as a
     task restores it (sluice/checkpoints/storage.py; rocksdb: taskmanager/state/rocksdb_backend.py)."""
-    native = h.get("backend") == "rocksdb"
+    native = h.get("backend") == StateBackend.ROCKSDB
     if "file" in h and file_uri is not None:
         if native:
             return {
-                "backend": "rocksdb",
+                "backend": StateBackend.ROCKSDB,
                 "uri": file_uri(h["file"]),
                 "files": h["files"],
                 "key_groups": h["key_groups"],

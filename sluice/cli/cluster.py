@@ -7,7 +7,7 @@ and returns once a leader serves and every TaskManager registered with it.
 Then it starts the supervisor (sluice/cli/supervisor.py), which restarts a
 TaskManager that died; `cluster stop` ends the supervisor first.
 Process defaults (slots, heartbeat and session timeouts) come from
-sluice/config.py's OPTIONS. With `--spark standalone|connect` a Spark
+sluice/process_options.py's OPTIONS. With `--spark standalone|connect` a Spark
 standalone master and worker, or a Spark Connect server, start first
 (sluice/cli/spark_cluster.py) and every TaskManager gets `--spark-master` or
 `--spark-remote` pointing at it; `cluster stop` ends them after the
@@ -152,7 +152,7 @@ def start(
         # process and client authenticates with them, and the cluster's nodes are theirs alone
         # (sluice/zk/auth.py, docs/security.md)
         zk_auth_file = write_auth_file(os.path.join(cluster_dir, AUTH_FILE_NAME))
-        # the named flags of `python -m jobmanager|taskmanager` (sluice/config.py OPTIONS)
+        # the named flags of `python -m jobmanager|taskmanager` (sluice/process_options.py OPTIONS)
         common = [
             config.ZOOKEEPER_AUTH_FILE.flag,
             zk_auth_file,
@@ -298,7 +298,7 @@ def parse_options(pairs: list[str]) -> dict[str, str]:
 
 
 def _option_flags(options: dict[str, str]) -> dict[str, list[str]]:
-    """Each role's named flags for `options` (keys of sluice/config.py's OPTIONS), checked here:
+    """Each role's named flags for `options` (keys of sluice/process_options.py's OPTIONS), checked here:
     a key no process knows or a bad value is a ClusterError before anything starts."""
     flags: dict[str, list[str]] = {role: [] for role in config.ROLES}
     for key, value in options.items():

@@ -12,12 +12,13 @@ from typing import Any
 
 from sluice.eventtime.watermarks import WatermarkStrategy
 from sluice.eventtime.windows import window_from_config
+from sluice.graph import OperatorKind  # sluice.graph imports this module inside a function only
 
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 
 
 def check(kind: str, config: dict[str, Any], has_apply: bool) -> None:
-    if kind == "timestamps":
+    if kind == OperatorKind.TIMESTAMPS:
         strategy = config.get("strategy")
         if not isinstance(strategy, dict):
             raise ValueError("a timestamps operator needs its watermark strategy ('strategy')")

@@ -26,7 +26,6 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -34,19 +33,13 @@ from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_digest_acl
 
 from sluice.config import ConfigError
+from sluice.states import AclMode
 from sluice.zk.paths import ROOT, ZkPaths
 
 _log = logging.getLogger(__name__)
 
 AUTH_FILE_NAME = "zookeeper-auth"  # in the cluster directory of `sluice cluster start`
 DEFAULT_USER = "sluice"
-
-
-class AclMode(StrEnum):
-    """``high-availability.zookeeper.client.acl``, as Flink names its values."""
-
-    CREATOR = "creator"  # all permissions to the cluster's digest identity only
-    OPEN = "open"  # world-readable and -writable (ZooKeeper's default)
 
 
 class ZooKeeperAuthError(ConfigError):

@@ -21,9 +21,11 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-MEMORY = "memory"
-ROCKSDB = "rocksdb"
-BACKENDS = (MEMORY, ROCKSDB)
+from sluice.states import StateBackend
+
+MEMORY = StateBackend.MEMORY
+ROCKSDB = StateBackend.ROCKSDB
+BACKENDS = tuple(StateBackend)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The import rules of docs/architecture.md, checked against the code.
 
-* The pure cores import no grpc, kazoo or pyspark: each core is imported in a
-  fresh interpreter (one per core, so a failure names the core that pulled the
-  module in, with the import chain from this repository).
+* The pure cores (PURE_CORES of sluice/architecture.py) import no grpc, kazoo
+  or pyspark: each core is imported in a fresh interpreter (one per core, so a
+  failure names the core that pulled the module in, with the import chain from
+  this repository).
 * jobmanager/ and taskmanager/ never import each other, and sluice/ imports
   neither: checked statically with `ast` over every .py file, so imports
   inside functions and under `if TYPE_CHECKING:` count too.
@@ -18,31 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from sluice import architecture
+
 ROOT = Path(__file__).resolve().parents[2]
 
-PURE_CORES = (
-    "jobmanager.checkpoint.coordinator",
-    "jobmanager.checkpoint.shared_registry",
-    "jobmanager.scheduler.slot_pool",
-    "jobmanager.scheduler.execution_graph",
-    "jobmanager.scheduler.restart_strategy",
-    "jobmanager.scheduler.pipelined_regions",
-    "jobmanager.scheduler.taskmanager_losses",
-    "sluice.checkpoints.retained",
-    "taskmanager.slot_table",
-    "taskmanager.barrier_aligner",
-    "jobmanager.reconfiguration.plan",
-    "jobmanager.reconfiguration.protocol",
-    "sluice.checkpoints.rescale",
-    "jobmanager.declarative.translate",
-    "jobmanager.rest.views",
-    "sluice.cli.spark_plan",
-    "jobmanager.connectors.coordinator",
-    "sluice.connectors.enumerators",
-    "taskmanager.operators.malformed_checks",
-    "sluice.key_partitioning",
-)
-EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
+# The one list of pure cores, shared with the docs' table and mypy's strict override.
+PURE_CORES = tuple(architecture.PURE_CORES)
+EDGE_LIBRARIES = architecture.EDGE_LIBRARIES
 
 # Imports whose target is computed at run time cannot be checked statically.
 # The one allowed in sluice/: `sluice jobmanager|taskmanager` (container entry

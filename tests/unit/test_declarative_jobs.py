@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
@@ -389,6 +390,13 @@ def test_the_function_list_is_the_installed_sparks():
     assert spark_functions.SPARK_VERSION == importlib.metadata.version("pyspark")
     assert {"lower", "date_format", "count"} <= spark_functions.FUNCTIONS
     assert spark_functions.AGGREGATES <= spark_functions.FUNCTIONS
+
+
+@pytest.mark.parametrize("name", ["FUNCTIONS", "AGGREGATES", "WINDOW_FUNCTIONS"])
+def test_the_function_lists_are_as_the_generator_writes_them(name):
+    # the generator rewrites each list in place: sorted names, wrapped, nothing else in the block
+    text = Path(spark_functions.__file__).read_text(encoding="utf-8")
+    assert spark_functions._with_names(text, name, sorted(getattr(spark_functions, name))) == text
 
 
 # -- the servicer: exactly one of job and declarative -------------------------------------------
