@@ -6,7 +6,6 @@ checkpoint, and its committed output stays exactly once."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -69,7 +68,7 @@ def test_cluster_start_resumes_a_crashed_cluster_and_its_job(tmp_path):
             arrive(names[10 + 10 * round_ : 20 + 10 * round_])
             started = sluice("cluster", "start", "--dir", cluster.dir, "--taskmanagers", "2", "--slots", "2")
             assert "resuming cluster" in started.stderr, started.stderr
-            cluster.info = _cluster_json(cluster)  # the new processes, for the teardown too
+            cluster.refresh()  # the new processes, for the teardown too
             assert cluster.info["cluster_id"] == first_id
             assert open(cluster.info["tls"]["ca"], "rb").read() == ca  # clients that trust it keep working
             status = wait_for(
@@ -90,11 +89,6 @@ def test_cluster_start_resumes_a_crashed_cluster_and_its_job(tmp_path):
         assert_exactly_once(tmp_path, expected)
     finally:
         cluster.stop()
-
-
-def _cluster_json(cluster: LocalCluster) -> dict:
-    with open(os.path.join(cluster.dir, "cluster.json")) as f:
-        return json.load(f)
 
 
 def _final(tmp_path) -> dict:

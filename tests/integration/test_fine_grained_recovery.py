@@ -34,8 +34,7 @@ def all_slots_free(cluster) -> None:
 
 def kill_taskmanager(cluster, address: str) -> None:
     """kill -9 the TaskManager at `address`, and its Spark JVM after it."""
-    with open(os.path.join(cluster.dir, "cluster.json")) as f:  # the supervisor's restarts are in it
-        cluster.info = json.load(f)
+    cluster.refresh()  # the supervisor's restarts are in cluster.json
     kill_process_tree(next(p["pid"] for p in cluster.info["processes"] if p["address"] == address))
 
 

@@ -13,7 +13,6 @@ output, `python`), so a command block cannot escape this test by having no label
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -21,6 +20,8 @@ import sys
 
 import pytest
 from harness import REPO, LocalCluster
+
+from sluice.cluster_file import ClusterFile
 
 pytestmark = pytest.mark.integration
 
@@ -117,10 +118,8 @@ def test_readme_command_blocks_run_as_written(tmp_path):
 
 def stop_left_over_cluster(cluster_dir: str) -> None:
     """`sluice cluster stop` and kill what survives, if a block left a cluster running."""
-    path = os.path.join(cluster_dir, "cluster.json")
-    if not os.path.exists(path):
+    if not os.path.exists(ClusterFile.path(cluster_dir)):
         return
     cluster = LocalCluster(cluster_dir)
-    with open(path) as f:
-        cluster.info = json.load(f)
+    cluster.refresh()
     cluster.stop()

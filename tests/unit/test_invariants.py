@@ -7,7 +7,7 @@ the source with `ast`:
   an offence, unless it is listed in STRING_COMPARISONS_ALLOWED with the reason it is another
   vocabulary that happens to share a word.
 * cluster.json is read and written only through `ClusterFile` (sluice/cluster_file.py): no
-  other file of the product packages, `bench/` or the integration tests' harness builds its path.
+  other file of the product packages, `bench/` or the integration tests builds its path.
 """
 
 from __future__ import annotations
@@ -169,10 +169,6 @@ def test_code_compares_enum_members_never_string_literals():
 
 # -- cluster.json only through ClusterFile -----------------------------------------------------
 CLUSTER_FILE_HOME = "sluice/cluster_file.py"
-# tests/integration/harness.py still reads and rewrites cluster.json itself; it is switched to
-# ClusterFile in the same issue (issue 32, with the restructuring of tests/integration/), and
-# then leaves this set.
-CLUSTER_FILE_READERS_PENDING = {"tests/integration/harness.py"}
 
 
 def _opens_cluster_json(source: str | ast.Module) -> list[int]:
@@ -198,12 +194,9 @@ def _opens_cluster_json(source: str | ast.Module) -> list[int]:
 
 
 def test_cluster_json_is_read_only_through_cluster_file():
-    files = [*_python_files(*PRODUCT_PACKAGES, "bench"), ROOT / "tests/integration/harness.py"]
+    files = [*_python_files(*PRODUCT_PACKAGES, "bench", "tests/integration")]
     readers = sorted(
-        f"{_rel(p)}:{line}"
-        for p in files
-        if _rel(p) != CLUSTER_FILE_HOME and _rel(p) not in CLUSTER_FILE_READERS_PENDING
-        for line in _opens_cluster_json(_tree(p))
+        f"{_rel(p)}:{line}" for p in files if _rel(p) != CLUSTER_FILE_HOME for line in _opens_cluster_json(_tree(p))
     )
     assert not readers, (
         "cluster.json is read and written only through ClusterFile (sluice/cluster_file.py: "

@@ -161,8 +161,8 @@ def alive(pid: int) -> bool:
 
 def processes(cluster: LocalCluster, role: str) -> list[dict]:
     """cluster.json now (the supervisor rewrites it when it restarts a TaskManager)."""
-    with open(os.path.join(cluster.dir, "cluster.json")) as f:
-        return [p for p in json.load(f)["processes"] if p["role"] == role]
+    cluster.refresh()
+    return [p for p in cluster.info["processes"] if p["role"] == role]
 
 
 def overview(cluster: LocalCluster):

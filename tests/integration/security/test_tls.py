@@ -18,6 +18,7 @@ from harness import EXAMPLES, LocalCluster, assert_update_stream, read_counts, s
 from helpers import wait_until
 
 from sluice import config, rpc
+from sluice.cluster_file import ClusterFile
 from sluice.security.identity import Role
 from sluice.security.tls import create_cluster, issue_from
 from sluice.v1 import (
@@ -202,8 +203,7 @@ def test_insecure_cluster_starts_plaintext_and_warns(tmp_path):
     plain = LocalCluster(str(tmp_path / "plain"), taskmanagers=0, insecure=True)
     try:
         proc = sluice("cluster", "start", "--dir", plain.dir, "--taskmanagers", "0", "--insecure", timeout=300)
-        with open(os.path.join(plain.dir, "cluster.json")) as f:
-            plain.info = json.load(f)
+        plain.refresh()
         assert "PLAINTEXT" in proc.stderr and "--insecure" in proc.stderr
         assert "tls" not in plain.info
         with open(os.path.join(plain.dir, "log", "jobmanager-0.log")) as f:
@@ -212,8 +212,6 @@ def test_insecure_cluster_starts_plaintext_and_warns(tmp_path):
             assert list_jobs(ch) == (grpc.StatusCode.OK, "")
         assert sluice("list", "--cluster-dir", plain.dir).returncode == 0
     finally:
-        path = os.path.join(plain.dir, "cluster.json")
-        if not plain.info and os.path.exists(path):
-            with open(path) as f:
-                plain.info = json.load(f)
+        if not plain.info and os.path.exists(ClusterFile.path(plain.dir)):
+            plain.refresh()
         plain.stop()
