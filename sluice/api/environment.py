@@ -169,8 +169,10 @@ class StreamExecutionEnvironment:
                 raise ValueError(f"from_files: a {format} source built without reading its files needs a schema")
             schema = _infer_file_schema(path, format, checked, suffix, monitored=monitor_interval_ms is not None)
         elif format == "parquet" and schema is not None and self.read_inputs_at_build:
+            from sluice import parquet_schema  # local: pyarrow is heavy for the API import
+
             try:
-                inference.check_parquet_input(path, suffix, schema)
+                parquet_schema.check_parquet_input(path, suffix, schema)
             except inference.SchemaInferenceError as exc:
                 raise ValueError(f"from_files: {exc}") from None
         try:
