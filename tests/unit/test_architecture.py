@@ -41,6 +41,11 @@ PURE_CORES = (
     "sluice.connectors.enumerators",
     "taskmanager.operators.malformed_checks",
     "sluice.key_partitioning",
+    "sluice.kinds.table",
+    "sluice.kinds.redistribution",
+    "sluice.kinds.config_checks",
+    "sluice.kinds.input_checks",
+    "sluice.kinds.output_schemas",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 
