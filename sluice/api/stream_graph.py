@@ -102,9 +102,9 @@ class StreamGraph:
                 continue
             seen.add(current)
             node = self._nodes[current]
-            if node.kind == OperatorKind.TIMESTAMPS:
-                column: str = node.payload["strategy"]["timestamp_column"]
-                return column
+            assigner = descriptor(node.kind).event_time_column  # assign_timestamps_and_watermarks
+            if assigner is not None:
+                return assigner(node.payload)
             todo += self.upstream(current)
         return None
 

@@ -89,6 +89,7 @@ class OperatorDescriptor:
     routing_key: Callable[[Payload], tuple[str, ...] | None] | None = None  # the key a hash edge into it uses
     default_parallelism: int | None = None  # without set_parallelism (None: the job's)
     state_ttl: bool = False  # takes the job's default state TTL (state.ttl) when it sets none
+    event_time_column: Callable[[Payload], str | None] | None = None  # assigns event time from this column
 
 
 def _monitored(p: Payload) -> str | None:
@@ -101,6 +102,11 @@ def _endless(p: Payload) -> str | None:
 
 def _unbounded_connector(p: Payload) -> str | None:
     return "its connector Source is unbounded" if not p.get("bounded") else None
+
+
+def _strategy_column(p: Payload) -> str | None:
+    column: str | None = p["strategy"]["timestamp_column"]
+    return column
 
 
 def _sqlite_key(p: Payload) -> tuple[str, ...] | None:
@@ -176,6 +182,7 @@ DESCRIPTORS: dict[OperatorKind, OperatorDescriptor] = {
             out.same_as_input,
             moves.event_time,
             check_columns=(ins.timestamp_column,),
+            event_time_column=_strategy_column,
         ),
         OperatorDescriptor(
             K.WINDOW,

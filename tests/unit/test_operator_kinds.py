@@ -95,7 +95,12 @@ def test_the_roles_partition_the_kinds_and_graph_groups_read_them():
 
 
 # The modules that read the table instead of branching on kinds.
-READERS = ("sluice/graph.py", "sluice/checkpoints/rescale.py", "sluice/key_partitioning.py")
+READERS = (
+    "sluice/graph.py",
+    "sluice/checkpoints/rescale.py",
+    "sluice/key_partitioning.py",
+    "sluice/api/stream_graph.py",
+)
 
 
 @pytest.mark.parametrize("path", READERS)
