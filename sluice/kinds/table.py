@@ -115,6 +115,7 @@ def _sqlite_key(p: Payload) -> tuple[str, ...] | None:
 
 
 K, R = OperatorKind, Role
+BODY = frozenset({"body"})  # a PySpark function DataFrame -> DataFrame, cloudpickled
 DESCRIPTORS: dict[OperatorKind, OperatorDescriptor] = {
     d.kind: d
     for d in (
@@ -127,7 +128,7 @@ DESCRIPTORS: dict[OperatorKind, OperatorDescriptor] = {
             cfg.check_generator,
             out.unknown,
             moves.generator_source,
-            code=frozenset({"body"}),
+            code=BODY,
             body=True,
             unbounded=_endless,
         ),
@@ -140,11 +141,11 @@ DESCRIPTORS: dict[OperatorKind, OperatorDescriptor] = {
             code=frozenset({"rows"}),  # rows that are not JSON (dates, bytes, ...)
             default_parallelism=1,
         ),
-        OperatorDescriptor(K.MAP, R.OPERATOR, cfg.no_config, out.unknown, moves.refuse, frozenset({"body"}), True),
+        OperatorDescriptor(K.MAP, R.OPERATOR, cfg.no_config, out.unknown, moves.refuse, code=BODY, body=True),
         OperatorDescriptor(  # or a SQL condition string in config
-            K.FILTER, R.OPERATOR, cfg.no_config, out.same_as_input, moves.refuse, frozenset({"body"}), True
+            K.FILTER, R.OPERATOR, cfg.no_config, out.same_as_input, moves.refuse, code=BODY, body=True
         ),
-        OperatorDescriptor(K.FLAT_MAP, R.OPERATOR, cfg.no_config, out.unknown, moves.refuse, frozenset({"body"}), True),
+        OperatorDescriptor(K.FLAT_MAP, R.OPERATOR, cfg.no_config, out.unknown, moves.refuse, code=BODY, body=True),
         OperatorDescriptor(K.SELECT, R.OPERATOR, cfg.check_select, out.select, moves.refuse),
         OperatorDescriptor(
             K.AGGREGATE,
