@@ -50,6 +50,13 @@ PURE_CORES: dict[str, str] = {
     "sluice.key_partitioning": "which edges stay keyed; the validator's rule for keyed sinks",
     "taskmanager.slot_table": "a TaskManager's own view of its slots",
     "taskmanager.barrier_aligner": "barrier alignment of a task with several inputs",
+    "sluice.kinds.table": "one descriptor per operator kind: role, keyed, code, checks, schema, rescale rule",
+    "sluice.kinds.redistribution": "how each kind's inline state redistributes on a rescale",
+    "sluice.kinds.config_checks": "each kind's config checks, naming the field",
+    "sluice.kinds.input_checks": "each kind's input-shape and column checks",
+    "sluice.kinds.output_schemas": "each kind's output columns",
+    "sluice.api.stream_graph": "the job API's graph builder: operators, edges, schemas, the job graph",
+    "sluice.api.arguments": "argument checks shared by the job API's modules",
     "taskmanager.operators.malformed_checks": "what makes a CSV or JSON row malformed beyond Spark's parser",
 }
 

@@ -30,9 +30,11 @@ from typing import Any, cast
 
 from sluice import graph, states
 from sluice.graph import OperatorKind, Partitioning
+from sluice.kinds.table import descriptor
 from sluice.v1 import common_pb2
 
-KEYED_SINKS = (OperatorKind.SINK_SQLITE, OperatorKind.SINK_FILE)  # need each key's rows in one subtask
+# the sinks that need each key's rows in one subtask (`keyed_sink` in their descriptors)
+KEYED_SINKS = tuple(k for k in OperatorKind if descriptor(k).keyed_sink)
 
 Keys = tuple[str, ...]
 
@@ -167,10 +169,9 @@ def _rekey(
 ) -> Keys | None:
     """The columns to hash `edge` (into `target`) on so that it stays keyed, or None when none is
     known to work."""
-    if graph.kind_of(target) == OperatorKind.SINK_SQLITE:
-        sink_key = graph.operator_config(target).get("key") or []
-        if sink_key:
-            return tuple([sink_key] if isinstance(sink_key, str) else sink_key)
+    routing_key = descriptor(graph.kind_of(target)).routing_key  # a SQLite sink's own key
+    if routing_key is not None and (key := routing_key(graph.operator_config(target))):
+        return key
     schema = _edge_schema(carried, edge, ins)
     if schema is not None and all(k in schema for k in keys):
         return keys

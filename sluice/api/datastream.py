@@ -13,27 +13,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sluice import schema as schemas
+from sluice.api.arguments import (
+    SchemaLike,
+    check_aggs,
+    column_name,
+    describe,
+    key_columns,
+    process_payload,
+)
 from sluice.api.connectors import FileSink, SqliteSink
 from sluice.api.joins import IntervalJoinBuilder, JoinBuilder
+from sluice.api.stream_graph import StreamGraph
 from sluice.api.windowing import WindowedStream
 from sluice.connectors.api import Sink
 from sluice.eventtime.watermarks import WatermarkStrategy
 from sluice.eventtime.windows import WindowAssigner
-from sluice.graph import AGGREGATE_FUNCTIONS, OperatorKind, Partitioning
+from sluice.graph import OperatorKind, Partitioning
 
 # A PySpark function DataFrame -> DataFrame (a filter's may return a boolean Column).
 Body = Callable[[Any], Any]
-# An output schema given by the user: a Spark DDL string or a pyspark StructType.
-SchemaLike = Any
 
 UID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-KEY_BY_USAGE = 'key_by() takes column names: key_by("a") or key_by("a", "b") or key_by(["a", "b"])'
-
-if TYPE_CHECKING:
-    from sluice.api.environment import StreamExecutionEnvironment
 
 
 class DataStream:
@@ -42,12 +45,12 @@ class DataStream:
 
     def __init__(
         self,
-        env: StreamExecutionEnvironment,
+        graph: StreamGraph,
         op_id: str,
         partitioning: Partitioning | None = None,
         output_tag: str = "",
     ):
-        self._env = env
+        self._graph = graph  # the job's operators and edges (sluice/api/stream_graph.py)
         self._op_id = op_id
         self._partitioning = partitioning  # of the edges out of this view (None = forward when possible)
         self._output_tag = output_tag  # "": the operator's main output; "late": a window's late data
@@ -79,6 +82,8 @@ class DataStream:
     def join(self, other: DataStream) -> JoinBuilder:
         """A windowed join: `.where(cols).equal_to(cols).window(TumblingEventTimeWindows.of(ms))`
         pairs rows with equal keys in the same event-time window (sluice/api/joins.py)."""
+        if not isinstance(other, DataStream):
+            raise TypeError(f"join() takes another stream, got {type(other).__name__}")
         return JoinBuilder(self, other)
 
     # -- event time -----------------------------------------------------------
@@ -126,7 +131,7 @@ class DataStream:
         `refresh_ms` when given; each batch is joined with it in Spark on the `on` columns
         (`how`: "inner" drops rows without a match, "left" keeps them with nulls)."""
         if not callable(table_fn):
-            raise TypeError(f"join_table() takes a function spark -> DataFrame, got {_describe(table_fn)}")
+            raise TypeError(f"join_table() takes a function spark -> DataFrame, got {describe(table_fn)}")
         columns = [on] if isinstance(on, str) else list(on)
         if not columns or not all(isinstance(c, str) and c for c in columns):
             raise TypeError(f"join_table(on=...) takes one or more column names, got {on!r}")
@@ -155,20 +160,20 @@ class DataStream:
 
     def rebalance(self) -> DataStream:
         """Round-robin whole batches to the next operator's subtasks."""
-        return DataStream(self._env, self._op_id, Partitioning.REBALANCE, self._output_tag)
+        return DataStream(self._graph, self._op_id, Partitioning.REBALANCE, self._output_tag)
 
     def broadcast(self) -> DataStream:
         """Every batch to every subtask of the next operator."""
-        return DataStream(self._env, self._op_id, Partitioning.BROADCAST, self._output_tag)
+        return DataStream(self._graph, self._op_id, Partitioning.BROADCAST, self._output_tag)
 
     def union(self, *others: DataStream, name: str | None = None) -> DataStream:
         """Merge streams of the same schema (batches pass through as they are: the columns
         after a union are known when every input's are and their names agree). Each input
         must be another operator's output: a union of a stream with itself is refused."""
         op = self._then(OperatorKind.MAP, {"body": _identity}, name or "union")
-        self._env._operators[op._op_id]["union"] = True
+        self._graph.node(op._op_id).union = True
         for other in others:
-            self._env._connect(other._op_id, op._op_id, partitioning=other._partitioning, output_tag=other._output_tag)
+            self._graph.connect(other._op_id, op._op_id, partitioning=other._partitioning, output_tag=other._output_tag)
         return op
 
     # -- sinks ----------------------------------------------------------------
@@ -182,7 +187,7 @@ class DataStream:
         if isinstance(sink, SqliteSink):
             stream = self._then(OperatorKind.SINK_SQLITE, sink.payload(), name or "sqlite sink")
             # the sink's identity in the database's commit table (taskmanager/operators/sqlite_sink.py)
-            self._env._operators[stream._op_id]["payload"]["sink_id"] = stream._op_id
+            self._graph.node(stream._op_id).payload["sink_id"] = stream._op_id
             return stream
         if isinstance(sink, Sink):  # a connector sink (docs/connectors.md)
             payload = {"sink": sink, "guarantee": str(sink.guarantee)}
@@ -198,7 +203,7 @@ class DataStream:
 
     # -- settings -------------------------------------------------------------
     def set_parallelism(self, parallelism: int) -> DataStream:
-        self._env._set_parallelism(self._op_id, parallelism)
+        self._graph.node(self._op_id).parallelism = parallelism
         return self
 
     def uid(self, uid: str) -> DataStream:
@@ -211,14 +216,11 @@ class DataStream:
             raise ValueError(
                 f"uid must be 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit; got {uid!r}"
             )
-        for op_id, op in self._env._operators.items():
-            if op_id != self._op_id and op.get("uid") == uid:
-                raise ValueError(f"uid {uid!r} is already the uid of operator {op['name']!r}")
-        self._env._operators[self._op_id]["uid"] = uid
+        self._graph.set_uid(self._op_id, uid)
         return self
 
     def name(self, name: str) -> DataStream:
-        self._env._operators[self._op_id]["name"] = name
+        self._graph.node(self._op_id).name = name
         return self
 
     @property
@@ -227,24 +229,25 @@ class DataStream:
         None when they cannot be known before running (after a map without
         `output_schema`); a column of type `unknown` has a known name only. A window's late
         data has the window's input columns."""
-        if self._output_tag:
-            upstream = [e["source"] for e in self._env._edges if e["target"] == self._op_id]
-            return self._env._schemas()[upstream[0]] if upstream else None
-        return self._env._schemas()[self._op_id]
+        return self._graph.schema_of(self._op_id, self._output_tag)
 
     def _then(
         self, kind: OperatorKind, payload: dict[str, Any], name: str | None, keys: Sequence[str] = ()
     ) -> DataStream:
-        op_id = self._env._add(kind, payload, name)
-        self._env._connect(self._op_id, op_id, keys=keys, partitioning=self._partitioning, output_tag=self._output_tag)
-        return DataStream(self._env, op_id)
+        op_id = self._graph.add(kind, payload, name)
+        self._graph.connect(self._op_id, op_id, keys=keys, partitioning=self._partitioning, output_tag=self._output_tag)
+        return DataStream(self._graph, op_id)
+
+    def _output(self, op_id: str, output_tag: str = "") -> DataStream:
+        """The stream operator `op_id` of this stream's job produces (`output_tag`: a side output)."""
+        return DataStream(self._graph, op_id, output_tag=output_tag)
 
     def _declared(self, kind: OperatorKind, body: Body, name: str | None, output_schema: SchemaLike) -> DataStream:
         """A body operator with the columns its user declared (checked before anything is added)."""
         declared = None if output_schema is None else schemas.to_schema(output_schema, f"{kind}(output_schema=...)")
         stream = self._then(kind, {"body": body}, name)
         if declared is not None:
-            self._env._operators[stream._op_id]["schema"] = declared
+            self._graph.node(stream._op_id).schema = declared
         return stream
 
 
@@ -265,21 +268,21 @@ class KeyedStream:
     def sum(self, column: str, name: str | None = None) -> DataStream:
         """Running sum of `column`, in column `name` (default: `column` itself). bigint for
         integer columns, double for floating ones; NULLs are skipped."""
-        return self.aggregate(**{name or _column("sum", column): ("sum", column)})
+        return self.aggregate(**{name or column_name("sum", column): ("sum", column)})
 
     def min(self, column: str, name: str | None = None) -> DataStream:
         """Running minimum of `column`, in column `name` (default: `column`), of its type."""
-        return self.aggregate(**{name or _column("min", column): ("min", column)})
+        return self.aggregate(**{name or column_name("min", column): ("min", column)})
 
     def max(self, column: str, name: str | None = None) -> DataStream:
         """Running maximum of `column`, in column `name` (default: `column`), of its type."""
-        return self.aggregate(**{name or _column("max", column): ("max", column)})
+        return self.aggregate(**{name or column_name("max", column): ("max", column)})
 
     def avg(self, column: str, name: str | None = None) -> DataStream:
         """Running mean of the non-NULL values of `column`, in column `name` (default:
         `column`), a double. Kept as (sum, count) in state and on the wire, so it is
         exact across the shuffle and a restore; NULL until a value arrives."""
-        return self.aggregate(**{name or _column("avg", column): ("avg", column)})
+        return self.aggregate(**{name or column_name("avg", column): ("avg", column)})
 
     def process(
         self,
@@ -299,7 +302,7 @@ class KeyedStream:
             OperatorKind.PROCESS, payload, name or f"process by {', '.join(self.keys)}", keys=self.keys
         )
         if declared is not None:
-            stream._env._operators[stream._op_id]["schema"] = declared
+            stream._graph.node(stream._op_id).schema = declared
         return stream
 
     def connect(self, broadcast: DataStream) -> ConnectedStreams:
@@ -310,7 +313,7 @@ class KeyedStream:
         one of them through an operator of its own (e.g. `select("*")`)."""
         if not isinstance(broadcast, DataStream) or broadcast._partitioning != Partitioning.BROADCAST:
             raise TypeError(
-                f"connect() takes a broadcast stream, e.g. rules.broadcast(); got {_describe(broadcast)}"
+                f"connect() takes a broadcast stream, e.g. rules.broadcast(); got {describe(broadcast)}"
                 if not isinstance(broadcast, DataStream)
                 else "connect() takes a broadcast stream: call .broadcast() on it first"
             )
@@ -320,6 +323,8 @@ class KeyedStream:
         """Join with another keyed stream on event time: `.between(lower_ms, upper_ms)` pairs each
         row of this stream with the other's rows of the same key whose timestamp lies in
         [ts + lower_ms, ts + upper_ms] (sluice/api/joins.py)."""
+        if not isinstance(other, KeyedStream):
+            raise TypeError(f"interval_join() takes another keyed stream: b.key_by(col); got {type(other).__name__}")
         return IntervalJoinBuilder(self, other)
 
     def window(self, assigner: WindowAssigner) -> WindowedStream:
@@ -334,7 +339,7 @@ class KeyedStream:
         `aggregate(views=("count", "*"), total=("sum", "bytes"), mean=("avg", "bytes"))`
         emits the key columns, then `views`, `total`, `mean`. Functions: count, sum, min,
         max, avg (all mergeable, so batches are pre-aggregated before the shuffle)."""
-        checked = _check_aggs(aggs, self.keys)
+        checked = check_aggs(aggs, self.keys)
         payload = {"keys": list(self.keys), "aggs": checked}
         name = f"aggregate by {', '.join(self.keys)}"
         return self._stream._then(OperatorKind.AGGREGATE, payload, name, keys=self.keys)
@@ -363,96 +368,14 @@ class ConnectedStreams:
         payload, declared = process_payload(keys, fn, output_schema, on_timer)
         stream = self._keyed._stream
         payload["left"] = stream._op_id
-        env = stream._env
-        op_id = env._add(OperatorKind.BROADCAST_PROCESS, payload, name or f"broadcast process by {', '.join(keys)}")
-        env._connect(stream._op_id, op_id, keys=keys, output_tag=stream._output_tag)
+        graph = stream._graph
+        op_id = graph.add(OperatorKind.BROADCAST_PROCESS, payload, name or f"broadcast process by {', '.join(keys)}")
+        graph.connect(stream._op_id, op_id, keys=keys, output_tag=stream._output_tag)
         b = self._broadcast
-        env._connect(b._op_id, op_id, partitioning=Partitioning.BROADCAST, output_tag=b._output_tag)
+        graph.connect(b._op_id, op_id, partitioning=Partitioning.BROADCAST, output_tag=b._output_tag)
         if declared is not None:
-            env._operators[op_id]["schema"] = declared
-        return DataStream(env, op_id)
-
-
-def process_payload(
-    keys: Sequence[str], fn: Any, output_schema: SchemaLike, on_timer: Any
-) -> tuple[dict[str, Any], schemas.Schema | None]:
-    """A process function's settings, checked, and its declared output columns."""
-    target = getattr(fn, "process", fn)
-    if not callable(target):
-        raise TypeError(f"process() takes a function (key, rows, ctx) or an object with process(); got {_describe(fn)}")
-    if on_timer is not None and not callable(on_timer):
-        raise TypeError(f"process(on_timer=...) takes a function (key, timestamp, ctx); got {_describe(on_timer)}")
-    declared = None if output_schema is None else schemas.to_schema(output_schema, "process(output_schema=...)")
-    payload: dict[str, Any] = {"keys": list(keys), "process": fn}
-    if on_timer is not None:
-        payload["on_timer"] = on_timer
-    if declared is not None:
-        payload["output_schema"] = declared.ddl()
-    return payload, declared
-
-
-def key_columns(args: Sequence[Any]) -> tuple[str, ...]:
-    """The key columns of `key_by(*args)`; a TypeError or ValueError naming the bad argument."""
-    if len(args) == 1 and isinstance(args[0], (list, tuple)):
-        columns, where = list(args[0]), "key_by([...]): item"
-    else:
-        columns, where = list(args), "key_by(): argument"
-    if not columns:
-        raise TypeError(f"key_by() got no column; {KEY_BY_USAGE}")
-    seen: set[str] = set()
-    for i, c in enumerate(columns, 1):
-        if not isinstance(c, str):
-            raise TypeError(f"{where} {i} is {_describe(c)}, not a column name; {KEY_BY_USAGE}")
-        if not c.strip():
-            raise ValueError(f"{where} {i} is an empty string, not a column name; {KEY_BY_USAGE}")
-        if c in seen:
-            raise ValueError(f"{where} {i}: column {c!r} is given twice; {KEY_BY_USAGE}")
-        seen.add(c)
-    return tuple(columns)
-
-
-def _describe(value: Any) -> str:
-    kind = type(value).__name__
-    if kind == "Column":  # a pyspark Column: key_by takes names, Spark expressions go in select()
-        return f"a pyspark Column ({value!r}; select() it into a named column first)"
-    if isinstance(value, (list, tuple)):
-        return f"a {kind} ({value!r}; pass one list, or names as separate arguments)"
-    if callable(value):
-        return f"a function ({getattr(value, '__name__', kind)}; key selectors are column names)"
-    return f"a {kind} ({value!r})"
-
-
-def _column(fn: str, column: Any) -> str:
-    if not isinstance(column, str) or not column:
-        raise TypeError(f"{fn}() takes a column name (a non-empty string), got {_describe(column)}")
-    return column
-
-
-def _check_aggs(aggs: dict[str, Any], keys: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """`aggregate(**aggs)` checked in the client: (function, column) pairs of known functions,
-    output names that neither repeat a key column nor start with `__` (internal columns)."""
-    if not aggs:
-        raise TypeError('aggregate() needs at least one output, e.g. aggregate(total=("sum", "v"))')
-    out: dict[str, tuple[str, str]] = {}
-    for name, spec in aggs.items():
-        if not (isinstance(spec, (tuple, list)) and len(spec) == 2 and all(isinstance(x, str) for x in spec)):
-            raise TypeError(
-                f"aggregate({name}=...): expected a (function, column) pair such as ('sum', 'v'), got {spec!r}"
-            )
-        fn, column = spec
-        if fn not in AGGREGATE_FUNCTIONS:
-            raise ValueError(f"aggregate({name}=...): unknown function {fn!r}; known: {', '.join(AGGREGATE_FUNCTIONS)}")
-        if not column:
-            raise ValueError(f"aggregate({name}=...): the column is empty (count takes '*')")
-        if name in keys:
-            raise ValueError(
-                f"aggregate({name}=...): {name!r} is also a key column and the output keeps the key columns; "
-                f"name the aggregate otherwise, e.g. {fn}({column!r}, name='{fn}_{column}')"
-            )
-        if name.startswith("__"):
-            raise ValueError(f"aggregate({name}=...): names starting with '__' are reserved for internal columns")
-        out[name] = (fn, column)
-    return out
+            graph.node(op_id).schema = declared
+        return DataStream(graph, op_id)
 
 
 def _identity(df: Any) -> Any:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from sluice import graph, job_options, key_partitioning, states
+from sluice import graph, job_options, states
 from sluice import schema as schemas
 from sluice import schema_inference as inference
-from sluice.api.datastream import DataStream, SchemaLike
+from sluice.api.arguments import SchemaLike
+from sluice.api.datastream import DataStream
+from sluice.api.stream_graph import StreamGraph
 from sluice.connectors.api import Source
-from sluice.graph import OperatorKind, Partitioning
+from sluice.graph import OperatorKind
 from sluice.v1 import common_pb2
 
 # `sluice run` fills these in before it runs the job file.
@@ -35,8 +37,7 @@ class JobExecutionResult:
 
 class StreamExecutionEnvironment:
     def __init__(self) -> None:
-        self._operators: dict[str, dict[str, Any]] = {}
-        self._edges: list[dict[str, Any]] = []
+        self.stream_graph = StreamGraph()  # what the job's API calls recorded (sluice/api/stream_graph.py)
         self._parallelism = int(_context.get("parallelism") or 1)
         self._parallelism_forced = _context.get("parallelism") is not None
         self._max_parallelism = graph.DEFAULT_MAX_PARALLELISM
@@ -169,8 +170,10 @@ class StreamExecutionEnvironment:
                 raise ValueError(f"from_files: a {format} source built without reading its files needs a schema")
             schema = _infer_file_schema(path, format, checked, suffix, monitored=monitor_interval_ms is not None)
         elif format == "parquet" and schema is not None and self.read_inputs_at_build:
+            from sluice import parquet_schema  # local: pyarrow is heavy for the API import
+
             try:
-                inference.check_parquet_input(path, suffix, schema)
+                parquet_schema.check_parquet_input(path, suffix, schema)
             except inference.SchemaInferenceError as exc:
                 raise ValueError(f"from_files: {exc}") from None
         try:
@@ -211,7 +214,7 @@ class StreamExecutionEnvironment:
             OperatorKind.SOURCE_GENERATOR, {"body": body, "count": count, "batch_size": batch_size}, name or "generator"
         )
         if declared is not None:
-            self._operators[stream._op_id]["schema"] = declared
+            self.stream_graph.node(stream._op_id).schema = declared
         return stream
 
     def from_collection(self, rows: Iterable[dict[str, Any]], name: str | None = None) -> DataStream:
@@ -237,126 +240,17 @@ class StreamExecutionEnvironment:
             name or type(source).__name__,
         )
         if source.schema is not None:
-            self._operators[stream._op_id]["schema"] = schemas.to_schema(source.schema, "Source.schema")
+            self.stream_graph.node(stream._op_id).schema = schemas.to_schema(source.schema, "Source.schema")
         return stream
 
     # -- graph ----------------------------------------------------------------
     def _source(self, kind: OperatorKind, payload: dict[str, Any], name: str) -> DataStream:
-        return DataStream(self, self._add(kind, payload, name))
-
-    def _add(self, kind: OperatorKind, payload: dict[str, Any], name: str | None) -> str:
-        op_id = f"{len(self._operators) + 1}-{kind}"
-        self._operators[op_id] = {"kind": kind, "payload": payload, "name": name or kind, "parallelism": None}
-        return op_id
-
-    def _connect(
-        self,
-        source: str,
-        target: str,
-        keys: Sequence[str] = (),
-        partitioning: Partitioning | None = None,
-        output_tag: str = "",
-    ) -> None:
-        self._edges.append(
-            {
-                "source": source,
-                "target": target,
-                "partitioning": Partitioning.HASH if keys else partitioning,
-                "keys": list(keys),
-                "output_tag": output_tag,
-            }
-        )
-
-    def _timestamp_column(self, op_id: str) -> str | None:
-        """The event-time column of the stream `op_id` produces: that of the nearest
-        assign_timestamps_and_watermarks upstream (None: the stream has no event time)."""
-        seen: set[str] = set()
-        todo = [op_id]
-        while todo:
-            current = todo.pop(0)
-            if current in seen:
-                continue
-            seen.add(current)
-            op = self._operators[current]
-            if op["kind"] == OperatorKind.TIMESTAMPS:
-                column: str = op["payload"]["strategy"]["timestamp_column"]
-                return column
-            todo += [e["source"] for e in self._edges if e["target"] == current]
-        return None
-
-    def _schemas(self) -> dict[str, schemas.Schema | None]:
-        """Each operator's output columns, derived from the sources through the operators
-        (rules in sluice/schema.py); None where they cannot be known before running."""
-        inputs: dict[str, list[tuple[str, str]]] = {op_id: [] for op_id in self._operators}
-        for e in self._edges:
-            inputs[e["target"]].append((e["source"], e.get("output_tag", "")))
-        out: dict[str, schemas.Schema | None] = {}
-        into: dict[str, list[schemas.Schema | None]] = {}
-        for op_id, op in self._operators.items():  # ids are added in order: inputs come first
-            # a window's late-data side output carries its input rows as they were
-            into[op_id] = [into[i][0] if tag and into[i] else out[i] for i, tag in inputs[op_id]]
-            out[op_id] = _derive(op, into[op_id])
-        return out
-
-    def _ids(self) -> dict[str, str]:
-        """Each operator's id in the job graph: its uid (DataStream.uid) or its position and kind."""
-        ids = {op_id: op.get("uid") or op_id for op_id, op in self._operators.items()}
-        taken: dict[str, str] = {}
-        for op_id, final in ids.items():
-            if final in taken:
-                raise ValueError(
-                    f"uid {final!r} of operator {self._operators[op_id]['name']!r} is also the id of "
-                    f"operator {self._operators[taken[final]]['name']!r}: give it another uid"
-                )
-            taken[final] = op_id
-        return ids
-
-    def _set_parallelism(self, op_id: str, parallelism: int) -> None:
-        self._operators[op_id]["parallelism"] = parallelism
+        return DataStream(self.stream_graph, self.stream_graph.add(kind, payload, name))
 
     def get_job_graph(self, name: str = "job") -> common_pb2.JobGraph:
         job = common_pb2.JobGraph(name=name, max_parallelism=self._max_parallelism)
         job.config.update(self._config)
-        par = {}
-        derived = self._schemas()
-        ids = self._ids()
-        for op_id, op in self._operators.items():
-            p = op["parallelism"]
-            if p is None:
-                p = 1 if op["kind"] == OperatorKind.SOURCE_COLLECTION else self._parallelism
-            par[op_id] = p
-            payload = op["payload"]
-            if op["kind"] in (OperatorKind.PROCESS, OperatorKind.BROADCAST_PROCESS) and "state_ttl_ms" not in payload:
-                ttl = job_options.STATE_TTL.read(self._config)  # the job's default for states without ttl_ms
-                payload = {**payload, **({"state_ttl_ms": round(ttl * 1000)} if ttl is not None else {})}
-            # settings that name another operator name it by its final id
-            payload = {k: ids[v] if k in ("left", "sink_id") and v in ids else v for k, v in payload.items()}
-            config, code = graph.encode_operator(payload)  # plain settings as JSON, bodies pickled apart
-            job.operators.add(
-                id=ids[op_id],
-                name=op["name"],
-                kind=states.to_proto(op["kind"]),
-                parallelism=p,
-                config=config,
-                code=code,
-                output_schema=s.ddl() if (s := derived[op_id]) is not None else "",
-            )
-        defaults = []  # edges whose partitioning the job did not choose
-        for e in self._edges:
-            if e["partitioning"] is None:
-                defaults.append(len(job.edges))
-            partitioning = e["partitioning"] or Partitioning.FORWARD  # keep_keyed settles uneven ones
-            job.edges.add(
-                source=ids[e["source"]],
-                target=ids[e["target"]],
-                partitioning=states.to_proto(partitioning),
-                keys=e["keys"],
-                output_tag=e.get("output_tag", ""),
-            )
-        # between operators of different parallelism a default edge is a rebalance, or a hash
-        # edge out of an operator partitioned by key (sluice/key_partitioning.py)
-        key_partitioning.keep_keyed(job, candidates=defaults)
-        return job
+        return self.stream_graph.job_graph(job, self._parallelism)
 
     # -- submission -----------------------------------------------------------
     def execute(self, job_name: str = "job") -> JobExecutionResult:
@@ -438,45 +332,6 @@ def _parsed_rows(df: Any, corrupt: str) -> Any:
 
     parsed = df.filter(F.col(schemas.quote(corrupt)).isNull())
     return parsed.drop(*(c for c in df.columns if c.startswith(inference.INTERNAL_PREFIX)))
-
-
-def _derive(op: dict[str, Any], inputs: list[schemas.Schema | None]) -> schemas.Schema | None:
-    """One operator's output columns from its inputs' (see sluice/schema.py)."""
-    kind, payload = op["kind"], op["payload"]
-    if op.get("schema") is not None:  # declared: from_generator(schema=...), map(output_schema=...)
-        declared: schemas.Schema = op["schema"]
-        return declared
-    if kind == OperatorKind.SOURCE_FILES:
-        if payload.get("format") == "text":
-            return schemas.of(("value", "string"))
-        return schemas.parse_or_none(payload.get("schema"))
-    if kind == OperatorKind.SOURCE_COLLECTION:
-        return schemas.from_rows(payload.get("rows") or [])
-    if op.get("union"):
-        return schemas.union(inputs)
-    if kind == OperatorKind.FILTER:
-        return inputs[0] if len(inputs) == 1 else None
-    if kind == OperatorKind.SELECT:
-        return schemas.select(inputs[0] if len(inputs) == 1 else None, payload.get("columns") or [])
-    if kind == OperatorKind.AGGREGATE:
-        return schemas.aggregate(inputs[0] if len(inputs) == 1 else None, payload["keys"], payload["aggs"])
-    if kind == OperatorKind.TIMESTAMPS:
-        return inputs[0] if len(inputs) == 1 else None
-    if kind in (OperatorKind.INTERVAL_JOIN, OperatorKind.WINDOW_JOIN):
-        from sluice.api.joins import join_schema
-
-        return join_schema(
-            inputs,
-            payload["keys"],
-            payload["right_suffix"],
-            payload.get("right_keys"),
-            windowed=kind == OperatorKind.WINDOW_JOIN,
-        )
-    if kind == OperatorKind.WINDOW:
-        from sluice.api.windowing import window_schema
-
-        return window_schema(inputs, payload["keys"], payload.get("aggs"))
-    return None  # generator and map/flat_map bodies without a declared schema; sinks
 
 
 def _infer_file_schema(

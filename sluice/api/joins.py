@@ -14,18 +14,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice import schema as schemas
+from sluice.api.arguments import key_columns
 from sluice.graph import OperatorKind
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: sluice/api/datastream.py builds on this module
     from sluice.api.datastream import DataStream, KeyedStream
 
 
 class IntervalJoinBuilder:
-    def __init__(self, left: KeyedStream, right: KeyedStream):
-        from sluice.api.datastream import KeyedStream
+    """`a.key_by(k).interval_join(b.key_by(k))` (KeyedStream.interval_join checks that `right` is keyed)."""
 
-        if not isinstance(right, KeyedStream):
-            raise TypeError(f"interval_join() takes another keyed stream: b.key_by(col); got {type(right).__name__}")
+    def __init__(self, left: KeyedStream, right: KeyedStream):
         if tuple(left.keys) != tuple(right.keys):
             raise ValueError(
                 f"interval_join(): both sides must be keyed by the same column names, got {list(left.keys)} and "
@@ -33,8 +32,8 @@ class IntervalJoinBuilder:
             )
         if left._stream._op_id == right._stream._op_id:
             raise ValueError("interval_join() of a stream with itself: map() one side first")
-        env = left._stream._env
-        timestamps = [env._timestamp_column(s._stream._op_id) for s in (left, right)]
+        graph = left._stream._graph
+        timestamps = [graph.timestamp_column(s._stream._op_id) for s in (left, right)]
         for side, column in zip(("left", "right"), timestamps, strict=True):
             if column is None:
                 raise ValueError(
@@ -48,8 +47,6 @@ class IntervalJoinBuilder:
     ) -> DataStream:
         """Pairs whose right timestamp lies in [left ts + lower_ms, left ts + upper_ms] (ms,
         bounds included; negative bounds look back)."""
-        from sluice.api.datastream import DataStream
-
         for what, bound in (("lower_ms", lower_ms), ("upper_ms", upper_ms)):
             if isinstance(bound, bool) or not isinstance(bound, int):
                 raise TypeError(f"between(): {what} must be a whole number of ms, got {bound!r}")
@@ -58,7 +55,7 @@ class IntervalJoinBuilder:
         if not isinstance(right_suffix, str) or not right_suffix:
             raise ValueError(f"between(): right_suffix must be a non-empty string, got {right_suffix!r}")
         left, right = self._left._stream, self._right._stream
-        env = left._env
+        graph = left._graph
         keys = list(self._left.keys)
         payload: dict[str, Any] = {
             "keys": keys,
@@ -69,32 +66,10 @@ class IntervalJoinBuilder:
             "left": left._op_id,
             "right_suffix": right_suffix,
         }
-        op_id = env._add(OperatorKind.INTERVAL_JOIN, payload, name or f"interval join by {', '.join(keys)}")
-        env._connect(left._op_id, op_id, keys=keys, output_tag=left._output_tag)
-        env._connect(right._op_id, op_id, keys=keys, output_tag=right._output_tag)
-        return DataStream(env, op_id)
-
-
-def join_schema(
-    inputs: list[schemas.Schema | None],
-    keys: list[str],
-    suffix: str,
-    right_keys: list[str] | None = None,
-    windowed: bool = False,
-) -> schemas.Schema | None:
-    """A join's output columns, when both inputs' are known."""
-    left, right = (inputs + [None, None])[:2] if len(inputs) <= 2 else (None, None)
-    if left is None or right is None:
-        return None
-    fields = [f for f in left.fields if f.name in keys]
-    if windowed:
-        fields += list(schemas.of(("window_start", "bigint"), ("window_end", "bigint")).fields)
-    fields += [f for f in left.fields if f.name not in keys]
-    names = set(left.names)
-    for f in right.fields:
-        if f.name not in (right_keys or keys):
-            fields.append(schemas.Field(f.name + suffix if f.name in names else f.name, f.type))
-    return schemas.Schema(tuple(fields))
+        op_id = graph.add(OperatorKind.INTERVAL_JOIN, payload, name or f"interval join by {', '.join(keys)}")
+        graph.connect(left._op_id, op_id, keys=keys, output_tag=left._output_tag)
+        graph.connect(right._op_id, op_id, keys=keys, output_tag=right._output_tag)
+        return left._output(op_id)
 
 
 class JoinBuilder:
@@ -105,10 +80,6 @@ class JoinBuilder:
     `right_suffix`). The `where` and `equal_to` columns must have the same types."""
 
     def __init__(self, left: DataStream, right: DataStream):
-        from sluice.api.datastream import DataStream
-
-        if not isinstance(right, DataStream):
-            raise TypeError(f"join() takes another stream, got {type(right).__name__}")
         if left._op_id == right._op_id and left._output_tag == right._output_tag:
             raise ValueError("join() of a stream with itself: map() one side first")
         self._left, self._right = left, right
@@ -116,14 +87,10 @@ class JoinBuilder:
         self._equal_to: tuple[str, ...] | None = None
 
     def where(self, *columns: str) -> JoinBuilder:
-        from sluice.api.datastream import key_columns
-
         self._where = key_columns(columns)
         return self
 
     def equal_to(self, *columns: str) -> JoinBuilder:
-        from sluice.api.datastream import key_columns
-
         if self._where is None:
             raise ValueError("join(...): call where(left columns) before equal_to(right columns)")
         self._equal_to = key_columns(columns)
@@ -134,7 +101,6 @@ class JoinBuilder:
         return self
 
     def window(self, assigner: Any, right_suffix: str = "_right", name: str | None = None) -> DataStream:
-        from sluice.api.datastream import DataStream
         from sluice.eventtime.windows import PaneWindows
 
         if self._where is None or self._equal_to is None:
@@ -144,15 +110,15 @@ class JoinBuilder:
                 "join(...).window() takes TumblingEventTimeWindows.of(ms) or SlidingEventTimeWindows.of(size, slide)"
             )
         left, right = self._left, self._right
-        env = left._env
-        timestamps = [env._timestamp_column(s._op_id) for s in (left, right)]
+        graph = left._graph
+        timestamps = [graph.timestamp_column(s._op_id) for s in (left, right)]
         for side, column in zip(("left", "right"), timestamps, strict=True):
             if column is None:
                 raise ValueError(
                     f"join(...).window(): the {side} stream has no event time; call "
                     "assign_timestamps_and_watermarks(...) on it first"
                 )
-        schemas_ = env._schemas()
+        schemas_ = graph.output_schemas()
         ls, rs = schemas_[left._op_id], schemas_[right._op_id]
         for lk, rk in zip(self._where, self._equal_to, strict=True):
             lt = ls.type_of(lk) if ls is not None else None
@@ -171,7 +137,7 @@ class JoinBuilder:
             "left": left._op_id,
             "right_suffix": right_suffix,
         }
-        op_id = env._add(OperatorKind.WINDOW_JOIN, payload, name or f"window join by {', '.join(keys)}")
-        env._connect(left._op_id, op_id, keys=keys, output_tag=left._output_tag)
-        env._connect(right._op_id, op_id, keys=right_keys, output_tag=right._output_tag)
-        return DataStream(env, op_id)
+        op_id = graph.add(OperatorKind.WINDOW_JOIN, payload, name or f"window join by {', '.join(keys)}")
+        graph.connect(left._op_id, op_id, keys=keys, output_tag=left._output_tag)
+        graph.connect(right._op_id, op_id, keys=right_keys, output_tag=right._output_tag)
+        return left._output(op_id)

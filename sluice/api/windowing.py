@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice import schema as schemas
+from sluice.api.arguments import check_aggs
 from sluice.eventtime.windows import (
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
@@ -25,7 +26,7 @@ from sluice.eventtime.windows import (
 )
 from sluice.graph import LATE_OUTPUT, OperatorKind
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: sluice/api/datastream.py builds on this module
     from sluice.api.datastream import DataStream, KeyedStream
 
 ASSIGNER_TYPES = (
@@ -34,7 +35,6 @@ ASSIGNER_TYPES = (
     EventTimeSessionWindows,
     TumblingProcessingTimeWindows,
 )
-WINDOW_COLUMNS = (("window_start", "bigint"), ("window_end", "bigint"))
 
 
 class WindowedStream:
@@ -49,8 +49,7 @@ class WindowedStream:
                 f"got {type(assigner).__name__}"
             )
         stream = keyed._stream
-        env = stream._env
-        column = env._timestamp_column(stream._op_id)
+        column = stream._graph.timestamp_column(stream._op_id)
         if column is None and not assigner.processing_time:
             raise ValueError(
                 "an event-time window needs timestamps and watermarks: call "
@@ -71,8 +70,7 @@ class WindowedStream:
 
     @property
     def _payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = self._out._env._operators[self._out._op_id]["payload"]
-        return payload
+        return self._out._graph.node(self._out._op_id).payload
 
     def allowed_lateness(self, lateness_ms: int) -> WindowedStream:
         """Keep each window `lateness_ms` after it fired: a late record within that updates the
@@ -85,10 +83,8 @@ class WindowedStream:
     def side_output_late_data(self) -> DataStream:
         """The records that came after their windows' allowed lateness, as they were (instead
         of dropping and counting them): a stream to sink or process like any other."""
-        from sluice.api.datastream import DataStream
-
         self._payload["late_output"] = True
-        return DataStream(self._out._env, self._out._op_id, output_tag=LATE_OUTPUT)
+        return self._out._output(self._out._op_id, output_tag=LATE_OUTPUT)
 
     # -- what the window computes ------------------------------------------------------------
     def count(self, name: str = "count") -> DataStream:
@@ -109,9 +105,7 @@ class WindowedStream:
     def aggregate(self, **aggs: tuple[str, str]) -> DataStream:
         """Aggregates per key and window, as KeyedStream.aggregate: folded incrementally (per
         pane, pre-aggregated before the shuffle), emitted when the window fires."""
-        from sluice.api.datastream import _check_aggs
-
-        checked = _check_aggs(aggs, self.keys)
+        checked = check_aggs(aggs, self.keys)
         for out in checked:
             if out in ("window_start", "window_end"):
                 raise ValueError(f"aggregate({out}=...): {out!r} is the window's own column; name it otherwise")
@@ -130,22 +124,10 @@ class WindowedStream:
         self._payload["apply"] = fn
         if output_schema is not None:
             declared = schemas.to_schema(output_schema, "apply(output_schema=...)")
-            self._out._env._operators[self._out._op_id]["schema"] = declared
+            self._out._graph.node(self._out._op_id).schema = declared
         return self._out
 
     def _define(self) -> None:
         if self._defined:
             raise ValueError("this window already has its aggregates or apply(); call window(...) again for another")
         self._defined = True
-
-
-def window_schema(
-    inputs: list[schemas.Schema | None], keys: list[str], aggs: dict[str, tuple[str, str]] | None
-) -> schemas.Schema | None:
-    """A window's output columns: the keys, window_start, window_end, then the aggregates."""
-    if not aggs:
-        return None
-    agg = schemas.aggregate(inputs[0] if len(inputs) == 1 else None, keys, aggs)
-    fields = list(agg.fields)
-    window = schemas.of(*WINDOW_COLUMNS).fields
-    return schemas.Schema((*fields[: len(keys)], *window, *fields[len(keys) :]))

@@ -6,8 +6,8 @@ each batch down the chain with `process`, calls `end_input` at the end of its
 input, and drives checkpoints with `snapshot`, `restore` and
 `notify_checkpoint_complete`; `abort` when it fails or is cancelled. A new
 operator subclasses `Operator`, overrides what it needs and registers its
-kinds in taskmanager/operators/registry.py (with the kind in sluice/graph.py
-and the job API); task.py does not change.
+kinds in taskmanager/operators/registry.py (with the kind and its descriptor in
+sluice/kinds/table.py, and the job API); task.py does not change.
 
 State: `snapshot` returns an `OperatorSnapshot`. Small state (`inline`, a
 JSON-able dict) travels in the task's state handle; keyed state (`keyed`, an

@@ -1,20 +1,23 @@
 """The operators a chain may hold, by kind (sources: `make_source` in sources.py).
 
 To add an operator: implement `Operator` (taskmanager/operators/base.py), add
-its kind to `OperatorKind` and the job graph's validation (sluice/graph.py)
-and a method to the job API (sluice/api/), and map the kind here.
+its kind to `OperatorKind` with its descriptor (sluice/kinds/table.py) and a
+method to the job API (sluice/api/), and map the kind here;
+tests/unit/test_operator_kinds.py checks every kind has its class.
 """
 
 from __future__ import annotations
 
 from sluice.graph import OperatorKind
 from taskmanager.connectors.sink import ConnectorSink
-from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload
+from taskmanager.connectors.source import ConnectorSource
+from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload, Source
 from taskmanager.operators.broadcast_process import BroadcastProcess
 from taskmanager.operators.interval_join import IntervalJoin
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.keyed_process import KeyedProcess
 from taskmanager.operators.sinks import FileSinkWriter, PrintSink
+from taskmanager.operators.sources import SOURCES
 from taskmanager.operators.sqlite_sink import SqliteSinkWriter
 from taskmanager.operators.table_join import TableJoin
 from taskmanager.operators.timestamps import TimestampAssigner
@@ -54,3 +57,15 @@ def combiner_for(kind: OperatorKind, payload: Payload) -> Combiner | None:
     """What a producer may pre-aggregate before a hash exchange into an operator of `kind`."""
     cls = OPERATORS.get(kind)
     return cls.combiner_for(payload) if cls is not None else None
+
+
+def runtime_class(kind: OperatorKind) -> type[Operator] | type[Source] | None:
+    """The class a TaskManager runs an operator of `kind` with: an `Operator` in a chain, or the
+    `Source` heading one (a connector source's is built by the task, which gives it the
+    split requests: taskmanager/task.py). None for a kind this TaskManager cannot run."""
+    if kind == OperatorKind.SOURCE_CONNECTOR:
+        return ConnectorSource
+    source = SOURCES.get(kind)
+    if isinstance(source, type) and issubclass(source, Source):
+        return source
+    return OPERATORS.get(kind)

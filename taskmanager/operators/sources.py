@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from sluice import parquet_schema, schema_inference
 from sluice import schema as schemas
-from sluice import schema_inference
 from sluice.checkpoints.rescale import generator_streams, items_read
 from sluice.graph import OperatorKind
 from sluice.storage import list_files, list_files_with_mtime, resolve
@@ -306,9 +306,9 @@ class FileSource(Source):
         fs, _ = resolve(self.path)
         for path in paths:
             try:
-                found = schema_inference.parquet_schema(fs, path)
-                schema_inference.check_parquet_schema(self.schema, found, path)
-            except schema_inference.ParquetSchemaError as exc:
+                found = parquet_schema.parquet_schema(fs, path)
+                parquet_schema.check_parquet_schema(self.schema, found, path)
+            except parquet_schema.ParquetSchemaError as exc:
                 raise RuntimeError(f"{schema_inference.PARQUET_FAILURE}: {exc}") from None
 
     def _plan(self) -> _ReadPlan:

@@ -195,3 +195,51 @@ def test_sluice_loads_modules_by_computed_name_only_where_allowed():
         "use a plain import, or, if it loads neither jobmanager nor taskmanager, "
         "add the file to DYNAMIC_IMPORT_SITES"
     )
+
+
+def _runtime_imports(source: str) -> list[str]:
+    """The modules `source` imports when it runs (at module level or inside functions), leaving
+    out those under `if TYPE_CHECKING:`, which are for annotations only."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.extend([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)])
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def test_the_job_api_modules_import_each_other_without_a_cycle():
+    """sluice/api/: the environment builds on the streams, the streams on joins and windowing,
+    all of them on the stream graph (sluice/api/stream_graph.py) and the argument checks; no
+    module imports one that imports it back, not even inside a function."""
+    api = sorted((ROOT / "sluice" / "api").glob("*.py"))
+    modules = {_module_name(path): path for path in api if path.name != "__init__.py"}
+    edges: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        imported = _runtime_imports(path.read_text())
+        edges[module] = {name for name in imported if name in modules and name != module}
+    assert len(modules) > 4 and any(edges.values()), "the scan found no job API modules or imports"
+    done: set[str] = set()
+
+    def walk(module: str, trail: list[str]) -> None:
+        if module in trail:
+            cycle = " -> ".join([*trail[trail.index(module) :], module])
+            pytest.fail(f"the job API modules import each other in a circle: {cycle}")
+        if module in done:
+            return
+        for target in sorted(edges[module]):
+            walk(target, [*trail, module])
+        done.add(module)
+
+    for module in sorted(modules):
+        walk(module, [])

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sluice import graph
-from sluice import schema_inference as inference
+from sluice import parquet_schema as parquet
 from sluice.api import FileSink, StreamExecutionEnvironment
 from sluice.cli.main import main
 from sluice.graph import OperatorKind
@@ -311,18 +311,16 @@ def test_parquet_refuses_malformed_row_policies_and_csv_json_options(tmp_path):
     ],
 )
 def test_parquet_column_types_map_to_what_spark_reads(arrow, ddl):
-    assert inference.parquet_ddl(arrow) == ddl
+    assert parquet.parquet_ddl(arrow) == ddl
 
 
 def test_the_footer_check_names_the_file_and_skips_ddl_it_does_not_model(tmp_path):
     write_parquet(tmp_path / "a.parquet", pa.table({"a": [1]}))
-    found = inference.parquet_schema(pafs.LocalFileSystem(), str(tmp_path / "a.parquet"))
-    inference.check_parquet_schema("a bigint", found, "f.parquet")
-    with pytest.raises(inference.ParquetSchemaError, match=r"f\.parquet has no column 'b'"):
-        inference.check_parquet_schema("b string", found, "f.parquet")
-    inference.check_parquet_schema(
-        "a BIGINT NOT NULL COMMENT 'x' DEFAULT", found, "f.parquet"
-    )  # unparsed: Spark checks
+    found = parquet.parquet_schema(pafs.LocalFileSystem(), str(tmp_path / "a.parquet"))
+    parquet.check_parquet_schema("a bigint", found, "f.parquet")
+    with pytest.raises(parquet.ParquetSchemaError, match=r"f\.parquet has no column 'b'"):
+        parquet.check_parquet_schema("b string", found, "f.parquet")
+    parquet.check_parquet_schema("a BIGINT NOT NULL COMMENT 'x' DEFAULT", found, "f.parquet")  # unparsed: Spark checks
 
 
 def test_json_lines_built_by_column_read_back_as_the_rows_were(tmp_path):

@@ -683,7 +683,7 @@ def test_bad_declared_schemas_are_refused_in_the_client():
         env.from_generator(gen).map(upper, output_schema="n lng")
     with pytest.raises(TypeError, match=r"from_generator\(schema=...\): a schema is a DDL string"):
         env.from_generator(gen, schema=["n long"])
-    assert list(env._operators) == ["1-source_generator"]  # nothing half-added
+    assert env.stream_graph.operator_ids() == ["1-source_generator"]  # nothing half-added
 
 
 def rejected(env) -> str:
