@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from sluice import graph
 from sluice.checkpoints.storage import CheckpointStorage
+from sluice.metrics import counters as task_counters
 from sluice.v1 import common_pb2, taskmanager_pb2
 from taskmanager.network.blocking_partition import BlockingResultPartition
 from taskmanager.network.partition import Partition, PartitionManager, ResultPartition
@@ -66,6 +67,7 @@ class OperatorChain:
         self.side_writers: list[RecordWriter] = []  # a window's late-data side output
         self.channel_side: list[int] | None = None  # a two-input head: each input channel's side (0 left, 1 right)
         self.sink_rows = 0
+        self.counted = common_pb2.TaskCounters()  # what operators count into themselves (OperatorContext.counters)
         self.ended = False  # the input ended and the outputs were told
 
     @property
@@ -116,6 +118,7 @@ class OperatorChain:
             state_backend=StateBackendConfig.for_task(
                 tdd.job.config, lambda: self.partitions.local_dir, tdd.execution_id, op_id
             ),
+            counters=self.counted,
         )
 
     def writer(self, out: Any, specs: dict[str, Any]) -> RecordWriter:
@@ -234,6 +237,7 @@ class OperatorChain:
         """records_out: the rows the chain produced (counted before any pre-aggregation for the
         next tasks; every output gets the same rows, so the first one's count is the chain's), or
         the sink's input for a sink chain; the rest as each part counted it."""
+        task_counters.add(counters, self.counted)
         counters.records_out += (self.writers[0].records_produced if self.writers else 0) + self.sink_rows
         if self.source is not None:
             self.source.add_counters(counters)

@@ -62,6 +62,9 @@ class OperatorContext:
     batch: bool = False
     # where keyed state lives (taskmanager/state/backend.py StateBackendConfig; None: memory)
     state_backend: Any = None
+    # the task's counters an operator counts into (`ctx.counters.<field> += n`, on the task thread;
+    # proto/sluice/v1/common.proto TaskCounters): a new counter is a field there and that increment
+    counters: TaskCounters | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +147,8 @@ class Operator(abc.ABC):
         materialize a batch), and where late rows go (None: the job does not read them)."""
 
     def add_counters(self, counters: TaskCounters) -> None:  # noqa: B027 — optional hook
-        """Add what this operator counted to its task's counters (proto/sluice/v1/common.proto)."""
+        """Add what this operator keeps count of itself (e.g. in its checkpointed state) to its
+        task's counters (proto/sluice/v1/common.proto); a plain count goes into `ctx.counters`."""
 
     def after_batch(self, observed: int | None, now_ms: int) -> list[WatermarkAction]:  # noqa: ARG002 — for generates_watermarks
         """A batch went through the chain (`observed`: the largest timestamp its outputs saw):
