@@ -20,7 +20,7 @@ import time
 import numpy as np
 import psutil
 
-from sluice.cli.main import format_size
+from sluice.cli.status import format_size
 
 # TaskManager log lines the benchmarks read (their formats: taskmanager/task.py's SOURCE_BATCH_LOG and
 # SOURCE_SNAPSHOT_LOG, and the file sink's commit line)

@@ -294,7 +294,7 @@ class Round:
             info = self.cluster.raw(job)
         except Exception:  # noqa: BLE001 — a status that failed is a missing sample
             return None
-        tasks = [(t.operator, t.subtask, task_state(t), t.taskmanager, t.records_out) for t in info.tasks]
+        tasks = [(t.operator, t.subtask, task_state(t), t.taskmanager, t.counters.records_out) for t in info.tasks]
         self.samples.append((time.monotonic(), job, job_state(info), tasks))
         return info
 

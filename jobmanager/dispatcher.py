@@ -430,7 +430,7 @@ class Dispatcher:
         execution_id: str,
         state: ExecutionState,
         error: str,
-        records: tuple[Any, ...] = (0, 0, 0, 0),  # a TaskRecords: in, out, sent, malformed, ...
+        records: TaskRecords = TaskRecords(),  # noqa: B008 — an immutable tuple: no reports yet
         end_of_input: bool = False,
         failure_cause: FailureCause | None = None,
         unreachable_peer: str = "",

@@ -126,17 +126,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class TaskRecords(NamedTuple):
-    """A task's record counters as its TaskManager last reported them (heartbeats and task
-    states); `TaskStatus` in proto/sluice/v1/common.proto says what each counts."""
+NO_COUNTERS = common_pb2.TaskCounters()  # a task not heard from yet
 
-    records_in: int = 0
-    records_out: int = 0  # rows the task's chain produced (a source: rows read), before pre-aggregation
-    records_sent: int = 0  # rows sent to the next tasks, after pre-aggregation
-    records_malformed: int = 0  # input rows the source could not parse
-    records_dropped: int = 0  # rows dropped: malformed (on_error "drop") or with a null key
+
+class TaskRecords(NamedTuple):
+    """A task's counters as its TaskManager last reported them (heartbeats and task states);
+    `TaskCounters` in proto/sluice/v1/common.proto says what each counts."""
+
+    counters: common_pb2.TaskCounters = NO_COUNTERS  # never changed in place: a report brings new ones
     bad_record_samples: tuple[str, ...] = ()  # a few malformed lines, truncated (the TaskManager's)
-    records_late_dropped: int = 0  # rows windows dropped after their allowed lateness
     watermark: int | None = None  # the task's current input watermark (ms)
     key_group_records: tuple[tuple[int, int], ...] = ()  # a keyed task's input rows per key group (heartbeats)
     io: common_pb2.TaskIOMetrics | None = None  # rates, time shares, queues (heartbeats; docs/monitoring.md)
@@ -148,15 +146,12 @@ SAMPLE_CHARS = 200  # each sample truncated to this many characters, whatever a 
 
 
 def task_records(m: Any) -> TaskRecords:
-    """The record counters of a heartbeat's `TaskMetrics` or a `TaskExecutionState` (same fields)."""
+    """The counters of a heartbeat's `TaskMetrics` or a `TaskExecutionState` (same fields)."""
+    counters = common_pb2.TaskCounters()
+    counters.CopyFrom(m.counters)
     return TaskRecords(
-        m.records_in,
-        m.records_out,
-        m.records_sent,
-        m.records_malformed,
-        m.records_dropped,
+        counters,
         tuple(s[:SAMPLE_CHARS] for s in m.bad_record_samples[:BAD_RECORD_SAMPLES]),
-        m.records_late_dropped,
         m.watermark if m.HasField("watermark") else None,
         tuple(sorted(m.key_group_records.items())) if hasattr(m, "key_group_records") else (),
         finite_io(m.io) if hasattr(m, "io") and m.HasField("io") else None,
@@ -394,7 +389,7 @@ class JobMaster:
         eid: str,
         state: ExecutionState,
         error: str,
-        records: Sequence[Any],  # a TaskRecords
+        records: TaskRecords,
         end_of_input: bool,
         now: float,
         cause: FailureCause | None = None,
@@ -402,7 +397,7 @@ class JobMaster:
         if eid not in self.graph.executions:
             return False
         previous = self.metrics.get(eid)
-        reported = TaskRecords(*records)
+        reported = records
         if not reported.heartbeat and previous is not None:  # a state report has no rates or loads: keep the last
             reported = reported._replace(
                 io=previous.io, key_group_records=previous.key_group_records, heartbeat=previous.heartbeat
@@ -1317,13 +1312,8 @@ class JobMaster:
                 state=to_proto(ex.state),
                 taskmanager=address or (ex.slot.resource_id if ex.slot else ""),
                 error=ex.error,
-                records_in=records.records_in,
-                records_out=records.records_out,
-                records_sent=records.records_sent,
-                records_malformed=records.records_malformed,
-                records_dropped=records.records_dropped,
+                counters=records.counters,
                 bad_record_samples=records.bad_record_samples,
-                records_late_dropped=records.records_late_dropped,
                 watermark=records.watermark,
                 io=records.io,
                 chain_id=ex.chain_id,
@@ -1332,8 +1322,8 @@ class JobMaster:
                 speculative=ex.speculative,
                 region=g.region_name(ex),
             )
-            info.records_dropped += records.records_dropped
-            info.records_late_dropped += records.records_late_dropped
+            info.records_dropped += records.counters.records_dropped
+            info.records_late_dropped += records.counters.records_late_dropped
             room = BAD_RECORD_SAMPLES - len(info.bad_record_samples)
             info.bad_record_samples.extend(records.bad_record_samples[: max(room, 0)])
         coordinators = list(self._past_coordinators)

@@ -18,7 +18,8 @@ ranges (sluice/checkpoints/storage.py).
 Writers and readers of keys and keyed state use this module only: the
 producer side of a hash exchange (taskmanager/network/record_writer.py), the
 keyed operators (taskmanager/operators/keyed_aggregate.py), the task that
-writes and restores their state (taskmanager/task.py) and checkpoint storage.
+writes and restores their state (taskmanager/checkpointer.py,
+taskmanager/operator_chain.py) and checkpoint storage.
 It imports neither pyspark nor pyarrow at module import (both are taken inside
 the functions that need them), so the JobManager can use it too.
 """

@@ -170,14 +170,9 @@ class LeaderConnection:
             attempt=task.tdd.attempt,
             execution_id=task.execution_id,
             state=cast(common_pb2.ExecutionState, to_proto(state)),
-            records_in=task.records_in,
-            records_out=task.records_out,
-            records_sent=task.records_sent,
-            records_malformed=task.records_malformed,
-            records_dropped=task.records_dropped,
+            counters=task.counters(),
             bad_record_samples=task.bad_record_samples,
             end_of_input=end_of_input,
-            records_late_dropped=task.records_late_dropped,
         )
         if (watermark := task.watermark) is not None:
             msg.watermark = watermark

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from sluice.metrics import counters
 from sluice.metrics.prometheus import Sample
 from sluice.metrics.task_metrics import TaskIOSnapshot
 from sluice.v1 import common_pb2
@@ -20,10 +21,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sluice.taskmanager.metrics")
 
-# TaskIOSnapshot field -> (Flink's metric name, help)
+# TaskIOSnapshot field -> (Flink's metric name, help); the counters (numRecordsIn, ...) come from
+# the task's TaskCounters, each field named as sluice/metrics/counters.py says
 TASK_METRICS: dict[str, tuple[str, str]] = {
-    "records_in": ("numRecordsIn", "rows the task took in (a source: rows read)"),
-    "records_out": ("numRecordsOut", "rows the task's chain produced"),
     "bytes_in": ("numBytesIn", "Arrow bytes of the batches the task read from its inputs"),
     "bytes_out": ("numBytesOut", "Arrow bytes of the batches the task sent"),
     "records_in_per_second": ("numRecordsInPerSecond", "rows in per second over the last minute"),
@@ -46,7 +46,7 @@ TASK_METRICS: dict[str, tuple[str, str]] = {
 
 def io_proto(snapshot: TaskIOSnapshot) -> common_pb2.TaskIOMetrics:
     fields = asdict(snapshot)
-    fields.pop("records_in"), fields.pop("records_out")  # TaskMetrics has them
+    fields.pop("records_in"), fields.pop("records_out")  # TaskMetrics has them (counters)
     return common_pb2.TaskIOMetrics(**fields)
 
 
@@ -59,6 +59,11 @@ def task_samples(task: Task, resource_id: str, now: float) -> Iterator[Sample]:
         ("tm_id", resource_id),
     )
     snapshot = asdict(task.io_snapshot(now))
+    values = task.counters()
+    for counter in counters.COUNTERS:
+        yield Sample(
+            f"taskmanager_job_task_{counter.metric}", counter.help, labels, float(getattr(values, counter.field))
+        )
     for field, (name, help_text) in TASK_METRICS.items():
         yield Sample(f"taskmanager_job_task_{name}", help_text, labels, float(snapshot[field]))
     watermark = task.watermark

@@ -1,7 +1,7 @@
 """The state handle of an acknowledgement, checked before a checkpoint keeps it.
 
 A task acknowledges a checkpoint with a JSON state handle
-(`Task._upload` in taskmanager/task.py; the layout in
+(`Checkpointer._upload` in taskmanager/checkpointer.py; the layout in
 sluice/checkpoints/storage.py):
 
     {"operators": {<operator id>: {...inline state, JSON...}},

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from sluice import graph
+from sluice.metrics import counters
 from sluice.states import CheckpointStatus, ExecutionState, JobStatus, SavepointStatus, from_proto
 from sluice.v1 import common_pb2, jobmanager_pb2
 
@@ -181,13 +182,12 @@ def vertices(info: common_pb2.JobInfo, job_graph: common_pb2.JobGraph | None) ->
 
 
 def vertex_metrics(tasks: list[common_pb2.TaskStatus]) -> dict[str, Any]:
-    """A vertex's metrics: sums of its subtasks' counters and rates, the maximum of their time shares."""
+    """A vertex's metrics: sums of its subtasks' counters (those sluice/metrics/counters.py sums
+    per vertex) and rates, the maximum of their time shares."""
     io = [t.io for t in tasks]
     backpressured = max((i.backpressured_ms_per_second for i in io), default=0.0)
     return {
-        "read-records": sum(t.records_in for t in tasks),
-        "write-records": sum(t.records_out for t in tasks),
-        "sent-records": sum(t.records_sent for t in tasks),
+        **counters.vertex_sums([t.counters for t in tasks]),
         "read-bytes": sum(i.bytes_in for i in io),
         "write-bytes": sum(i.bytes_out for i in io),
         "read-records-per-second": round(sum(i.records_in_per_second for i in io), 3),
@@ -198,7 +198,6 @@ def vertex_metrics(tasks: list[common_pb2.TaskStatus]) -> dict[str, Any]:
         "idle-ms-per-second-max": round(max((i.idle_ms_per_second for i in io), default=0.0), 3),
         "backpressured-ms-per-second-max": round(backpressured, 3),
         "backpressure-level": backpressure_level(_ratio(backpressured)),
-        "records-dropped": sum(t.records_dropped for t in tasks),
     }
 
 
@@ -409,9 +408,7 @@ def subtask(t: common_pb2.TaskStatus, tm_ids: Mapping[str, str]) -> dict[str, An
         "taskmanager-id": tm_ids.get(t.taskmanager) if t.taskmanager else None,
         "error": t.error or None,
         "metrics": {
-            "read-records": t.records_in,
-            "write-records": t.records_out,
-            "sent-records": t.records_sent,
+            **counters.rest_metrics(t.counters),  # every TaskCounters field (sluice/metrics/counters.py)
             "read-bytes": io.bytes_in,
             "write-bytes": io.bytes_out,
             "read-records-per-second": round(io.records_in_per_second, 3),
@@ -423,9 +420,6 @@ def subtask(t: common_pb2.TaskStatus, tm_ids: Mapping[str, str]) -> dict[str, An
             "backpressured-ms-per-second": round(io.backpressured_ms_per_second, 3),
             "input-queue-usage": round(io.input_queue_usage, 4),
             "output-queue-usage": round(io.output_queue_usage, 4),
-            "records-malformed": t.records_malformed,
-            "records-dropped": t.records_dropped,
-            "records-late-dropped": t.records_late_dropped,
             "watermark": t.watermark if t.HasField("watermark") else None,
             "checkpoint": {
                 "id": io.checkpoint_id,

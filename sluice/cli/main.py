@@ -8,10 +8,8 @@ import json
 import os
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import json_format
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -20,14 +18,14 @@ from sluice import config
 from sluice.cli import progress
 from sluice.cli.logs import add_logs_command
 from sluice.cli.processes import add_process_commands
+from sluice.cli.status import NOT_LISTED, iso, print_status, styled
+from sluice.cli.status import job_dict as _job_dict
 from sluice.client import CONNECT_TIMEOUT, JobManagerClient, SluiceError
 from sluice.security.tls import add_certs_command
 from sluice.states import (
-    CheckpointStatus,
     ExecutionState,
     JobStatus,
     ReconfigurationStatus,
-    SavepointStatus,
     from_proto,
 )
 from sluice.v1 import common_pb2
@@ -396,151 +394,17 @@ def _job_file_line(exc: BaseException, jobfile: str) -> str:
     return f"{jobfile}:{lines[-1].lineno}: " if lines else ""
 
 
-def _job_dict(info: common_pb2.JobInfo) -> dict[str, Any]:
-    """The `status --json` object (`list --json`: without tasks). The proto becomes a dict
-    through json_format: fields by their proto names, every field present (an unset
-    `optional` one is absent: null here), int64 as numbers, enums as numbers that become
-    StrEnum names without prefix ("RUNNING"). Renamed keys and ISO times are mapped here."""
-    d = json_format.MessageToDict(
-        info,
-        always_print_fields_with_no_presence=True,
-        preserving_proto_field_name=True,
-        use_integers_for_enums=True,
-        unquote_int64_if_possible=True,
-    )
-    return {
-        "job_id": d["job_id"],
-        "name": d["name"],
-        "state": from_proto(JobStatus, d["state"]),
-        "restarts": d["restarts"],
-        "last_completed_checkpoint": d.get("last_completed_checkpoint"),
-        "restored_checkpoint": d.get("restored_checkpoint"),
-        "restored_savepoint": d["restored_savepoint"] or None,
-        "savepoint": d["savepoint"] or None,
-        "reconfigurations": [
-            {
-                "id": r["id"],
-                "kind": r["kind"],
-                "operator": r["operator"],
-                **({"parallelism": r["parallelism"]} if r["kind"] == "parallelism" else {}),
-                **(
-                    {
-                        "moved_key_groups": r["moved_key_groups"],
-                        "from_subtask": r["from_subtask"],
-                        "to_subtask": r["to_subtask"],
-                    }
-                    if r["kind"] == "rebalance-keys"
-                    else {}
-                ),
-                "status": from_proto(ReconfigurationStatus, r["status"]),
-                "affected": {"redeployed": r["redeployed"], "switched": r["switched"]},
-                "checkpoint_id": r["checkpoint_id"] or None,
-                "trigger": _iso(r["trigger_ms"]),
-                "pause_ms": r["pause_ms"],
-                **({"failure": r["failure"]} if r["failure"] else {}),
-            }
-            for r in d["reconfigurations"]
-        ],
-        "savepoints": [
-            {
-                "id": r["request_id"],
-                "status": from_proto(SavepointStatus, r["status"]),
-                "stop": r["stop"],
-                "checkpoint_id": r["checkpoint_id"] or None,
-                "path": r["path"] or None,
-                "trigger": _iso(r["trigger_ms"]),
-                "duration_ms": r["duration_ms"],
-                **({"failure": r["failure"]} if r["failure"] else {}),
-            }
-            for r in d["savepoints"]
-        ],
-        "leader": d["leader"],
-        "message": d["message"],
-        "failure": d["failure"] or None,
-        "submitted": _iso(d["submitted_ms"]),
-        "ended": _iso(d["ended_ms"]) if d["ended_ms"] else None,
-        "slots_required": d["slots_required"],
-        "records_dropped": d["records_dropped"],
-        "records_late_dropped": d["records_late_dropped"],
-        "bad_record_samples": d["bad_record_samples"],
-        "checkpoints": [
-            {
-                "id": c["checkpoint_id"],
-                "status": from_proto(CheckpointStatus, c["status"]),
-                "trigger": _iso(c["trigger_ms"]),
-                "duration_ms": c["duration_ms"],
-                "size_bytes": c["size_bytes"],
-                "acks": c["acks"],
-                "expected": c["expected"],
-                **({"failure": c["failure"]} if c["failure"] else {}),
-            }
-            for c in d["checkpoints"]
-        ],
-        "tasks": [
-            {
-                **{k: t[k] for k in _TASK_KEYS},
-                "state": from_proto(ExecutionState, t["state"]),
-                "watermark": int(t["watermark"]) if t.get("watermark") is not None else None,
-                **({"error": t["error"]} if t["error"] else {}),
-                "chain_id": task.chain_id,
-                "attempt": task.attempt,
-                "execution_attempt": task.execution_attempt,  # +1 per region restart or backup attempt
-                "speculative": task.speculative,
-                "region": task.region,
-                "io": progress.io_dict(task.io),  # rates, time shares (ms/s), queues, checkpoint timings
-                "backpressure": progress.backpressure_level(task.io.backpressured_ms_per_second),
-            }
-            for t, task in zip(d["tasks"], info.tasks, strict=True)
-        ],
-        "exceptions": [
-            {
-                "time": _iso(e["time_ms"]),
-                "attempt": e["attempt"],
-                "task": e["task"],
-                "cause": e["cause"],
-                "traceback": e["traceback"],
-                "restarted": e["restarted"],
-            }
-            for e in d["exceptions"]
-        ],
-        "metrics": progress.metrics_dict(info.metrics),  # the job's counters (restarts, checkpoints, uptime)
-    }
-
-
-# the keys of a task in `status --json`, in order; all but state are TaskStatus fields as they are
-_TASK_KEYS = (
-    "operator",
-    "subtask",
-    "state",
-    "taskmanager",
-    "records_in",
-    "records_out",
-    "records_sent",
-    "records_malformed",
-    "records_dropped",
-    "records_late_dropped",
-)
-
-
-# what `list --json` leaves out of each job's `status --json` object (ListJobs returns summaries)
-_NOT_LISTED = ("tasks", "checkpoints", "exceptions", "savepoints", "reconfigurations")
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     with JobManagerClient.from_context(_context(args)) as c:
         jobs = c.list()
     if args.json:
-        print(json.dumps([{k: v for k, v in _job_dict(j).items() if k not in _NOT_LISTED} for j in jobs], indent=2))
+        print(json.dumps([{k: v for k, v in _job_dict(j).items() if k not in NOT_LISTED} for j in jobs], indent=2))
         return 0
     t = Table("job id", "name", "state", "submitted", "restarts")
     t.columns[0].no_wrap = True
     t.columns[0].min_width = 32
     for j in jobs:
-        t.add_row(j.job_id, j.name, _styled(from_proto(JobStatus, j.state)), _iso(j.submitted_ms), str(j.restarts))
+        t.add_row(j.job_id, j.name, styled(from_proto(JobStatus, j.state)), iso(j.submitted_ms), str(j.restarts))
     console.print(t)
     return 0
 
@@ -554,100 +418,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 job = c.job_graph(info.job_id)
             except SluiceError:
                 job = None
-    d = _job_dict(info)
-    if args.json:
-        print(json.dumps(d, indent=2))
-        return 0
-    console.print(
-        f"[bold]{d['name']}[/bold] {d['job_id']}  {_styled(d['state'])}  restarts {d['restarts']}  "
-        f"leader {d['leader']}",
-        highlight=False,
-    )
-    if d["message"]:
-        console.print(f"  {d['message']}", highlight=False)
-    restored = progress.restored_text(info)
-    if restored:
-        console.print(Text(f"  {restored}"), highlight=False)
-    sources = progress.source_chains(job)
-    t = Table(
-        "operator",
-        "subtask",
-        "state",
-        "taskmanager",
-        "records in",
-        "records out",
-        "sent",
-        "malformed",
-        "dropped",
-        "watermark",
-        "in/s",
-        "out/s",
-        "busy ms/s",
-        "bp ms/s",
-        "backpressure",
-    )
-    for task, pb in zip(d["tasks"], info.tasks, strict=True):
-        t.add_row(
-            task["operator"],
-            str(task["subtask"]),
-            _styled(task["state"]),
-            task["taskmanager"],
-            str(progress.records_in_shown(pb, sources)),
-            str(task["records_out"]),
-            str(task["records_sent"]),
-            str(task["records_malformed"]),
-            str(task["records_dropped"]),
-            "-" if task["watermark"] is None else str(task["watermark"]),
-            *progress.task_io_cells(pb),
-        )
-    console.print(t)
-    if d["records_dropped"]:
-        console.print(
-            f"numRecordsDropped {d['records_dropped']} (malformed, with a null key or timestamp)", highlight=False
-        )
-    if d["records_late_dropped"]:
-        console.print(
-            f"numLateRecordsDropped {d['records_late_dropped']} (after their window's allowed lateness)",
-            highlight=False,
-        )
-    if d["bad_record_samples"]:
-        console.print("malformed records (a sample, file: line):", highlight=False)
-        for line in d["bad_record_samples"]:
-            console.print(Text(f"  {line}"), highlight=False)  # not markup: input text
-    if d["checkpoints"]:
-        ct = Table("checkpoint", "status", "duration", "size", "acks", title="checkpoints (most recent last)")
-        for ck in d["checkpoints"][-10:]:
-            ct.add_row(
-                str(ck["id"]),
-                _styled(ck["status"]),
-                f"{ck['duration_ms']} ms",
-                format_size(ck["size_bytes"]),
-                f"{ck['acks']}/{ck['expected']}",
-            )
-        console.print(ct)
-    _print_exceptions(d["exceptions"])
-    if d["failure"]:
-        console.print("[red]root cause:[/red]", highlight=False)
-        console.print(d["failure"], highlight=False, markup=False)
+    print_status(console, info, job, args.json)
     return 0
-
-
-def _print_exceptions(entries: list[dict[str, Any]], last: int = 5) -> None:
-    """The last few entries of the exception history, one cause line each (`--json`: all, with tracebacks)."""
-    if not entries:
-        return
-    shown = entries[-last:]
-    more = f", {len(entries) - len(shown)} earlier in status --json" if len(entries) > len(shown) else ""
-    et = Table("time", "attempt", "task", "cause", "restarted", title=f"exceptions (most recent last{more})")
-    for e in shown:
-        et.add_row(
-            e["time"],
-            str(e["attempt"]),
-            Text(e["task"] or "-"),
-            Text(e["cause"]),  # not markup: a cause may hold [brackets]
-            "yes" if e["restarted"] else "[red]no[/red]",
-        )
-    console.print(et)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -808,28 +580,3 @@ def _json_value(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     return None if pd.isna(value) else str(value)
-
-
-def format_size(n: float) -> str:
-    """Bytes as `512 B`, `3 KiB`, `12 MiB`, `1.5 GiB` (checkpoint tables, benchmark reports)."""
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
-_COLORS: dict[str, str] = {
-    JobStatus.RUNNING: "green",
-    JobStatus.FINISHED: "blue",
-    JobStatus.FAILED: "red",
-    JobStatus.CANCELED: "yellow",
-    JobStatus.RESTARTING: "yellow",
-    CheckpointStatus.COMPLETED: "blue",
-    CheckpointStatus.IN_PROGRESS: "green",
-}
-
-
-def _styled(state: str) -> str:
-    color = _COLORS.get(state)  # members are str: a task's or checkpoint's FAILED finds JobStatus.FAILED
-    return f"[{color}]{state}[/{color}]" if color else state

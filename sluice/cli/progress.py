@@ -269,7 +269,7 @@ def source_chains(job: common_pb2.JobGraph | None) -> tuple[set[str], set[str]]:
 def maybe_source(task: common_pb2.TaskStatus) -> bool:
     """A task `records_in_shown` may show other records in for, if it is a source: is the job
     graph worth asking for?"""
-    return not task.records_in and task.records_out > 0 and " -> " not in task.operator
+    return not task.counters.records_in and task.counters.records_out > 0 and " -> " not in task.operator
 
 
 def records_in_shown(task: common_pb2.TaskStatus, sources: tuple[set[str], set[str]]) -> int:
@@ -277,10 +277,10 @@ def records_in_shown(task: common_pb2.TaskStatus, sources: tuple[set[str], set[s
     its rows read are its records_in (a TaskManager counts them there); from one that reports 0
     the rows its chain produced stand for them when the chain is the source alone."""
     if not maybe_source(task):
-        return task.records_in
+        return task.counters.records_in
     ids, names = sources
     is_source = task.chain_id in ids if task.chain_id else task.operator in names
-    return task.records_out if is_source else task.records_in
+    return task.counters.records_out if is_source else task.counters.records_in
 
 
 def io_dict(io: common_pb2.TaskIOMetrics) -> dict[str, Any]:

@@ -214,20 +214,15 @@ class KeyGroupOwners(_message.Message):
     def __init__(self, owners: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped", "io", "chain_id", "attempt", "execution_attempt", "speculative", "region")
+    __slots__ = ("operator", "subtask", "state", "taskmanager", "error", "counters", "bad_record_samples", "watermark", "io", "chain_id", "attempt", "execution_attempt", "speculative", "region")
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     SUBTASK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TASKMANAGER_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     IO_FIELD_NUMBER: _ClassVar[int]
     CHAIN_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -239,21 +234,32 @@ class TaskStatus(_message.Message):
     state: ExecutionState
     taskmanager: str
     error: str
-    records_in: int
-    records_out: int
-    records_sent: int
-    records_malformed: int
-    records_dropped: int
+    counters: TaskCounters
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
     watermark: int
-    records_late_dropped: int
     io: TaskIOMetrics
     chain_id: str
     attempt: int
     execution_attempt: int
     speculative: bool
     region: str
-    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ..., io: _Optional[_Union[TaskIOMetrics, _Mapping]] = ..., chain_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_attempt: _Optional[int] = ..., speculative: _Optional[bool] = ..., region: _Optional[str] = ...) -> None: ...
+    def __init__(self, operator: _Optional[str] = ..., subtask: _Optional[int] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., taskmanager: _Optional[str] = ..., error: _Optional[str] = ..., counters: _Optional[_Union[TaskCounters, _Mapping]] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., io: _Optional[_Union[TaskIOMetrics, _Mapping]] = ..., chain_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_attempt: _Optional[int] = ..., speculative: _Optional[bool] = ..., region: _Optional[str] = ...) -> None: ...
+
+class TaskCounters(_message.Message):
+    __slots__ = ("records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "records_late_dropped")
+    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    records_in: int
+    records_out: int
+    records_sent: int
+    records_malformed: int
+    records_dropped: int
+    records_late_dropped: int
+    def __init__(self, records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
 
 class TaskIOMetrics(_message.Message):
     __slots__ = ("bytes_in", "bytes_out", "records_in_per_second", "records_out_per_second", "bytes_in_per_second", "bytes_out_per_second", "busy_ms_per_second", "idle_ms_per_second", "backpressured_ms_per_second", "input_queue_usage", "output_queue_usage", "checkpoint_alignment_ms", "checkpoint_sync_ms", "checkpoint_async_ms", "checkpoint_id")

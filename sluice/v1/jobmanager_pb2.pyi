@@ -266,7 +266,7 @@ class SlotStatus(_message.Message):
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[str] = ..., execution_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("job_id", "execution_id", "records_in", "records_out", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped", "key_group_records", "io")
+    __slots__ = ("job_id", "execution_id", "counters", "bad_record_samples", "watermark", "key_group_records", "io")
     class KeyGroupRecordsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -276,29 +276,19 @@ class TaskMetrics(_message.Message):
         def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     KEY_GROUP_RECORDS_FIELD_NUMBER: _ClassVar[int]
     IO_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     execution_id: str
-    records_in: int
-    records_out: int
-    records_sent: int
-    records_malformed: int
-    records_dropped: int
+    counters: _common_pb2.TaskCounters
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
     watermark: int
-    records_late_dropped: int
     key_group_records: _containers.ScalarMap[int, int]
     io: _common_pb2.TaskIOMetrics
-    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ..., key_group_records: _Optional[_Mapping[int, int]] = ..., io: _Optional[_Union[_common_pb2.TaskIOMetrics, _Mapping]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., counters: _Optional[_Union[_common_pb2.TaskCounters, _Mapping]] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., key_group_records: _Optional[_Mapping[int, int]] = ..., io: _Optional[_Union[_common_pb2.TaskIOMetrics, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("resource_id", "leader_session_id", "slots", "tasks")
@@ -319,7 +309,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "records_in", "records_out", "end_of_input", "failure_cause", "unreachable_peer", "records_sent", "records_malformed", "records_dropped", "bad_record_samples", "watermark", "records_late_dropped")
+    __slots__ = ("resource_id", "leader_session_id", "job_id", "attempt", "execution_id", "state", "error", "counters", "end_of_input", "failure_cause", "unreachable_peer", "bad_record_samples", "watermark")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -327,17 +317,12 @@ class TaskExecutionState(_message.Message):
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
     END_OF_INPUT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_CAUSE_FIELD_NUMBER: _ClassVar[int]
     UNREACHABLE_PEER_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_SENT_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_MALFORMED_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     BAD_RECORD_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_LATE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     leader_session_id: str
     job_id: str
@@ -345,18 +330,13 @@ class TaskExecutionState(_message.Message):
     execution_id: str
     state: _common_pb2.ExecutionState
     error: str
-    records_in: int
-    records_out: int
+    counters: _common_pb2.TaskCounters
     end_of_input: bool
     failure_cause: FailureCause
     unreachable_peer: str
-    records_sent: int
-    records_malformed: int
-    records_dropped: int
     bad_record_samples: _containers.RepeatedScalarFieldContainer[str]
     watermark: int
-    records_late_dropped: int
-    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ..., records_sent: _Optional[int] = ..., records_malformed: _Optional[int] = ..., records_dropped: _Optional[int] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ..., records_late_dropped: _Optional[int] = ...) -> None: ...
+    def __init__(self, resource_id: _Optional[str] = ..., leader_session_id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., execution_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[str] = ..., counters: _Optional[_Union[_common_pb2.TaskCounters, _Mapping]] = ..., end_of_input: _Optional[bool] = ..., failure_cause: _Optional[_Union[FailureCause, str]] = ..., unreachable_peer: _Optional[str] = ..., bad_record_samples: _Optional[_Iterable[str]] = ..., watermark: _Optional[int] = ...) -> None: ...
 
 class UpdateTaskExecutionStateResponse(_message.Message):
     __slots__ = ("accepted",)

@@ -41,11 +41,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice import key_groups
+from sluice.eventtime.timestamps import timestamps_ms
 from sluice.graph import Partitioning
+from sluice.v1.common_pb2 import TaskCounters
+from taskmanager.network.combiner import ROWS, Combiner
 from taskmanager.network.partition import BARRIER, BATCH, END, STATUS, WATERMARK, Partition
-from taskmanager.operators.base import Combiner
-from taskmanager.operators.keyed_aggregate import ROWS
-from taskmanager.operators.timestamps import timestamps_ms
 from taskmanager.spark_engine import Batch
 
 log = logging.getLogger("sluice.taskmanager.record_writer")
@@ -249,6 +249,11 @@ class RecordWriter:
             sub.add((BATCH, table), self.cancelled)
         self.records_sent += table.num_rows
         self.bytes_sent += table.nbytes
+
+    def add_counters(self, counters: TaskCounters) -> None:
+        """Rows sent on and rows dropped for a null key or timestamp (records_out: the chain's)."""
+        counters.records_sent += self.records_sent
+        counters.records_dropped += self.null_keys_dropped
 
     def backpressured_until(self, now: float) -> float:
         """Seconds spent waiting for room downstream so far, a wait in progress included."""

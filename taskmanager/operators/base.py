@@ -1,13 +1,18 @@
 """The interfaces of what a task runs: the operators of its chain and its source.
 
-A task (taskmanager/task.py) knows operators only through `Operator`: it
-builds them with `make_operator` (taskmanager/operators/registry.py), passes
-each batch down the chain with `process`, calls `end_input` at the end of its
-input, and drives checkpoints with `snapshot`, `restore` and
-`notify_checkpoint_complete`; `abort` when it fails or is cancelled. A new
+A task (taskmanager/task.py, its chain taskmanager/operator_chain.py) knows
+operators only through `Operator`: it builds them with `make_operator`
+(taskmanager/operators/registry.py), passes each batch down the chain with
+`process`, calls `end_input` at the end of its input, and drives checkpoints
+with `snapshot`, `restore` and `notify_checkpoint_complete`; `abort` when it
+fails or is cancelled. What differs between operators is asked through hooks
+with neutral defaults, never by `isinstance`: `wire` (the chain's outputs and
+late-data side output), `add_counters` (the task's counters), and for event
+time `uses_event_time`, `generates_watermarks` with `after_batch`,
+`idle_check` and `current_watermark` (taskmanager/event_time.py). A new
 operator subclasses `Operator`, overrides what it needs and registers its
 kinds in taskmanager/operators/registry.py (with the kind and its descriptor in
-sluice/kinds/table.py, and the job API); task.py does not change.
+sluice/kinds/table.py, and the job API); the task's modules do not change.
 
 State: `snapshot` returns an `OperatorSnapshot`. Small state (`inline`, a
 JSON-able dict) travels in the task's state handle; keyed state (`keyed`, an
@@ -25,12 +30,15 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, Self
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Self
 
 import pyarrow as pa
 
+from sluice.eventtime.watermarks import WatermarkAction
 from sluice.graph import OperatorKind
+from sluice.v1.common_pb2 import TaskCounters
+from taskmanager.network.combiner import Combiner
 from taskmanager.spark_engine import Batch
 
 Payload = dict[str, Any]  # an operator's settings as the job API wrote them (sluice.graph.operator_settings)
@@ -54,6 +62,9 @@ class OperatorContext:
     batch: bool = False
     # where keyed state lives (taskmanager/state/backend.py StateBackendConfig; None: memory)
     state_backend: Any = None
+    # the task's counters an operator counts into (`ctx.counters.<field> += n`, on the task thread;
+    # proto/sluice/v1/common.proto TaskCounters): a new counter is a field there and that increment
+    counters: TaskCounters | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,19 +78,6 @@ class OperatorSnapshot:
     native: Any = None
 
 
-class Combiner(Protocol):
-    """Producer-side pre-aggregation of the batches a hash exchange sends to an operator
-    (taskmanager/network/record_writer.py)."""
-
-    def columns(self) -> list[str]:
-        """The value columns it reads, besides the key and its key group."""
-        ...
-
-    def combine(self, table: pa.Table, keys: Sequence[str]) -> pa.Table:
-        """One batch (key columns, key group, `columns()`) pre-aggregated to what the operator consumes."""
-        ...
-
-
 class Operator(abc.ABC):
     """One operator of a chain, run on the task's thread. Only `create` and `process` are
     required; everything else defaults to a stateless operator."""
@@ -87,6 +85,13 @@ class Operator(abc.ABC):
     is_sink: ClassVar[bool] = False  # terminates the chain; the task counts its input rows as output
     two_inputs: ClassVar[bool] = False  # heads a chain with two inputs, each handed over apart (process_input)
     input_order: ClassVar[tuple[int, int]] = (0, 1)  # which input's rows of one poll go first
+    left_input: str = ""  # a two-input head: its left input's operator id (the task maps gates to sides)
+    # works in event time: its task sends the final watermark at the end of its input even when
+    # no watermark reached it (a window, a timestamp assigner)
+    uses_event_time: ClassVar[bool] = False
+    # the chain's watermarks come from here on (assign_timestamps_and_watermarks): upstream ones stop
+    # here, and the task asks `after_batch` and `idle_check` instead (taskmanager/event_time.py)
+    generates_watermarks: ClassVar[bool] = False
 
     @classmethod
     @abc.abstractmethod
@@ -136,6 +141,30 @@ class Operator(abc.ABC):
     def dispose(self) -> None:  # noqa: B027 — optional hook
         """The task ended, whichever way: release local resources (a state backend's files)."""
 
+    # -- hooks of the task's chain (taskmanager/operator_chain.py, taskmanager/event_time.py) --------
+    def wire(self, has_outputs: bool, late_output: Callable[[pa.Table], None] | None) -> None:  # noqa: B027 — optional hook
+        """The chain is built: whether it has outputs (they read the event-time column as they
+        materialize a batch), and where late rows go (None: the job does not read them)."""
+
+    def add_counters(self, counters: TaskCounters) -> None:  # noqa: B027 — optional hook
+        """Add what this operator keeps count of itself (e.g. in its checkpointed state) to its
+        task's counters (proto/sluice/v1/common.proto); a plain count goes into `ctx.counters`."""
+
+    def after_batch(self, observed: int | None, now_ms: int) -> list[WatermarkAction]:  # noqa: ARG002 — for generates_watermarks
+        """A batch went through the chain (`observed`: the largest timestamp its outputs saw):
+        the watermarks to send on. Asked only of an operator that `generates_watermarks`."""
+        return []
+
+    def idle_check(self, now_ms: int, has_pending_input: Callable[[], bool]) -> list[WatermarkAction]:  # noqa: ARG002 — for generates_watermarks
+        """No input now: the watermarks or idleness to send on. Asked only of an operator that
+        `generates_watermarks`."""
+        return []
+
+    @property
+    def current_watermark(self) -> int | None:
+        """The watermark this operator generated last (None: none yet, or it generates none)."""
+        return None
+
 
 class Idle(enum.Enum):
     """The type of IDLE (one member, so that `batch is IDLE` narrows the type)."""
@@ -172,6 +201,22 @@ class Source(abc.ABC):
 
     def batch_done(self, seconds: float) -> None:  # noqa: B027 — optional hook
         """How long the last batch took through the chain (fed back by the task)."""
+
+    def snapshot_at(self, checkpoint_id: int) -> dict[str, Any]:  # noqa: ARG002 — most sources snapshot their offset
+        """The state in checkpoint `checkpoint_id` (a connector source asks its reader per checkpoint)."""
+        return self.snapshot()
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027 — optional hook
+        """Checkpoint `checkpoint_id` completed (a connector source tells its reader)."""
+
+    def close(self) -> None:  # noqa: B027 — optional hook
+        """The task failed or was cancelled: release the input (best effort)."""
+
+    def add_counters(self, counters: TaskCounters) -> None:
+        """Add what this source counted to its task's counters: rows read are the task's rows in."""
+        counters.records_in += self.records_read
+        counters.records_malformed += self.records_malformed
+        counters.records_dropped += self.records_dropped
 
     def has_pending_input(self) -> bool:
         """Whether input is waiting for this subtask after next_batch() returned IDLE: a file or

@@ -24,10 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.eventtime import MIN_WATERMARK
+from sluice.eventtime.timestamps import timestamps_ms
 from sluice.graph import OperatorKind
 from sluice.key_groups import KEY_GROUP
+from sluice.v1.common_pb2 import TaskCounters
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
-from taskmanager.operators.timestamps import timestamps_ms
 from taskmanager.spark_engine import Batch
 
 SIDE = "__side"
@@ -48,6 +49,9 @@ class IntervalJoin(Operator):
         self.watermark = MIN_WATERMARK
         self.records_late_dropped = 0
         self.engine = ctx.engine
+
+    def add_counters(self, counters: TaskCounters) -> None:
+        counters.records_late_dropped += self.records_late_dropped
 
     @classmethod
     def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one kind

@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from sluice.graph import OperatorKind, aggregate_keys
 from sluice.key_groups import KEY_GROUP
+from taskmanager.network.combiner import ROWS
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.spark_engine import Batch
 from taskmanager.state import backend as state_backend
@@ -91,9 +92,6 @@ def _grouped(table: pa.Table, keys: list[str], specs: list[Any]) -> tuple[list[A
     if merged.column_names[:n] == keys:
         return merged.columns[:n], merged.columns[n:]
     return merged.columns[-n:], merged.columns[:-n]
-
-
-ROWS = "__rows"  # Spark-side partials: how many input rows each (key, key group) row folds
 
 
 def _partials_by_aggregate(aggs: Aggs) -> list[tuple[list[str], str]]:

@@ -1,4 +1,4 @@
-"""The operators a chain may hold, by kind (sources: `make_source` in sources.py).
+"""The operators a chain may hold, by kind; the source heading one (`make_source_for`).
 
 To add an operator: implement `Operator` (taskmanager/operators/base.py), add
 its kind to `OperatorKind` with its descriptor (sluice/kinds/table.py) and a
@@ -8,16 +8,21 @@ tests/unit/test_operator_kinds.py checks every kind has its class.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from sluice.connectors.api import ReaderContext
 from sluice.graph import OperatorKind
 from taskmanager.connectors.sink import ConnectorSink
 from taskmanager.connectors.source import ConnectorSource
-from taskmanager.operators.base import Combiner, Operator, OperatorContext, Payload, Source
+from taskmanager.network.combiner import Combiner
+from taskmanager.operators.base import Operator, OperatorContext, Payload, Source
 from taskmanager.operators.broadcast_process import BroadcastProcess
 from taskmanager.operators.interval_join import IntervalJoin
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.keyed_process import KeyedProcess
 from taskmanager.operators.sinks import FileSinkWriter, PrintSink
-from taskmanager.operators.sources import SOURCES
+from taskmanager.operators.sources import SOURCES, make_source
 from taskmanager.operators.sqlite_sink import SqliteSinkWriter
 from taskmanager.operators.table_join import TableJoin
 from taskmanager.operators.timestamps import TimestampAssigner
@@ -69,3 +74,26 @@ def runtime_class(kind: OperatorKind) -> type[Operator] | type[Source] | None:
     if isinstance(source, type) and issubclass(source, Source):
         return source
     return OPERATORS.get(kind)
+
+
+def make_source_for(
+    kind: OperatorKind,
+    payload: Payload,
+    ctx: OperatorContext,
+    request_splits: Callable[[str, int, int, bool], Any] | None,
+) -> Source:
+    """The source heading a chain: a connector source's reader (docs/connectors.md), asking the
+    JobManager for splits through `request_splits` (the TaskManager's leader connection), or a
+    built-in source (`make_source`)."""
+    if kind != OperatorKind.SOURCE_CONNECTOR:
+        return make_source(kind, payload, ctx.subtask, ctx.parallelism, ctx.engine, batch=ctx.batch)
+    if request_splits is None:
+        raise RuntimeError("this task's reports cannot request splits: connector sources need a leader connection")
+    reader = ReaderContext(
+        subtask=ctx.subtask,
+        parallelism=ctx.parallelism,
+        job_id=ctx.job_id,
+        operator_id=ctx.operator_id,
+        restored_checkpoint=ctx.restore_checkpoint_id,
+    )
+    return ConnectorSource(payload, reader, ctx.engine, request_splits, tag=ctx.tag)

@@ -18,31 +18,24 @@ date column converted.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.eventtime import MIN_WATERMARK
+from sluice.eventtime.timestamps import timestamps_ms
 from sluice.eventtime.watermarks import WatermarkAction, WatermarkGenerator, WatermarkStrategy
 from sluice.graph import OperatorKind
+from sluice.v1.common_pb2 import TaskCounters
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.spark_engine import Batch
 
 
-def timestamps_ms(column: Any) -> Any:
-    """An Arrow column of event times as int64 epoch milliseconds (nulls stay null)."""
-    t = column.type
-    if pa.types.is_timestamp(t):
-        return column.cast(pa.timestamp("ms", tz=t.tz)).cast(pa.int64())
-    if pa.types.is_date(t):
-        return column.cast(pa.date64()).cast(pa.int64())
-    if pa.types.is_integer(t):
-        return column.cast(pa.int64())
-    raise TypeError(f"the event-time column has type {t}; it must hold epoch milliseconds (an integer) or a timestamp")
-
-
 class TimestampAssigner(Operator):
+    uses_event_time = True
+    generates_watermarks = True
+
     def __init__(self, payload: Payload, ctx: OperatorContext, now_ms: int) -> None:
         self.name = ctx.name
         self.strategy = WatermarkStrategy.from_config(payload["strategy"])
@@ -76,6 +69,16 @@ class TimestampAssigner(Operator):
         if high is not None and (self.max_timestamp is None or high > self.max_timestamp):
             self.max_timestamp = high
         return Batch(batch.engine, table=table) if table.num_rows else None
+
+    def wire(self, has_outputs: bool, late_output: Callable[[pa.Table], None] | None) -> None:  # noqa: ARG002 — no late rows here
+        self.deferred = has_outputs  # the outputs read the timestamps as they materialize
+
+    def end_input(self) -> Batch | None:
+        self.generator.end_of_input()  # the task sends the final watermark itself
+        return None
+
+    def add_counters(self, counters: TaskCounters) -> None:
+        counters.records_dropped += self.null_timestamps_dropped
 
     def after_batch(self, observed: int | None, now_ms: int) -> list[WatermarkAction]:
         """A batch went through the chain; `observed` is the largest timestamp its outputs saw."""

@@ -42,7 +42,7 @@ windows stay in memory on every backend.
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 import numpy as np
@@ -50,12 +50,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.eventtime import MAX_WATERMARK, MIN_WATERMARK
+from sluice.eventtime.timestamps import timestamps_ms
 from sluice.eventtime.windows import EventTimeSessionWindows, PaneWindows, merge_sessions, window_from_config
 from sluice.graph import OperatorKind
 from sluice.key_groups import KEY_GROUP
+from sluice.v1.common_pb2 import TaskCounters
 from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapshot, Payload
 from taskmanager.operators.keyed_aggregate import Aggs, _grouped, _mean, combine, combiner_columns, partial_columns
-from taskmanager.operators.timestamps import timestamps_ms
 from taskmanager.spark_engine import Batch
 from taskmanager.state.backend import ROCKSDB, NativeRestore
 from taskmanager.state.rocksdb_panes import PaneTable, RocksDBPanes, read_native
@@ -88,6 +89,8 @@ class WindowPartials:
 
 
 class WindowOperator(Operator):
+    uses_event_time = True
+
     def __init__(self, payload: Payload, ctx: OperatorContext) -> None:
         self.name = ctx.name
         self.keys: list[str] = list(payload["keys"])
@@ -446,6 +449,14 @@ class WindowOperator(Operator):
             else:
                 del self.sessions[key]
         return out
+
+    def wire(self, has_outputs: bool, late_output: Callable[[pa.Table], None] | None) -> None:  # noqa: ARG002 — rows go down the chain either way
+        # late rows go to the side output when the job reads it; else they are counted as dropped
+        self.side_output = late_output
+
+    def add_counters(self, counters: TaskCounters) -> None:
+        counters.records_dropped += self.null_timestamps_dropped
+        counters.records_late_dropped += self.records_late_dropped
 
     def end_input(self) -> Batch | None:
         return self._advance(MAX_WATERMARK)

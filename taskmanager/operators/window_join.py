@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from sluice.eventtime.timestamps import timestamps_ms
 from sluice.eventtime.windows import PaneWindows, window_from_config
 from sluice.graph import OperatorKind
 from sluice.key_groups import KEY_GROUP
 from taskmanager.operators.base import OperatorContext, Payload
 from taskmanager.operators.interval_join import IntervalJoin
-from taskmanager.operators.timestamps import timestamps_ms
 
 WINDOW_START, WINDOW_END = "window_start", "window_end"
 

@@ -7,6 +7,10 @@
 * jobmanager/ and taskmanager/ never import each other, and sluice/ imports
   neither: checked statically with `ast` over every .py file, so imports
   inside functions and under `if TYPE_CHECKING:` count too.
+* A task knows operators only through `Operator` and `Source`: nothing under
+  taskmanager/network/ imports taskmanager/operators/, and the task's modules
+  (`TASK_MODULES`) import no concrete operator or source class (a hook on the
+  base classes replaces each `isinstance`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # The one list of pure cores, shared with the docs' table and mypy's strict override.
 PURE_CORES = tuple(architecture.PURE_CORES)
 EDGE_LIBRARIES = architecture.EDGE_LIBRARIES
+
+# The task and the parts it is split into (taskmanager/task.py)
+TASK_MODULES = (
+    "taskmanager/task.py",
+    "taskmanager/operator_chain.py",
+    "taskmanager/checkpointer.py",
+    "taskmanager/event_time.py",
+)
 
 # Imports whose target is computed at run time cannot be checked statically.
 # The one allowed in sluice/: `sluice jobmanager|taskmanager` (container entry
@@ -243,3 +255,43 @@ def test_the_job_api_modules_import_each_other_without_a_cycle():
 
     for module in sorted(modules):
         walk(module, [])
+
+
+def test_the_network_never_imports_operators():
+    found = _package_imports("taskmanager")
+    bad = [
+        f"{rel}:{line} imports {name}"
+        for rel, (names, _dynamic) in found.items()
+        if rel.startswith("taskmanager/network/")
+        for name, line in names
+        if name == "taskmanager.operators" or name.startswith(("taskmanager.operators.", "taskmanager.connectors"))
+    ]
+    assert not bad, (
+        "taskmanager/network/ must not import operators (what it needs of one is in "
+        "taskmanager/network/combiner.py):\n  " + "\n  ".join(bad)
+    )
+
+
+def test_the_task_imports_no_concrete_operator():
+    import importlib
+
+    from taskmanager.operators.base import Operator, Source
+
+    found = _package_imports("taskmanager")
+    assert set(TASK_MODULES) <= set(found), "a task module is missing: update TASK_MODULES"
+    bad = []
+    for rel in TASK_MODULES:
+        for name, line in found[rel][0]:
+            if not name.startswith(("taskmanager.operators", "taskmanager.connectors")):
+                continue
+            module, _, attr = name.rpartition(".")
+            try:
+                obj = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError, ValueError):
+                continue  # a module itself, not a name in one
+            if isinstance(obj, type) and issubclass(obj, (Operator, Source)) and obj not in (Operator, Source):
+                bad.append(f"{rel}:{line} imports {name}")
+    assert not bad, (
+        "the task knows operators only through Operator and Source (taskmanager/operators/base.py): "
+        "add a hook there instead of importing the concrete class:\n  " + "\n  ".join(bad)
+    )

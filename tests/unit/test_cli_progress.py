@@ -26,8 +26,9 @@ def job_info(state: JobStatus = JobStatus.RUNNING, **kw) -> common_pb2.JobInfo:
     return info
 
 
-def add_task(info, operator, subtask=0, rin=0.0, rout=0.0, bp=0.0, busy=0.0, **kw):
+def add_task(info, operator, subtask=0, rin=0.0, rout=0.0, bp=0.0, busy=0.0, records_in=0, records_out=0, **kw):
     t = info.tasks.add(operator=operator, subtask=subtask, state=to_proto(ExecutionState.RUNNING), **kw)
+    t.counters.records_in, t.counters.records_out = records_in, records_out
     t.io.records_in_per_second, t.io.records_out_per_second = rin, rout
     t.io.backpressured_ms_per_second, t.io.busy_ms_per_second = bp, busy
     return t
@@ -140,7 +141,7 @@ def test_status_cells_and_a_sources_records_in():
     src.chain_id = ""  # a JobManager that does not say the chain: by name
     assert progress.records_in_shown(src, sources) == 5000
     assert progress.records_in_shown(src, progress.source_chains(None)) == 0
-    src.records_in = 5100  # counted by the TaskManager: as it is
+    src.counters.records_in = 5100  # counted by the TaskManager: as it is
     assert progress.records_in_shown(src, sources) == 5100
 
 

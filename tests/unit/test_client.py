@@ -328,13 +328,15 @@ def test_status_json_contract():
         subtask=1,
         state=to_proto(ExecutionState.RUNNING),
         taskmanager="t:1",
-        records_in=7,
-        records_out=12_345_678_901,
-        records_sent=2_468,
-        records_malformed=3,
-        records_dropped=2,
+        counters=common_pb2.TaskCounters(
+            records_in=7,
+            records_out=12_345_678_901,
+            records_sent=2_468,
+            records_malformed=3,
+            records_dropped=2,
+            records_late_dropped=4,
+        ),
         bad_record_samples=["a.jsonl: not json"],
-        records_late_dropped=4,
         watermark=2**63 - 1,  # the final watermark: an int in JSON, not a quoted string
     )
     info.tasks.add(operator="sink", state=to_proto(ExecutionState.FAILED), error="Traceback")

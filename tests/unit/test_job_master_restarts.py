@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from jobmanager.job_master import HISTORY_SIZE, TRACEBACK_LIMIT, JobMaster, task_records
+from jobmanager.job_master import HISTORY_SIZE, TRACEBACK_LIMIT, JobMaster, TaskRecords, task_records
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.api import StreamExecutionEnvironment
 from sluice.states import FailureCause, JobStatus
+from sluice.v1 import common_pb2
+
+
+def records(records_in: int, records_out: int) -> TaskRecords:
+    """A task state report's counters."""
+    return TaskRecords(common_pb2.TaskCounters(records_in=records_in, records_out=records_out))
 
 
 class Gateway:
@@ -57,18 +63,18 @@ def running(jm: JobMaster, gw: Gateway, now: float) -> list[str]:
     jm.on_slots([SlotId(f"tm-{i}", 0) for i in range(gw.requested[-1])], now)
     eids = sorted(jm.graph.executions)
     for eid in eids:
-        jm.on_task_state(eid, "RUNNING", "", (0, 0), False, now)
+        jm.on_task_state(eid, "RUNNING", "", TaskRecords(), False, now)
     assert jm.state == "RUNNING"
     return eids
 
 
 def fail_one(jm: JobMaster, eids: list[str], now: float) -> None:
-    jm.on_task_state(eids[0], "FAILED", "Traceback ...\nValueError: bad record", (0, 0), False, now)
+    jm.on_task_state(eids[0], "FAILED", "Traceback ...\nValueError: bad record", TaskRecords(), False, now)
 
 
 def cancelled(jm: JobMaster, eids: list[str], now: float) -> None:
     for eid in eids[1:]:
-        jm.on_task_state(eid, "CANCELED", "", (0, 0), False, now)
+        jm.on_task_state(eid, "CANCELED", "", TaskRecords(), False, now)
 
 
 def test_restart_delay_counts_from_the_failure():
@@ -197,7 +203,7 @@ def restarting_job(attempts: int = 3, **config) -> tuple[JobMaster, Gateway]:
 def fail_attempt(jm: JobMaster, gw: Gateway, now: float, error: str, cause=FailureCause.TASK_ERROR, task: int = 0):
     """Run the current attempt, fail task `task` with `error`, stop the others, and tick."""
     eids = running(jm, gw, now)
-    jm.on_task_state(eids[task], "FAILED", error, (0, 0), False, now + 0.1, cause=cause)
+    jm.on_task_state(eids[task], "FAILED", error, TaskRecords(), False, now + 0.1, cause=cause)
     cancel_others(jm, eids, eids[task], now + 0.2)
     jm.tick(now + 0.3)
 
@@ -205,13 +211,13 @@ def fail_attempt(jm: JobMaster, gw: Gateway, now: float, error: str, cause=Failu
 def cancel_others(jm: JobMaster, eids: list[str], failed: str, now: float) -> None:
     for eid in eids:
         if eid != failed:
-            jm.on_task_state(eid, "CANCELED", "", (0, 0), False, now)
+            jm.on_task_state(eid, "CANCELED", "", TaskRecords(), False, now)
 
 
 def test_non_recoverable_report_fails_the_job_at_once_without_using_an_attempt():
     jm, gw = restarting_job()
     eids = running(jm, gw, 0.0)
-    jm.on_task_state(eids[0], "FAILED", IMPORT_ERROR, (0, 0), False, 1.0, cause=FailureCause.NON_RECOVERABLE)
+    jm.on_task_state(eids[0], "FAILED", IMPORT_ERROR, TaskRecords(), False, 1.0, cause=FailureCause.NON_RECOVERABLE)
     assert jm.state == JobStatus.RUNNING  # winding down, and saying it will not restart
     assert "will not restart: non-recoverable error (ModuleNotFoundError) in task" in jm.info(0).message
     cancel_others(jm, eids, eids[0], 1.1)
@@ -346,7 +352,7 @@ def test_a_completed_checkpoint_between_two_equal_errors_keeps_restarting(tmp_pa
     for eid in eids:
         jm.on_ack(eid, 1, b"{}", 0, 2.1)
     assert jm.latest is not None and jm.latest.checkpoint_id == 1  # completed: the job made progress
-    jm.on_task_state(eids[0], "FAILED", bad_record(), (0, 0), False, 3.0, cause=FailureCause.TASK_ERROR)
+    jm.on_task_state(eids[0], "FAILED", bad_record(), TaskRecords(), False, 3.0, cause=FailureCause.TASK_ERROR)
     cancel_others(jm, eids, eids[0], 3.1)
     jm.tick(3.2)
     assert jm.state == JobStatus.RESTARTING and jm.restarts == 2
@@ -374,7 +380,7 @@ def test_a_recovered_job_that_finishes_keeps_why_it_restarted():
     assert jm.info(0).message == "restarting after: ValueError: bad record 1"  # its exception line
     jm.tick(1.1)
     for eid in running(jm, gw, 1.2):
-        jm.on_task_state(eid, "FINISHED", "", (0, 0), False, 2.0)
+        jm.on_task_state(eid, "FINISHED", "", TaskRecords(), False, 2.0)
     info = jm.info(0)
     assert info.failure == ""  # a FINISHED job has no failure: the history says why it restarted
     assert [(e.attempt, e.task, e.cause, e.restarted) for e in info.exceptions] == [
@@ -406,7 +412,7 @@ def test_history_is_bounded():
 def test_cancel_while_failing_records_the_failure_as_not_restarted():
     jm, gw = restarting_job()
     eids = running(jm, gw, 0.0)
-    jm.on_task_state(eids[0], "FAILED", bad_record(), (0, 0), False, 1.0, cause=FailureCause.TASK_ERROR)
+    jm.on_task_state(eids[0], "FAILED", bad_record(), TaskRecords(), False, 1.0, cause=FailureCause.TASK_ERROR)
     jm.cancel(1.05)
     cancel_others(jm, eids, eids[0], 1.2)
     assert jm.state == JobStatus.CANCELED
@@ -427,7 +433,7 @@ def test_a_finished_job_lists_each_checkpoint_once(tmp_path):
         assert jm.on_ack(eid, 1, b'{"operators": {}, "keyed": {}}', 10, 1.1) == "SUCCESS"
     assert jm.latest is not None and jm.latest.checkpoint_id == 1
     for eid in eids:
-        jm.on_task_state(eid, "FINISHED", "", (1, 1), False, 2.0)
+        jm.on_task_state(eid, "FINISHED", "", records(1, 1), False, 2.0)
     assert jm.state == JobStatus.FINISHED
     assert [c.checkpoint_id for c in jm.info(0).checkpoints] == [1]
 
@@ -445,10 +451,12 @@ def test_a_rebalance_waits_for_every_subtasks_key_group_load():
     jm.start(0.0)
     eids = running(jm, gw, 0.0)
     counts = [e for e in eids if jm.graph.executions[e].chain_id == jm.chain_of["counts"].id]
-    beat = jobmanager_pb2.TaskMetrics(execution_id=counts[1], records_in=10, key_group_records={64: 10})
+    beat = jobmanager_pb2.TaskMetrics(
+        execution_id=counts[1], counters=common_pb2.TaskCounters(records_in=10), key_group_records={64: 10}
+    )
     jm.metrics[counts[1]] = task_records(beat)
     with pytest.raises(ValueError, match="load of subtask 0 of 'counts' has not reached the JobManager yet"):
         jm._key_group_load("counts")
     jm.metrics[counts[0]] = task_records(jobmanager_pb2.TaskMetrics(execution_id=counts[0], key_group_records={1: 90}))
-    jm.on_task_state(counts[0], "RUNNING", "", (90, 0), False, 1.0)  # a later state report keeps the load
+    jm.on_task_state(counts[0], "RUNNING", "", records(90, 0), False, 1.0)  # a later state report keeps the load
     assert jm._key_group_load("counts") == {1: 90, 64: 10}

@@ -28,7 +28,7 @@ from jobmanager.servicers import (
 )
 from sluice.api import StreamExecutionEnvironment
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto, to_proto
-from sluice.v1 import jobmanager_pb2
+from sluice.v1 import common_pb2, jobmanager_pb2
 
 SESSION = "session-1"
 
@@ -175,15 +175,23 @@ def test_heartbeat_metrics_find_their_job_by_job_id(dispatcher):
         leader_session_id=SESSION,
         tasks=[
             jobmanager_pb2.TaskMetrics(
-                job_id=job_id, execution_id=eids[0], records_in=5, records_out=3, records_sent=2, records_malformed=1
+                job_id=job_id,
+                execution_id=eids[0],
+                counters=common_pb2.TaskCounters(records_in=5, records_out=3, records_sent=2, records_malformed=1),
             ),
-            jobmanager_pb2.TaskMetrics(job_id="another-job", execution_id=eids[1], records_in=9, records_out=9),
+            jobmanager_pb2.TaskMetrics(
+                job_id="another-job",
+                execution_id=eids[1],
+                counters=common_pb2.TaskCounters(records_in=9, records_out=9),
+            ),
         ],
     )
     resp, _ = call(rm(dispatcher).Heartbeat, request)
     assert resp.known
     metrics = dispatcher._jobs[job_id].metrics
-    assert list(metrics) == [eids[0]] and tuple(metrics[eids[0]])[:4] == (5, 3, 2, 1)
+    c = metrics[eids[0]].counters
+    assert list(metrics) == [eids[0]]
+    assert (c.records_in, c.records_out, c.records_sent, c.records_malformed) == (5, 3, 2, 1)
 
 
 def test_a_peer_unreachable_failure_probes_exactly_that_peer(dispatcher):
@@ -349,7 +357,11 @@ def test_a_heartbeat_for_another_identitys_resource_id_is_permission_denied(disp
     beat = jobmanager_pb2.HeartbeatRequest(
         resource_id=rid,
         leader_session_id=SESSION,
-        tasks=[jobmanager_pb2.TaskMetrics(job_id=job_id, execution_id=eids[0], records_in=7)],
+        tasks=[
+            jobmanager_pb2.TaskMetrics(
+                job_id=job_id, execution_id=eids[0], counters=common_pb2.TaskCounters(records_in=7)
+            )
+        ],
     )
     resp, context = call(rm(dispatcher).Heartbeat, beat, "taskmanager/rogue")
     assert resp is None and context.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -363,7 +375,11 @@ def test_heartbeat_metrics_count_only_for_the_senders_executions(dispatcher):
     beat = jobmanager_pb2.HeartbeatRequest(
         resource_id=elsewhere,
         leader_session_id=SESSION,
-        tasks=[jobmanager_pb2.TaskMetrics(job_id=job_id, execution_id=eids[0], records_in=7)],
+        tasks=[
+            jobmanager_pb2.TaskMetrics(
+                job_id=job_id, execution_id=eids[0], counters=common_pb2.TaskCounters(records_in=7)
+            )
+        ],
     )
     assert call(rm(dispatcher).Heartbeat, beat)[0].known
     assert dispatcher._jobs[job_id].metrics == {}
@@ -374,17 +390,27 @@ def test_a_heartbeat_older_than_a_tasks_final_report_does_not_overwrite_its_coun
     report's counts stay (e.g. the malformed rows a source counted at its very end)."""
     job_id, eids = running_job(dispatcher)
     finished = report(
-        dispatcher, job_id, eids[0], to_proto(ExecutionState.FINISHED), records_in=106, records_malformed=5
+        dispatcher,
+        job_id,
+        eids[0],
+        to_proto(ExecutionState.FINISHED),
+        counters=common_pb2.TaskCounters(records_in=106, records_malformed=5),
     )
     assert call(rm(dispatcher).UpdateTaskExecutionState, finished)[0].accepted
     late = jobmanager_pb2.HeartbeatRequest(
         resource_id=where(dispatcher, job_id, eids[0]),
         leader_session_id=SESSION,
-        tasks=[jobmanager_pb2.TaskMetrics(job_id=job_id, execution_id=eids[0], records_in=100, records_malformed=0)],
+        tasks=[
+            jobmanager_pb2.TaskMetrics(
+                job_id=job_id,
+                execution_id=eids[0],
+                counters=common_pb2.TaskCounters(records_in=100, records_malformed=0),
+            )
+        ],
     )
     assert call(rm(dispatcher).Heartbeat, late)[0].known
     kept = dispatcher._jobs[job_id].metrics[eids[0]]
-    assert (kept.records_in, kept.records_malformed) == (106, 5)
+    assert (kept.counters.records_in, kept.counters.records_malformed) == (106, 5)
 
 
 def test_a_heartbeat_with_too_many_tasks_is_refused(dispatcher):

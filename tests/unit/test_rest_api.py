@@ -45,8 +45,7 @@ def task(chain: str, name: str, subtask: int, backpressured: float = 0.0, busy: 
         subtask=subtask,
         state=common_pb2.EXECUTION_STATE_RUNNING,
         taskmanager=f"127.0.0.1:{7000 + subtask}",
-        records_in=100 * (subtask + 1),
-        records_out=90 * (subtask + 1),
+        counters=common_pb2.TaskCounters(records_in=100 * (subtask + 1), records_out=90 * (subtask + 1)),
         attempt=1,
         io=common_pb2.TaskIOMetrics(
             records_in_per_second=10.0,

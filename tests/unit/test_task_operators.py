@@ -16,7 +16,7 @@ from sluice import graph
 from sluice.api import FileSink, StreamExecutionEnvironment
 from sluice.graph import OperatorKind
 from sluice.states import ExecutionState, FailureCause, from_proto
-from sluice.v1 import jobmanager_pb2, taskmanager_pb2
+from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2
 from taskmanager.leader_connection import LeaderConnection
 from taskmanager.network.input_gate import ChannelError
 from taskmanager.network.partition import PartitionManager
@@ -205,9 +205,12 @@ class FakeTask:
     def __init__(self) -> None:
         self.tdd = taskmanager_pb2.TaskDeploymentDescriptor(leader_session_id="s1", attempt=2)
         self.job_id, self.execution_id, self.tag = "j1", "j1/s1.2/c/0", "[job j1]"
-        self.records_in, self.records_out, self.records_sent, self.records_malformed = 3, 4, 2, 1
-        self.records_dropped, self.bad_record_samples = 1, ["part-0.jsonl: oops"]
-        self.records_late_dropped, self.watermark = 5, 1_700_000_000_000
+        self.bad_record_samples, self.watermark = ["part-0.jsonl: oops"], 1_700_000_000_000
+
+    def counters(self) -> common_pb2.TaskCounters:
+        return common_pb2.TaskCounters(
+            records_in=3, records_out=4, records_sent=2, records_malformed=1, records_dropped=1, records_late_dropped=5
+        )
 
 
 def connection(interval: float = 1.0) -> LeaderConnection:
@@ -225,10 +228,10 @@ def test_reports_carry_proto_states_and_the_failure_cause():
     assert running.failure_cause == jobmanager_pb2.FAILURE_CAUSE_UNSPECIFIED and not running.error
     assert from_proto(ExecutionState, failed.state) == ExecutionState.FAILED
     assert from_proto(FailureCause, failed.failure_cause) == FailureCause.PEER_UNREACHABLE
-    assert (failed.unreachable_peer, failed.error, failed.records_out) == ("10.0.0.7:6122", "tb", 4)
-    assert (failed.records_sent, failed.records_malformed) == (2, 1)
-    assert (failed.records_dropped, list(failed.bad_record_samples)) == (1, ["part-0.jsonl: oops"])
-    assert (failed.records_late_dropped, failed.watermark) == (5, 1_700_000_000_000)
+    assert (failed.unreachable_peer, failed.error, failed.counters.records_out) == ("10.0.0.7:6122", "tb", 4)
+    assert (failed.counters.records_sent, failed.counters.records_malformed) == (2, 1)
+    assert (failed.counters.records_dropped, list(failed.bad_record_samples)) == (1, ["part-0.jsonl: oops"])
+    assert (failed.counters.records_late_dropped, failed.watermark) == (5, 1_700_000_000_000)
 
 
 class FakeStub:
