@@ -336,7 +336,7 @@ def validate(job: common_pb2.JobGraph, check_paths: bool = True) -> dict[str, di
         except ValueError as exc:
             raise JobValidationError(f"{where}.config", f"operator {op.name or op.id!r}: {exc}") from None
         d = descriptor(kind)
-        config_checks.check_code_names(where, op, str(kind), d.code, d.body, payload)
+        config_checks.check_code_names(where, op, str(kind), d.code, d.body, payload, d.sql_body)
         d.check_config(config_checks.OperatorConfig(f"{where}.config", op, payload, check_paths))
         payloads[op.id] = payload
         kinds[op.id] = kind

@@ -30,11 +30,17 @@ def no_config(c: OperatorConfig) -> None:
 
 
 def check_code_names(
-    where: str, op: common_pb2.OperatorSpec, kind: str, allowed: frozenset[str], body: bool, config: dict[str, Any]
+    where: str,
+    op: common_pb2.OperatorSpec,
+    kind: str,
+    allowed: frozenset[str],
+    body: bool,
+    config: dict[str, Any],
+    sql_body: bool = False,
 ) -> None:
     """The code entries `op` has (by name only: their bytes are opaque here) against what its
-    kind takes (`allowed`), and a body where the kind needs one (`body`; a filter's may be a SQL
-    condition in config instead)."""
+    kind takes (`allowed`), and a body where the kind needs one (`body`; with `sql_body`, a filter's,
+    it may be a SQL condition in config instead)."""
     for key in op.code:
         if key not in allowed:
             takes = f"takes code only as {', '.join(sorted(allowed))}" if allowed else "takes no code"
@@ -47,10 +53,10 @@ def check_code_names(
             raise JobValidationError(f"{where}.code.{key}", "is empty; it must hold the cloudpickled object")
     name = op.name or op.id
     if body and "body" not in op.code:
-        if kind == "filter" and isinstance(config.get("body"), str) and config["body"].strip():
+        if sql_body and isinstance(config.get("body"), str) and config["body"].strip():
             return  # a SQL condition
         if "body" in config:
-            wants = "a SQL condition string or a function" if kind == "filter" else "a function"
+            wants = "a SQL condition string or a function" if sql_body else "a function"
             raise JobValidationError(
                 f"{where}.config.body", f"{kind} body of {name!r} must be {wants}, got {config['body']!r}"
             )

@@ -80,7 +80,8 @@ class OperatorDescriptor:
     output_schema: Callable[[out.Derivation], schemas.Schema | None]  # its columns from its inputs'
     redistribute: Callable[[moves.Rescale], list[State]]  # its inline state at another parallelism
     code: frozenset[str] = frozenset()  # the settings that may be Python code (OperatorSpec.code)
-    body: bool = False  # needs a body in code.body (a filter's may be a SQL condition in config)
+    body: bool = False  # needs a body in code.body
+    sql_body: bool = False  # its body may instead be a SQL condition string in config.body
     keyed: bool = False  # must follow key_by on its keys (config.keys): one hash edge on them
     check_inputs: Callable[[ins.OperatorInputs], None] | None = None  # other input shapes: joins, broadcast
     check_columns: tuple[Callable[[ins.OperatorInputs], None], ...] = ()  # against the carried schemas
@@ -143,7 +144,7 @@ DESCRIPTORS: dict[OperatorKind, OperatorDescriptor] = {
         ),
         OperatorDescriptor(K.MAP, R.OPERATOR, cfg.no_config, out.unknown, moves.refuse, code=BODY, body=True),
         OperatorDescriptor(  # or a SQL condition string in config
-            K.FILTER, R.OPERATOR, cfg.no_config, out.same_as_input, moves.refuse, code=BODY, body=True
+            K.FILTER, R.OPERATOR, cfg.no_config, out.same_as_input, moves.refuse, code=BODY, body=True, sql_body=True
         ),
         OperatorDescriptor(K.FLAT_MAP, R.OPERATOR, cfg.no_config, out.unknown, moves.refuse, code=BODY, body=True),
         OperatorDescriptor(K.SELECT, R.OPERATOR, cfg.check_select, out.select, moves.refuse),
