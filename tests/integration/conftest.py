@@ -28,7 +28,7 @@ from harness import LocalCluster, running_cluster
 SHARED_TASKMANAGERS, SHARED_SLOTS = 2, 3
 
 # Cluster starts per tier (a `pytest -m <tier>` session); `pytest` of everything: their sum.
-CLUSTER_START_BUDGET = {"cluster": 0, "chaos": 0}
+CLUSTER_START_BUDGET = {"cluster": 4, "chaos": 20}
 
 
 @pytest.fixture(scope="session")
