@@ -77,8 +77,13 @@ def product_modules() -> list[str]:
 
 
 def pure_cores_reference() -> str:
-    rows = ["| pure core | what it decides |", "|---|---|"]
-    rows += [f"| `{module_file(m)}` | {what} |" for m, what in PURE_CORES.items()]
+    """The pure cores by folder (what each decides: PURE_CORES here, and its module docstring)."""
+    folders: dict[str, list[str]] = {}
+    for module in PURE_CORES:
+        folder, _, name = module_file(module).rpartition("/")
+        folders.setdefault(folder, []).append(f"`{name}`")
+    rows = ["| folder | pure cores |", "|---|---|"]
+    rows += [f"| `{folder}/` | {', '.join(names)} |" for folder, names in sorted(folders.items())]
     return "\n".join(rows)
 
 
