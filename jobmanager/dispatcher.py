@@ -34,8 +34,11 @@ from typing import TYPE_CHECKING, Any, assert_never
 import grpc
 
 from jobmanager.errors import InvalidRequest, JobNotFound, NotLeader, NotOwner, StaleLeaderSession
-from jobmanager.job_master import TRACEBACK_LIMIT, JobMaster, TaskRecords, bounded
+from jobmanager.job_master import JobMaster
 from jobmanager.leader.driver import LeadershipLostError
+from jobmanager.master.exception_history import TRACEBACK_LIMIT, bounded
+from jobmanager.master.ports import JobHandle
+from jobmanager.master.status import TaskRecords
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import slot_pool as sp
 from sluice import config, graph, job_options, rpc
@@ -553,7 +556,7 @@ class Dispatcher:
 
     def call_task(
         self,
-        job: JobMaster,
+        job: JobHandle,
         execution_id: str,
         method: str,
         request: Any,
@@ -608,7 +611,7 @@ class Dispatcher:
         self._rpc.submit(call)
 
     def release_partitions(
-        self, job: JobMaster, resource_id: str, partition_ids: Sequence[str], all_of_job: bool = False
+        self, job: JobHandle, resource_id: str, partition_ids: Sequence[str], all_of_job: bool = False
     ) -> None:
         """BATCH: ask a TaskManager to delete blocking results (best effort: a TaskManager that
         is gone took them along; one that restarts starts with none)."""
@@ -632,7 +635,7 @@ class Dispatcher:
 
         self._rpc.submit(call)
 
-    def run_io(self, job: JobMaster, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None:
+    def run_io(self, job: JobHandle, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None:
         """Storage I/O off the lock; `done(error)` runs back under the lock (if still leader)."""
         session = self._session
 

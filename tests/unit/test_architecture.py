@@ -212,3 +212,16 @@ def test_sluice_loads_modules_by_computed_name_only_where_allowed():
         "use a plain import, or, if it loads neither jobmanager nor taskmanager, "
         "add the file to DYNAMIC_IMPORT_SITES"
     )
+
+
+@pytest.mark.parametrize("package", ["jobmanager/reconfiguration", "jobmanager/connectors"])
+def test_reconfiguration_and_connectors_see_the_job_master_only_through_their_ports(package):
+    """They talk to a narrow port (reconfiguration/port.py, connectors/splits.py's ConnectorPort),
+    never to the whole JobMaster: no import of jobmanager.job_master, at run time or for types."""
+    bad = [
+        f"{rel}:{line} imports {name}"
+        for rel, (found, _dynamic) in _package_imports(package).items()
+        for name, line in found
+        if name == "jobmanager.job_master" or name.startswith("jobmanager.job_master.")
+    ]
+    assert not bad, f"{package}/ must not import jobmanager.job_master:\n  " + "\n  ".join(bad)
