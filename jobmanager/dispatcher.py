@@ -201,7 +201,7 @@ class Dispatcher:
             except ValueError as exc:
                 raise graph.JobValidationError("config", str(exc)) from None
         if savepoint is not None:  # its checkpoint ids continue the savepoint's
-            master.counter.advance_to(savepoint.checkpoint_id + 1)
+            master.checkpointing.counter.advance_to(savepoint.checkpoint_id + 1)
         if self.ha is not None:  # persist before announcing the job id
             try:
                 self.ha.put_job_graph(self.guard, job_id, job)

@@ -30,34 +30,30 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, assert_never, cast
+from typing import Any, cast
 
 from jobmanager.checkpoint import coordinator as cc
-from jobmanager.checkpoint import metadata
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter
 from jobmanager.checkpoint.savepoints import SAVEPOINTS_SHOWN, check_target
-from jobmanager.checkpoint.shared_registry import metadata_handles
 from jobmanager.connectors import coordinator as sc
 from jobmanager.connectors.splits import SplitAssignment, connector_sources
 from jobmanager.master.checkpointing import Checkpointing, checkpoint_config, now_ms
 from jobmanager.master.deployment import TaskDeployment
-from jobmanager.master.exception_history import ExceptionEntry, bounded
 from jobmanager.master.failover import ExecutionFailureHandler
 from jobmanager.master.ports import Gateway
-from jobmanager.master.status import JobSnapshot, TaskRecords, TaskRow, job_info
+from jobmanager.master.scheduler import Scheduler
+from jobmanager.master.status import JobSnapshot, TaskRecords, job_info, key_group_load, task_rows
 from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import make_plan
 from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import taskmanager_losses as tl
-from jobmanager.scheduler.pipelined_regions import RegionEdge
-from jobmanager.scheduler.restart_strategy import RestartDecision, exception_line, from_config
+from jobmanager.scheduler.restart_strategy import from_config
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice import config, graph, job_options
 from sluice.checkpoints import savepoint as sp
-from sluice.checkpoints.storage import CheckpointCorrupt
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, to_proto
-from sluice.v1 import common_pb2, taskmanager_pb2
+from sluice.v1 import common_pb2
 
 log = logging.getLogger("sluice.jobmanager.job")
 
@@ -104,14 +100,14 @@ class JobMaster:
         self.restarts = 0
         # the job's counters (JobInfo.metrics): kept in the HA store, a new leader goes on from them
         self.counters = common_pb2.JobMetrics()
-        self._attempt_started_ms = 0
+        self.attempt_started_ms = 0
         self.final_state: JobStatus | None = None
         self.failure = ""
-        self._cancel_requested = False
+        self.cancel_requested = False
         self.metrics: dict[str, TaskRecords] = {}
         self.splits = SplitAssignment(self)  # connector sources' split enumerators (docs/connectors.md)
         self.deployment = TaskDeployment(job_id, self, self.batch)
-        self.graph = eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout)  # replaced by start()
+        self.scheduler = Scheduler(self, eg.ExecutionGraph(job_id, [], cancel_timeout=cancel_timeout))
         # Live reconfiguration (docs/reconfiguration.md): the one in progress, the past ones for the status
         self.reconfiguration: ReconfigurationRun | None = None
         self.reconfigurations: collections.deque[Outcome] = collections.deque(maxlen=SAVEPOINTS_SHOWN)
@@ -152,20 +148,12 @@ class JobMaster:
         return self.checkpointing.storage
 
     @property
-    def counter(self) -> CheckpointIDCounter:
-        return self.checkpointing.counter
-
-    @property
     def coordinator(self) -> cc.CheckpointCoordinator | None:
         return self.checkpointing.coordinator
 
     @property
     def latest(self) -> cc.CompletedCheckpoint | None:
         return self.checkpointing.latest
-
-    @property
-    def restored_checkpoint(self) -> int | None:
-        return self.deployment.restored_checkpoint
 
     @property
     def restart(self) -> Any:
@@ -176,10 +164,6 @@ class JobMaster:
     def tm_losses(self) -> tl.TaskManagerLosses:
         return self.failover.tm_losses
 
-    @property
-    def sources(self) -> sc.SourceCoordinators:
-        return self.splits.sources
-
     def start(self, now: float, recover_from: int | None = None) -> None:
         """First attempt; a JobManager that took over a running job restores it from
         `recover_from`, its latest completed checkpoint in the HA store."""
@@ -188,47 +172,17 @@ class JobMaster:
             if self.savepoint is not None:
                 self.deployment.restore(self.savepoint.checkpoint_id, self.deployment.savepoint_states)
                 log.info("%s starting from savepoint %s", self.tag, self.savepoint.path)
-            self._start_attempt(0, now)
+            self.scheduler.start_attempt(0, now)
             return
         self.restarts = int(self.counters.num_restarts) + 1  # the job's tasks restart under the new leader
-        self._save_counters()
+        self.save_counters()
         self.checkpointing.latest = cc.CompletedCheckpoint(recover_from, {}, now, now, 0)
-        self._restart(now, first_attempt=0)
+        self.scheduler.restart(now, first_attempt=0)
 
-    # -- attempts -------------------------------------------------------------------------------
-    def _start_attempt(self, attempt: int, now: float) -> None:  # noqa: ARG002 — time is an input, as for events
-        self.deployment.start_attempt()  # every task of an attempt starts from one checkpoint
-        self.splits.start_attempt(self._connector_sources(), self.restored_checkpoint or 0)
-        infos = [eg.ChainInfo(c.id, c.name, c.parallelism) for c in self.chains]
-        x = self.execution
-        self.graph = eg.ExecutionGraph(
-            self.job_id,
-            infos,
-            attempt=attempt,
-            cancel_timeout=self.cancel_timeout,
-            attempt_tag=f"{self.gateway.session_id[:8]}.{attempt}",
-            edges=self.region_edges(),
-            region_failover=x.region_failover,
-            batch=self.batch,
-            speculation=eg.Speculation(x.multiplier, x.min_finished, x.min_runtime) if x.speculative else None,
-        )
-        self.checkpointing.end_of_input = set()
-        self._attempt_started_ms = now_ms()
-        self.failover.region_restart_at = None
-        if self.batch:  # as many slots as are free, up to the widest stage: regions run as slots free up
-            self.gateway.request_slots(self.job_id, self.slots_required, minimum=1)
-        else:
-            self.gateway.request_slots(self.job_id, self.slots_required)
-
-    def region_edges(self) -> list[RegionEdge]:
-        """The edges between chains, as the pipelined-region computation sees them. A forward
-        edge between two chains is wired to every upstream subtask (its barriers and watermarks
-        reach each consumer), so it joins regions like an all-to-all edge."""
-        return [
-            RegionEdge(self.chain_of[e.source].id, chain.id, pointwise=False, blocking=self.batch)
-            for chain in self.chains
-            for e in chain.inputs
-        ]
+    @property
+    def graph(self) -> eg.ExecutionGraph:
+        """The current attempt's ExecutionGraph (the scheduler's)."""
+        return self.scheduler.graph
 
     @property
     def attempt(self) -> int:
@@ -246,7 +200,7 @@ class JobMaster:
         if self.failover.restart_at is not None or (self.attempt > 0 and self.graph.state == JobStatus.CREATED):
             return JobStatus.RESTARTING
         if self.graph.state == JobStatus.FAILING:  # winding down after a failure
-            will_restart = not self._cancel_requested and self.failover.will_restart
+            will_restart = not self.cancel_requested and self.failover.will_restart
             # not restarting: FAILED once the remaining tasks stopped
             return JobStatus.RESTARTING if will_restart else JobStatus.RUNNING
         return JobStatus.RUNNING if self.graph.state == JobStatus.CANCELLING else self.graph.state
@@ -260,9 +214,9 @@ class JobMaster:
         self.message = ""
         self.deployment.used_taskmanagers.update(s.resource_id for s in slots)
         if added or self.graph.state == JobStatus.RUNNING:  # replacements, or more room for a batch job
-            self._apply(self.graph.handle(eg.SlotsAdded(tuple(slots), now)), now)
+            self.scheduler.apply(self.graph.handle(eg.SlotsAdded(tuple(slots), now)), now)
             return
-        self._apply(self.graph.handle(eg.SlotsAssigned(tuple(slots), now)), now)
+        self.scheduler.apply(self.graph.handle(eg.SlotsAssigned(tuple(slots), now)), now)
 
     def on_waiting(self, message: str) -> None:
         self.message = message
@@ -290,7 +244,7 @@ class JobMaster:
             self.checkpointing.on_end_of_input(eid, now)
             return True
         actions = self.graph.handle(eg.TaskStateReported(eid, state, error, now, cause))
-        self._apply(actions, now)
+        self.scheduler.apply(actions, now)
         run = self.reconfiguration
         if run is not None and not run.ended and not any(isinstance(a, eg.Ignored) for a in actions):
             if state == ExecutionState.FINISHED and eid in run.retiring:
@@ -301,7 +255,7 @@ class JobMaster:
 
     def on_deploy_failed(self, eid: str, error: str, now: float) -> None:
         if eid in self.graph.executions:
-            self._apply(self.graph.handle(eg.DeploymentFailed(eid, error, now)), now)
+            self.scheduler.apply(self.graph.handle(eg.DeploymentFailed(eid, error, now)), now)
 
     def on_tm_lost(self, resource_id: str, reason: str, now: float, address: str = "") -> None:
         lost: dict[tuple[str, int], tl.LostTask] = {}  # one per subtask (a speculative copy may share its TaskManager)
@@ -310,7 +264,7 @@ class JobMaster:
                 name = f"{ex.name} ({ex.subtask + 1}/{self.chain_by_id[ex.chain_id].parallelism})"
                 lost.setdefault(ex.subtask_key, tl.LostTask(ex.chain_id, ex.subtask, name, ex.state))
         if tasks := tuple(lost.values()):  # it held tasks of this attempt
-            failing = self._cancel_requested or self.graph.state in (JobStatus.FAILING, JobStatus.CANCELLING)
+            failing = self.cancel_requested or self.graph.state in (JobStatus.FAILING, JobStatus.CANCELLING)
             counted = self.failover.taskmanager_lost(resource_id, tasks, failing)
             log.warning(
                 "%s TaskManager %s (%s) lost with tasks of this job; %s: %s",
@@ -320,22 +274,22 @@ class JobMaster:
                 counted,
                 reason,
             )
-        self._apply(self.graph.handle(eg.TaskManagerLost(resource_id, reason, now, address)), now)
+        self.scheduler.apply(self.graph.handle(eg.TaskManagerLost(resource_id, reason, now, address)), now)
 
     def cancel(self, now: float) -> JobStatus:
         if self.terminal:
             raise ValueError(f"job {self.job_id} already ended {self.final_state}")
-        self._cancel_requested = True
+        self.cancel_requested = True
         log.info("%s cancel requested", self.tag)
         self._record_result(JobStatus.CANCELED)  # the cancel is final, even across a failover
         if self.failover.restart_at is not None or self.graph.state == JobStatus.CREATED:
             self.failover.restart_at = None
             self.gateway.release_slots(self.job_id)
-            self._apply(self.graph.handle(eg.CancelRequested(now)), now)
+            self.scheduler.apply(self.graph.handle(eg.CancelRequested(now)), now)
             if not self.terminal:
-                self._finish(JobStatus.CANCELED, "", now)
+                self.finish(JobStatus.CANCELED, "", now)
         else:
-            self._apply(self.graph.handle(eg.CancelRequested(now)), now)
+            self.scheduler.apply(self.graph.handle(eg.CancelRequested(now)), now)
         return self.state
 
     def trigger_savepoint(self, target: str, stop: bool, now: float) -> str:
@@ -348,9 +302,9 @@ class JobMaster:
                 f"job {self.job_id} runs without checkpointing; savepoints need it "
                 "(env.enable_checkpointing(ms) or execution.checkpointing.interval)"
             )
-        if self.sources.by_operator:
+        if self.splits.by_operator:
             raise ValueError(
-                f"job {self.job_id} reads connector sources ({', '.join(sorted(self.sources.by_operator))}): "
+                f"job {self.job_id} reads connector sources ({', '.join(sorted(self.splits.by_operator))}): "
                 "savepoints do not carry their split enumerators' state yet (docs/connectors.md)"
             )
         coordinator = self.coordinator
@@ -394,9 +348,9 @@ class JobMaster:
             raise ValueError(f"job {self.job_id}: reconfiguration {self.reconfiguration.outcome.id} is in progress")
         if self.checkpointing.savepoints.current is not None or coordinator.savepoint_wanted:
             raise ValueError(f"job {self.job_id}: a savepoint is in progress; wait for it to end")
-        if self.sources.by_operator:
+        if self.splits.by_operator:
             raise ValueError(
-                f"job {self.job_id} reads connector sources ({', '.join(sorted(self.sources.by_operator))}): "
+                f"job {self.job_id} reads connector sources ({', '.join(sorted(self.splits.by_operator))}): "
                 "their split assignment is per subtask and cannot be reconfigured live yet (docs/connectors.md)"
             )
         load = self._key_group_load(operator) if rebalance_keys else None
@@ -411,17 +365,7 @@ class JobMaster:
     def _key_group_load(self, operator: str) -> dict[int, int]:
         """Input rows per key group of the task running `operator`, from the last heartbeats."""
         chain = self.chain_of.get(operator)
-        load: dict[int, int] = {}
-        for eid, ex in self.graph.executions.items():
-            if chain is not None and ex.chain_id == chain.id:
-                records = self.metrics.get(eid, TaskRecords())
-                if not records.heartbeat:  # its load is unknown, not zero: a plan now could move the wrong way
-                    raise ValueError(
-                        f"job {self.job_id}: the key-group load of subtask {ex.subtask} of {operator!r} has not "
-                        "reached the JobManager yet (heartbeats carry it); try again in a moment"
-                    )
-                load.update(records.key_group_records)
-        return load
+        return key_group_load(self.job_id, operator, chain.id if chain else None, self.graph.executions, self.metrics)
 
     # -- the ReconfigurationPort (jobmanager/reconfiguration/port.py) -------------------------------
     @property
@@ -432,7 +376,7 @@ class JobMaster:
         return self.reconfiguration is run
 
     def next_checkpoint_id(self) -> int:
-        return self.counter.get()
+        return self.checkpointing.counter.get()
 
     def checkpoint(self, event: cc.CoordinatorEvent, now: float) -> None:
         self.checkpointing.handle(event, now)
@@ -455,10 +399,10 @@ class JobMaster:
             self.metrics.pop(eid, None)
 
     def apply_graph_actions(self, actions: Iterable[eg.ExecutionGraphAction], now: float) -> None:
-        self._apply(actions, now)
+        self.scheduler.apply(actions, now)
 
     def fail_globally(self, reason: str, now: float) -> None:
-        self._apply(self.graph.handle(eg.GlobalFailure(reason, now)), now)
+        self.scheduler.apply(self.graph.handle(eg.GlobalFailure(reason, now)), now)
 
     def commit_reconfiguration(self, now: float) -> None:
         """The new configuration is the job's: the HA store gets its graph, and a coordinator
@@ -486,7 +430,7 @@ class JobMaster:
         ex = self.graph.executions.get(eid)
         return None if ex is None else (ex.subtask, self.chain_by_id[ex.chain_id].operator_ids[0])
 
-    def _connector_sources(self) -> dict[str, tuple[int, Any]]:
+    def connector_sources(self) -> dict[str, tuple[int, Any]]:
         return connector_sources(self.job, self.chain_of)
 
     def request_splits(
@@ -509,7 +453,7 @@ class JobMaster:
             self.counters.number_of_completed_checkpoints += 1
             self.counters.last_checkpoint_duration_ms = int((latest.completion_time - latest.trigger_time) * 1000)
             self.counters.last_checkpoint_size_bytes = latest.size
-            self._save_counters()
+            self.save_counters()
         if self.reconfiguration is not None:
             self.reconfiguration.handle(rp.BarrierCompleted(checkpoint_id), now)
         self.failover.checkpoint_completed(checkpoint_id, now)
@@ -517,7 +461,7 @@ class JobMaster:
     def on_checkpoint_aborted(self, action: cc.NotifyAborted, now: float) -> None:
         if not action.superseded:
             self.counters.number_of_failed_checkpoints += 1
-            self._save_counters()
+            self.save_counters()
         if self.reconfiguration is not None:
             self.reconfiguration.handle(rp.BarrierAborted(action.checkpoint_id, action.reason), now)
 
@@ -527,12 +471,12 @@ class JobMaster:
         f = self.failover
         if f.restart_at is not None and now >= f.restart_at:
             f.restart_at = None
-            self._restart(now)
+            self.scheduler.restart(now)
             return
         if f.region_restart_at is not None and now >= f.region_restart_at:
             f.region_restart_at = None
-            self._apply(self.graph.handle(eg.RestartRegions(now)), now)
-        self._apply(self.graph.handle(eg.Tick(now)), now)
+            self.scheduler.apply(self.graph.handle(eg.RestartRegions(now)), now)
+        self.scheduler.apply(self.graph.handle(eg.Tick(now)), now)
         self.splits.discover(now)
         if self.reconfiguration is not None and not self.reconfiguration.ended:
             self.reconfiguration.handle(rp.Tick(now), now)
@@ -544,202 +488,7 @@ class JobMaster:
     def on_decline(self, eid: str, checkpoint_id: int, reason: str, now: float) -> None:
         self.checkpointing.on_decline(eid, checkpoint_id, reason, now)
 
-    # -- execution graph actions ----------------------------------------------------------------------
-    def _apply(self, actions: Iterable[eg.ExecutionGraphAction], now: float) -> None:
-        for action in actions:
-            match action:
-                case eg.DeployExecutions():
-                    for eid in action.execution_ids:
-                        self.call_task(eid, "SubmitTask", self.deployment_descriptor(eid))
-                case eg.CancelExecutions():
-                    for eid in action.execution_ids:
-                        self.call_task(
-                            eid,
-                            "CancelTask",
-                            taskmanager_pb2.CancelTaskRequest(
-                                leader_session_id=self.gateway.session_id, job_id=self.job_id, execution_id=eid
-                            ),
-                        )
-                case eg.JobStatusChanged():
-                    self._on_status_changed(action, now)
-                case eg.JobTerminated():
-                    self._attempt_ended(action.state, action.failure, now)
-                case eg.Ignored():
-                    pass  # a report that no longer applies; on_task_state tells the caller
-                case eg.RegionsFailed():
-                    self._on_regions_failed(action, now)
-                case eg.RegionsRestarted():
-                    self._on_regions_restarted(action, now)
-                case eg.RequestSlots():
-                    log.info("%s asking for %d more slot(s)", self.tag, action.count)
-                    self.gateway.request_slots(self.job_id, action.count, action.minimum, action.extend)
-                case eg.ReleasePartitions():
-                    # the TaskManagers holding these executions' blocking results delete them
-                    for resource_id, ids in self.deployment.partitions_by_taskmanager(
-                        self.graph, action.executions
-                    ).items():
-                        if ids:
-                            self.gateway.release_partitions(self, resource_id, ids)
-                case _:
-                    assert_never(action)
-
-    def deployment_descriptor(self, eid: str) -> taskmanager_pb2.TaskDeploymentDescriptor:
-        """Only for deployed executions: every execution of the attempt holds a slot."""
-        storage = self.storage
-        return self.deployment.descriptor(
-            self.graph, eid, self.gateway.session_id, storage.uri if storage else "", self.gateway.address_of
-        )
-
-    # -- failover: region failover, attempts ending, restarts (master/failover.py decides) -----------
-    def _decide(self, now: float) -> RestartDecision:
-        return self.failover.decide(self.graph.root_cause, lambda chain_id: self.chain_by_id[chain_id].name, now)
-
-    def _record_exception(self, failure: str, restarted: bool) -> None:
-        """Into the exception history: the root cause of the attempt that just failed."""
-        self.failover.exceptions.record(self.graph.root_cause, failure, self.attempt, restarted, now_ms())
-
-    def _on_regions_failed(self, action: eg.RegionsFailed, now: float) -> None:
-        """Some regions are being cancelled: restart them after the strategy's delay, or fail the job."""
-        f = self.failover
-        f.exceptions.failed(now_ms())
-        decision = self._decide(now)
-        self._record_exception(action.failure, restarted=decision.restart)
-        regions = ", ".join(f"r{r}" for r in action.regions)
-        if not decision.restart:
-            log.error("%s regions %s failed and will not restart (%s)", self.tag, regions, decision.reason)
-            f.forced_decision = decision
-            failure = f"{action.failure}\n(not restarted: {decision.reason})"
-            self._apply(self.graph.handle(eg.GlobalFailure(failure, now)), now)
-            return
-        self.restarts += 1
-        self._save_counters()
-        f.region_restart_at = now + decision.delay
-        if self.reconfiguration is not None and not self.reconfiguration.ended:  # its barrier cannot complete
-            self.reconfiguration.on_job_failing("a region failover", now)
-        log.warning(
-            "%s region failover: restarting %s (%d of %d regions); %s. Cause: %s",
-            self.tag,
-            regions,
-            len(action.regions),
-            len(self.graph.regions),
-            decision.reason,
-            f.exceptions.last_cause,
-        )
-        if self.checkpointing.coordinator is not None:  # its pending checkpoint waits for tasks that are gone
-            self.checkpointing.tasks_lost("region failover", now)
-            self.checkpointing.retire()
-            self.checkpointing.coordinator = None  # a new one over the new executions starts with them
-
-    def _on_regions_restarted(self, action: eg.RegionsRestarted, now: float) -> None:
-        """New executions replace the restarted regions': in a streaming job they restore the
-        latest completed checkpoint, and a new coordinator covers them."""
-        self.checkpointing.end_of_input.difference_update(action.replaced)
-        self.forget_metrics(action.replaced)
-        if self.batch or self.ckpt_config is None:
-            return
-        latest = self.latest
-        if latest is not None:
-            try:
-                storage, cid = self.checkpointing.storage_checked(), latest.checkpoint_id
-                states = metadata.restore_states(
-                    storage.read_metadata(cid), self.chains, storage.metadata_path(cid), self.job
-                )
-            except CheckpointCorrupt as exc:
-                self._apply(self.graph.handle(eg.GlobalFailure(f"restore failed: {exc}", now)), now)
-                return
-            for eid in action.new:
-                ex = self.graph.executions[eid]
-                key = (ex.chain_id, ex.subtask)
-                self.deployment.add_restore_states({key: states[key]}, cid)
-        log.info(
-            "%s restarting %d task(s) from %s",
-            self.tag,
-            len(action.new),
-            f"checkpoint {latest.checkpoint_id}" if latest else "the attempt's start",
-        )
-        if self.checkpointing.coordinator is None and self.graph.state == JobStatus.RUNNING:
-            self.checkpointing.start_coordinator(now)
-
-    def _on_status_changed(self, action: eg.JobStatusChanged, now: float) -> None:
-        log.info("%s %s -> %s", self.tag, action.old, action.new)
-        if action.new == JobStatus.RUNNING and self.ckpt_config is not None:
-            self.checkpointing.start_coordinator(now)
-        elif action.new in (JobStatus.FAILING, JobStatus.CANCELLING):
-            if self.checkpointing.savepoints.in_progress:
-                self.checkpointing.savepoint_failed(f"the job went {action.new} while the savepoint was taken")
-            if self.reconfiguration is not None and not self.reconfiguration.ended:
-                self.reconfiguration.on_job_failing(f"job {action.new}", now)
-            f = self.failover
-            if action.new == JobStatus.FAILING:
-                f.exceptions.failed(now_ms())
-                if f.forced_decision is not None:  # a region failover the strategy refused
-                    f.decision, f.failed_at = f.forced_decision, now
-                elif not self._cancel_requested:
-                    f.decision, f.failed_at = self._decide(now), now
-            self.checkpointing.tasks_lost(f"job {action.new}", now)
-
-    def _attempt_ended(self, state: JobStatus, failure: str, now: float) -> None:
-        self.gateway.release_slots(self.job_id)
-        if self.batch:  # the attempt's blocking results, wherever they are
-            for resource_id in sorted(self.deployment.used_taskmanagers):
-                self.gateway.release_partitions(self, resource_id, [], all_of_job=True)
-        f = self.failover
-        forced, f.forced_decision = f.forced_decision, None
-        self.checkpointing.retire()  # kept by reference: a checkpoint still persisting completes in its history
-        decided, f.decision = f.decision, None
-        if state == JobStatus.FAILED and self._cancel_requested:  # cancelled while failing: not restarted
-            self._record_exception(failure, restarted=False)
-        if state != JobStatus.FAILED or self._cancel_requested:
-            self._finish(state if not self._cancel_requested else JobStatus.CANCELED, failure, now)
-            return
-        # An attempt that failed before it ran (CREATED -> FAILED) is decided here.
-        if decided is None:
-            f.exceptions.failed(now_ms())
-        decision, failed_at = (decided, f.failed_at) if decided else (self._decide(now), now)
-        if forced is None:  # a refused region failover is in the history already
-            self._record_exception(failure, restarted=decision.restart)
-        if not decision.restart:
-            log.error("%s failed and will not restart (%s):\n%s", self.tag, decision.reason, failure)
-            self._finish(JobStatus.FAILED, f"{failure}\n(not restarted: {decision.reason})", now)
-            return
-        self.restarts += 1
-        self._save_counters()
-        self.failure = failure
-        f.restart_at = max(now, failed_at + decision.delay)  # the delay counts from the failure
-        log.warning("%s failed; %s. Cause: %s", self.tag, decision.reason, f.exceptions.last_cause)
-
-    def _restart(self, now: float, first_attempt: int | None = None) -> None:
-        """A new attempt that restores every task from the latest completed checkpoint."""
-        self.deployment.restore(None, {})
-        self.splits.states = {}
-        latest = self.latest
-        if latest is None and self.savepoint is not None:  # no checkpoint of its own yet
-            self.deployment.restore(self.savepoint.checkpoint_id, self.deployment.savepoint_states)
-        if latest is not None:
-            try:
-                storage, cid = self.checkpointing.storage_checked(), latest.checkpoint_id
-                content = storage.read_metadata(cid)
-                states = metadata.restore_states(content, self.chains, storage.metadata_path(cid), self.job)
-                self.checkpointing.shared_state.register(cid, metadata_handles(content))  # after a failover
-                self.splits.restored(dict(content.get("coordinators") or {}), self._connector_sources(), cid)
-            except (CheckpointCorrupt, sc.SplitRequestError) as exc:
-                log.error("%s cannot restore: %s", self.tag, exc)
-                failure = f"restore failed: {exc}"
-                self.failover.exceptions.add(
-                    ExceptionEntry(now_ms(), self.attempt, "", exception_line(failure), bounded(failure), False)
-                )
-                self._finish(JobStatus.FAILED, f"restore failed: {exc}", now)
-                return
-            self.deployment.restore(latest.checkpoint_id, states)
-        log.info(
-            "%s restarting (restart %d) from %s",
-            self.tag,
-            self.restarts,
-            f"checkpoint {self.restored_checkpoint}" if self.restored_checkpoint else "the beginning",
-        )
-        self._start_attempt(self.attempt + 1 if first_attempt is None else first_attempt, now)
-
-    def _finish(self, state: JobStatus, failure: str, now: float) -> None:  # noqa: ARG002 — time is an input
+    def finish(self, state: JobStatus, failure: str, now: float) -> None:  # noqa: ARG002 — time is an input
         self.final_state = state
         self.failure = failure if state == JobStatus.FAILED else ""
         self.ended_ms = now_ms()
@@ -748,7 +497,7 @@ class JobMaster:
         self._record_result()
 
     # -- counters, results and status ----------------------------------------------------------------
-    def _save_counters(self) -> None:
+    def save_counters(self) -> None:
         """Into the HA store (in the background): a new leader's metrics go on from them."""
         ha = self.gateway.ha
         if ha is None:
@@ -763,8 +512,8 @@ class JobMaster:
         out = common_pb2.JobMetrics()
         out.CopyFrom(self.counters)
         out.num_restarts = self.restarts
-        if self.state == JobStatus.RUNNING and self._attempt_started_ms:
-            out.uptime_ms = max(0, now_ms() - self._attempt_started_ms)
+        if self.state == JobStatus.RUNNING and self.attempt_started_ms:
+            out.uptime_ms = max(0, now_ms() - self.attempt_started_ms)
         return out
 
     def _record_result(self, state: JobStatus | None = None) -> None:
@@ -783,23 +532,7 @@ class JobMaster:
     def snapshot(self, free_slots: int) -> JobSnapshot:
         """What the status shows of the job now (master/status.py computes the JobInfo)."""
         g, f, latest = self.graph, self.failover, self.latest
-        tasks = []
-        for ex in g.executions.values():
-            address = self.gateway.address_of(ex.slot.resource_id) if ex.slot is not None else ""
-            tasks.append(
-                TaskRow(
-                    ex.name,
-                    ex.subtask,
-                    ex.state,
-                    address or (ex.slot.resource_id if ex.slot else ""),
-                    ex.error,
-                    ex.chain_id,
-                    ex.run,
-                    ex.speculative,
-                    g.region_name(ex),
-                    self.metrics.get(ex.execution_id, TaskRecords()),
-                )
-            )
+        tasks = task_rows(g, self.metrics, self.gateway.address_of)
         return JobSnapshot(
             job_id=self.job_id,
             name=self.job.name,
@@ -823,7 +556,7 @@ class JobMaster:
             restarting_regions=len(g.restarting),
             regions=len(g.regions),
             latest_checkpoint=latest.checkpoint_id if latest is not None else None,
-            restored_checkpoint=self.restored_checkpoint,
+            restored_checkpoint=self.deployment.restored_checkpoint,
             restored_savepoint=self.savepoint.path if self.savepoint is not None else "",
             stopped_with=self.checkpointing.savepoints.stopped_with,
             tasks=tasks,

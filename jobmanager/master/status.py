@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 from jobmanager.checkpoint.coordinator import CheckpointStats
 from jobmanager.checkpoint.savepoints import SavepointRequest
 from jobmanager.master.exception_history import ExceptionEntry
+from jobmanager.scheduler import execution_graph as eg
 from sluice.states import ExecutionState, JobStatus, to_proto
 from sluice.v1 import common_pb2
 
@@ -87,6 +88,52 @@ class TaskRow:
     speculative: bool
     region: str
     records: TaskRecords
+
+
+def task_rows(
+    g: eg.ExecutionGraph, metrics: Mapping[str, TaskRecords], address_of: Callable[[str], str | None]
+) -> list[TaskRow]:
+    """The rows of the current attempt's executions, with their TaskManagers' addresses."""
+    rows = []
+    for ex in g.executions.values():
+        address = address_of(ex.slot.resource_id) if ex.slot is not None else ""
+        rows.append(
+            TaskRow(
+                ex.name,
+                ex.subtask,
+                ex.state,
+                address or (ex.slot.resource_id if ex.slot else ""),
+                ex.error,
+                ex.chain_id,
+                ex.run,
+                ex.speculative,
+                g.region_name(ex),
+                metrics.get(ex.execution_id, TaskRecords()),
+            )
+        )
+    return rows
+
+
+def key_group_load(
+    job_id: str,
+    operator: str,
+    chain_id: str | None,
+    executions: Mapping[str, eg.Execution],
+    metrics: Mapping[str, TaskRecords],
+) -> dict[int, int]:
+    """Input rows per key group of the tasks of chain `chain_id` (running `operator`), from their
+    last heartbeats; ValueError while one has not reported its load yet."""
+    load: dict[int, int] = {}
+    for eid, ex in executions.items():
+        if chain_id is not None and ex.chain_id == chain_id:
+            records = metrics.get(eid, TaskRecords())
+            if not records.heartbeat:  # its load is unknown, not zero: a plan now could move the wrong way
+                raise ValueError(
+                    f"job {job_id}: the key-group load of subtask {ex.subtask} of {operator!r} has not "
+                    "reached the JobManager yet (heartbeats carry it); try again in a moment"
+                )
+            load.update(records.key_group_records)
+    return load
 
 
 @dataclasses.dataclass(frozen=True)
