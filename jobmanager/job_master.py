@@ -253,6 +253,12 @@ class JobMaster:
                 run.handle(rp.Running(eid, now), now)
         return not any(isinstance(a, eg.Ignored) for a in actions)
 
+    def on_heartbeat(self, resource_id: str, eid: str, records: TaskRecords) -> None:
+        """A heartbeat's counters of `eid`: taken only from the TaskManager it runs on, until it ends."""
+        ex = self.graph.executions.get(eid)
+        if ex is not None and ex.slot is not None and ex.slot.resource_id == resource_id and not ex.state.terminal:
+            self.metrics[eid] = records  # its final report has the final counts; a heartbeat may be older
+
     def on_deploy_failed(self, eid: str, error: str, now: float) -> None:
         if eid in self.graph.executions:
             self.scheduler.apply(self.graph.handle(eg.DeploymentFailed(eid, error, now)), now)
