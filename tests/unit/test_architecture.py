@@ -41,6 +41,13 @@ PURE_CORES = (
     "sluice.connectors.enumerators",
     "taskmanager.operators.malformed_checks",
     "sluice.key_partitioning",
+    "jobmanager.checkpoint.events",
+    "jobmanager.checkpoint.savepoints",
+    "jobmanager.master.status",
+    "jobmanager.master.exception_history",
+    "jobmanager.master.failover",
+    "jobmanager.master.deployment",
+    "jobmanager.job_listing",
 )
 EDGE_LIBRARIES = ("grpc", "kazoo", "pyspark")
 
