@@ -1,9 +1,12 @@
 """JobMaster: one job across its attempts — the owner that wires its collaborators.
 
 Each attempt is an ExecutionGraph (pure core) that the JobMaster feeds events and whose
-actions it carries out through the dispatcher's gateway (slots and RPCs). Its collaborators,
-in jobmanager/master/ and beside it:
+actions it carries out through the dispatcher's gateway (slots and RPCs). It keeps the job's
+graph (`Topology`), its counters, metrics and final state, answers the dispatcher and hands
+the work to its collaborators, in jobmanager/master/ and beside it:
 
+* `Scheduler` (master/scheduler.py): the attempts — it owns the current ExecutionGraph,
+  starts and restarts attempts and carries out the graph's actions;
 * `Checkpointing` (master/checkpointing.py): the attempt's CheckpointCoordinator (pure core)
   and its actions — triggers, persisting, notifications, discards — and savepoints;
 * `ExecutionFailureHandler` (master/failover.py): whether and when a failed attempt or failed
@@ -48,10 +51,11 @@ from jobmanager.reconfiguration.plan import make_plan
 from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import taskmanager_losses as tl
-from jobmanager.scheduler.restart_strategy import from_config
+from jobmanager.scheduler.restart_strategy import RestartStrategy, from_config
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice import config, graph, job_options
 from sluice.checkpoints import savepoint as sp
+from sluice.checkpoints.storage import CheckpointStorage
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, to_proto
 from sluice.v1 import common_pb2
 
@@ -144,7 +148,7 @@ class JobMaster:
         return self.checkpointing.config
 
     @property
-    def storage(self) -> Any:
+    def storage(self) -> CheckpointStorage | None:
         return self.checkpointing.storage
 
     @property
@@ -156,8 +160,7 @@ class JobMaster:
         return self.checkpointing.latest
 
     @property
-    def restart(self) -> Any:
-        """The restart strategy."""
+    def restart(self) -> RestartStrategy:
         return self.failover.restart
 
     @property

@@ -2,7 +2,9 @@
 
 `Gateway` is what a JobMaster needs from the dispatcher (slots, RPCs to TaskManagers, the I/O
 pool, the HA stores); `JobHandle` is what the dispatcher's gateway reads of a job it calls for.
-`JobHost` is what the JobMaster's collaborators (checkpointing.py) ask of it. Everything runs
+`JobHost` is what the checkpointing adapter (checkpointing.py) asks of its JobMaster; the
+connectors' and reconfiguration's ports are beside them (connectors/splits.py,
+reconfiguration/port.py). Everything runs
 under the dispatcher's lock; RPCs and storage I/O run on its thread pool and come back through
 callbacks under the lock.
 """
