@@ -31,19 +31,22 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
-import grpc
-
+from jobmanager import fencing, job_listing
 from jobmanager.errors import InvalidRequest, JobNotFound, NotLeader, NotOwner, StaleLeaderSession
-from jobmanager.job_master import TRACEBACK_LIMIT, JobMaster, TaskRecords, bounded
+from jobmanager.job_master import JobMaster
 from jobmanager.leader.driver import LeadershipLostError
+from jobmanager.master.exception_history import TRACEBACK_LIMIT, bounded
+from jobmanager.master.ports import JobHandle
+from jobmanager.master.status import TaskRecords
+from jobmanager.recovery import HaStores, read_ha_stores, savepoint_of
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import slot_pool as sp
+from jobmanager.taskmanager_rpc import TaskManagerRpc
 from sluice import config, graph, job_options, rpc
 from sluice.checkpoints.savepoint import Savepoint, SavepointError
-from sluice.checkpoints.savepoint import read as read_savepoint
-from sluice.security.identity import Identity, Role
+from sluice.security.identity import Identity
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto
-from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2, taskmanager_pb2_grpc
+from sluice.v1 import common_pb2, jobmanager_pb2, taskmanager_pb2
 
 if TYPE_CHECKING:
     from jobmanager.checkpoint.id_counter import CheckpointIDCounter
@@ -52,11 +55,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("sluice.jobmanager")
 
 HeartbeatMetrics = tuple[str, str, TaskRecords]  # (job id, execution id, record counters) of one task
-
-DEFAULT_PAGE_SIZE = 100  # ListJobs without a page_size
-MAX_PAGE_SIZE = 1000  # a larger page_size is served as this many
-SUMMARY_FAILURE_LIMIT = 1024  # characters of a failure a ListJobs summary keeps
-RELEASE_BATCH = 4096  # partition ids per ReleasePartitions request (the TaskManager's bound)
 
 
 class Dispatcher:
@@ -86,40 +84,32 @@ class Dispatcher:
         self._pool = sp.SlotPool(heartbeat_timeout)
         self._jobs: dict[str, JobMaster] = {}
         self._session: str | None = None
-        self._rpc = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="jm-rpc")
-        self._channels: dict[str, grpc.Channel] = {}
+        self._calls = TaskManagerRpc(self._lock, lambda: self._session, self.address_of, self._disconnect, clock)
         self.ha = ha  # ZooKeeperHaServices, or None without HA stores
         self._guard_factory = guard_factory  # session id -> guarded ZooKeeper transaction
         self._results: dict[str, common_pb2.JobInfo] = {}  # ended jobs known from the job result store
 
     # -- leadership ---------------------------------------------------------------------------
     def grant_leadership(self, session_id: str) -> None:
+        stored = read_ha_stores(self.ha) if self.ha is not None else None  # storage reads, off the lock
         with self._lock:
             self._session = session_id
             self._pool = sp.SlotPool(self.heartbeat_timeout)  # TaskManagers register anew with each leader
             self._jobs = {}  # whatever this process knew as an earlier leader is stale
             self._results = {}
             log.info("leadership granted, session %s", session_id)
-            if self.ha is not None:
-                self._recover_jobs()
+            if stored is not None:
+                self._recover_jobs(stored)
 
-    def _recover_jobs(self) -> None:
-        """Take over the jobs of the previous leader: every job graph without a result
-        restarts from its latest completed checkpoint once slots are offered."""
-        try:
-            self._results = self.ha.job_results()
-            job_ids = self.ha.job_graph_ids()
-        except Exception as exc:  # noqa: BLE001 — ZooKeeper trouble: the election will revoke us
-            log.error("cannot read the HA stores: %s", exc)
-            return
-        for job_id in job_ids:
-            if job_id in self._results:
-                continue
+    def _recover_jobs(self, stored: HaStores) -> None:
+        """Take over the jobs of the previous leader (read by `read_ha_stores`): every job graph
+        without a result restarts from its latest completed checkpoint once slots are offered."""
+        self._results = stored.results
+        for s in stored.jobs:
+            job_id, job, latest = s.job_id, s.job, s.latest
             try:
-                job = self.ha.get_job_graph(job_id)
-                latest = self.ha.latest_checkpoint(job_id)
-                master = self._job_master(job_id, job, self.ha.checkpoint_id_counter(job_id), _savepoint_of(job))
-                master.counters = self.ha.get_job_metrics(job_id) or master.counters
+                master = self._job_master(job_id, job, self.ha.checkpoint_id_counter(job_id), s.savepoint)
+                master.counters = s.counters or master.counters
             except Exception as exc:  # noqa: BLE001 — one unreadable job must not stop recovering the others
                 log.error("[job %s] cannot recover: %s", job_id, exc)
                 continue
@@ -183,7 +173,7 @@ class Dispatcher:
             job.config[job_options.SAVEPOINT_PATH.key] = restore_path
             job.config[job_options.SAVEPOINT_IGNORE_UNCLAIMED.key] = str(allow_non_restored_state).lower()
         try:
-            savepoint = _savepoint_of(job)  # read before anything is kept: a bad one is the client's error
+            savepoint = savepoint_of(job)  # read before anything is kept: a bad one is the client's error
         except SavepointError as exc:
             raise graph.JobValidationError("restore_path", str(exc)) from None
         if savepoint is not None and savepoint.retained:
@@ -198,7 +188,7 @@ class Dispatcher:
             except ValueError as exc:
                 raise graph.JobValidationError("config", str(exc)) from None
         if savepoint is not None:  # its checkpoint ids continue the savepoint's
-            master.counter.advance_to(savepoint.checkpoint_id + 1)
+            master.checkpointing.counter.advance_to(savepoint.checkpoint_id + 1)
         if self.ha is not None:  # persist before announcing the job id
             try:
                 self.ha.put_job_graph(self.guard, job_id, job)
@@ -283,26 +273,20 @@ class Dispatcher:
     def list_jobs(self, page_size: int = 0, page_token: str = "") -> tuple[list[common_pb2.JobInfo], str]:
         """One page of job summaries, oldest first (by submission time, then job id), and the
         token of the next page ("" after the last). A summary is the job's `JobInfo` without
-        tasks, checkpoints and exception history, its failure cut to SUMMARY_FAILURE_LIMIT."""
+        tasks, checkpoints and exception history, its failure cut (job_listing.py)."""
         self._require_leader()
-        if page_size < 0:
-            raise InvalidRequest("page_size", f"must be >= 0, got {page_size}")
-        size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        after = _page_position(page_token) if page_token else None
+        size = job_listing.page_size(page_size)
+        after = job_listing.page_position(page_token) if page_token else None
         with self._lock:
             keys = [(j.submitted_ms, job_id) for job_id, j in self._jobs.items()]
             keys += [(r.submitted_ms, job_id) for job_id, r in self._results.items() if job_id not in self._jobs]
-            keys = sorted(k for k in keys if after is None or k > after)
-            page, more = keys[:size], len(keys) > size
+            chosen, token = job_listing.page(keys, size, after)
             free = self._pool.free_slots()
-            infos = []
-            for _, job_id in page:
-                info = self._jobs[job_id].info(free) if job_id in self._jobs else self._ended_info(job_id)
-                for detail in ("tasks", "checkpoints", "exceptions", "savepoints", "reconfigurations"):
-                    info.ClearField(detail)
-                info.failure = bounded(info.failure, SUMMARY_FAILURE_LIMIT)
-                infos.append(info)
-            return infos, f"{page[-1][0]}/{page[-1][1]}" if more else ""
+            infos = [
+                job_listing.summary(self._jobs[job_id].info(free) if job_id in self._jobs else self._ended_info(job_id))
+                for _, job_id in chosen
+            ]
+            return infos, token
 
     def _ended_info(self, job_id: str) -> common_pb2.JobInfo:
         """A job that ended under an earlier leader, as this leader reports it."""
@@ -314,19 +298,7 @@ class Dispatcher:
     def cluster_overview(self) -> jobmanager_pb2.ClusterOverview:
         self._require_leader()
         with self._lock:
-            now = self.clock()
-            out = jobmanager_pb2.ClusterOverview(
-                leader=self.address, total_slots=self._pool.total_slots(), free_slots=self._pool.free_slots()
-            )
-            for tm in self._pool.taskmanagers():
-                out.taskmanagers.add(
-                    resource_id=tm.resource_id,
-                    address=tm.address,
-                    slots=tm.slots,
-                    free_slots=tm.free,
-                    seconds_since_heartbeat=max(0.0, now - tm.last_heartbeat),
-                )
-            return out
+            return job_listing.cluster_overview(self._pool, self.address, self.clock())
 
     def _job(self, job_id: str) -> JobMaster:
         job = self._jobs.get(job_id)
@@ -346,9 +318,9 @@ class Dispatcher:
                 f"must be between 1 and {self.max_slots_per_taskmanager} "
                 f"({config.MAX_SLOTS_PER_TASKMANAGER.key}), got {slots}",
             )
-        _check_caller_role(identity)
+        fencing.check_caller_role(identity)
         with self._lock:
-            event = sp.TaskManagerRegistered(resource_id, address, slots, self.clock(), _name(identity))
+            event = sp.TaskManagerRegistered(resource_id, address, slots, self.clock(), fencing.bound_name(identity))
             actions = self._pool.handle(event)
             rejected = next((a for a in actions if isinstance(a, sp.RegistrationRejected)), None)
             if rejected is not None:
@@ -381,47 +353,20 @@ class Dispatcher:
         self._check_session(session_id)
         with self._lock:
             tm = self._pool.registered(resource_id)
-            if tm is not None and tm.identity != _name(identity):
+            if tm is not None and tm.identity != fencing.bound_name(identity):
                 raise NotOwner(f"TaskManager {resource_id!r} is registered by another identity")
             actions = self._pool.handle(sp.HeartbeatReceived(resource_id, self.clock(), held))
             if any(isinstance(a, sp.UnknownTaskManager) for a in actions):
                 return False
             self._pool_actions(actions)  # a slot the report freed may go to a waiting job
             for job_id, eid, records in metrics:
-                job = self._jobs.get(job_id)
-                ex = job.graph.executions.get(eid) if job is not None else None
-                if (
-                    job is not None
-                    and ex is not None
-                    and ex.slot is not None
-                    and ex.slot.resource_id == resource_id
-                    and not ex.state.terminal  # its final report has the final counts; a heartbeat may be older
-                ):
-                    job.metrics[eid] = records
+                if (job := self._jobs.get(job_id)) is not None:
+                    job.on_heartbeat(resource_id, eid, records)
             return True
 
     def _owned(self, job: JobMaster, execution_id: str, identity: Identity | None, resource_id: str = "") -> bool:
-        """Whether a report about `execution_id` of `job` may be taken from the caller: True for
-        an execution this JobManager deployed to a living TaskManager whose bound identity is
-        the caller's (and whose resource id is `resource_id`, when the report names one);
-        False for one not or no longer deployed there (a late report); NotOwner when another
-        TaskManager owns it."""
-        ex = job.graph.executions.get(execution_id)
-        if ex is None or ex.slot is None:
-            return False
-        tm = self._pool.registered(ex.slot.resource_id)
-        if tm is None:
-            return False  # its TaskManager was lost meanwhile
-        if tm.identity != _name(identity) or (resource_id and resource_id != tm.resource_id):
-            log.warning(
-                "[job %s] refused a report about %s from %s: it runs on TaskManager %s",
-                job.job_id,
-                execution_id,
-                identity or f"a caller naming {resource_id!r}",
-                tm.resource_id,
-            )
-            raise NotOwner("the execution runs on another TaskManager: only it reports about it")
-        return True
+        """Whether a report about `execution_id` of `job` may be taken from the caller (fencing.py)."""
+        return fencing.owned(self._pool, job, execution_id, identity, resource_id)
 
     def update_task_state(
         self,
@@ -495,7 +440,9 @@ class Dispatcher:
         with self._lock:
             job = self._jobs.get(job_id)
             if job is not None and self._owned(job, execution_id, identity):
-                job.on_decline(execution_id, checkpoint_id, bounded(reason, SUMMARY_FAILURE_LIMIT), self.clock())
+                job.on_decline(
+                    execution_id, checkpoint_id, bounded(reason, job_listing.SUMMARY_FAILURE_LIMIT), self.clock()
+                )
 
     def request_splits(
         self,
@@ -553,101 +500,32 @@ class Dispatcher:
 
     def call_task(
         self,
-        job: JobMaster,
+        job: JobHandle,
         execution_id: str,
         method: str,
         request: Any,
         on_reply: Callable[[Any, str], None] | None = None,
     ) -> None:
-        """An RPC to the TaskManager running `execution_id`. An unreachable TaskManager is
-        declared lost at once instead of waiting for its heartbeat timeout. `on_reply(reply,
-        error)` runs under the lock once it answered (reply None and the error when it failed),
-        while this JobManager still leads and the attempt is the same."""
-        ex = job.graph.executions.get(execution_id)
-        if ex is None or ex.slot is None:  # replaced by a region restart, or not deployed
-            if on_reply is not None:
-                on_reply(None, "not deployed")
-            return
-        resource_id, address = ex.slot.resource_id, self.address_of(ex.slot.resource_id)
-        if address is None:
-            if on_reply is not None:
-                on_reply(None, "its TaskManager is gone")
-            return  # its TaskManager is gone; the cancel timeout settles it
-        session, attempt = self._session, job.attempt
-
-        def reply(response: Any, error: str) -> None:
-            if on_reply is not None:
-                with self._lock:
-                    if self._session == session and job.attempt == attempt:
-                        on_reply(response, error)
-
-        def call() -> None:
-            try:
-                response = getattr(self._stub(address), method)(request, timeout=30 if method == "SubmitTask" else 10)
-                reply(response, "")
-            except grpc.RpcError as err:
-                reply(None, f"{err.code().name}: {err.details()}")
-                log.warning(
-                    "[job %s attempt %d] %s of %s on %s failed: %s %s",
-                    job.job_id,
-                    attempt,
-                    method,
-                    execution_id,
-                    address,
-                    err.code().name,
-                    err.details(),
-                )
-                with self._lock:
-                    if self._session != session:
-                        return
-                    if err.code() == grpc.StatusCode.UNAVAILABLE:
-                        self._pool_event(sp.TaskManagerDisconnected(resource_id, f"unreachable at {address}"))
-                    if method == "SubmitTask" and job.attempt == attempt:
-                        job.on_deploy_failed(execution_id, f"{address}: {err.details()}", self.clock())
-
-        self._rpc.submit(call)
+        """An RPC to the TaskManager running `execution_id` (taskmanager_rpc.py)."""
+        self._calls.call_task(job, execution_id, method, request, on_reply)
 
     def release_partitions(
-        self, job: JobMaster, resource_id: str, partition_ids: Sequence[str], all_of_job: bool = False
+        self, job: JobHandle, resource_id: str, partition_ids: Sequence[str], all_of_job: bool = False
     ) -> None:
-        """BATCH: ask a TaskManager to delete blocking results (best effort: a TaskManager that
-        is gone took them along; one that restarts starts with none)."""
-        address = self.address_of(resource_id)
-        if address is None:
-            return
-        ids = list(partition_ids)
-        batches = [ids[i : i + RELEASE_BATCH] for i in range(0, len(ids), RELEASE_BATCH)] or [[]]
-        session = self._session or ""
+        """BATCH: ask a TaskManager to delete blocking results (best effort)."""
+        self._calls.release_partitions(job, resource_id, partition_ids, all_of_job)
 
-        def call() -> None:
-            for batch in batches:
-                request = taskmanager_pb2.ReleasePartitionsRequest(
-                    leader_session_id=session, job_id=job.job_id, partition_ids=batch, all_of_job=all_of_job
-                )
-                try:
-                    self._stub(address).ReleasePartitions(request, timeout=10)
-                except grpc.RpcError as err:
-                    log.info("[job %s] releasing results on %s failed: %s", job.job_id, address, err.code().name)
-                    return
-
-        self._rpc.submit(call)
-
-    def run_io(self, job: JobMaster, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None:
+    def run_io(self, job: JobHandle, fn: Callable[[], object], done: Callable[[Exception | None], None]) -> None:
         """Storage I/O off the lock; `done(error)` runs back under the lock (if still leader)."""
-        session = self._session
+        self._calls.run_io(job, fn, done)
 
-        def work() -> None:
-            error = None
-            try:
-                fn()
-            except Exception as exc:  # noqa: BLE001 — any failure is handed to `done`, which decides
-                error = exc
-                log.warning("[job %s] storage operation failed: %s", job.job_id, exc)
-            with self._lock:
-                if self._session == session:
-                    done(error)
+    @property
+    def _rpc(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The thread pool RPCs and storage I/O run on."""
+        return self._calls.executor
 
-        self._rpc.submit(work)
+    def _disconnect(self, resource_id: str, reason: str) -> None:
+        self._pool_event(sp.TaskManagerDisconnected(resource_id, reason))
 
     def _probe_peer(self, job_id: str, address: str) -> None:
         """A task of `job_id` lost its input from the TaskManager at `address`: check it now."""
@@ -714,42 +592,7 @@ class Dispatcher:
             address = self.address_of(resource_id)
         if address is None:
             return None
-        request = taskmanager_pb2.ReadLogRequest(leader_session_id=session, max_bytes=max_bytes)
-        response: taskmanager_pb2.ReadLogResponse = self._stub(address).ReadLog(request, timeout=10)
-        return response
-
-    def _stub(self, address: str) -> taskmanager_pb2_grpc.TaskExecutorStub:
-        ch = self._channels.get(address)
-        if ch is None:
-            ch = self._channels[address] = rpc.channel(address)  # mutual TLS with the JobManager's certificate
-        return taskmanager_pb2_grpc.TaskExecutorStub(ch)
+        return self._calls.read_log(address, session, max_bytes)
 
     def close(self) -> None:
-        self._rpc.shutdown(wait=False, cancel_futures=True)
-        for ch in self._channels.values():
-            ch.close()
-
-
-def _savepoint_of(job: common_pb2.JobGraph) -> Savepoint | None:
-    """The savepoint a job starts from (execution.savepoint.path), read and checked; None without one."""
-    path = job_options.SAVEPOINT_PATH.read(dict(job.config))
-    return read_savepoint(path) if path else None
-
-
-def _name(identity: Identity | None) -> str | None:
-    """What the slot pool binds a resource id to: the identity's common name, None on plaintext."""
-    return identity.common_name if identity is not None else None
-
-
-def _check_caller_role(identity: Identity | None) -> None:
-    """Only TaskManager certificates register TaskManagers (plaintext: nobody is checked)."""
-    if identity is not None and identity.role != Role.TASKMANAGER:
-        raise NotOwner(f"{identity} is not a TaskManager identity")
-
-
-def _page_position(token: str) -> tuple[int, str]:
-    """The (submission time, job id) a ListJobs page token continues after."""
-    submitted, sep, job_id = token.partition("/")
-    if not sep or not submitted.isdigit() or not job_id or len(token) > 128:
-        raise InvalidRequest("page_token", "not a token a ListJobs reply returned; leave it empty for the first page")
-    return int(submitted), job_id
+        self._calls.close()

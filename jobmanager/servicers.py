@@ -33,7 +33,7 @@ from jobmanager.checkpoint.state_handles import MAX_STATE_HANDLE_BYTES, InvalidS
 from jobmanager.declarative.translate import to_job_graph as declarative_job_graph
 from jobmanager.dispatcher import Dispatcher
 from jobmanager.errors import InvalidRequest, JobNotFound, NotLeader, NotOwner, StaleLeaderSession
-from jobmanager.job_master import task_records
+from jobmanager.master.status import task_records
 from sluice.graph import JobValidationError
 from sluice.security.identity import peer_identity
 from sluice.states import ExecutionState, FailureCause, from_proto, to_proto

@@ -57,6 +57,13 @@ PURE_CORES: dict[str, str] = {
     "sluice.kinds.output_schemas": "each kind's output columns",
     "sluice.api.stream_graph": "the job API's graph builder: operators, edges, schemas, the job graph",
     "sluice.api.arguments": "argument checks shared by the job API's modules",
+    "jobmanager.checkpoint.events": "the checkpoint coordinator's config, events, actions and results",
+    "jobmanager.checkpoint.savepoints": "savepoint requests and their records; a savepoint target checked",
+    "jobmanager.master.status": "a job's status computed from a snapshot of its JobMaster",
+    "jobmanager.master.exception_history": "a job's bounded exception history",
+    "jobmanager.master.failover": "whether a failed task restarts its region, the job, or fails it",
+    "jobmanager.master.deployment": "task deployment descriptors, restore states, partition ids and tags",
+    "jobmanager.job_listing": "ListJobs paging and summaries; the cluster overview",
     "taskmanager.operators.malformed_checks": "what makes a CSV or JSON row malformed beyond Spark's parser",
 }
 

@@ -7,7 +7,7 @@ JobManager reads it when the job is submitted (a bad value or an unknown key
 is a ``JobValidationError`` on field ``config`` whose message names the key)
 and again when it recovers the job after a failover:
 
-* checkpointing: jobmanager/job_master.py ``checkpoint_config`` through
+* checkpointing: jobmanager/master/checkpointing.py ``checkpoint_config`` through
   :func:`checkpointing`;
 * restarts: jobmanager/scheduler/restart_strategy.py ``from_config``, reading
   each ``restart-strategy*`` option with ``option.read(config)``.

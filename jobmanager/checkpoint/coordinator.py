@@ -44,7 +44,12 @@ reused; a restored checkpoint's id must be below `counter.get()`.
   * SavepointRequested (docs/savepoints.md): a checkpoint taken now,
     ignoring interval and min_pause, when one may trigger (else on the next
     Tick that may; a final request goes first); its actions carry
-    `savepoint` so the adapter writes the savepoint copy while persisting.
+    `savepoint`, and the coordinator owns the request's `target` until it
+    ends: PersistCheckpoint carries it (`savepoint_target`) so the adapter
+    writes the savepoint copy there while persisting, reports where with
+    CheckpointPersisted(`savepoint_path`), and the savepoint's completion
+    is NotifyComplete's `savepoint_path` (its failure: NotifyAborted with
+    `savepoint`). The event and action types are in events.py.
     `stop`: sources stop at its barrier and, once it completes, every task
     finishes (NotifyComplete is final; nothing is triggered after it); an
     abort leaves the job running and is not counted against
@@ -64,11 +69,84 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterable, Mapping
-from typing import TypeAlias
+from collections.abc import Iterable
 
+from jobmanager.checkpoint.events import (
+    Acknowledge as Acknowledge,
+)
+from jobmanager.checkpoint.events import (
+    AckResult as AckResult,
+)
+from jobmanager.checkpoint.events import (
+    Actions as Actions,
+)
+from jobmanager.checkpoint.events import (
+    CheckpointConfig as CheckpointConfig,
+)
+from jobmanager.checkpoint.events import (
+    CheckpointPersisted as CheckpointPersisted,
+)
+from jobmanager.checkpoint.events import (
+    CheckpointStats as CheckpointStats,
+)
+from jobmanager.checkpoint.events import (
+    CompletedCheckpoint as CompletedCheckpoint,
+)
+from jobmanager.checkpoint.events import (
+    CoordinatorAction as CoordinatorAction,
+)
+from jobmanager.checkpoint.events import (
+    CoordinatorEvent as CoordinatorEvent,
+)
+from jobmanager.checkpoint.events import (
+    Decline as Decline,
+)
+from jobmanager.checkpoint.events import (
+    DiscardCheckpoint as DiscardCheckpoint,
+)
+from jobmanager.checkpoint.events import (
+    FailJob as FailJob,
+)
+from jobmanager.checkpoint.events import (
+    FinalCheckpointRequested as FinalCheckpointRequested,
+)
+from jobmanager.checkpoint.events import (
+    NotifyAborted as NotifyAborted,
+)
+from jobmanager.checkpoint.events import (
+    NotifyComplete as NotifyComplete,
+)
+from jobmanager.checkpoint.events import (
+    PersistCheckpoint as PersistCheckpoint,
+)
+from jobmanager.checkpoint.events import (
+    PersistFailed as PersistFailed,
+)
+from jobmanager.checkpoint.events import (
+    ReconfigurationRequested as ReconfigurationRequested,
+)
+from jobmanager.checkpoint.events import (
+    Resume as Resume,
+)
+from jobmanager.checkpoint.events import (
+    SavepointRequested as SavepointRequested,
+)
+from jobmanager.checkpoint.events import (
+    Suspend as Suspend,
+)
+from jobmanager.checkpoint.events import (
+    TasksLost as TasksLost,
+)
+from jobmanager.checkpoint.events import (
+    Tick as Tick,
+)
+from jobmanager.checkpoint.events import (
+    TriggerCheckpoint as TriggerCheckpoint,
+)
+from jobmanager.checkpoint.events import (
+    is_int,
+)
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter
-from sluice import job_options as jo
 from sluice.states import AckOutcome, CheckpointStatus, check_transition
 
 HISTORY_SIZE = 50
@@ -80,221 +158,6 @@ STATUS_TRANSITIONS: dict[CheckpointStatus, tuple[CheckpointStatus, ...]] = {
     _S.COMPLETED: (),
     _S.FAILED: (),
 }
-
-
-def _num(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointConfig:
-    interval: float | None  # seconds; None or <= 0 disables periodic checkpoints
-    # defaults: the job options' (sluice/job_options.py)
-    timeout: float = jo.CHECKPOINTING_TIMEOUT.default
-    min_pause: float = jo.CHECKPOINTING_MIN_PAUSE.default  # between the end of one checkpoint and the next trigger
-    max_concurrent: int = 1  # only 1 is supported
-    tolerable_failures: int = jo.CHECKPOINTING_TOLERABLE_FAILURES.default  # consecutive failed checkpoints tolerated
-    retained: int = jo.CHECKPOINTS_NUM_RETAINED.default  # completed checkpoints kept
-
-    def __post_init__(self) -> None:
-        i, t, p, m, f, r = (
-            self.interval,
-            self.timeout,
-            self.min_pause,
-            self.max_concurrent,
-            self.tolerable_failures,
-            self.retained,
-        )
-        for name, ok, want in (
-            ("interval", i is None or _num(i), "a number of seconds or None"),
-            ("timeout", _num(t) and t > 0, "> 0 seconds"),
-            ("min_pause", _num(p) and p >= 0, ">= 0 seconds"),
-            ("max_concurrent", _int(m) and m == 1, "1 (the only supported value)"),
-            ("tolerable_failures", _int(f) and f >= 0, "an int >= 0"),
-            ("retained", _int(r) and r >= 1, "an int >= 1"),
-        ):
-            if not ok:
-                raise ValueError(f"checkpoint {name} must be {want}, got {getattr(self, name)!r}")
-
-    @property
-    def periodic(self) -> bool:
-        return self.interval is not None and self.interval > 0
-
-
-# -- events ---------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Tick:
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class FinalCheckpointRequested:
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Acknowledge:
-    execution_id: str
-    checkpoint_id: int
-    handle: object
-    size: int
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Decline:
-    execution_id: str
-    checkpoint_id: int
-    reason: str
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class TasksLost:
-    reason: str
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointPersisted:
-    checkpoint_id: int
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class PersistFailed:
-    checkpoint_id: int
-    reason: str
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class SavepointRequested:
-    stop: bool
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class ReconfigurationRequested:
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Suspend:
-    now: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Resume:
-    now: float
-
-
-CoordinatorEvent: TypeAlias = (
-    Tick
-    | FinalCheckpointRequested
-    | Acknowledge
-    | Decline
-    | TasksLost
-    | CheckpointPersisted
-    | PersistFailed
-    | SavepointRequested
-    | ReconfigurationRequested
-    | Suspend
-    | Resume
-)
-
-
-# -- actions --------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class TriggerCheckpoint:
-    checkpoint_id: int
-    timestamp: float
-    targets: tuple[str, ...]
-    final: bool
-    savepoint: bool = False
-    stop: bool = False  # stop with a savepoint: sources stop reading after its barrier
-    reconfigure: bool = False  # the barrier of a live reconfiguration
-
-
-@dataclasses.dataclass(frozen=True)
-class PersistCheckpoint:
-    checkpoint_id: int
-    handles: Mapping[str, object]  # execution id -> state handle, in execution order
-    final: bool
-    savepoint: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class NotifyComplete:
-    checkpoint_id: int
-    targets: tuple[str, ...]
-    final: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class NotifyAborted:
-    checkpoint_id: int
-    targets: tuple[str, ...]
-    reason: str
-    savepoint: bool = False
-    superseded: bool = False  # replaced by the final checkpoint: not a failure (numberOfFailedCheckpoints)
-
-
-@dataclasses.dataclass(frozen=True)
-class DiscardCheckpoint:
-    checkpoint_id: int
-    # an aborted checkpoint's acknowledged handles (a completed one's are known to the adapter's
-    # SharedStateRegistry): the shared state files they uploaded may go too. Not compared: a
-    # discard is the same discard whichever acks came in
-    handles: tuple[object, ...] = dataclasses.field(default=(), compare=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class FailJob:
-    reason: str
-
-
-@dataclasses.dataclass(frozen=True)
-class AckResult:
-    """How one Acknowledge was taken; always the first action of its event."""
-
-    execution_id: str
-    checkpoint_id: int
-    outcome: AckOutcome
-
-
-CoordinatorAction: TypeAlias = (
-    TriggerCheckpoint | PersistCheckpoint | NotifyComplete | NotifyAborted | DiscardCheckpoint | FailJob | AckResult
-)
-Actions: TypeAlias = list[CoordinatorAction]
-
-
-# -- results --------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class CompletedCheckpoint:
-    checkpoint_id: int
-    handles: Mapping[str, object]
-    trigger_time: float
-    completion_time: float
-    size: int
-    final: bool = False
-    savepoint: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointStats:
-    checkpoint_id: int
-    status: CheckpointStatus
-    trigger_time: float
-    end_time: float | None
-    size: int
-    acks: int
-    expected: int
-    failure: str = ""
 
 
 @dataclasses.dataclass
@@ -309,6 +172,7 @@ class _Pending:
     savepoint: bool = False
     stop: bool = False
     reconfigure: bool = False
+    savepoint_target: str = ""
 
 
 class CheckpointCoordinator:
@@ -349,6 +213,7 @@ class CheckpointCoordinator:
         self._final_wanted = False
         self._final_done = False
         self._savepoint_wanted: bool | None = None  # a savepoint to trigger: its stop flag
+        self._savepoint_target = ""  # ... and the directory its copy goes to
         self._reconfigure_wanted = False
         self._failures = 0  # consecutive failed checkpoints
         self._pending: _Pending | None = None
@@ -443,10 +308,10 @@ class CheckpointCoordinator:
         if self._reconfigure_wanted or (p is not None and p.reconfigure):
             raise ValueError(f"job {self.job_id}: a reconfiguration is in progress; wait for it to end")
         if not self._may_trigger() or self._final_wanted:
-            self._savepoint_wanted = ev.stop
+            self._savepoint_wanted, self._savepoint_target = ev.stop, ev.target
             return []  # served by the next Tick that may trigger
         cid = self.counter.get_and_increment()  # before any change: a failing counter changes nothing
-        self._savepoint_wanted = ev.stop
+        self._savepoint_wanted, self._savepoint_target = ev.stop, ev.target
         return self._trigger(cid, ev.now, final=False, stop=ev.stop)
 
     def _on_reconfiguration_requested(self, ev: ReconfigurationRequested) -> Actions:
@@ -464,7 +329,7 @@ class CheckpointCoordinator:
         return self._trigger(cid, ev.now, final=False)
 
     def _on_ack(self, ev: Acknowledge) -> Actions:
-        if not _int(ev.size) or ev.size < 0:
+        if not is_int(ev.size) or ev.size < 0:
             raise ValueError(
                 f"ack from {ev.execution_id} for checkpoint {ev.checkpoint_id}: "
                 f"size must be an int >= 0, got {ev.size!r}"
@@ -479,7 +344,7 @@ class CheckpointCoordinator:
             return result
         self._set_status(p, CheckpointStatus.PERSISTING)
         handles = {eid: p.acks[eid][0] for eid in self.executions}
-        return [*result, PersistCheckpoint(p.checkpoint_id, handles, p.final, p.savepoint)]
+        return [*result, PersistCheckpoint(p.checkpoint_id, handles, p.final, p.savepoint, p.savepoint_target)]
 
     def _ack_outcome(self, ev: Acknowledge) -> AckOutcome:
         if ev.execution_id not in self.executions:
@@ -513,7 +378,7 @@ class CheckpointCoordinator:
     def _on_tasks_lost(self, ev: TasksLost) -> Actions:
         self._suspended = True
         self._final_wanted = False
-        self._savepoint_wanted = None  # the adapter fails the request: the attempt ended
+        self._savepoint_wanted, self._savepoint_target = None, ""  # the adapter fails the request
         self._reconfigure_wanted = False
         p = self._pending
         if p is None or p.status != CheckpointStatus.IN_PROGRESS:
@@ -536,7 +401,8 @@ class CheckpointCoordinator:
         self._completed.append(
             CompletedCheckpoint(p.checkpoint_id, handles, p.trigger_time, ev.now, size, p.final, p.savepoint)
         )
-        actions: Actions = [NotifyComplete(p.checkpoint_id, self.executions, p.final or p.stop)]
+        path = ev.savepoint_path if p.savepoint else ""
+        actions: Actions = [NotifyComplete(p.checkpoint_id, self.executions, p.final or p.stop, path)]
         while len(self._completed) > self.config.retained:
             actions.append(DiscardCheckpoint(self._completed.pop(0).checkpoint_id))
         return actions
@@ -564,13 +430,16 @@ class CheckpointCoordinator:
         if self._first_id is None:
             self._first_id = cid
         savepoint = not final and self._savepoint_wanted is not None
+        target = self._savepoint_target if savepoint else ""
         if savepoint:
-            self._savepoint_wanted = None
+            self._savepoint_wanted, self._savepoint_target = None, ""
         stop = stop and savepoint
         reconfigure = not final and not savepoint and self._reconfigure_wanted
         if reconfigure:
             self._reconfigure_wanted = False
-        self._pending = _Pending(cid, now, final, savepoint=savepoint, stop=stop, reconfigure=reconfigure)
+        self._pending = _Pending(
+            cid, now, final, savepoint=savepoint, stop=stop, reconfigure=reconfigure, savepoint_target=target
+        )
         self._history.append(self._pending)
         self._last_trigger = now
         targets = self.executions if final else self.sources

@@ -1,7 +1,8 @@
 """One live reconfiguration of a running job: the JobMaster's adapter around the protocol.
 
 It turns a `Plan` (plan.py) into RPCs and graph changes and feeds the protocol
-(protocol.py) the events the JobMaster sees: acknowledged prepares, the barrier's
+(protocol.py) the events the JobMaster sees, knowing the job only through its
+`ReconfigurationPort` (port.py): acknowledged prepares, the barrier's
 checkpoint triggered / completed / aborted, the stopped tasks finishing, the new ones
 running, the job failing. Everything runs under the dispatcher's lock, like the JobMaster.
 docs/reconfiguration.md has the whole story.
@@ -12,20 +13,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any, assert_never, cast
+from typing import Any, assert_never, cast
 
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata
+from jobmanager.master.deployment import output_descriptor
 from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import Plan
+from jobmanager.reconfiguration.port import ReconfigurationPort
 from jobmanager.scheduler import execution_graph as eg
 from sluice import graph
 from sluice.checkpoints import savepoint
 from sluice.states import ReconfigurationStatus, to_proto
 from sluice.v1 import common_pb2, taskmanager_pb2
-
-if TYPE_CHECKING:
-    from jobmanager.job_master import JobMaster
 
 log = logging.getLogger("sluice.jobmanager.reconfiguration")
 
@@ -75,7 +75,7 @@ class Outcome:
 
 
 class ReconfigurationRun:
-    def __init__(self, master: JobMaster, rid: str, plan: Plan, tag: str, now: float) -> None:
+    def __init__(self, master: ReconfigurationPort, rid: str, plan: Plan, tag: str, now: float) -> None:
         self.master, self.plan, self.tag = master, plan, tag
         self.old_job = master.job
         g = master.graph
@@ -102,10 +102,8 @@ class ReconfigurationRun:
     def start(self) -> None:
         """Hold checkpoints back and tell every affected task what to do at the barrier."""
         m = self.master
-        coordinator = m.coordinator
-        assert coordinator is not None  # checked by JobMaster.reconfigure
-        coordinator.handle(cc.Suspend(time.monotonic()))
-        from_id = m.counter.get()  # the barrier's checkpoint is the first one triggered from now on
+        m.checkpoint(cc.Suspend(time.monotonic()), time.monotonic())  # a coordinator runs: checked by reconfigure
+        from_id = m.next_checkpoint_id()  # the barrier's checkpoint is the first one triggered from now on
         new_chains = {c.id: c for c in graph.build_chains(self.plan.new_job)}
         new_ops = {op.id: op for op in self.plan.new_job.operators}
         log.info(
@@ -130,14 +128,14 @@ class ReconfigurationRun:
                     e for e in self.plan.new_job.edges if e.source == edge.source and e.target == edge.target
                 )
                 pid = m.partition_id_for(chain.id, edge.target, ex.subtask, self.tag)
-                request.outputs.append(m.output_descriptor(pid, new_edge, new_chains[target.id], self.plan.new_job))
+                request.outputs.append(output_descriptor(pid, new_edge, new_chains[target.id], self.plan.new_job))
                 request.targets.append(new_ops[target.id])
             self._send(eid, request)
 
     def _request(self, eid: str, from_id: int, retire: bool) -> taskmanager_pb2.PrepareReconfigurationRequest:
         m = self.master
         return taskmanager_pb2.PrepareReconfigurationRequest(
-            leader_session_id=m.gateway.session_id,
+            leader_session_id=m.session_id,
             job_id=m.job_id,
             execution_id=eid,
             reconfiguration_id=self.outcome.id,
@@ -150,14 +148,14 @@ class ReconfigurationRun:
 
     def _send(self, eid: str, request: taskmanager_pb2.PrepareReconfigurationRequest) -> None:
         def answered(reply: Any, error: str) -> None:
-            if self.master.reconfiguration is not self:
+            if not self.master.is_current(self):
                 return
             if reply is not None and reply.found:
                 self.handle(rp.Prepared(eid), time.monotonic())
             else:
                 self.handle(rp.PrepareFailed(eid, error or "the task is not running there"), time.monotonic())
 
-        self.master.gateway.call_task(self.master, eid, "PrepareReconfiguration", request, on_reply=answered)
+        self.master.call_task(eid, "PrepareReconfiguration", request, on_reply=answered)
 
     # -- events --------------------------------------------------------------------------------
     def handle(self, event: rp.Event, now: float) -> None:
@@ -189,24 +187,20 @@ class ReconfigurationRun:
         m = self.master
         match action:
             case rp.RequestBarrier():
-                coordinator = m.coordinator
-                assert coordinator is not None
-                m.apply_checkpoint_actions(coordinator.handle(cc.ReconfigurationRequested(now)), now)
+                m.checkpoint(cc.ReconfigurationRequested(now), now)
             case rp.SendAbort(execution_ids=eids):
                 for eid in eids:
-                    m.gateway.call_task(
-                        m,
+                    m.call_task(
                         eid,
                         "AbortReconfiguration",
                         taskmanager_pb2.AbortReconfigurationRequest(
-                            leader_session_id=m.gateway.session_id,
+                            leader_session_id=m.session_id,
                             job_id=m.job_id,
                             execution_id=eid,
                             reconfiguration_id=self.outcome.id,
                         ),
                     )
-                if m.coordinator is not None:
-                    m.coordinator.handle(cc.Resume(now))
+                m.checkpoint(cc.Resume(now), now)
             case rp.ReplaceTasks():
                 self._replace(now)
             case rp.Commit():
@@ -244,8 +238,7 @@ class ReconfigurationRun:
                 m.set_partition_tag(m.chain_of[e.source].id, self.tag, target=c.id)
         infos = tuple(eg.ChainInfo(c.id, c.name, c.parallelism) for c in chains)
         actions = m.graph.handle(eg.ReplaceChains(infos, self.tag, now))
-        for eid in self.retiring:  # their counters are the old subtasks'
-            m.metrics.pop(eid, None)
+        m.forget_metrics(self.retiring)  # their counters are the old subtasks'
         for a in actions:
             if isinstance(a, eg.DeployExecutions):
                 self.new_executions = frozenset(a.execution_ids)

@@ -295,3 +295,16 @@ def test_the_task_imports_no_concrete_operator():
         "the task knows operators only through Operator and Source (taskmanager/operators/base.py): "
         "add a hook there instead of importing the concrete class:\n  " + "\n  ".join(bad)
     )
+
+
+@pytest.mark.parametrize("package", ["jobmanager/reconfiguration", "jobmanager/connectors"])
+def test_reconfiguration_and_connectors_see_the_job_master_only_through_their_ports(package):
+    """They talk to a narrow port (reconfiguration/port.py, connectors/splits.py's ConnectorPort),
+    never to the whole JobMaster: no import of jobmanager.job_master, at run time or for types."""
+    bad = [
+        f"{rel}:{line} imports {name}"
+        for rel, (found, _dynamic) in _package_imports(package).items()
+        for name, line in found
+        if name == "jobmanager.job_master" or name.startswith("jobmanager.job_master.")
+    ]
+    assert not bad, f"{package}/ must not import jobmanager.job_master:\n  " + "\n  ".join(bad)

@@ -152,4 +152,4 @@ def test_savepoints_and_live_reconfiguration_are_refused_saying_why(job):
         master.trigger_savepoint(str(master.storage.checkpoint_dir(0)), stop=False, now=now[0])
     with pytest.raises(ValueError, match="cannot be reconfigured live"):
         master.reconfigure(master.job.operators[0].id, 2, None, now[0])
-    assert master._savepoint_request is None and master.reconfiguration is None
+    assert master.checkpointing.savepoints.current is None and master.reconfiguration is None

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobmanager.job_master import HISTORY_SIZE, TRACEBACK_LIMIT, JobMaster, TaskRecords, task_records
+from jobmanager.job_master import JobMaster
+from jobmanager.master.exception_history import HISTORY_SIZE, TRACEBACK_LIMIT
+from jobmanager.master.status import TaskRecords, task_records
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.api import StreamExecutionEnvironment
 from sluice.states import FailureCause, JobStatus

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobmanager.job_master import checkpoint_config
+from jobmanager.master.checkpointing import checkpoint_config
 from jobmanager.scheduler.restart_strategy import ExponentialDelayRestart, FixedDelayRestart, from_config
 from sluice import config, job_options, reference_docs, units
 from sluice.job_options import JobConfigError
