@@ -41,6 +41,7 @@ def crash(cluster: LocalCluster, keep_zookeeper: bool) -> None:
 
 
 def test_cluster_start_resumes_a_crashed_cluster_and_its_job(tmp_path):
+    """Its own cluster: every process of it is killed, and `cluster start` brings it and its job back."""
     staged, watched = tmp_path / "staged", tmp_path / "in"
     expected = generate(str(staged), events=120_000, files=30, urls=2_000, seed=13)
     watched.mkdir()

@@ -35,6 +35,7 @@ SCREENSHOT = os.path.join(REPO, "docs", "images", "dashboard.png")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, zookeeper):
+    """Its own cluster: two JobManagers (the dashboard follows a failover) and a REST token file."""
     directory = tmp_path_factory.mktemp("cluster")
     token_file = directory / "rest.token"
     token_file.write_text(TOKEN + "\n")

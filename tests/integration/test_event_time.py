@@ -231,6 +231,7 @@ def test_an_idle_source_subtask_does_not_hold_back_the_windows(cluster, tmp_path
 # -- failures ---------------------------------------------------------------------------------------
 @pytest.fixture
 def own_cluster(tmp_path, zookeeper):
+    """Clusters of their own, for tests that need two JobManagers (a leader is killed)."""
     made: list[LocalCluster] = []
 
     def make(**kwargs) -> LocalCluster:

@@ -30,6 +30,7 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory, zookeeper):
+    """Its own cluster: TaskManagers on a Spark standalone master and worker that the cluster starts."""
     with running_cluster(
         tmp_path_factory.mktemp("standalone"),
         taskmanagers=1,
@@ -157,6 +158,7 @@ def test_cluster_stop_ends_master_worker_and_executors(standalone):
 
 
 def test_connect_server_runs_page_views_exactly_and_stops(tmp_path, zookeeper):
+    """Its own cluster: TaskManagers on a Spark Connect server, whose executor is killed."""
     cluster = LocalCluster(
         tmp_path / "cluster",
         taskmanagers=1,

@@ -27,6 +27,7 @@ SESSION_TIMEOUT = 4.0
 
 @pytest.fixture
 def ha_cluster(tmp_path):
+    """Clusters of their own: two or three JobManagers, leaders and ZooKeeper killed."""
     made = []
 
     def make(jobmanagers: int = 2, taskmanagers: int = 2) -> LocalCluster:

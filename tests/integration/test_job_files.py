@@ -62,6 +62,7 @@ def test_a_recovered_job_keeps_why_it_restarted(cluster, tmp_path):
 
 @pytest.fixture
 def ha_cluster(tmp_path):
+    """Its own cluster: two JobManagers, the leader killed under an attached `sluice run`."""
     c = LocalCluster(tmp_path / "ha", taskmanagers=1, slots=2, jobmanagers=2, zk_session_timeout=4.0)
     try:
         c.start()

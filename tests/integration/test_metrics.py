@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]  # its own cluster of 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """Its own cluster: two JobManagers, the leader killed while the metrics are read."""
     c = LocalCluster(tmp_path_factory.mktemp("metrics"), taskmanagers=1, slots=2, jobmanagers=2, zk_session_timeout=4)
     try:
         c.start()

@@ -9,7 +9,7 @@ import threading
 import pytest
 from helpers import wait_until
 from kazoo.client import KazooClient
-from unit.test_leader_election_contract import (
+from leader_election_contract import (
     DEADLINE,
     LeaderElectionDriverContract,
     granted,

@@ -10,7 +10,7 @@ import json
 import grpc
 import pytest
 from helpers import wait_until
-from test_jobmanager_servicers import SESSION, call, register, report, rm, where
+from servicer_calls import SESSION, call, register, report, rm, where
 
 from jobmanager.dispatcher import Dispatcher
 from sluice import graph

@@ -3,6 +3,7 @@
 import copy
 
 import pytest
+from execution_graph_scripts import AGG0, AGG1, ALL, JOB, SINK0, SLOTS, SRC0, SRC1, TIMEOUT, new_graph, running_graph
 
 from jobmanager.scheduler.execution_graph import (
     JOB_TRANSITIONS,
@@ -26,30 +27,10 @@ from jobmanager.scheduler.execution_graph import (
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.states import ExecutionState, FailureCause, IllegalTransition, JobStatus
 
-JOB = "job1"
-TIMEOUT = 10.0
 # slot 0 lives on tm-a, slot 1 on tm-b
-SLOTS = (SlotId("tm-a", 0), SlotId("tm-b", 0))
 
-SRC0, SRC1 = "job1/0/src/0", "job1/0/src/1"
-AGG0, AGG1 = "job1/0/agg/0", "job1/0/agg/1"
-SINK0 = "job1/0/sink/0"
-ALL = (SRC0, SRC1, AGG0, AGG1, SINK0)
 
 TRACEBACK = 'Traceback (most recent call last):\n  File "job.py", line 3, in body\nZeroDivisionError: division by zero'
-
-
-def new_graph(**kwargs) -> ExecutionGraph:
-    chains = [ChainInfo("src", "source -> map", 2), ChainInfo("agg", "aggregate", 2), ChainInfo("sink", "print", 1)]
-    return ExecutionGraph(JOB, chains, cancel_timeout=TIMEOUT, **kwargs)
-
-
-def running_graph() -> ExecutionGraph:
-    g = new_graph()
-    g.handle(SlotsAssigned(SLOTS, 0.0))
-    for eid in ALL:
-        assert g.handle(TaskStateReported(eid, "RUNNING", now=1.0)) == []
-    return g
 
 
 def snapshot(g: ExecutionGraph):

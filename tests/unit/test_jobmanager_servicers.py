@@ -17,6 +17,7 @@ import os
 
 import grpc
 import pytest
+from servicer_calls import SESSION, call, register, report, rm, where
 
 from jobmanager.dispatcher import Dispatcher
 from jobmanager.servicers import (
@@ -24,37 +25,10 @@ from jobmanager.servicers import (
     MAX_ID_LENGTH,
     MAX_KEY_GROUP_RECORDS,
     JobManagerServicer,
-    ResourceManagerServicer,
 )
 from sluice.api import StreamExecutionEnvironment
 from sluice.states import AckOutcome, ExecutionState, FailureCause, JobStatus, from_proto, to_proto
 from sluice.v1 import common_pb2, jobmanager_pb2
-
-SESSION = "session-1"
-
-
-class Aborted(Exception):
-    pass
-
-
-class Context:
-    """The part of grpc.ServicerContext the servicers use; `identity` is the common name
-    of the caller's verified certificate (None: a plaintext server)."""
-
-    def __init__(self, identity: str | None = None) -> None:
-        self._code: grpc.StatusCode | None = None
-        self.details = ""
-        self.identity = identity
-
-    def auth_context(self) -> dict[str, list[bytes]]:
-        return {"x509_common_name": [self.identity.encode()]} if self.identity else {}
-
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self.details = code, details
-        raise Aborted(details)
-
-    def code(self) -> grpc.StatusCode | None:
-        return self._code
 
 
 @pytest.fixture
@@ -64,18 +38,6 @@ def dispatcher():
     d.call_task = lambda *_: None  # no TaskManager to call
     yield d
     d.close()
-
-
-def rm(d: Dispatcher) -> ResourceManagerServicer:
-    return ResourceManagerServicer(d, lambda: None)
-
-
-def call(method, request, identity: str | None = None) -> tuple[object, Context]:
-    context = Context(identity)
-    try:
-        return method(request, context), context
-    except Aborted:
-        return None, context
 
 
 def running_job(d: Dispatcher) -> tuple[str, list[str]]:
@@ -89,22 +51,6 @@ def running_job(d: Dispatcher) -> tuple[str, list[str]]:
     env.from_collection([{"k": "a"}]).print()
     job_id = d.submit(env.get_job_graph("edges"))
     return job_id, sorted(d._jobs[job_id].graph.executions)
-
-
-def where(d: Dispatcher, job_id: str, eid: str) -> str:
-    """The resource id of the TaskManager `eid` was deployed to."""
-    return d._jobs[job_id].graph.executions[eid].slot.resource_id
-
-
-def report(
-    d: Dispatcher, job_id: str, eid: str, state: int, session: str = SESSION, **fields
-) -> jobmanager_pb2.TaskExecutionState:
-    """A task state report as the TaskManager running `eid` sends it."""
-    if "resource_id" not in fields:
-        fields["resource_id"] = where(d, job_id, eid)
-    return jobmanager_pb2.TaskExecutionState(
-        leader_session_id=session, job_id=job_id, execution_id=eid, state=state, **fields
-    )
 
 
 def test_task_state_arrives_as_a_member(dispatcher):
@@ -230,9 +176,6 @@ def test_a_task_error_probes_nobody_whatever_its_traceback_says(dispatcher):
 
 
 # -- registration: bounds and binding ------------------------------------------------------------
-def register(d: Dispatcher, resource_id: str, address: str, slots: int, identity: str | None = None):
-    request = jobmanager_pb2.RegisterTaskManagerRequest(resource_id=resource_id, address=address, slots=slots)
-    return call(rm(d).RegisterTaskManager, request, identity)
 
 
 @pytest.mark.parametrize("slots", [0, -1, 257, 2**31 - 1])

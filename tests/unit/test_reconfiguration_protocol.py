@@ -5,10 +5,10 @@ graph's replacement of a chain's executions, and the coordinator's reconfigurati
 from __future__ import annotations
 
 import pytest
-from test_checkpoint_coordinator import ALL as CKPT_ALL
-from test_checkpoint_coordinator import SRC as CKPT_SRC
-from test_checkpoint_coordinator import ack_all, make
-from test_execution_graph import AGG0, AGG1, SLOTS, running_graph
+from coordinator_scripts import ALL as CKPT_ALL
+from coordinator_scripts import SRC as CKPT_SRC
+from coordinator_scripts import ack_all, make
+from execution_graph_scripts import AGG0, AGG1, SLOTS, new_graph, running_graph
 
 from jobmanager.checkpoint.coordinator import (
     CheckpointPersisted,
@@ -205,8 +205,6 @@ def test_a_finished_chain_gives_way_to_new_executions_in_the_jobs_slots():
 
 
 def test_replacing_outside_running_is_ignored():
-    from test_execution_graph import new_graph
-
     assert isinstance(new_graph().handle(ReplaceChains((), "t", 0.0))[0], Ignored)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_savepoint_files import no_run_context, page_views, take_checkpoint
+from savepoint_jobs import no_run_context, page_views, take_checkpoint
 
 from jobmanager.checkpoint import metadata as ckpt_metadata
 from sluice import graph

@@ -4,7 +4,7 @@ carry, how a stop ends triggering, and the refusals (docs/savepoints.md)."""
 from __future__ import annotations
 
 import pytest
-from test_checkpoint_coordinator import ALL, SRC, ack_all, handles, make, state
+from coordinator_scripts import ALL, SRC, ack_all, handles, make, state
 
 from jobmanager.checkpoint.coordinator import (
     CheckpointPersisted,
