@@ -19,7 +19,7 @@ import psutil
 from helpers import wait_until
 from kazoo.client import KazooClient
 
-from sluice.client import JobManagerClient
+from sluice.client import JobManagerClient, SluiceError
 from sluice.cluster_file import ClusterFile
 from sluice.zk.auth import cluster_client
 
@@ -214,15 +214,18 @@ class LocalCluster:
         with self.client() as client:
             return client.cluster()
 
-    def jobs(self) -> list[dict]:
-        """`sluice list --json`: every job the cluster knows, with its state."""
-        return json.loads(sluice("list", "--json", "--cluster-dir", self.dir).stdout)
-
     def cancel_running(self, timeout: float = 60) -> list[str]:
-        """Cancel every job that has not ended and wait until each did; the ids cancelled."""
-        running = [j["job_id"] for j in self.jobs() if j["state"] not in ENDED]
-        for job_id in running:
-            sluice("cancel", job_id, "--cluster-dir", self.dir, check=False)
+        """Cancel every job that has not ended and wait until each did; the ids cancelled (asked
+        in this process: it runs after every test on the shared cluster)."""
+        from sluice.states import JobStatus, from_proto
+
+        with self.client() as client:
+            running = [j.job_id for j in client.list() if from_proto(JobStatus, j.state) not in ENDED]
+            for job_id in running:
+                try:
+                    client.cancel(job_id)
+                except SluiceError:  # it ended meanwhile
+                    pass
         for job_id in running:
             wait_for(self, job_id, lambda s: s["state"] in ENDED, f"the cancel of {job_id}", timeout)
         return running
