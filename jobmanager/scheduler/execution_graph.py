@@ -295,15 +295,16 @@ class ExecutionGraph(ExecutionGraphState):
             return [Ignored("cancel while FAILING")]
         actions = self._set_job(JobStatus.CANCELLING)
         self._ending_since = ev.now
-        self.restarting.clear()
+        self.region_restart.regions.clear()
         return actions + self._cancel_running() + self._check_done()
 
     def _on_tick(self, ev: Tick) -> Actions:
         if self.state == JobStatus.RUNNING:
             actions: Actions = []
-            if self.restarting and self._restarting_since is not None:
-                if ev.now - self._restarting_since >= self.cancel_timeout:
-                    for ex in self._in_regions(self.restarting):
+            pending = self.region_restart
+            if pending.regions and pending.since is not None:
+                if ev.now - pending.since >= self.cancel_timeout:
+                    for ex in self._in_regions(pending.regions):
                         if not ex.state.terminal:
                             self._set_task(ex, ExecutionState.CANCELED)
                             ex.error = f"no answer to cancel within {self.cancel_timeout}s"
@@ -364,9 +365,7 @@ class ExecutionGraph(ExecutionGraphState):
         if not self.batch and len(new | self.restarting) == len(self.regions):
             return self._fail(failure, now, root)  # every region restarts: a new attempt of the job
         self.root_cause = root
-        self.restarting |= new
-        self._restart_wanted = False
-        self._restarting_since = now
+        self.region_restart.begin(new, now)
         cancel = []
         for ex in self._in_regions(new):
             if ex.state in (ExecutionState.DEPLOYING, ExecutionState.RUNNING):
@@ -382,7 +381,7 @@ class ExecutionGraph(ExecutionGraphState):
     def _on_restart_regions(self, ev: RestartRegions) -> Actions:
         if self.state != JobStatus.RUNNING or not self.restarting:
             return [Ignored(f"restart of regions while {self.state}")]
-        self._restart_wanted = True
+        self.region_restart.wanted = True
         return self._maybe_restart(ev.now)
 
     def _in_regions(self, regions: set[int]) -> list[Execution]:
@@ -390,7 +389,7 @@ class ExecutionGraph(ExecutionGraphState):
 
     def _maybe_restart(self, now: float) -> Actions:
         """Replace the restarting regions' executions once the restart is wanted and they all ended."""
-        if not self.restarting or not self._restart_wanted:
+        if not self.restarting or not self.region_restart.wanted:
             return []
         old = self._in_regions(self.restarting)
         if any(not ex.state.terminal for ex in old):
@@ -414,9 +413,7 @@ class ExecutionGraph(ExecutionGraphState):
             self._add(ex)
             self.unavailable.discard((chain, i))
             new.append(ex)
-        self.restarting.clear()
-        self._restart_wanted = False
-        self._restarting_since = None
+        self.region_restart.clear()
         actions: Actions = [
             RegionsRestarted(tuple(ex.execution_id for ex in new), tuple(ex.execution_id for ex in old))
         ]
@@ -445,9 +442,9 @@ class ExecutionGraph(ExecutionGraphState):
             for p in sorted(lost_needed):
                 ex = self.current_execution(*p)
                 if ex.state == ExecutionState.FINISHED:
-                    self.restarting.add(self.region_index[p])
+                    self.region_restart.regions.add(self.region_index[p])
             if self.restarting:
-                self._restart_wanted = True
+                self.region_restart.wanted = True
                 actions += self._maybe_restart(now)
                 if self.restarting:
                     return actions
@@ -561,7 +558,7 @@ class ExecutionGraph(ExecutionGraphState):
         self.failure, self.root_cause = failure, root
         actions = self._set_job(JobStatus.FAILING)
         self._ending_since = now
-        self.restarting.clear()
+        self.region_restart.regions.clear()
         return actions + self._cancel_running() + self._check_done()
 
     _END_OF = {

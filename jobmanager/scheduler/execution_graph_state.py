@@ -1,7 +1,7 @@
 """An ExecutionGraph's state and the queries on it (jobmanager/scheduler/execution_graph.py).
 
 The transition tables of jobs and executions, the model (`Execution`, `ChainInfo`, `RootCause`,
-`Speculation`, execution ids) and `ExecutionGraphState`: the fields of one job attempt, the
+`Speculation`, `RegionRestart`, execution ids) and `ExecutionGraphState`: the fields of one job attempt, the
 queries its event handlers ask (slots, regions, producers and consumers, attempts of a
 subtask), and the only code that changes a job's or an execution's state (`_set_job`,
 `_set_task`), through the tables.
@@ -101,6 +101,26 @@ def run_suffix(run: int) -> str:
     return f"~{run}" if run else ""
 
 
+@dataclasses.dataclass
+class RegionRestart:
+    """A region failover in progress (Flink's pipelined-region restart): the regions whose executions
+    are being cancelled, replaced once the JobMaster's RestartRegions came and every one ended."""
+
+    regions: set[int] = dataclasses.field(default_factory=set)  # indexes into ExecutionGraphState.regions
+    wanted: bool = False  # the JobMaster's RestartRegions came
+    since: float | None = None  # when their cancellation began: cancel_timeout counts from it
+
+    def begin(self, regions: set[int], now: float) -> None:
+        """`regions` fail too: their cancellation begins now, and the restart waits for a new answer."""
+        self.regions |= regions
+        self.wanted, self.since = False, now
+
+    def clear(self) -> None:
+        """The restart happened: no region is restarting."""
+        self.regions.clear()
+        self.wanted, self.since = False, None
+
+
 class ExecutionGraphState:
     """One job attempt's executions, slots and regions; ExecutionGraph adds the event handlers."""
 
@@ -138,9 +158,7 @@ class ExecutionGraphState:
         self.parallelism: dict[str, int] = {}
         self.names: dict[str, str] = {}
         self.deployments = 0  # executions deployed in this attempt (restarts and backups included)
-        self.restarting: set[int] = set()  # regions being cancelled for a region restart
-        self._restart_wanted = False  # the JobMaster's RestartRegions came
-        self._restarting_since: float | None = None
+        self.region_restart = RegionRestart()  # the regions being cancelled for a region restart
         self._slots_requested = False
         self.unavailable: set[Subtask] = set()  # BATCH: finished producers whose results are gone or released
         for c in chains:
@@ -163,6 +181,11 @@ class ExecutionGraphState:
         self.executions[ex.execution_id] = ex
         if not ex.speculative:
             self.current[ex.subtask_key] = ex.execution_id
+
+    @property
+    def restarting(self) -> set[int]:
+        """The regions being cancelled for a region restart (`region_restart.regions`)."""
+        return self.region_restart.regions
 
     @property
     def slots_required(self) -> int:
