@@ -45,7 +45,15 @@ from jobmanager.master.deployment import TaskDeployment
 from jobmanager.master.failover import ExecutionFailureHandler
 from jobmanager.master.ports import Gateway
 from jobmanager.master.scheduler import Scheduler
-from jobmanager.master.status import JobSnapshot, TaskRecords, job_info, key_group_load, task_rows
+from jobmanager.master.status import (
+    CheckpointStatsSnapshot,
+    JobSnapshot,
+    RestartStatus,
+    TaskRecords,
+    job_info,
+    key_group_load,
+    task_rows,
+)
 from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import make_plan
 from jobmanager.reconfiguration.runner import Outcome, ReconfigurationRun
@@ -560,17 +568,21 @@ class JobMaster:
             now_ms=now_ms(),
             monotonic_now=time.monotonic(),
             graph_state=g.state,
-            restart_pending=f.restart_at is not None,
-            decision=None if f.decision is None else (f.decision.restart, f.decision.reason),
-            restarting_regions=len(g.restarting),
-            regions=len(g.regions),
-            latest_checkpoint=latest.checkpoint_id if latest is not None else None,
-            restored_checkpoint=self.deployment.restored_checkpoint,
-            restored_savepoint=self.savepoint.path if self.savepoint is not None else "",
-            stopped_with=self.checkpointing.savepoints.stopped_with,
+            restart=RestartStatus(
+                pending=f.restart_at is not None,
+                decision=None if f.decision is None else (f.decision.restart, f.decision.reason),
+                restarting_regions=len(g.restarting),
+                regions=len(g.regions),
+            ),
+            checkpointing=CheckpointStatsSnapshot(
+                latest_checkpoint=latest.checkpoint_id if latest is not None else None,
+                restored_checkpoint=self.deployment.restored_checkpoint,
+                restored_savepoint=self.savepoint.path if self.savepoint is not None else "",
+                stopped_with=self.checkpointing.savepoints.stopped_with,
+                history=self.checkpointing.history(),
+                savepoints=list(self.checkpointing.savepoints),
+            ),
             tasks=tasks,
-            checkpoints=self.checkpointing.history(),
-            savepoints=list(self.checkpointing.savepoints),
             reconfigurations=[o.to_proto() for o in self.reconfigurations],
             exceptions=list(f.exceptions),
         )

@@ -132,6 +132,28 @@ def key_group_load(
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckpointStatsSnapshot:
+    """A job's checkpoints and savepoints as its status shows them (Flink's CheckpointStatsSnapshot)."""
+
+    latest_checkpoint: int | None = None
+    restored_checkpoint: int | None = None
+    restored_savepoint: str = ""
+    stopped_with: str = ""  # the savepoint a job stopped with
+    history: Sequence[CheckpointStats] = ()  # oldest first; the last CHECKPOINTS_SHOWN are listed
+    savepoints: Sequence[SavepointRequest] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartStatus:
+    """Where a job stands with its restarts, for the message that says what it is doing."""
+
+    pending: bool  # between attempts: the restart delay runs
+    decision: tuple[bool, str] | None  # the restart decision of a failing attempt: (restart, reason)
+    restarting_regions: int
+    regions: int
+
+
+@dataclasses.dataclass(frozen=True)
 class JobSnapshot:
     """What `job_info` needs of a job, taken under the dispatcher's lock."""
 
@@ -152,17 +174,9 @@ class JobSnapshot:
     now_ms: int  # wall clock, for durations of what has not ended
     monotonic_now: float  # the coordinators' clock, for checkpoints' trigger times and durations
     graph_state: JobStatus  # the execution graph's own state (FAILING, CANCELLING ...)
-    restart_pending: bool  # between attempts: the restart delay runs
-    decision: tuple[bool, str] | None  # the restart decision of a failing attempt: (restart, reason)
-    restarting_regions: int
-    regions: int
-    latest_checkpoint: int | None = None
-    restored_checkpoint: int | None = None
-    restored_savepoint: str = ""
-    stopped_with: str = ""  # the savepoint a job stopped with
+    restart: RestartStatus
+    checkpointing: CheckpointStatsSnapshot = dataclasses.field(default_factory=CheckpointStatsSnapshot)
     tasks: Sequence[TaskRow] = ()
-    checkpoints: Sequence[CheckpointStats] = ()  # oldest first; the last CHECKPOINTS_SHOWN are listed
-    savepoints: Sequence[SavepointRequest] = ()
     reconfigurations: Sequence[common_pb2.ReconfigurationInfo] = ()
     exceptions: Sequence[ExceptionEntry] = ()
 
@@ -170,19 +184,20 @@ class JobSnapshot:
 def _message(s: JobSnapshot) -> str:
     """What the job is doing now, when it is between states."""
     cause = s.exceptions[-1].cause if s.exceptions else "failure"
+    r = s.restart
     if s.terminal:
         return s.message
-    if s.restart_pending:
+    if r.pending:
         return f"restarting after: {cause}"
     if s.graph_state == JobStatus.FAILING:
-        if s.decision is None:
+        if r.decision is None:
             return "failing: cancelling the remaining tasks"
-        restart, reason = s.decision
+        restart, reason = r.decision
         return f"failing: cancelling the remaining tasks; {'then ' if restart else 'will not restart: '}{reason}"
     if s.graph_state == JobStatus.CANCELLING:
         return "cancelling"
-    if s.restarting_regions:
-        return f"restarting {s.restarting_regions} of {s.regions} regions after: {cause}"
+    if r.restarting_regions:
+        return f"restarting {r.restarting_regions} of {r.regions} regions after: {cause}"
     return s.message
 
 
@@ -201,16 +216,17 @@ def job_info(s: JobSnapshot) -> common_pb2.JobInfo:
         slots_required=s.slots_required,
         slots_available=s.free_slots,
     )
-    if s.latest_checkpoint is not None:
-        info.last_completed_checkpoint = s.latest_checkpoint
-    if s.restored_checkpoint is not None:
-        info.restored_checkpoint = s.restored_checkpoint
-    if s.restored_savepoint:
-        info.restored_savepoint = s.restored_savepoint
+    cp = s.checkpointing
+    if cp.latest_checkpoint is not None:
+        info.last_completed_checkpoint = cp.latest_checkpoint
+    if cp.restored_checkpoint is not None:
+        info.restored_checkpoint = cp.restored_checkpoint
+    if cp.restored_savepoint:
+        info.restored_savepoint = cp.restored_savepoint
     info.metrics.CopyFrom(s.metrics)
-    info.savepoint = s.stopped_with if s.state == JobStatus.FINISHED else ""
+    info.savepoint = cp.stopped_with if s.state == JobStatus.FINISHED else ""
     info.reconfigurations.extend(s.reconfigurations)
-    for r in s.savepoints:
+    for r in cp.savepoints:
         info.savepoints.add(
             request_id=r.request_id,
             status=cast(common_pb2.SavepointStatus, to_proto(r.status)),
@@ -243,7 +259,7 @@ def job_info(s: JobSnapshot) -> common_pb2.JobInfo:
         info.records_late_dropped += records.counters.records_late_dropped
         room = BAD_RECORD_SAMPLES - len(info.bad_record_samples)
         info.bad_record_samples.extend(records.bad_record_samples[: max(room, 0)])
-    for st in list(s.checkpoints)[-CHECKPOINTS_SHOWN:]:
+    for st in list(cp.history)[-CHECKPOINTS_SHOWN:]:
         end = st.end_time if st.end_time is not None else s.monotonic_now
         info.checkpoints.add(
             checkpoint_id=st.checkpoint_id,

@@ -14,13 +14,21 @@ from jobmanager.master.exception_history import ExceptionEntry, ExceptionHistory
 from jobmanager.master.status import (
     BAD_RECORD_SAMPLES,
     CHECKPOINTS_SHOWN,
+    CheckpointStatsSnapshot,
     JobSnapshot,
+    RestartStatus,
     TaskRecords,
     TaskRow,
     job_info,
 )
 from sluice.states import CheckpointStatus, ExecutionState, JobStatus, SavepointStatus, from_proto
 from sluice.v1 import common_pb2
+
+NO_RESTART = RestartStatus(pending=False, decision=None, restarting_regions=0, regions=1)
+
+
+def restart(**changes) -> RestartStatus:
+    return dataclasses.replace(NO_RESTART, **changes)
 
 
 def snapshot(**changes) -> JobSnapshot:
@@ -42,10 +50,7 @@ def snapshot(**changes) -> JobSnapshot:
         now_ms=100_000,
         monotonic_now=50.0,
         graph_state=JobStatus.RUNNING,
-        restart_pending=False,
-        decision=None,
-        restarting_regions=0,
-        regions=1,
+        restart=NO_RESTART,
     )
     return dataclasses.replace(base, **changes)
 
@@ -55,7 +60,8 @@ def row(subtask: int, records: TaskRecords) -> TaskRow:
 
 
 def test_a_running_job_shows_its_fields_and_no_failure():
-    info = job_info(snapshot(latest_checkpoint=7, restored_checkpoint=5, restored_savepoint="/sp/1"))
+    checkpointing = CheckpointStatsSnapshot(latest_checkpoint=7, restored_checkpoint=5, restored_savepoint="/sp/1")
+    info = job_info(snapshot(checkpointing=checkpointing))
     assert from_proto(JobStatus, info.state) == JobStatus.RUNNING
     assert (info.job_id, info.name, info.restarts, info.leader) == ("j1", "job", 1, "127.0.0.1:6123")
     assert (info.slots_required, info.slots_available) == (2, 3)
@@ -67,26 +73,27 @@ def test_a_running_job_shows_its_fields_and_no_failure():
 def test_a_failed_job_shows_its_failure_and_a_finished_one_the_savepoint_it_stopped_with():
     failed = job_info(snapshot(state=JobStatus.FAILED, terminal=True, message="left"))
     assert failed.failure.endswith("ValueError: bad") and failed.message == "left"
-    finished = job_info(snapshot(state=JobStatus.FINISHED, terminal=True, stopped_with="/sp/2"))
+    stopped = CheckpointStatsSnapshot(stopped_with="/sp/2")
+    finished = job_info(snapshot(state=JobStatus.FINISHED, terminal=True, checkpointing=stopped))
     assert finished.savepoint == "/sp/2" and finished.failure == ""
-    assert job_info(snapshot(stopped_with="/sp/2")).savepoint == ""  # only once it finished
+    assert job_info(snapshot(checkpointing=stopped)).savepoint == ""  # only once it finished
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"restart_pending": True}, "restarting after: ValueError: bad"),
+        ({"restart": restart(pending=True)}, "restarting after: ValueError: bad"),
         ({"graph_state": JobStatus.FAILING}, "failing: cancelling the remaining tasks"),
         (
-            {"graph_state": JobStatus.FAILING, "decision": (True, "fixed-delay 1 of 3")},
+            {"graph_state": JobStatus.FAILING, "restart": restart(decision=(True, "fixed-delay 1 of 3"))},
             "failing: cancelling the remaining tasks; then fixed-delay 1 of 3",
         ),
         (
-            {"graph_state": JobStatus.FAILING, "decision": (False, "deterministic")},
+            {"graph_state": JobStatus.FAILING, "restart": restart(decision=(False, "deterministic"))},
             "failing: cancelling the remaining tasks; will not restart: deterministic",
         ),
         ({"graph_state": JobStatus.CANCELLING}, "cancelling"),
-        ({"restarting_regions": 1, "regions": 3}, "restarting 1 of 3 regions after: ValueError: bad"),
+        ({"restart": restart(restarting_regions=1, regions=3)}, "restarting 1 of 3 regions after: ValueError: bad"),
         ({"message": "waiting for slots"}, "waiting for slots"),
     ],
 )
@@ -113,7 +120,7 @@ def test_checkpoints_are_the_last_ones_with_times_from_the_snapshots_clocks():
         for i in range(1, CHECKPOINTS_SHOWN + 3)
     ]
     history.append(CheckpointStats(99, CheckpointStatus.IN_PROGRESS, 48.0, None, 0, 1, 2))
-    info = job_info(snapshot(checkpoints=history))
+    info = job_info(snapshot(checkpointing=CheckpointStatsSnapshot(history=history)))
     assert len(info.checkpoints) == CHECKPOINTS_SHOWN and info.checkpoints[-1].checkpoint_id == 99
     last = info.checkpoints[-1]
     assert last.trigger_ms == 100_000 - 2_000 and last.duration_ms == 2_000  # still running: until now
@@ -124,7 +131,7 @@ def test_savepoints_and_exceptions_are_listed_in_order():
     running = SavepointRequest("a", False, "/sp", 90_000)
     done = SavepointRequest("b", True, "/sp", 80_000, SavepointStatus.COMPLETED, 3, "/sp/b", "", 85_000)
     entry = ExceptionEntry(5, 1, "map (1/2)", "ValueError: bad", "Traceback", False)
-    info = job_info(snapshot(savepoints=[done, running], exceptions=[entry]))
+    info = job_info(snapshot(checkpointing=CheckpointStatsSnapshot(savepoints=[done, running]), exceptions=[entry]))
     assert [s.request_id for s in info.savepoints] == ["b", "a"]
     assert info.savepoints[0].duration_ms == 5_000 and info.savepoints[1].duration_ms == 10_000
     assert info.savepoints[0].path == "/sp/b" and info.savepoints[0].stop
