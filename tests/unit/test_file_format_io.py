@@ -358,10 +358,10 @@ def test_a_parquet_source_failure_is_not_restarted(tmp_path):
     write_parquet(tmp_path / "in" / "a.parquet", pa.table({"a": [1]}))
     (tmp_path / "in" / "b.parquet").write_bytes(b"garbage")
     source = FileSource({"path": str(tmp_path / "in"), "format": "parquet", "suffix": ".parquet"}, 0, 1, engine=None)
-    assert source.schema == "a bigint"  # no schema in the payload: the first footer's, once per deployment
-    source._check_parquet([str(tmp_path / "in" / "a.parquet")])
+    assert source.reader.schema == "a bigint"  # no schema in the payload: the first footer's, once per deployment
+    source.reader.check_parquet([str(tmp_path / "in" / "a.parquet")])
     with pytest.raises(RuntimeError, match=r"unreadable Parquet input: .*b\.parquet is not a readable") as info:
-        source._check_parquet([str(tmp_path / "in" / "b.parquet")])
+        source.reader.check_parquet([str(tmp_path / "in" / "b.parquet")])
     assert Failure.of(info.value, "traceback").cause == FailureCause.NON_RECOVERABLE
 
 

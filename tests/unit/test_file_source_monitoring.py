@@ -110,7 +110,7 @@ def test_forget_after_bounds_the_names_kept_and_never_reads_a_file_twice(tmp_pat
     put(tmp_path, "late.jsonl")
     os.utime(tmp_path / "late.jsonl", (1_005, 1_005))  # appears now, but older than the horizon: not read
     clock.t = 2.0
-    assert read_all(src) == [] and src.files_ignored >= 1
+    assert read_all(src) == [] and src.monitor.files_ignored >= 1
     restored = source(tmp_path, clock=Clock(), forget_after_ms=10_000)
     restored.restore(src.snapshot())
     assert read_all(restored) == []  # a, b, c and late stay unread after a restore too
@@ -189,12 +189,12 @@ def test_malformed_rows_are_counted_once_each_batch_has_run(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"url": "/a"}\n')
     src = source(tmp_path)
     first, second, broken = Observation(2), Observation(1), Observation(7, fails=True)
-    src._pending = [first, second, broken]
+    src.reader.pending = [first, second, broken]
     src.batch_done(0.0)  # no action ran yet: nothing is known, nothing blocks
-    assert (src.records_malformed, len(src._pending)) == (0, 3)
+    assert (src.records_malformed, len(src.reader.pending)) == (0, 3)
     first.future.completed = broken.future.completed = True
     src.batch_done(0.0)
-    assert (src.records_malformed, src._pending) == (2, [second])
+    assert (src.records_malformed, src.reader.pending) == (2, [second])
     second.future.completed = True
     src.batch_done(0.0)
-    assert (src.records_malformed, src._pending) == (3, [])
+    assert (src.records_malformed, src.reader.pending) == (3, [])
