@@ -11,6 +11,11 @@
   taskmanager/network/ imports taskmanager/operators/, and the task's modules
   (`TASK_MODULES`) import no concrete operator or source class (a hook on the
   base classes replaces each `isinstance`).
+* Size (issue 32): no module of the three packages (the generated `*_pb2*` stubs left out)
+  has more than MAX_MODULE_LINES lines, and no class there more than MAX_CLASS_ATTRIBUTES
+  attributes, counted with `ast` (`class_attributes`): the names assigned as `self.<name>`
+  anywhere in the class body, and its class-level annotated fields (dataclass and NamedTuple
+  fields; not `ClassVar`s). Enum classes are left out: their members are not attributes.
 """
 
 from __future__ import annotations
@@ -308,3 +313,115 @@ def test_reconfiguration_and_connectors_see_the_job_master_only_through_their_po
         if name == "jobmanager.job_master" or name.startswith("jobmanager.job_master.")
     ]
     assert not bad, f"{package}/ must not import jobmanager.job_master:\n  " + "\n  ".join(bad)
+
+
+# -- size: modules and classes ----------------------------------------------------------------
+MAX_MODULE_LINES = 600
+MAX_CLASS_ATTRIBUTES = 25
+ENUM_BASES = frozenset({"Enum", "StrEnum", "IntEnum", "Flag", "IntFlag"})
+
+
+def _base_name(node: ast.expr) -> str:
+    """`Enum`, `enum.Enum` and `Generic[T]` -> the class's own name (`Enum`, `Enum`, `Generic`)."""
+    if isinstance(node, ast.Subscript):
+        return _base_name(node.value)
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def class_attributes(cls: ast.ClassDef) -> set[str]:
+    """The attributes of `cls`: its class-level annotated fields (not `ClassVar`s) and every name
+    assigned as `self.<name>` in its body (methods, nested functions; not nested classes, which
+    are counted on their own)."""
+    names = {
+        stmt.target.id
+        for stmt in cls.body
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(stmt.target, ast.Name)
+        and _base_name(stmt.annotation) != "ClassVar"
+        and not (isinstance(stmt.annotation, ast.Constant) and "ClassVar" in str(stmt.annotation.value))
+    }
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                continue
+            if (
+                isinstance(child, ast.Attribute)
+                and isinstance(child.ctx, ast.Store)
+                and isinstance(child.value, ast.Name)
+                and child.value.id == "self"
+            ):
+                names.add(child.attr)
+            visit(child)
+
+    for stmt in cls.body:
+        if not isinstance(stmt, ast.ClassDef):
+            visit(stmt)
+    return names
+
+
+def classes_and_attributes(trees: dict[str, ast.Module]) -> list[tuple[str, str, set[str]]]:
+    """(file, class, attributes) of every class but the enums, nested classes included. A class
+    is an enum when a base is one of ENUM_BASES or an enum class of these files."""
+    classes = [(rel, node) for rel, tree in trees.items() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    enums = set(ENUM_BASES)
+    grew = True
+    while grew:  # an enum's subclass is an enum too, wherever it is defined
+        found = {cls.name for _rel, cls in classes if {_base_name(b) for b in cls.bases} & enums}
+        grew, enums = not found <= enums, enums | found
+    return [(rel, cls.name, class_attributes(cls)) for rel, cls in classes if cls.name not in enums]
+
+
+def _product_trees() -> dict[str, ast.Module]:
+    return {rel: ast.parse((ROOT / rel).read_text(encoding="utf-8")) for rel in architecture.product_modules()}
+
+
+def test_the_attribute_count_sees_fields_self_assignments_and_leaves_out_enums():
+    source = (
+        "import dataclasses, enum\n"
+        "from typing import ClassVar\n"
+        "@dataclasses.dataclass\n"
+        "class Fields:\n    a: int\n    b: 'ClassVar[int]' = 0\n    c: ClassVar[int] = 0\n    d = 1\n"
+        "class Plain:\n"
+        "    def __init__(self):\n        self.a, (self.b, x) = 1, (2, 3)\n        self.c: int = 0\n"
+        "        other.d = 1\n        print(self.e)\n"
+        "    def grow(self):\n        self.a += 1\n        for self.f in ():\n            pass\n"
+        "        def inner():\n            self.g = 1\n"
+        "        class Nested:\n            def __init__(self):\n                self.h = 1\n"
+        "class Colour(enum.StrEnum):\n    RED: str = 'red'\n"
+        "class Shade(Colour):\n    pass\n"
+    )
+    found = {name: attrs for _rel, name, attrs in classes_and_attributes({"example.py": ast.parse(source)})}
+    assert found == {"Fields": {"a"}, "Plain": {"a", "b", "c", "f", "g"}, "Nested": {"h"}}
+
+
+def test_no_module_is_over_600_lines():
+    modules = architecture.product_modules()
+    assert len(modules) > 50 and not any("_pb2" in rel for rel in modules), "the scan found the wrong modules"
+    long = {
+        rel: n
+        for rel in modules
+        if (n := len((ROOT / rel).read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, (
+        f"modules over {MAX_MODULE_LINES} lines: "
+        + ", ".join(f"{rel} ({n} lines)" for rel, n in sorted(long.items()))
+        + ". Split each along a seam into modules of one concern (as jobmanager/master/ did for the "
+        "JobMaster) and give each new module its line in the code map of docs/architecture.md."
+    )
+
+
+def test_no_class_has_more_than_25_attributes():
+    classes = classes_and_attributes(_product_trees())
+    assert len(classes) > 100, "the scan found no classes"
+    big = sorted((c for c in classes if len(c[2]) > MAX_CLASS_ATTRIBUTES), key=lambda c: (c[0], c[1]))
+    assert not big, (
+        f"classes with more than {MAX_CLASS_ATTRIBUTES} attributes (self.<name> assignments and annotated "
+        "fields):\n  "
+        + "\n  ".join(f"{rel}: {name} has {len(attrs)}: {', '.join(sorted(attrs))}" for rel, name, attrs in big)
+        + "\nGroup attributes that change together into a small helper class or a frozen dataclass "
+        "(as FileSource's ContinuousFileMonitor and FileFormatReader, JobSnapshot's CheckpointStatsSnapshot "
+        "and RestartStatus, ExecutionGraphState's RegionRestart) and keep the class's public names."
+    )
