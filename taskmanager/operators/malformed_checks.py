@@ -1,5 +1,5 @@
 """What makes a CSV or JSON row malformed, beyond what Spark's parser reports (pure core of
-`FileSource._plan`, taskmanager/operators/sources.py; the rules are in README.md, "Reading
+`FileFormatReader._plan`, taskmanager/operators/file_reader.py; the rules are in README.md, "Reading
 files", and docs/file-formats.md).
 
 Spark reads a CSV or JSON file PERMISSIVE with a corrupt-record column and sets that column
