@@ -87,6 +87,7 @@ def shell_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.timeout(1200)  # every block in turn, several of them starting a cluster of their own
 def test_readme_command_blocks_run_as_written(tmp_path):
     work, scratch = clone(tmp_path), tmp_path / "tmp"
     scratch.mkdir()

