@@ -198,3 +198,19 @@ def test_malformed_rows_are_counted_once_each_batch_has_run(tmp_path):
     second.future.completed = True
     src.batch_done(0.0)
     assert (src.records_malformed, src.reader.pending) == (3, [])
+
+
+def test_a_file_that_arrives_before_the_next_listing_is_pending_input_at_once(tmp_path):
+    """Idleness asks the source whether it has input (docs/event-time.md, "Idleness"): with its
+    queue dry it lists the directory again whatever the interval, so a subtask whose own file
+    waits unlisted is not idle, and its next batch reads that file without waiting the interval."""
+    clock = Clock()
+    put(tmp_path, "a.jsonl")
+    src = source(tmp_path, clock=clock)
+    assert read_all(src) == ["a.jsonl"]
+    assert not src.has_pending_input()  # nothing of its own: it may go idle
+    clock.t = 0.1  # far inside the 1 s interval
+    put(tmp_path, "b.jsonl")
+    assert src.next_batch() is IDLE  # its own listing waits for the interval
+    assert src.has_pending_input()  # idleness asks: listed now, b is pending
+    assert [os.path.basename(p) for p in src.next_batch()._df] == ["b.jsonl"]
