@@ -28,7 +28,10 @@ from harness import LocalCluster, running_cluster
 SHARED_TASKMANAGERS, SHARED_SLOTS = 2, 3
 
 # Cluster starts per tier (a `pytest -m <tier>` session); `pytest` of everything: their sum.
-CLUSTER_START_BUDGET = {"cluster": 4, "chaos": 20}
+# cluster: the shared one, the fuzz target, the plaintext fencing and TLS clusters. chaos: the
+# shared one, test_ha 6, test_cluster_restart 2, test_external_spark 2, and one each for the
+# dashboard, metrics, orphans and poison, slots, a leader kill under event time and under `run`.
+CLUSTER_START_BUDGET = {"cluster": 4, "chaos": 18}
 
 
 @pytest.fixture(scope="session")
