@@ -7,8 +7,6 @@ JobManager every window is still emitted exactly once."""
 from __future__ import annotations
 
 import collections
-import csv
-import glob
 import json
 import os
 import sys
@@ -19,10 +17,12 @@ from harness import (
     EXAMPLES,
     JOBS,
     LocalCluster,
+    committed_rows,
     kill9,
     kill_taskmanager_running,
     pid_at,
     sluice,
+    wait_end,
     wait_for,
 )
 from helpers import wait_until
@@ -34,17 +34,6 @@ pytestmark = pytest.mark.integration
 
 MAX_WATERMARK = 2**63 - 1
 WINDOWED = os.path.join(EXAMPLES, "windowed_page_views.py")
-
-
-def committed_rows(directory) -> list[list[str]]:
-    """Every committed line (hidden staging files skipped), split at commas."""
-    rows: list[list[str]] = []
-    for path in sorted(glob.glob(os.path.join(str(directory), "*"))):
-        if os.path.basename(path).startswith((".", "_")) or os.path.isdir(path):
-            continue
-        with open(path, newline="") as f:
-            rows += list(csv.reader(f))
-    return rows
 
 
 def window_rows(directory) -> list[tuple[str, int, int, int]]:
@@ -69,12 +58,6 @@ def run_windowed(cluster, work, *args, parallelism=2) -> str:
     return cluster.run(
         WINDOWED, "--input", str(work / "in"), "--output", str(work / "out"), *args, parallelism=parallelism
     )
-
-
-def wait_end(cluster, job_id, timeout=240) -> dict:
-    status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED", "CANCELED"), "the end", timeout)
-    assert status["state"] == "FINISHED", status.get("failure")
-    return status
 
 
 def test_sliding_windows_over_out_of_order_input_are_exact(cluster, tmp_path):

@@ -11,7 +11,7 @@ import time
 
 import psutil
 import pytest
-from harness import JOBS, LocalCluster, sluice, wait_for
+from harness import JOBS, LocalCluster, kill9, pid_at, sluice, wait_for
 from helpers import wait_until
 from kazoo.exceptions import NoNodeError
 from page_view_jobs import assert_exactly_once, start_page_views
@@ -48,16 +48,6 @@ def ha_cluster(tmp_path):
 
 def leader_of(cluster, job_id) -> str:
     return cluster.status(job_id)["leader"]
-
-
-def pid_at(cluster, address) -> int:
-    return next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
-
-
-def kill9(pid: int) -> None:
-    proc = psutil.Process(pid)
-    os.kill(pid, signal.SIGKILL)
-    psutil.wait_procs([proc], timeout=10)
 
 
 def test_kill_leader_mid_job(ha_cluster, tmp_path):

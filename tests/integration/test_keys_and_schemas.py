@@ -6,7 +6,6 @@ the JobManager, with the message that names it."""
 
 from __future__ import annotations
 
-import csv
 import glob
 import json
 import math
@@ -15,7 +14,7 @@ import re
 import textwrap
 
 import pytest
-from harness import sluice
+from harness import committed_rows, sluice
 from helpers import wait_until
 
 from sluice.api import FileSink, StreamExecutionEnvironment
@@ -87,15 +86,6 @@ REJECTED = textwrap.dedent(
     """
 )
 MESSAGE = "operators[3].config.columns: no column 'sum'; columns are: k, v"
-
-
-def committed_rows(directory) -> list[list[str]]:
-    rows = []
-    for path in sorted(glob.glob(os.path.join(directory, "*"))):
-        if not os.path.basename(path).startswith((".", "_")):
-            with open(path, newline="") as f:
-                rows += list(csv.reader(f))
-    return rows
 
 
 def test_two_column_key_with_sum_and_avg_gives_exact_values_per_key(cluster, tmp_path):

@@ -23,9 +23,11 @@ import pytest
 from harness import (
     JOBS,
     assert_update_stream,
+    checkpoint_root,
     kill_process_tree,
     last_line,
     read_counts,
+    retained,
     sluice,
     taskmanager_log_lines,
     wait_for,
@@ -42,20 +44,6 @@ def run(cluster, inp: Input, out, *extra: str, parallelism: int = 2, job_args: t
     args = ["run", JOB, "--detach", "--cluster-dir", cluster.dir, "--parallelism", str(parallelism), *extra]
     argv = ["--input", str(inp.dir), "--output", str(out), "--monitor-interval", "200", *job_args]
     return last_line(sluice(*args, "--", *argv))
-
-
-def checkpoint_root(cluster, job_id: str) -> str:
-    (root,) = glob.glob(os.path.join(cluster.dir, "**", job_id), recursive=True)
-    return root
-
-
-def retained(root: str) -> dict[int, dict]:
-    out = {}
-    for path in glob.glob(os.path.join(root, "chk-*", "_metadata")):
-        with open(path) as f:
-            meta = json.load(f)
-        out[meta["checkpoint_id"]] = meta
-    return out
 
 
 def rocksdb_handles(meta: dict) -> list[dict]:

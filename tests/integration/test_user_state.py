@@ -17,6 +17,7 @@ import pytest
 from harness import (
     EXAMPLES,
     JOBS,
+    checkpoint_root,
     committed_rows,
     kill_taskmanager_running,
     read_counts,
@@ -94,7 +95,7 @@ def test_dedup_keeps_the_first_event_per_user_within_the_ttl_across_a_taskmanage
     job = run_dedup(cluster, tmp_path, events=200_000, files=100, state_backend=backend)
     wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
     if backend == "rocksdb":
-        (root,) = glob.glob(os.path.join(cluster.dir, "**", job), recursive=True)
+        root = checkpoint_root(cluster, job)
         meta = wait_until(
             lambda: [json.loads(Path(p).read_text()) for p in glob.glob(os.path.join(root, "chk-*", "_metadata"))],
             timeout=30,

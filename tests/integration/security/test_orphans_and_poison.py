@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import grpc
 import psutil
 import pytest
-from harness import EXAMPLES, LocalCluster, assert_update_stream, read_counts, sluice
+from harness import EXAMPLES, LocalCluster, assert_update_stream, read_counts, sluice, wait_ended
 from helpers import wait_until
 
 from sluice import graph, rpc
@@ -177,15 +177,6 @@ def every_slot_free(cluster: LocalCluster) -> bool:
 
 def wait_every_slot_free(cluster: LocalCluster, timeout: float = 240) -> None:
     wait_until(lambda: every_slot_free(cluster), timeout, "both TaskManagers with every slot free", interval=1)
-
-
-def wait_ended(cluster: LocalCluster, job_id: str, timeout: float) -> dict:
-    return wait_until(
-        lambda: (s := cluster.status(job_id))["state"] in ("FINISHED", "FAILED", "CANCELED") and s,
-        timeout,
-        f"job {job_id} to end",
-        interval=0.5,
-    )
 
 
 @pytest.mark.integration
