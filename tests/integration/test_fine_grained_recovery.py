@@ -12,24 +12,11 @@ import sys
 
 import pytest
 from harness import EXAMPLES, JOBS, kill_process_tree, sluice, wait_for
-from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
-
-
-def all_slots_free(cluster) -> None:
-    """Wait until every TaskManager is (back) in the cluster with all its slots free: a test
-    after a kill starts when the supervisor's restarted TaskManager registered."""
-    total = cluster.taskmanagers * cluster.slots
-    with cluster.client() as client:
-        wait_until(
-            lambda: (o := client.cluster()).free_slots == total and o.total_slots == total,
-            timeout=120,
-            message=f"{total} free slots",
-        )
 
 
 def kill_taskmanager(cluster, address: str) -> None:
@@ -57,7 +44,6 @@ def output_rows(directory) -> collections.Counter:
 
 
 def test_kill_of_a_taskmanager_restarts_only_the_lost_subtasks_region(cluster, tmp_path):
-    all_slots_free(cluster)
     generate(str(tmp_path / "in"), events=40_000, files=160, urls=500, seed=11)
     job_id = cluster.run(
         os.path.join(JOBS, "parallel_copy.py"),
@@ -108,7 +94,6 @@ def exact_counts(input_dir, output_dir) -> None:
 
 
 def test_kill_during_a_batch_job_reruns_only_the_lost_subtasks(cluster, tmp_path):
-    all_slots_free(cluster)
     generate(str(tmp_path / "in"), events=40_000, files=40, urls=500, seed=12)
     job_id = cluster.run(
         os.path.join(JOBS, "batch_counts.py"), str(tmp_path / "in"), str(tmp_path / "out"), "0.5", parallelism=4
@@ -135,7 +120,6 @@ def test_kill_during_a_batch_job_reruns_only_the_lost_subtasks(cluster, tmp_path
 
 
 def test_page_views_batch_at_parallelism_8_on_4_slots_gives_exact_counts_and_top_urls(cluster, tmp_path):
-    all_slots_free(cluster)
     generate(str(tmp_path / "in"), events=60_000, files=16, urls=2_000, seed=14)
     job_id = cluster.run(
         os.path.join(EXAMPLES, "page_views_batch.py"),
@@ -176,7 +160,6 @@ def test_batch_mode_on_an_unbounded_source_is_refused_at_submit(cluster, tmp_pat
 
 
 def test_a_straggler_is_overtaken_by_a_speculative_attempt(cluster, tmp_path):
-    all_slots_free(cluster)
     generate(str(tmp_path / "in"), events=8_000, files=16, urls=200, seed=13)
     marker = tmp_path / "straggler"
     job_id = cluster.run(
