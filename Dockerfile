@@ -61,6 +61,11 @@ RUN set -eux; \
     sluice --help >/dev/null; \
     python -c "import jobmanager.server, taskmanager.server"
 
+# The Spark JVM's class-data sharing archive (/usr/local/share/sluice/spark-<version>.jsa, ~160 MB):
+# a TaskManager's JVM maps it at start instead of loading its classes from the jars
+# (taskmanager/spark_cds.py; spark.cds-archive=auto finds it).
+RUN python -m taskmanager.spark_cds build
+
 USER 10001:10001
 WORKDIR /home/sluice
 

@@ -6,15 +6,21 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install system-deps proto lint test test-fast test-cluster test-chaos test-unit demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-state-backends bench-reconfigure bench-external-spark validate clean
+.PHONY: docs-config install spark-cds system-deps proto lint test test-fast test-cluster test-chaos test-unit demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-state-backends bench-reconfigure bench-external-spark validate clean
 
-install: system-deps $(STAMP)
+install: system-deps $(STAMP) spark-cds
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,bench,lint]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+
+# The Spark JVM's class-data sharing archive in $(VENV)/share/sluice/ (taskmanager/spark_cds.py):
+# every TaskManager's JVM maps it and skips most of its class loading. ~40 s once; then a no-op
+# until pyspark or the JVM changes.
+spark-cds: system-deps $(STAMP)
+	@$(BIN)/python -m taskmanager.spark_cds build
 
 # Java 17 and ZooKeeper (Debian's `zookeeper` package provides /usr/share/java/zookeeper.jar);
 # Chromium and its WebDriver (/usr/bin/chromium, /usr/bin/chromedriver) for the dashboard's browser

@@ -321,6 +321,17 @@ SPARK_MASTER: Option[str | None] = Option(
 SPARK_REMOTE: Option[str | None] = Option(
     "spark.remote", _string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL"
 )
+SPARK_CDS_ARCHIVE: Option[str] = Option(
+    "spark.cds-archive",
+    _string,
+    "auto",
+    TM,
+    "--spark-cds-archive",
+    "class-data sharing archive the Spark JVM maps at start (halves its class loading): auto (the one "
+    "`make install` or the image built for this interpreter, if present), off, or a path "
+    "(python -m taskmanager.spark_cds build --path PATH)",
+    "auto|off|PATH",
+)
 LOG_FILE: Option[str | None] = Option(
     "log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"
 )
@@ -464,6 +475,7 @@ OPTIONS: tuple[Option[Any], ...] = (
     CHECKPOINTS_DIR,
     SPARK_MASTER,
     SPARK_REMOTE,
+    SPARK_CDS_ARCHIVE,
     LOG_FILE,
     TASK_CANCELLATION_INTERVAL,
     TASK_CANCELLATION_TIMEOUT,

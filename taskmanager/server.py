@@ -36,7 +36,7 @@ from sluice.v1 import dataexchange_pb2_grpc, taskmanager_pb2, taskmanager_pb2_gr
 from sluice.zk import auth as zk_auth
 from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
-from taskmanager import local_dir
+from taskmanager import local_dir, spark_cds
 from taskmanager.leader_connection import LeaderConnection
 from taskmanager.metrics import TaskManagerMetrics
 from taskmanager.network.exchange import DataExchangeServicer
@@ -78,8 +78,16 @@ class TaskManagerProcess:
         self.work_dir: str | None = None  # the process's local files (made at start: taskmanager/local_dir.py)
         self.partitions = PartitionManager()  # given the working directory at start
         spark_host = config.reachable_host(self._advertised_host, self._host)
+        try:
+            cds_archive = spark_cds.resolve(settings.get(config.SPARK_CDS_ARCHIVE))
+        except ValueError as exc:
+            raise config.ConfigError(str(exc), config.SPARK_CDS_ARCHIVE.key) from None
         self.engine = SparkEngine(
-            slots, master=settings.get(config.SPARK_MASTER), remote=settings.get(config.SPARK_REMOTE), host=spark_host
+            slots,
+            master=settings.get(config.SPARK_MASTER),
+            remote=settings.get(config.SPARK_REMOTE),
+            host=spark_host,
+            cds_archive=cds_archive,
         )
         self.tasks = TaskRegistry(
             slots,
@@ -105,7 +113,7 @@ class TaskManagerProcess:
         # Spark first: launching its JVM forks this process, which must not happen
         # while gRPC's threads are running.
         log.info("TaskManager %s with %d slots: starting Spark", self.resource_id, self.slots)
-        self.engine.start()
+        self.engine.start(warm_up="background")
         self.work_dir = local_dir.create(self.resource_id)
         self.partitions = PartitionManager(self.work_dir)
         log.info("TaskManager %s: working directory %s", self.resource_id, self.work_dir)

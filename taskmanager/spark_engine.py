@@ -33,12 +33,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Any
 
 import pyarrow as pa
 
 from sluice import key_groups
+from taskmanager import spark_cds
 
 log = logging.getLogger("sluice.taskmanager.spark")
 
@@ -52,6 +54,7 @@ class SparkEngine:
         conf: dict[str, str] | None = None,
         app_name: str = "sluice-taskmanager",
         host: str = "127.0.0.1",
+        cds_archive: str | None = None,
     ) -> None:
         self.slots = slots
         self.host = host
@@ -59,9 +62,13 @@ class SparkEngine:
         self.remote = remote
         self.conf = conf or {}
         self.app_name = app_name
+        self.cds_archive = None if remote else cds_archive  # a Connect session starts no JVM here
         self.spark: Any = None  # the pyspark SparkSession once started
 
-    def start(self) -> None:
+    def start(self, warm_up: str = "now") -> None:
+        """Start the SparkSession; then warm it up `now` (before returning) or in the
+        `background` (a TaskManager offers its slots meanwhile: a task that arrives first
+        pays the same one-time costs itself, sharing the CPU with the warm-up)."""
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
         local = self.master.startswith("local")
         if local:  # Spark's Python workers (udf, pandas_udf, mapInPandas): this interpreter (module docstring)
@@ -92,18 +99,43 @@ class SparkEngine:
         if self.remote:
             # a Connect session can only set SQL options; the server owns its driver and executors
             defaults = {k: v for k, v in defaults.items() if k.startswith("spark.sql.")}
-        for k, v in {**defaults, **self.conf}.items():
+        conf = {**defaults, **self.conf}
+        if self.cds_archive:
+            conf = spark_cds.with_java_options(conf, spark_cds.java_options(self.cds_archive))
+        for k, v in conf.items():
             builder = builder.config(k, v)
         self.spark = builder.getOrCreate()
         if not self.remote:
             self.spark.sparkContext.setLogLevel("WARN")
         log.info("SparkSession ready (%s) in %.1fs", self.remote or self.master, time.monotonic() - t0)
-        self.warm_up()
+        if self.cds_archive:
+            problem = spark_cds.check(self.spark, self.cds_archive)
+            if problem:
+                log.warning(
+                    "class-data sharing archive %s not used: %s; rebuild it with `make install` "
+                    "(python -m taskmanager.spark_cds build --force)",
+                    self.cds_archive,
+                    problem,
+                )
+            else:
+                log.info("Spark JVM maps the class-data sharing archive %s", self.cds_archive)
+        if warm_up == "background":
+            threading.Thread(target=self._warm_up_quietly, name="spark-warm-up", daemon=True).start()
+        else:
+            self.warm_up()
+
+    def _warm_up_quietly(self) -> None:
+        try:
+            self.warm_up()
+        except Exception as exc:  # noqa: BLE001 — the warm-up only saves time; a task would meet the same failure
+            if self.spark is not None:
+                log.warning("Spark warm-up failed: %s", str(exc)[:500])
 
     def warm_up(self) -> None:
-        """Run each kind of Spark call a task makes once, before offering slots: the first
-        file read, projection and Arrow transfer of a fresh JVM take 10-20 s (class loading,
-        code generation); a restored task on a fresh TaskManager must not pay that."""
+        """Run each kind of Spark call a task makes once: the first file read, projection
+        and Arrow transfer of a fresh JVM cost seconds (code generation, JIT; class loading
+        too without the class-data sharing archive, taskmanager/spark_cds.py). A TaskManager
+        runs it in the background while it offers its slots."""
         import tempfile
 
         from pyspark.sql import functions as F

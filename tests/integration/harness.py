@@ -178,7 +178,8 @@ class LocalCluster:
         with self.client() as client:
             return _job_dict(client.get(job_id))
 
-    def start_taskmanager(self, slots: int, log_name: str) -> subprocess.Popen:
+    def start_taskmanager(self, slots: int, log_name: str, *options: str) -> subprocess.Popen:
+        """One more TaskManager for this cluster (`options`: more of its flags); heal() stops it."""
         log = os.path.join(self.dir, "log", log_name)
         with open(log, "ab") as out:
             p = subprocess.Popen(
@@ -200,6 +201,7 @@ class LocalCluster:
                         else []
                     ),
                     *self.process_security(os.path.splitext(log_name)[0]),
+                    *options,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -1,0 +1,183 @@
+"""How long a local cluster takes to start, and its first job on it: `sluice cluster start`
+(1 JobManager, 2 TaskManagers x 2 slots) until the leader sees every slot, each TaskManager's
+process start until it registered with its slots, and the first small job's `sluice run`.
+
+    python bench/startup_bench.py [--runs 5] [--before COMMIT] [--events 20000] [--out bench/RESULTS.md]
+
+Conditions, alternating run by run (the order rotates each round):
+
+- **archive**: this checkout as it is: the Spark JVM maps the class-data sharing archive
+  `make install` built (taskmanager/spark_cds.py), the warm-up runs while the slots are offered;
+- **archive off**: the same with `-D spark.cds-archive=off`;
+- **before** (with --before COMMIT): that commit, checked out into a temporary git worktree and
+  run from it (PYTHONPATH), the same cluster and job.
+
+Per run: the wall time of `sluice cluster start` (it returns once the leader sees every
+TaskManager with all its slots); per TaskManager, from its process's start (psutil) to its log's
+"registered with leader" line; then `sluice run examples/page_views.py` on --events generated
+events (it returns when the job ended), whose output is checked against the generator's counts;
+then the cluster is stopped. Reported: medians with 95 % bootstrap intervals (bench/stats.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "examples"))
+
+import psutil
+from bench_common import begin_run, finish_workdir, publish, run_main, section_head
+from generate_page_views import generate
+from stats import fmt_estimate, median_ci
+
+from sluice.cluster_file import ClusterFile
+
+REGISTERED = "registered with leader"
+
+
+def log(message: str) -> None:
+    print(f"[startup_bench] {message}", file=sys.stderr, flush=True)
+
+
+def _sluice(env: dict[str, str], *args: str, timeout: float = 300) -> float:
+    """Run `sluice ARGS` (from the condition's code); its wall seconds. Fails on a non-zero exit."""
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"sluice {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return time.monotonic() - t0
+
+
+def _registered_after_start(cluster_dir: str) -> list[float]:
+    """Per TaskManager: seconds from its process's start to its registration (log timestamp)."""
+    out = []
+    info = ClusterFile.read(cluster_dir)
+    for entry in info.of_role("taskmanager"):
+        created = psutil.Process(entry.pid).create_time()
+        with open(entry.log or "", errors="replace") as f:
+            line = next(line for line in f if REGISTERED in line)
+        stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        out.append(stamp - created)
+    return out
+
+
+def _final_counts(output_dir: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for path in sorted(glob.glob(os.path.join(output_dir, "*"))):
+        if os.path.basename(path).startswith((".", "_")) or os.path.isdir(path):
+            continue
+        with open(path) as f:
+            for line in f:
+                url, _, count = line.rstrip("\n").rpartition(",")
+                counts[url] = int(count)
+    return counts
+
+
+def one_run(env: dict[str, str], options: list[str], work: str, run: int, expected: dict, input_dir: str) -> dict:
+    cluster_dir = os.path.join(work, f"cluster-{run}")
+    result: dict = {}
+    try:
+        start_s = _sluice(
+            env, "cluster", "start", "--dir", cluster_dir, "--jobmanagers", "1", "--taskmanagers", "2", *options
+        )
+        result["cluster_start_s"] = start_s
+        result["taskmanager_ready_s"] = _registered_after_start(cluster_dir)
+        output = os.path.join(work, f"out-{run}")
+        result["first_job_s"] = _sluice(
+            env,
+            "run",
+            "--cluster-dir",
+            cluster_dir,
+            "-p",
+            "2",
+            os.path.join(REPO, "examples", "page_views.py"),
+            "--",
+            "--input",
+            input_dir,
+            "--output",
+            output,
+        )
+        if _final_counts(output) != expected:
+            raise RuntimeError(f"run {run}: the first job's counts differ from the input's")
+    finally:
+        if os.path.exists(ClusterFile.path(cluster_dir)):
+            _sluice(env, "cluster", "stop", "--dir", cluster_dir, timeout=120)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5, help="runs per condition")
+    ap.add_argument("--before", default=None, help="a commit to compare against (a temporary git worktree)")
+    ap.add_argument("--events", type=int, default=20_000, help="events of the first job")
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    args = ap.parse_args()
+    command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-startup-", log)
+    base_env = {**os.environ, "PYTHONPATH": REPO}
+    conditions: dict[str, tuple[dict[str, str], list[str]]] = {
+        "archive": (base_env, []),
+        "archive off": (base_env, ["-D", "spark.cds-archive=off"]),
+    }
+    worktree = None
+    if args.before:
+        worktree = os.path.join(work, "before")
+        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", worktree, args.before], check=True)
+        conditions[f"before ({args.before[:8]})"] = ({**os.environ, "PYTHONPATH": worktree}, [])
+    input_dir = os.path.join(work, "in")
+    expected = dict(generate(input_dir, events=args.events, files=4, urls=1000, seed=5))
+    results: dict[str, list[dict]] = {name: [] for name in conditions}
+    names = list(conditions)
+    try:
+        for r in range(args.runs):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            for name in order:
+                env, options = conditions[name]
+                got = one_run(env, options, work, len(sum(results.values(), [])), expected, input_dir)
+                results[name].append(got)
+                log(f"round {r + 1} {name}: {json.dumps(got, default=lambda x: round(x, 2))}")
+    finally:
+        if worktree:
+            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", worktree], check=False)
+        finish_workdir(work, temp, log)
+    lines = section_head("cluster start and first job: class-data sharing archive and warm-up", command, facts)
+    lines += [
+        f"{args.runs} runs per condition, alternating (order rotated each round); `sluice cluster start "
+        f"--jobmanagers 1 --taskmanagers 2` (2 slots each); first job: examples/page_views.py at "
+        f"parallelism 2 on {args.events:,} events, output checked. Seconds, median [95 % interval].",
+        "",
+        "| condition | cluster start | TaskManager ready (process start → registered) | first job (`sluice run`) |",
+        "|---|---|---|---|",
+    ]
+    for name in names:
+        runs = results[name]
+        start = median_ci(r["cluster_start_s"] for r in runs)
+        ready = median_ci(x for r in runs for x in r["taskmanager_ready_s"])
+        job = median_ci(r["first_job_s"] for r in runs)
+        lines.append(
+            f"| {name} | {fmt_estimate(start, '.2f')} | {fmt_estimate(ready, '.2f')} | {fmt_estimate(job, '.2f')} |"
+        )
+    publish("\n".join(lines) + "\n", args.out, log)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
