@@ -44,6 +44,7 @@ from stats import fmt_estimate, median_ci
 from sluice.cluster_file import ClusterFile
 
 REGISTERED = "registered with leader"
+MAPPED = "maps the class-data sharing archive"
 
 
 def log(message: str) -> None:
@@ -51,11 +52,14 @@ def log(message: str) -> None:
 
 
 def _sluice(env: dict[str, str], *args: str, timeout: float = 300) -> float:
-    """Run `sluice ARGS` (from the condition's code); its wall seconds. Fails on a non-zero exit."""
+    """Run `sluice ARGS` from the condition's code: `python -m` puts the working directory first
+    on sys.path, so it runs in the condition's checkout (PYTHONPATH), and so do the processes it
+    starts. Its wall seconds; fails on a non-zero exit."""
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "sluice.cli.main", *args],
+        [sys.executable, "-m", "sluice", *args],
         env=env,
+        cwd=env["PYTHONPATH"],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -66,17 +70,20 @@ def _sluice(env: dict[str, str], *args: str, timeout: float = 300) -> float:
     return time.monotonic() - t0
 
 
-def _registered_after_start(cluster_dir: str) -> list[float]:
-    """Per TaskManager: seconds from its process's start to its registration (log timestamp)."""
-    out = []
+def _registered_after_start(cluster_dir: str) -> tuple[list[float], bool]:
+    """Per TaskManager: seconds from its process's start to its registration (log timestamp);
+    and whether every TaskManager's log says its JVM mapped the archive."""
+    out, mapped = [], True
     info = ClusterFile.read(cluster_dir)
     for entry in info.of_role("taskmanager"):
         created = psutil.Process(entry.pid).create_time()
         with open(entry.log or "", errors="replace") as f:
-            line = next(line for line in f if REGISTERED in line)
+            text = f.read()
+        line = next(line for line in text.splitlines() if REGISTERED in line)
         stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
         out.append(stamp - created)
-    return out
+        mapped = mapped and MAPPED in text
+    return out, mapped
 
 
 def _final_counts(output_dir: str) -> dict[str, int]:
@@ -99,7 +106,7 @@ def one_run(env: dict[str, str], options: list[str], work: str, run: int, expect
             env, "cluster", "start", "--dir", cluster_dir, "--jobmanagers", "1", "--taskmanagers", "2", *options
         )
         result["cluster_start_s"] = start_s
-        result["taskmanager_ready_s"] = _registered_after_start(cluster_dir)
+        result["taskmanager_ready_s"], result["archive_mapped"] = _registered_after_start(cluster_dir)
         output = os.path.join(work, f"out-{run}")
         result["first_job_s"] = _sluice(
             env,
@@ -164,17 +171,20 @@ def main() -> int:
         f"--jobmanagers 1 --taskmanagers 2` (2 slots each); first job: examples/page_views.py at "
         f"parallelism 2 on {args.events:,} events, output checked. Seconds, median [95 % interval].",
         "",
-        "| condition | cluster start | TaskManager ready (process start → registered) | first job (`sluice run`) |",
-        "|---|---|---|---|",
+        "| condition | archive mapped | cluster start | TaskManager ready (process start → registered) "
+        "| first job (`sluice run`) |",
+        "|---|---|---|---|---|",
     ]
     for name in names:
         runs = results[name]
+        mapped = {r["archive_mapped"] for r in runs}
+        if len(mapped) != 1:
+            raise SystemExit(f"{name}: the archive was mapped in some runs only")
         start = median_ci(r["cluster_start_s"] for r in runs)
         ready = median_ci(x for r in runs for x in r["taskmanager_ready_s"])
         job = median_ci(r["first_job_s"] for r in runs)
-        lines.append(
-            f"| {name} | {fmt_estimate(start, '.2f')} | {fmt_estimate(ready, '.2f')} | {fmt_estimate(job, '.2f')} |"
-        )
+        cells = [name, "yes" if mapped == {True} else "no", *(fmt_estimate(e, ".2f") for e in (start, ready, job))]
+        lines.append("| " + " | ".join(cells) + " |")
     publish("\n".join(lines) + "\n", args.out, log)
     return 0
 

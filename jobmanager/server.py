@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from collections.abc import Sequence
 
 from kazoo.retry import KazooRetry
@@ -27,12 +28,36 @@ from jobmanager.servicers import JobManagerServicer, ResourceManagerServicer
 from sluice import config, logs, rpc
 from sluice.http_server import HttpServer
 from sluice.metrics import prometheus
+from sluice.rpc_admission import ClientCallLimiter, Limits
 from sluice.v1 import jobmanager_pb2_grpc
 from sluice.zk import auth as zk_auth
 from sluice.zk.leader_retrieval import LeaderRetriever, read_leader_endpoint
 from sluice.zk.paths import ZkPaths
 
 log = logging.getLogger("sluice.jobmanager")
+
+SERVER_WORKERS = 48  # gRPC threads; client calls take at most jobmanager.client-calls.max-concurrent of them
+CONTROL_PLANE_WORKERS = 16  # threads always left to heartbeats, task states, acks and splits
+
+
+def client_call_limits(settings: config.Settings) -> Limits:
+    """The admission limits of client calls (sluice/rpc_admission.py); ConfigError when they
+    would leave the control plane fewer than CONTROL_PLANE_WORKERS threads."""
+    concurrent = settings.get(config.CLIENT_CALLS_MAX_CONCURRENT)
+    if concurrent > SERVER_WORKERS - CONTROL_PLANE_WORKERS:
+        raise config.ConfigError(
+            f"{config.CLIENT_CALLS_MAX_CONCURRENT.key}: at most {SERVER_WORKERS - CONTROL_PLANE_WORKERS} "
+            f"(the server's {SERVER_WORKERS} threads keep {CONTROL_PLANE_WORKERS} for heartbeats and task "
+            f"reports), got {concurrent}",
+            config.CLIENT_CALLS_MAX_CONCURRENT.key,
+        )
+    rate = settings.get(config.CLIENT_CALLS_RATE_PER_CLIENT)
+    return Limits(
+        max_concurrent=concurrent,
+        per_client=settings.get(config.CLIENT_CALLS_MAX_CONCURRENT_PER_CLIENT),
+        rate=rate,
+        burst=max(1, int(2 * rate)),
+    )
 
 
 class JobManagerProcess:
@@ -49,8 +74,12 @@ class JobManagerProcess:
             settings.get(config.RPC_HOST),
             settings.get(config.RPC_PORT),
             ["sluice.v1.JobManager", "sluice.v1.ResourceManager"],
+            # client calls take at most `max_concurrent` of the threads: the rest are the control
+            # plane's (heartbeats, task states, acks, splits), whatever clients do
+            max_workers=SERVER_WORKERS,
             security=security,
             health_port=settings.get(config.RPC_HEALTH_PORT),
+            interceptors=[ClientCallLimiter(client_call_limits(settings), time.monotonic)],
         )
         # the address published to ZooKeeper: the bind host may be a wildcard (0.0.0.0 in containers)
         self.address = f"{advertised_host}:{self.server.port}" if advertised_host else self.server.address
@@ -111,6 +140,9 @@ class JobManagerProcess:
                 name="rest",
                 ssl_certfile=str(tls.cert) if tls is not None else None,
                 ssl_keyfile=str(tls.key) if tls is not None else None,
+                max_connections=settings.get(config.REST_MAX_CONNECTIONS),
+                per_client=settings.get(config.REST_MAX_CONNECTIONS_PER_CLIENT),
+                request_timeout=settings.get(config.REST_REQUEST_TIMEOUT),
             )
             self.endpoints["rest"] = (
                 f"{config.reachable_host(advertised_host, settings.get(config.REST_ADDRESS))}:{self.rest.port}"

@@ -3,7 +3,9 @@
 Finds the leader from ZooKeeper (via cluster.json or a connect string) or
 from a list of JobManager addresses, and follows it through a failover:
 calls that fail with UNAVAILABLE or DEADLINE_EXCEEDED re-resolve the leader
-and retry (tenacity, exponential backoff with jitter).
+and retry (tenacity, exponential backoff with jitter). A call the leader
+refused for its client-call limits (RESOURCE_EXHAUSTED with a retry hint,
+sluice/rpc_admission.py) is retried the same way on the same channel.
 
 How long it retries depends on what it has seen. Until a JobManager answered
 or ZooKeeper named a leader, nothing says a cluster is there (nothing
@@ -60,6 +62,12 @@ class _LeaderUnavailable(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class _Busy(_LeaderUnavailable):
+    """The leader refused the call for its client-call limits (RESOURCE_EXHAUSTED with a
+    retry hint, sluice/rpc_admission.py): retried like an unavailable leader, on the same
+    channel, until the timeout."""
 
 
 def read_cluster_json(cluster_dir: str) -> ClusterFile:
@@ -221,6 +229,11 @@ class JobManagerClient:
         )
         try:
             return retrying(self._attempt, fn)
+        except _Busy as exc:
+            raise SluiceError(
+                f"the JobManager is busy ({exc.reason}); still refused after {self.budget:g}s",
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            ) from None
         except _LeaderUnavailable as exc:
             if not self._seen_cluster:
                 raise SluiceError(
@@ -255,6 +268,9 @@ class JobManagerClient:
             self._answered()
             return result
         except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and _has_pushback(err):
+                self._answered()
+                raise _Busy(f"{self._address}: {err.details()}") from None
             if err.code() not in RETRYABLE:
                 self._answered()
                 raise SluiceError(err.details() or str(err.code()), err.code()) from None
@@ -472,6 +488,12 @@ def _security(ctx: dict[str, Any], cluster_tls: TlsFiles | None = None) -> dict[
     if tls.cert is None and token is None:
         raise SluiceError("--tls-ca needs --tls-cert and --tls-key (a client certificate) or --token-file")
     return {"tls": tls, "token": token}
+
+
+def _has_pushback(err: grpc.RpcError) -> bool:
+    """Whether a refused call carries gRPC's retry hint (an admission limit, not a hard error)."""
+    trailers = getattr(err, "trailing_metadata", lambda: None)() or ()
+    return any(key == "grpc-retry-pushback-ms" for key, _value in trailers)
 
 
 def _log_retry(what: str, state: RetryCallState) -> None:

@@ -2,8 +2,10 @@
 JobManager and the Prometheus endpoint of every process (docs/monitoring.md).
 
 Bounded like the gRPC servers: at most `max_connections` connections at once (more get
-503), request bodies beyond `max_body_bytes` are refused by the apps, keep-alive
-connections idle for 5 s are closed, and a slow client costs a coroutine, not a thread.
+503), `per_client` of them from one client address and each request's head within
+`request_timeout` (sluice/http_limits.py), request bodies beyond `max_body_bytes` are
+refused by the apps, keep-alive connections idle for 5 s are closed, and a slow client
+costs a coroutine, not a thread.
 The socket is bound before the thread starts, so `address` is known at once (port 0:
 a free one)."""
 
@@ -13,13 +15,18 @@ import asyncio
 import logging
 import socket
 import threading
+import time
 from typing import Any
 
 import uvicorn
 
+from sluice.http_limits import ClientLimits, bounded_h11
+
 log = logging.getLogger("sluice.http")
 
 MAX_CONNECTIONS = 64
+MAX_CONNECTIONS_PER_CLIENT = 16
+REQUEST_TIMEOUT_S = 10.0
 KEEP_ALIVE_S = 5
 
 
@@ -34,6 +41,8 @@ class HttpServer:
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        per_client: int = MAX_CONNECTIONS_PER_CLIENT,
+        request_timeout: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.name = name
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -54,6 +63,7 @@ class HttpServer:
             ssl_keyfile=ssl_keyfile,
             lifespan="off",
             server_header=False,
+            http=bounded_h11(ClientLimits(per_client, time.monotonic), request_timeout, name),
         )
         self.secure = ssl_certfile is not None
         self._server = uvicorn.Server(config)

@@ -117,6 +117,18 @@ def _positive_int(value: Any) -> int:
     return n
 
 
+def _positive_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    try:
+        x = float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {value!r}") from None
+    if not x > 0 or x == float("inf"):
+        raise ValueError(f"must be a positive number, got {value!r}")
+    return x
+
+
 def _seconds(value: Any) -> float:
     """A positive duration: 6, 6s, 500ms, 2min (a bare number is seconds)."""
     return units.parse_duration(value, "s", positive=True)
@@ -448,6 +460,62 @@ REST_PORT: Option[int | None] = Option(
     "port of the REST API and web dashboard (docs/monitoring.md); unset = none, 0 = a free one",
     "PORT",
 )
+CLIENT_CALLS_MAX_CONCURRENT: Option[int] = Option(
+    "jobmanager.client-calls.max-concurrent",
+    _positive_int,
+    16,
+    JM,
+    "--client-calls-max-concurrent",
+    "client API calls (submit, status, list, cancel, ...) the JobManager runs at once; more get "
+    "RESOURCE_EXHAUSTED with a retry hint, so heartbeats and task reports always find a thread (at most 32)",
+    "N",
+)
+CLIENT_CALLS_MAX_CONCURRENT_PER_CLIENT: Option[int] = Option(
+    "jobmanager.client-calls.max-concurrent-per-client",
+    _positive_int,
+    8,
+    JM,
+    "--client-calls-max-concurrent-per-client",
+    "client API calls one client address may have running at once; more get RESOURCE_EXHAUSTED",
+    "N",
+)
+CLIENT_CALLS_RATE_PER_CLIENT: Option[float] = Option(
+    "jobmanager.client-calls.rate-per-client",
+    _positive_float,
+    200.0,
+    JM,
+    "--client-calls-rate-per-client",
+    "client API calls per second one client address may make (bursts of twice as many); more get RESOURCE_EXHAUSTED",
+    "N",
+)
+REST_MAX_CONNECTIONS: Option[int] = Option(
+    "rest.max-connections",
+    _positive_int,
+    64,
+    JM,
+    "--rest-max-connections",
+    "connections the REST API and dashboard serve at once; requests beyond get 503",
+    "N",
+)
+REST_MAX_CONNECTIONS_PER_CLIENT: Option[int] = Option(
+    "rest.max-connections-per-client",
+    _positive_int,
+    16,
+    JM,
+    "--rest-max-connections-per-client",
+    "connections one client address may hold open to the REST API at once; more are closed at once",
+    "N",
+)
+REST_REQUEST_TIMEOUT: Option[float] = Option(
+    "rest.request-timeout",
+    _seconds,
+    10.0,
+    JM,
+    "--rest-request-timeout",
+    "time a REST connection has to send a request's head, from its opening or its last response; "
+    "then it is closed (a bare number is seconds)",
+    "DURATION",
+)
 METRICS_PORT: Option[int | None] = Option(
     "metrics.port",
     _port,
@@ -489,6 +557,12 @@ OPTIONS: tuple[Option[Any], ...] = (
     SECURITY_TOKEN_PORT,
     REST_ADDRESS,
     REST_PORT,
+    CLIENT_CALLS_MAX_CONCURRENT,
+    CLIENT_CALLS_MAX_CONCURRENT_PER_CLIENT,
+    CLIENT_CALLS_RATE_PER_CLIENT,
+    REST_MAX_CONNECTIONS,
+    REST_MAX_CONNECTIONS_PER_CLIENT,
+    REST_REQUEST_TIMEOUT,
     METRICS_PORT,
 )
 BY_KEY: dict[str, Option[Any]] = {o.key: o for o in OPTIONS}

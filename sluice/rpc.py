@@ -135,15 +135,17 @@ class Server:
         max_workers: int = 32,
         security: Security | None = None,
         health_port: int | None = None,
+        interceptors: Iterable[grpc.ServerInterceptor] = (),
     ):
         from sluice.security.auth import Authorizer
 
         security = security or Security()
         tls = security.tls
+        # the role table first: a call it denies costs no admission (sluice/rpc_admission.py)
         self.server = grpc.server(
             concurrent.futures.ThreadPoolExecutor(max_workers=max_workers),
             options=CHANNEL_OPTIONS,
-            interceptors=[Authorizer(security.token)] if tls is not None else [],
+            interceptors=[*([Authorizer(security.token)] if tls is not None else []), *interceptors],
         )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -44,13 +44,14 @@ from taskmanager.network.partition import PartitionManager
 from taskmanager.servicer import TaskExecutorServicer
 from taskmanager.spark_engine import SparkEngine
 from taskmanager.task import Task
-from taskmanager.task_registry import TaskRegistry, exit_process
+from taskmanager.task_registry import EXIT_SPARK_JVM_DIED, EXIT_TASK_DID_NOT_STOP, TaskRegistry, exit_process
 
 log = logging.getLogger("sluice.taskmanager")
 
 ZK_CONNECT_DEADLINE = 600.0  # seconds a starting TaskManager keeps trying to reach ZooKeeper
 ZK_CONNECT_TIMEOUT = 10.0  # seconds per attempt
 FATAL_FLUSH_TIMEOUT = 5.0  # seconds a TaskManager that gives up waits for its last reports to reach the leader
+JVM_WATCH_INTERVAL = 0.5  # seconds between checks that the Spark JVM still runs
 SERVER_WORKERS = 1024  # gRPC server threads at most: control RPCs and one per remote input channel served
 
 
@@ -114,6 +115,7 @@ class TaskManagerProcess:
         # while gRPC's threads are running.
         log.info("TaskManager %s with %d slots: starting Spark", self.resource_id, self.slots)
         self.engine.start(warm_up="background")
+        threading.Thread(target=self._watch_spark_jvm, name="spark-jvm-watch", daemon=True).start()
         self.work_dir = local_dir.create(self.resource_id)
         self.partitions = PartitionManager(self.work_dir)
         log.info("TaskManager %s: working directory %s", self.resource_id, self.work_dir)
@@ -157,13 +159,33 @@ class TaskManagerProcess:
         self.leader.start(self.address)
         server.set_serving(True)
 
-    def _fatal(self, reason: str) -> None:
-        """A task will not stop: tell the leader what happened (bounded), then exit for the
-        supervisor to start a fresh TaskManager (taskmanager/task_registry.py, the watchdog)."""
+    def _fatal(self, reason: str, status: int = EXIT_TASK_DID_NOT_STOP) -> None:
+        """A task will not stop, or Spark is gone: tell the leader what happened (bounded), then
+        exit for the supervisor (or the container's restart policy) to start a fresh TaskManager
+        (taskmanager/task_registry.py, the watchdog)."""
         log.critical("TaskManager %s gives up: %s", self.resource_id, reason)
+        if self.server is not None:
+            self.server.set_serving(False)  # unhealthy from now on: probes and peers see it
         if not self.leader.flush(FATAL_FLUSH_TIMEOUT):
             log.error("TaskManager %s: reports not delivered within %.0fs", self.resource_id, FATAL_FLUSH_TIMEOUT)
-        exit_process(reason)
+        exit_process(reason, status)
+
+    def _watch_spark_jvm(self) -> None:
+        """A TaskManager whose Spark JVM died (killed, the OOM killer, a job's body calling
+        System.exit) can run no task: every task on it would fail with py4j connection errors
+        and its free slots would draw the restarts. Within JVM_WATCH_INTERVAL it says why,
+        stops serving and exits (status EXIT_SPARK_JVM_DIED), so that its slots are gone and a
+        fresh TaskManager replaces it; the leader restarts the tasks it ran elsewhere."""
+        while not self._stopped.wait(JVM_WATCH_INTERVAL):
+            status = self.engine.jvm_exit_status()
+            if status is None or self._stopped.is_set():
+                continue
+            self._fatal(
+                f"its Spark JVM (pid {self.engine.jvm_pid()}) exited with status {status}; "
+                f"{len(self.tasks.all())} task(s) ran on it",
+                EXIT_SPARK_JVM_DIED,
+            )
+            return
 
     def _new_task(self, tdd: taskmanager_pb2.TaskDeploymentDescriptor) -> Task:
         return Task(tdd, self.engine, self.partitions, self.address, self.leader)

@@ -152,6 +152,24 @@ class SparkEngine:
             self.spark.range(0, 1000, 2).selectExpr("CAST(id % 5 AS STRING) AS k").toArrow()
         log.info("Spark warmed up in %.1fs", time.monotonic() - t0)
 
+    # -- the JVM's life ------------------------------------------------------------------------
+    def _jvm_process(self) -> Any:
+        if self.remote or self.spark is None:
+            return None  # Spark Connect: no JVM of ours
+        from pyspark import SparkContext
+
+        return getattr(SparkContext._gateway, "proc", None)
+
+    def jvm_exit_status(self) -> int | None:
+        """The local Spark JVM's exit status once it ended; None while it runs (and with Spark
+        Connect, which starts no JVM here)."""
+        proc = self._jvm_process()
+        return None if proc is None else proc.poll()
+
+    def jvm_pid(self) -> int | None:
+        proc = self._jvm_process()
+        return None if proc is None else proc.pid
+
     # -- cancelling a task's Spark jobs ------------------------------------------------------
     def tag_current_thread(self, tag: str) -> None:
         """Spark jobs started by this thread carry `tag`, so that cancel_tag can stop them."""

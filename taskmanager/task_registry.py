@@ -45,18 +45,19 @@ log = logging.getLogger("sluice.taskmanager")
 
 # The exit status of a TaskManager that gave up on a task that would not stop (sysexits' EX_SOFTWARE).
 EXIT_TASK_DID_NOT_STOP = 70
+EXIT_SPARK_JVM_DIED = 71  # taskmanager/server.py: the Spark JVM ended under the TaskManager
 
 
 class TaskRejected(Exception):
     """The slot table refused a deployment; the message says why."""
 
 
-def exit_process(reason: str) -> None:
+def exit_process(reason: str, status: int = EXIT_TASK_DID_NOT_STOP) -> None:
     """The default `on_fatal`: end the process at once (a thread that will not stop also
     stops an orderly shutdown); its supervisor restarts it."""
-    log.critical("TaskManager exits (status %d): %s", EXIT_TASK_DID_NOT_STOP, reason)
+    log.critical("TaskManager exits (status %d): %s", status, reason)
     logging.shutdown()
-    os._exit(EXIT_TASK_DID_NOT_STOP)
+    os._exit(status)
 
 
 class TaskRegistry:

@@ -5,7 +5,8 @@ TaskManagers as background processes that log to DIR/log/ and never hold
 the caller's stdout/stderr, writes DIR/cluster.json (sluice/cluster_file.py),
 and returns once a leader serves and every TaskManager registered with it.
 Then it starts the supervisor (sluice/cli/supervisor.py), which restarts a
-TaskManager that died; `cluster stop` ends the supervisor first.
+JobManager, TaskManager or embedded ZooKeeper that died; `cluster stop` ends
+the supervisor first.
 Process defaults (slots, heartbeat and session timeouts) come from
 sluice/process_options.py's OPTIONS. With `--spark standalone|connect` a Spark
 standalone master and worker, or a Spark Connect server, start first
@@ -29,7 +30,7 @@ import psutil
 
 from sluice import config
 from sluice.cli import spark_cluster, spark_plan
-from sluice.cli.supervisor import COMMAND
+from sluice.cli.supervisor import COMMAND, DATA_DIR
 from sluice.cli.supervisor import LOG_NAME as SUPERVISOR_LOG
 from sluice.client import JobManagerClient, SluiceError, read_cluster_json
 from sluice.cluster_file import ClusterFile, ProcessEntry, read_address_file
@@ -147,7 +148,8 @@ def start(
             zookeeper = zk.connect_string
             if zk.pid is None:
                 raise ClusterError(f"the embedded ZooKeeper has no process after starting; see {zk.log_path}")
-            procs.append(ProcessEntry("zookeeper", zk.pid, zookeeper, str(zk.log_path)))
+            # its data directory: the supervisor starts it again there, on the same port, if it dies
+            procs.append(ProcessEntry("zookeeper", zk.pid, zookeeper, str(zk.log_path), {DATA_DIR: str(zk.data_dir)}))
         # ZooKeeper digest credentials (0600, kept across restarts in the same directory): every
         # process and client authenticates with them, and the cluster's nodes are theirs alone
         # (sluice/zk/auth.py, docs/security.md)
@@ -241,7 +243,7 @@ def start(
             argv = [sys.executable, "-m", role, *common, *extra, *security(name), *option_flags[role]]
             command = [*argv, config.LOG_FILE.flag, log, "--address-file", addr_file]
             p = _spawn(command, log)
-            commands[p.pid] = command  # the supervisor starts a TaskManager that died again with it
+            commands[p.pid] = command  # the supervisor starts a process that died again with it
             started.append(p)
             pending.append((role, p, addr_file, log))
         deadline = time.monotonic() + timeout
@@ -255,8 +257,7 @@ def start(
                     raise ClusterError(f"{role} (pid {p.pid}) did not start within {timeout}s; log {log}")
                 time.sleep(0.1)
             address, endpoints = read_address_file(addr_file)  # endpoints: rest, metrics
-            restart = {COMMAND: commands[p.pid]} if role == "taskmanager" else {}
-            procs.append(ProcessEntry(role, p.pid, address, log, {**endpoints, **restart}))
+            procs.append(ProcessEntry(role, p.pid, address, log, {**endpoints, COMMAND: commands[p.pid]}))
         info = ClusterFile(
             cluster_id,
             zookeeper,
@@ -269,12 +270,12 @@ def start(
             info.extra["spark"] = {"mode": spark, "url": engine.url}
         info.write(cluster_dir)
         _wait_ready(info, taskmanagers, slots, deadline)
-        if taskmanagers:  # restarts a TaskManager that died (sluice/cli/supervisor.py)
-            supervisor_log = os.path.join(log_dir, SUPERVISOR_LOG)
-            p = _spawn([sys.executable, "-m", "sluice.cli.supervisor", "--dir", cluster_dir], supervisor_log)
-            started.append(p)
-            info.processes.append(ProcessEntry("supervisor", p.pid, "", supervisor_log))
-            info.write(cluster_dir)
+        # restarts a JobManager, TaskManager or the embedded ZooKeeper that died (sluice/cli/supervisor.py)
+        supervisor_log = os.path.join(log_dir, SUPERVISOR_LOG)
+        p = _spawn([sys.executable, "-m", "sluice.cli.supervisor", "--dir", cluster_dir], supervisor_log)
+        started.append(p)
+        info.processes.append(ProcessEntry("supervisor", p.pid, "", supervisor_log))
+        info.write(cluster_dir)
         return info
     except BaseException:
         for p in started:

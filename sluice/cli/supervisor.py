@@ -1,22 +1,28 @@
-"""The supervisor of a local cluster's TaskManagers: `sluice cluster start` runs
-it in the background; it restarts a TaskManager that died.
+"""The supervisor of a local cluster's processes: `sluice cluster start` runs it
+in the background; it restarts a JobManager, a TaskManager or the embedded
+ZooKeeper that died, as Compose and Kubernetes restart a container.
 
 A TaskManager exits when one of its tasks will not stop after a cancel
 (taskmanager/task_registry.py, the cancellation watchdog) or when a job's
-body kills its process (`os._exit`, a crash in native code). Compose and
-Kubernetes restart such a container (docker-compose.yml `restart:`, the
-k8s StatefulSet); on one machine this process does: every `POLL` seconds it
-reads cluster.json (sluice/cluster_file.py), and each `taskmanager` entry
-whose process is gone is started again with the same command (its
-`command`: same flags, resource id, log file and address file), after a
-backoff that doubles from `FIRST_BACKOFF` to `MAX_BACKOFF` while the
-TaskManager keeps dying and resets once it stayed up `STABLE_AFTER`. The new
-pid goes into cluster.json at once and its address once it listens, so that
-`cluster stop` ends the new process and clients see it.
+body kills its process (`os._exit`, a crash in native code); a JobManager or
+ZooKeeper dies when someone kills it or the kernel's OOM killer picks it.
+Compose and Kubernetes restart such a container (docker-compose.yml
+`restart:`, the k8s StatefulSets); on one machine this process does: every
+`POLL` seconds it reads cluster.json (sluice/cluster_file.py), and each
+`jobmanager` or `taskmanager` entry whose process is gone is started again
+with the same command (its `command`: same flags, resource id, log file and
+address file), and the embedded ZooKeeper (an entry with its `data_dir`) on
+its data directory and port, after a backoff that doubles from
+`FIRST_BACKOFF` to `MAX_BACKOFF` while the process keeps dying and resets
+once it stayed up `STABLE_AFTER`. The new pid goes into cluster.json at once
+and its address once it listens, so that `cluster stop` ends the new process
+and clients see it. A restarted JobManager joins the election as a standby
+(jobmanager/leader/); its ports are new ones (REST and metrics included),
+which cluster.json then lists.
 
 It logs to DIR/log/supervisor.log, holds none of its caller's pipes (its
 own stdin is /dev/null), and ends on SIGTERM (`cluster stop` sends it first,
-before the TaskManagers, so nothing is restarted while the cluster stops)
+before the other processes, so nothing is restarted while the cluster stops)
 or when cluster.json is gone.
 
     python -m sluice.cli.supervisor --dir DIR
@@ -38,20 +44,24 @@ import psutil
 
 from sluice import logs
 from sluice.cluster_file import ClusterFile, ClusterFileError, ClusterFileNotFound, ProcessEntry, read_address_file
+from sluice.zk.server import EmbeddedZooKeeper, ZooKeeperStartError
 
 log = logging.getLogger("sluice.supervisor")
 
-POLL = 0.5  # seconds between checks of the TaskManagers' processes
-FIRST_BACKOFF = 1.0  # seconds before the first restart of a TaskManager that died
+POLL = 0.5  # seconds between checks of the processes
+FIRST_BACKOFF = 1.0  # seconds before the first restart of a process that died
 MAX_BACKOFF = 60.0
-STABLE_AFTER = 60.0  # seconds a restarted TaskManager must live for its backoff to start over
+STABLE_AFTER = 60.0  # seconds a restarted process must live for its backoff to start over
 COMMAND = "command"  # the cluster.json key of a process entry holding the argv that starts it again
+DATA_DIR = "data_dir"  # the cluster.json key of the embedded ZooKeeper's entry: its data directory
 LOG_NAME = "supervisor.log"
+SUPERVISED = ("zookeeper", "jobmanager", "taskmanager")  # checked in this order
+NAMES = {"zookeeper": "ZooKeeper", "jobmanager": "JobManager", "taskmanager": "TaskManager"}
 
 
 @dataclasses.dataclass
 class _Restarts:
-    """What the supervisor knows about one TaskManager (by its log file, stable across restarts)."""
+    """What the supervisor knows about one process (by its log file, stable across restarts)."""
 
     backoff: float = FIRST_BACKOFF
     due: float | None = None  # when to start it again, once it was seen dead
@@ -81,9 +91,10 @@ class Supervisor:
         self.stopped = threading.Event()
         self._state: dict[str, _Restarts] = {}
         self._children: list[subprocess.Popen[bytes]] = []  # reaped as they end
+        self._zookeepers: list[EmbeddedZooKeeper] = []  # restarted ones, reaped as they end
 
     def run(self) -> int:
-        log.info("supervising the TaskManagers of %s (pid %d)", self.cluster_dir, os.getpid())
+        log.info("supervising the processes of %s (pid %d)", self.cluster_dir, os.getpid())
         while not self.stopped.is_set():
             try:
                 info = ClusterFile.read(self.cluster_dir)
@@ -97,7 +108,7 @@ class Supervisor:
             try:
                 self._check(info)
             except Exception:  # the supervisor must outlive any one failed check
-                log.exception("checking the TaskManagers failed; checking again in %.1fs", POLL)
+                log.exception("checking the processes failed; checking again in %.1fs", POLL)
             self._reap()
             self.stopped.wait(POLL)
         log.info("supervisor stopped")
@@ -106,12 +117,17 @@ class Supervisor:
     def _check(self, info: ClusterFile) -> None:
         now = time.monotonic()
         changed = False
-        for entry in info.of_role("taskmanager"):
+        for entry in [e for role in SUPERVISED for e in info.of_role(role)]:
             command = entry.extra.get(COMMAND)
-            if not isinstance(command, list) or not command:
+            data_dir = entry.extra.get(DATA_DIR)
+            if entry.role == "zookeeper":
+                if not isinstance(data_dir, str):
+                    continue  # a ZooKeeper of someone else's: not ours to restart
+            elif not isinstance(command, list) or not command:
                 continue  # not started by `cluster start`: not ours to restart
-            key = entry.log or str(command)
-            state = self._state.setdefault(key, _Restarts(address_file=_flag_value(command, "--address-file")))
+            key = entry.log or str(command or data_dir)
+            address_file = _flag_value(command, "--address-file") if command else None
+            state = self._state.setdefault(key, _Restarts(address_file=address_file))
             if state.awaiting_address and self._read_address(entry, state):
                 changed = True
             if _alive(entry.pid):
@@ -121,17 +137,21 @@ class Supervisor:
             if state.due is None:
                 state.due = now + state.backoff
                 log.warning(
-                    "TaskManager %s (pid %d, %s) is not running; restarting it in %.1fs (its log: %s)",
+                    "%s %s (pid %d, %s) is not running; restarting it in %.1fs (its log: %s)",
+                    NAMES[entry.role],
                     entry.address,
                     entry.pid,
-                    _resource_id(command),
+                    _name(entry),
                     state.backoff,
                     entry.log,
                 )
                 continue
             if now < state.due or self.stopped.is_set():
                 continue
-            self._restart(entry, command, state, now)
+            if entry.role == "zookeeper":
+                self._restart_zookeeper(entry, str(data_dir), state, now)
+            else:
+                self._restart(entry, [str(arg) for arg in command or ()], state, now)
             changed = True
         if changed:
             info.write(self.cluster_dir)
@@ -148,18 +168,39 @@ class Supervisor:
                 command, stdin=devnull, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True
             )
         self._children.append(p)
+        self._restarted(entry, p.pid, state, now)
+        state.awaiting_address = state.address_file is not None
+
+    def _restart_zookeeper(self, entry: ProcessEntry, data_dir: str, state: _Restarts, now: float) -> None:
+        """The embedded ZooKeeper again, on its data directory and its port (every process's
+        connect string names it); the sessions of the others resume if it is back within their
+        timeout."""
+        port = int(entry.address.rsplit(":", 1)[1])
+        zk = EmbeddedZooKeeper(data_dir, port=port)
+        try:
+            zk.start(timeout=60)
+        except ZooKeeperStartError as exc:
+            state.due = now + state.backoff
+            state.backoff = min(state.backoff * 2, MAX_BACKOFF)
+            log.error("ZooKeeper %s did not start again: %s; trying again in %.1fs", entry.address, exc, state.backoff)
+            return
+        zk.detach()  # outlives the supervisor; `cluster stop` ends it
+        self._zookeepers.append(zk)
+        self._restarted(entry, zk.pid or 0, state, now)
+
+    def _restarted(self, entry: ProcessEntry, pid: int, state: _Restarts, now: float) -> None:
         state.count += 1
         log.warning(
-            "restarted TaskManager %s as pid %d (restart %d; pid %d had ended)",
-            _resource_id(command),
-            p.pid,
+            "restarted %s %s as pid %d (restart %d; pid %d had ended)",
+            NAMES[entry.role],
+            _name(entry),
+            pid,
             state.count,
             entry.pid,
         )
-        entry.pid = p.pid  # recorded at once: `cluster stop` must find the new process
+        entry.pid = pid  # recorded at once: `cluster stop` must find the new process
         state.started, state.due = now, None
         state.backoff = min(state.backoff * 2, MAX_BACKOFF)
-        state.awaiting_address = state.address_file is not None
 
     def _read_address(self, entry: ProcessEntry, state: _Restarts) -> bool:
         """The restarted TaskManager's address, once it listens (written to its address file)."""
@@ -170,17 +211,22 @@ class Supervisor:
         if not address:
             return False
         state.awaiting_address = False
-        log.info("TaskManager %s (pid %d) listens at %s", _resource_id(entry.extra[COMMAND]), entry.pid, address)
+        log.info("%s %s (pid %d) listens at %s", NAMES[entry.role], _name(entry), entry.pid, address)
         entry.address = address
         entry.extra.update(endpoints)  # its new metrics port
         return True
 
     def _reap(self) -> None:
         self._children = [p for p in self._children if p.poll() is None]
+        self._zookeepers = [z for z in self._zookeepers if z.running]
 
 
-def _resource_id(command: Sequence[str]) -> str:
-    return _flag_value(command, "--resource-id") or "?"
+def _name(entry: ProcessEntry) -> str:
+    """How the log names a process: a TaskManager's resource id, else its log file's name."""
+    command = entry.extra.get(COMMAND)
+    if isinstance(command, list) and (resource_id := _flag_value(command, "--resource-id")):
+        return resource_id
+    return os.path.splitext(os.path.basename(entry.log or ""))[0] or entry.role
 
 
 def main(argv: Sequence[str] | None = None) -> int:

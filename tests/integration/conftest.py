@@ -4,10 +4,14 @@
   slots, real Spark, on the session's ZooKeeper from tests/conftest.py), started once for every
   module that does not need a cluster of another shape.
 - ``cluster``: the shared cluster for one test. Before the test it is healed
-  (``LocalCluster.heal``: TaskManagers a test killed are restarted by the cluster's supervisor
+  (``LocalCluster.heal``: processes a test killed are restarted by the cluster's supervisor
   and waited for, extra ones a test started are stopped, every slot is free again); after the
   test every job it left running is cancelled (the no-job-left guard), so the next test finds
   the cluster as it started.
+- ``ha_shared_cluster`` / ``ha_cluster``: the same for the chaos tier's leader kills: ONE cluster
+  of two JobManagers, 2 TaskManagers x 2 slots, on its own embedded ZooKeeper (killed by a test)
+  with 4 s ZooKeeper sessions; the supervisor restarts the JobManagers and the ZooKeeper a test
+  killed, and heal() waits for them before the next test.
 
 A module that needs another shape (two JobManagers, options, an --insecure cluster, its own
 ZooKeeper) starts its own with ``running_cluster`` and says why. Each start counts against its
@@ -23,15 +27,15 @@ import uuid
 
 import harness
 import pytest
-from harness import LocalCluster, running_cluster
+from harness import HA_SESSION_TIMEOUT, LocalCluster, running_cluster
 
 SHARED_TASKMANAGERS, SHARED_SLOTS = 2, 3
 
 # Cluster starts per tier (a `pytest -m <tier>` session); `pytest` of everything: their sum.
 # cluster: the shared one, the fuzz target, the plaintext fencing and TLS clusters. chaos: the
-# shared one, test_ha 6, test_cluster_restart 2, test_external_spark 2, and one each for the
-# dashboard, metrics, orphans and poison, slots, a leader kill under event time and under `run`.
-CLUSTER_START_BUDGET = {"cluster": 4, "chaos": 18}
+# shared one, the shared HA one, test_cluster_restart 2, test_external_spark 2, and one each for
+# the dashboard, orphans and poison, slots.
+CLUSTER_START_BUDGET = {"cluster": 4, "chaos": 9}
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +56,26 @@ def cluster(shared_cluster: LocalCluster):
     shared_cluster.heal()
     yield shared_cluster
     shared_cluster.cancel_running()
+
+
+@pytest.fixture(scope="session")
+def ha_shared_cluster(tmp_path_factory):
+    with running_cluster(
+        tmp_path_factory.mktemp("ha") / "cluster",
+        taskmanagers=2,
+        slots=2,
+        jobmanagers=2,
+        zk_session_timeout=HA_SESSION_TIMEOUT,
+    ) as c:
+        yield c
+        c.heal()  # the supervisor's restarts recorded, for `cluster stop` to end them
+
+
+@pytest.fixture
+def ha_cluster(ha_shared_cluster: LocalCluster):
+    ha_shared_cluster.heal()
+    yield ha_shared_cluster
+    ha_shared_cluster.cancel_running()
 
 
 def _tier(config: pytest.Config) -> str | None:

@@ -34,6 +34,9 @@ JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
 CLUSTER_STARTS: list[str] = []
 
 
+HA_SESSION_TIMEOUT = 4.0  # seconds: the HA cluster's ZooKeeper sessions (a killed leader's is gone this soon)
+
+
 def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
     """Run the CLI capturing its output (a background process holding our pipes would hang this)."""
     if args[:2] == ("cluster", "start"):
@@ -235,8 +238,9 @@ class LocalCluster:
     def heal(self, timeout: float = 240) -> None:
         """Bring the cluster back to the shape it started with after a test killed or added
         processes: extra TaskManagers the test started are stopped, the supervisor's restarts of
-        killed ones are waited for, and it returns once the leader sees every TaskManager with
-        every slot free. Fails (naming what is missing) when that does not happen in `timeout`."""
+        killed JobManagers, TaskManagers and ZooKeeper are waited for, and it returns once a leader
+        sees every TaskManager with every slot free. Fails (naming what is missing) when that does
+        not happen in `timeout`."""
         for p in self.extra:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -247,20 +251,25 @@ class LocalCluster:
                 p.kill()
                 p.wait()
         self.extra.clear()
-        self.refresh()
-        dead = [p for p in self.info["processes"] if p["role"] == "jobmanager" and not _alive(p["pid"])]
-        assert not dead, f"a JobManager of the shared cluster died and nothing restarts it: {dead}"
         total = self.taskmanagers * self.slots
 
         def whole() -> bool:
             self.refresh()
+            supervised = ("zookeeper", "jobmanager", "taskmanager")
+            if not all(_alive(p["pid"]) for p in self.info["processes"] if p["role"] in supervised):
+                return False  # the supervisor restarts it (sluice/cli/supervisor.py)
             try:
                 ov = self.overview()
             except Exception:  # noqa: BLE001 - a leader that is not serving yet: ask again
                 return False
             return len(ov.taskmanagers) == self.taskmanagers and ov.total_slots == total == ov.free_slots
 
-        wait_until(whole, timeout, f"{self.taskmanagers} TaskManagers with all {total} slots free", interval=0.5)
+        wait_until(
+            whole,
+            timeout,
+            f"every process running, a leader, {self.taskmanagers} TaskManagers with all {total} slots free",
+            interval=0.5,
+        )
 
     def stop(self) -> None:
         """`sluice cluster stop`, then make sure: no process of ours survives."""

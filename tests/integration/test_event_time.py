@@ -16,7 +16,6 @@ import pytest
 from harness import (
     EXAMPLES,
     JOBS,
-    LocalCluster,
     committed_rows,
     kill9,
     kill_taskmanager_running,
@@ -211,21 +210,6 @@ def test_an_idle_source_subtask_does_not_hold_back_the_windows(cluster, tmp_path
 
 
 # -- failures ---------------------------------------------------------------------------------------
-@pytest.fixture
-def own_cluster(tmp_path, zookeeper):
-    """Clusters of their own, for tests that need two JobManagers (a leader is killed)."""
-    made: list[LocalCluster] = []
-
-    def make(**kwargs) -> LocalCluster:
-        c = LocalCluster(tmp_path / f"cluster{len(made)}", slots=2, **kwargs)
-        made.append(c)
-        return c.start()
-
-    yield make
-    for c in made:
-        c.stop()
-
-
 def start_long_windowed(cluster, tmp_path):
     generate(str(tmp_path / "in"), events=300_000, files=120, urls=2_000, seed=6, disorder_ms=1_500)
     return run_windowed(
@@ -253,9 +237,9 @@ def test_windows_exactly_once_across_a_taskmanager_kill(cluster, tmp_path):
 
 
 @pytest.mark.chaos
-def test_windows_exactly_once_across_a_leader_kill(own_cluster, tmp_path):
-    """Its own cluster: two JobManagers, the leader killed."""
-    cluster = own_cluster(taskmanagers=2, jobmanagers=2, zk_session_timeout=4.0)
+def test_windows_exactly_once_across_a_leader_kill(ha_cluster, tmp_path):
+    """On the cluster of two JobManagers (conftest.py), the leader killed."""
+    cluster = ha_cluster
     job = start_long_windowed(cluster, tmp_path)
     status = wait_for(
         cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint"

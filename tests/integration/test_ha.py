@@ -1,6 +1,11 @@
 """JobManager high availability against a real ZooKeeper: leader kills,
 a paused (SIGSTOP) leader, a ZooKeeper restart, and cancelled jobs staying
-cancelled. Every job ends with exactly the independently computed counts."""
+cancelled. Every job ends with exactly the independently computed counts.
+
+The tests share the chaos tier's cluster of two JobManagers on its own embedded
+ZooKeeper (conftest.py `ha_cluster`); its supervisor (sluice/cli/supervisor.py)
+restarts every JobManager, TaskManager and the ZooKeeper a test kills, and the
+next test starts once it did (heal())."""
 
 from __future__ import annotations
 
@@ -11,39 +16,17 @@ import time
 
 import psutil
 import pytest
-from harness import JOBS, LocalCluster, kill9, pid_at, sluice, wait_for
+from harness import HA_SESSION_TIMEOUT, JOBS, kill9, pid_at, sluice, wait_for
 from helpers import wait_until
 from kazoo.exceptions import NoNodeError
 from page_view_jobs import assert_exactly_once, start_page_views
 
 from sluice.states import JobStatus, from_proto
 from sluice.zk.paths import ZkPaths
-from sluice.zk.server import EmbeddedZooKeeper
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-SESSION_TIMEOUT = 4.0
-
-
-@pytest.fixture
-def ha_cluster(tmp_path):
-    """Clusters of their own: two or three JobManagers, leaders and ZooKeeper killed."""
-    made = []
-
-    def make(jobmanagers: int = 2, taskmanagers: int = 2) -> LocalCluster:
-        c = LocalCluster(
-            tmp_path / f"cluster{len(made)}",
-            taskmanagers=taskmanagers,
-            slots=2,
-            jobmanagers=jobmanagers,
-            zk_session_timeout=SESSION_TIMEOUT,
-        )
-        made.append(c)
-        return c.start()
-
-    yield make
-    for c in made:
-        c.stop()
+SESSION_TIMEOUT = HA_SESSION_TIMEOUT
 
 
 def leader_of(cluster, job_id) -> str:
@@ -51,7 +34,7 @@ def leader_of(cluster, job_id) -> str:
 
 
 def test_kill_leader_mid_job(ha_cluster, tmp_path):
-    cluster = ha_cluster(jobmanagers=2)
+    cluster = ha_cluster
     job_id, expected = start_page_views(cluster, tmp_path, events=400_000, files=160)
     status = wait_for(
         cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
@@ -73,7 +56,9 @@ def test_kill_leader_mid_job(ha_cluster, tmp_path):
 
 
 def test_three_leader_kills_in_a_row(ha_cluster, tmp_path):
-    cluster = ha_cluster(jobmanagers=4)
+    """Two JobManagers, the leader killed three times: each time the standby leads, and the
+    supervisor restarts the killed one as the next standby, so the cluster only loses time."""
+    cluster = ha_cluster
     job_id, expected = start_page_views(cluster, tmp_path, events=600_000, files=240)
     killed = []
     for _ in range(3):
@@ -101,7 +86,7 @@ def test_three_leader_kills_in_a_row(ha_cluster, tmp_path):
 def test_paused_leader_is_fenced(ha_cluster, tmp_path):
     """SIGSTOP the leader past its session timeout: a standby takes over; once resumed, the
     old leader neither completes a checkpoint nor writes a pointer, and TaskManagers reject it."""
-    cluster = ha_cluster(jobmanagers=2)
+    cluster = ha_cluster
     job_id, expected = start_page_views(cluster, tmp_path, events=400_000, files=160, interval=200)
     status = wait_for(
         cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
@@ -109,6 +94,7 @@ def test_paused_leader_is_fenced(ha_cluster, tmp_path):
     old_leader = status["leader"]
     old_pid = pid_at(cluster, old_leader)
     old_log = next(p["log"] for p in cluster.info["processes"] if p["pid"] == old_pid)
+    stopped_at = time.time()
     os.kill(old_pid, signal.SIGSTOP)
     try:
         wait_for(
@@ -124,11 +110,11 @@ def test_paused_leader_is_fenced(ha_cluster, tmp_path):
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=240)
     assert status["state"] == "FINISHED", status
     assert_exactly_once(tmp_path, expected)
-    # The resumed leader noticed and stopped acting.
+    # The resumed leader noticed and stopped acting (its log holds earlier tests' lines too).
     with open(old_log) as f:
-        text = f.read()
-    assert "leadership revoked" in text
-    after = [line for line in text.splitlines() if _ts(line) and _ts(line) >= resumed_at]
+        lines = f.read().splitlines()
+    assert [line for line in lines if "leadership revoked" in line and (_ts(line) or 0) >= stopped_at - 1]
+    after = [line for line in lines if _ts(line) and _ts(line) >= resumed_at]
     assert not [line for line in after if re.search(r"checkpoint \d+ completed|deploying", line)], after
     # Every checkpoint pointer in ZooKeeper belongs to the new leader's attempts: the
     # latest is the one the job's final status reports.
@@ -150,26 +136,30 @@ def _ts(line: str) -> float | None:
 
 
 def test_zookeeper_restart_mid_job(ha_cluster, tmp_path):
-    cluster = ha_cluster(jobmanagers=2)
+    """kill -9 of the embedded ZooKeeper: the supervisor starts it again on its data and port
+    (about its first backoff, 1 s, plus ZooKeeper's start), and the job ends exact."""
+    cluster = ha_cluster
     job_id, expected = start_page_views(cluster, tmp_path, events=400_000, files=160)
     wait_for(
         cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
     )
     zk_proc = next(p for p in cluster.info["processes"] if p["role"] == "zookeeper")
-    port = int(zk_proc["address"].rsplit(":", 1)[1])
     kill9(zk_proc["pid"])
-    time.sleep(1.0)  # ZooKeeper stays down for a moment (shorter than the session timeout)
-    zk = EmbeddedZooKeeper(os.path.join(cluster.dir, "zookeeper"), port=port)
-    zk.start(timeout=60)
-    zk.detach()
-    cluster.replace_process("zookeeper", zk.pid, zk_proc["address"])  # so that teardown stops the new server
+
+    def restarted() -> dict | None:
+        cluster.refresh()
+        zk = next(p for p in cluster.info["processes"] if p["role"] == "zookeeper")
+        return zk if zk["pid"] != zk_proc["pid"] and psutil.pid_exists(zk["pid"]) else None
+
+    again = wait_until(restarted, timeout=60, message="the supervisor's restart of ZooKeeper", interval=0.2)
+    assert again["address"] == zk_proc["address"], "ZooKeeper came back on another port"
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=300)
     assert status["state"] == "FINISHED", status
     assert_exactly_once(tmp_path, expected)
 
 
 def test_cancelled_job_stays_cancelled_after_failover(ha_cluster, tmp_path):
-    cluster = ha_cluster(jobmanagers=2)
+    cluster = ha_cluster
     job_id = cluster.run(os.path.join(JOBS, "endless_counts.py"), str(tmp_path / "out"), "500", parallelism=2)
     wait_for(cluster, job_id, lambda s: s["state"] == "RUNNING", "the job running")
     sluice("cancel", job_id, "--cluster-dir", cluster.dir)
@@ -195,7 +185,7 @@ def test_cancelled_job_stays_cancelled_after_failover(ha_cluster, tmp_path):
 def test_sigterm_hands_leadership_over_before_the_session_timeout(ha_cluster, tmp_path):
     """Graceful shutdown releases leadership: a standby leads long before the
     ZooKeeper session of the old leader would have expired."""
-    cluster = ha_cluster(jobmanagers=2)
+    cluster = ha_cluster
     job_id, expected = start_page_views(cluster, tmp_path, events=300_000, files=120)
     status = wait_for(
         cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"

@@ -13,6 +13,8 @@ import pytest
 from harness import JOBS, REPO, SLUICE, LocalCluster, sluice
 from helpers import wait_until
 
+from sluice.states import JobStatus, from_proto
+
 pytestmark = pytest.mark.integration
 
 
@@ -60,19 +62,9 @@ def test_a_recovered_job_keeps_why_it_restarted(cluster, tmp_path):
     assert "exceptions (most recent last)" in human and "ValueError: first attempt fails" in human
 
 
-@pytest.fixture
-def ha_cluster(tmp_path):
-    """Its own cluster: two JobManagers, the leader killed under an attached `sluice run`."""
-    c = LocalCluster(tmp_path / "ha", taskmanagers=1, slots=2, jobmanagers=2, zk_session_timeout=4.0)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
-
-
 @pytest.mark.chaos
 def test_an_attached_run_follows_the_job_through_a_jobmanager_failover(ha_cluster, tmp_path):
+    """On the cluster of two JobManagers (conftest.py), the leader killed under an attached run."""
     stderr = tmp_path / "run.stderr"
     with open(stderr, "w") as err:
         run_proc = subprocess.Popen(
@@ -85,8 +77,8 @@ def test_an_attached_run_follows_the_job_through_a_jobmanager_failover(ha_cluste
         )
     try:
         wait_until(lambda: ": RUNNING" in stderr.read_text(), timeout=120, message="the attached run RUNNING")
-        with ha_cluster.client() as client:
-            (job,) = client.list()
+        with ha_cluster.client() as client:  # the one job running (earlier tests' have ended)
+            (job,) = [j for j in client.list() if from_proto(JobStatus, j.state) == JobStatus.RUNNING]
         leader = job.leader
         pid = next(p["pid"] for p in ha_cluster.info["processes"] if p["address"] == leader)
         os.kill(pid, signal.SIGKILL)

@@ -1,14 +1,17 @@
-"""A TaskManager's start: its Spark JVM maps the class-data sharing archive `make install`
-built (taskmanager/spark_cds.py), and a broken archive costs time, never the TaskManager."""
+"""A TaskManager's Spark JVM: at start it maps the class-data sharing archive `make install`
+built (taskmanager/spark_cds.py), a broken archive costing time, never the TaskManager; and
+when it dies the TaskManager exits for a fresh one (taskmanager/server.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 
+import psutil
 import pytest
-from harness import taskmanager_log_lines
+from harness import pid_at, taskmanager_log_lines, wait_end, wait_for
 from helpers import wait_until
+from page_view_jobs import assert_exactly_once, start_page_views
 
 from taskmanager import spark_cds
 
@@ -42,3 +45,26 @@ def test_a_corrupt_archive_costs_time_not_the_taskmanager(cluster, tmp_path):
     lines = taskmanager_log_lines(cluster.dir, f"class-data sharing archive {archive} not used")
     assert lines and "rebuild it with `make install`" in lines[0], lines
     assert taskmanager_log_lines(cluster.dir, "SparkSession ready")
+
+
+@pytest.mark.chaos
+def test_a_taskmanager_whose_spark_jvm_dies_exits_and_the_job_ends_exact(cluster, tmp_path):
+    """kill -9 of a TaskManager's Spark JVM mid-job (as the OOM killer would): the TaskManager
+    says why and exits within a heartbeat instead of offering slots no task can use, its
+    supervisor starts a fresh one, and the job restarts from its checkpoint and ends exact."""
+    job_id, expected = start_page_views(cluster, tmp_path, events=200_000, files=80)
+    wait_for(
+        cluster, job_id, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a completed checkpoint"
+    )
+    cluster.refresh()
+    address = next(t["taskmanager"] for t in cluster.status(job_id)["tasks"])
+    taskmanager = psutil.Process(pid_at(cluster, address))
+    (jvm,) = [p for p in taskmanager.children(recursive=True) if p.name() == "java"]
+    jvm.kill()
+    gone, _alive = psutil.wait_procs([taskmanager], timeout=10)
+    assert gone, "the TaskManager outlived its Spark JVM by 10 s"
+    assert taskmanager_log_lines(cluster.dir, f"its Spark JVM (pid {jvm.pid}) exited with status")
+    status = wait_end(cluster, job_id, timeout=300)
+    assert status["state"] == "FINISHED", status
+    assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None
+    assert_exactly_once(tmp_path, expected)

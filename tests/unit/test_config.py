@@ -134,6 +134,18 @@ def test_argv_for_jobmanager():
         "2",
         "--rest-host",
         "127.0.0.1",
+        "--client-calls-max-concurrent",
+        "16",
+        "--client-calls-max-concurrent-per-client",
+        "8",
+        "--client-calls-rate-per-client",
+        "200",
+        "--rest-max-connections",
+        "64",
+        "--rest-max-connections-per-client",
+        "16",
+        "--rest-request-timeout",
+        "10",
     ]
 
 
@@ -505,6 +517,18 @@ def test_without_check_the_jobmanager_runs_with_the_settings(monkeypatch):
         "2",
         "--rest-host",
         "127.0.0.1",
+        "--client-calls-max-concurrent",
+        "16",
+        "--client-calls-max-concurrent-per-client",
+        "8",
+        "--client-calls-rate-per-client",
+        "200",
+        "--rest-max-connections",
+        "64",
+        "--rest-max-connections-per-client",
+        "16",
+        "--rest-request-timeout",
+        "10",
     ]
     assert settings.sources["rpc.port"] == "flag --port"
 

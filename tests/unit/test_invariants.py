@@ -118,7 +118,6 @@ STRING_COMPARISONS_ALLOWED: dict[tuple[str, str], str] = {
     ("sluice/cli/main.py", "status"): "a CLI subcommand name, not ItemKind.STATUS",
     ("sluice/graph.py", "batch"): "the job option execution.runtime-mode, not ItemKind.BATCH",
     ("sluice/connectors/enumerators.py", "hash"): "a split assignment policy, not Partitioning.HASH",
-    ("sluice/cli/cluster.py", "taskmanager"): "a process role of config.ROLES (an option's roles), not a TLS Role",
     ("sluice/config.py", "taskmanager"): "a process role of config.ROLES (an option's roles), not a TLS Role",
     ("jobmanager/server.py", "jobmanager"): "a process role of config.ROLES (an option's roles), not a TLS Role",
     ("taskmanager/server.py", "taskmanager"): "a process role of config.ROLES (an option's roles), not a TLS Role",
