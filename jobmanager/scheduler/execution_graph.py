@@ -262,7 +262,7 @@ class ExecutionGraph(ExecutionGraphState):
         # The task it ran: a body that kills its TaskManager (os._exit, a crash in native code) shows here.
         names = [f"{ex.name} ({ex.subtask + 1}/{self._parallelism(ex)})" for ex in lost]
         tasks = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        failure = f"{where} exited while running task {tasks} (lost: {ev.reason})"
+        failure = f"{where} was lost while running task {tasks}: {ev.reason}"
         first = lost[0]
         root = RootCause(names[0], first.chain_id, failure, None, ev.resource_id)
         if self.state == JobStatus.RUNNING:

@@ -49,7 +49,11 @@ Rules:
     The same registration again only refreshes ``last_heartbeat``.
   * A TaskManager is lost on disconnect, on re-registration by its identity
     with a different address/slot count, or on a Tick where ``now -
-    last_heartbeat > heartbeat_timeout`` (strictly greater). Its slots vanish;
+    last_heartbeat > heartbeat_timeout`` (strictly greater). Ticks further
+    apart than ``heartbeat_timeout / 2`` mean the JobManager itself was not
+    watching (paused, starved): that gap is added to every ``last_heartbeat``
+    (never past ``now``) before expiry is judged, so its lateness is not
+    taken for their silence. Its slots vanish;
     jobs that held some keep the rest (the caller decides whether to release
     them). Once lost, its resource id is free for anyone to register.
   * Order of actions within one event: TaskManagerLost (by resource id),
@@ -211,6 +215,7 @@ class SlotPool:
         self._tms: dict[str, _TaskManager] = {}
         self._allocations: dict[str, list[SlotId]] = {}
         self._waiting: dict[str, _Waiting] = {}  # insertion order = FIFO
+        self._last_tick: float | None = None
 
     def handle(self, event: SlotPoolEvent) -> list[SlotPoolAction]:
         match event:
@@ -269,6 +274,11 @@ class SlotPool:
         return [self._lose(ev.resource_id, ev.reason), *self._serve_waiting()]
 
     def _on_tick(self, ev: Tick) -> Actions:
+        if self._last_tick is not None and ev.now - self._last_tick > self.heartbeat_timeout / 2:
+            gap = ev.now - self._last_tick  # our own lateness (module docstring), not theirs
+            for tm in self._tms.values():
+                tm.last_heartbeat = min(ev.now, tm.last_heartbeat + gap)
+        self._last_tick = max(ev.now, self._last_tick or ev.now)
         expired = sorted(rid for rid, tm in self._tms.items() if ev.now - tm.last_heartbeat > self.heartbeat_timeout)
         actions: Actions = []
         for rid in expired:

@@ -14,7 +14,9 @@ with the same command (its `command`: same flags, resource id, log file and
 address file), and the embedded ZooKeeper (an entry with its `data_dir`) on
 its data directory and port, after a backoff that doubles from
 `FIRST_BACKOFF` to `MAX_BACKOFF` while the process keeps dying and resets
-once it stayed up `STABLE_AFTER`. The new pid goes into cluster.json at once
+once it served `STABLE_AFTER` after it was ready (its address file written;
+ZooKeeper serving): a process that dies while starting, or soon after, backs
+off further; one killed after it served starts again after `FIRST_BACKOFF`. The new pid goes into cluster.json at once
 and its address once it listens, so that `cluster stop` ends the new process
 and clients see it. A restarted JobManager joins the election as a standby
 (jobmanager/leader/); its ports are new ones (REST and metrics included),
@@ -51,7 +53,7 @@ log = logging.getLogger("sluice.supervisor")
 POLL = 0.5  # seconds between checks of the processes
 FIRST_BACKOFF = 1.0  # seconds before the first restart of a process that died
 MAX_BACKOFF = 60.0
-STABLE_AFTER = 60.0  # seconds a restarted process must live for its backoff to start over
+STABLE_AFTER = 10.0  # seconds a restarted process must serve (after it was ready) for its backoff to start over
 COMMAND = "command"  # the cluster.json key of a process entry holding the argv that starts it again
 DATA_DIR = "data_dir"  # the cluster.json key of the embedded ZooKeeper's entry: its data directory
 LOG_NAME = "supervisor.log"
@@ -66,6 +68,7 @@ class _Restarts:
     backoff: float = FIRST_BACKOFF
     due: float | None = None  # when to start it again, once it was seen dead
     started: float = 0.0  # when it was last started by this supervisor
+    ready: float | None = None  # when that start was ready: its address known (ZooKeeper: serving)
     count: int = 0
     address_file: str | None = None  # its --address-file, waited for after a restart
     awaiting_address: bool = False
@@ -131,7 +134,7 @@ class Supervisor:
             if state.awaiting_address and self._read_address(entry, state):
                 changed = True
             if _alive(entry.pid):
-                if state.started and now - state.started >= STABLE_AFTER:
+                if state.ready is not None and now - state.ready >= STABLE_AFTER:
                     state.backoff = FIRST_BACKOFF
                 continue
             if state.due is None:
@@ -170,6 +173,7 @@ class Supervisor:
         self._children.append(p)
         self._restarted(entry, p.pid, state, now)
         state.awaiting_address = state.address_file is not None
+        state.ready = None if state.awaiting_address else now  # else: once its address file is written
 
     def _restart_zookeeper(self, entry: ProcessEntry, data_dir: str, state: _Restarts, now: float) -> None:
         """The embedded ZooKeeper again, on its data directory and its port (every process's
@@ -184,9 +188,13 @@ class Supervisor:
             state.backoff = min(state.backoff * 2, MAX_BACKOFF)
             log.error("ZooKeeper %s did not start again: %s; trying again in %.1fs", entry.address, exc, state.backoff)
             return
+        if self.stopped.is_set():  # `cluster stop` came while it started: it would find no record of it
+            zk.stop()
+            return
         zk.detach()  # outlives the supervisor; `cluster stop` ends it
         self._zookeepers.append(zk)
         self._restarted(entry, zk.pid or 0, state, now)
+        state.ready = now  # start() returned once it served
 
     def _restarted(self, entry: ProcessEntry, pid: int, state: _Restarts, now: float) -> None:
         state.count += 1
@@ -211,6 +219,7 @@ class Supervisor:
         if not address:
             return False
         state.awaiting_address = False
+        state.ready = time.monotonic()
         log.info("%s %s (pid %d) listens at %s", NAMES[entry.role], _name(entry), entry.pid, address)
         entry.address = address
         entry.extra.update(endpoints)  # its new metrics port

@@ -255,9 +255,9 @@ class LocalCluster:
 
         def whole() -> bool:
             self.refresh()
-            supervised = ("zookeeper", "jobmanager", "taskmanager")
-            if not all(_alive(p["pid"]) for p in self.info["processes"] if p["role"] in supervised):
-                return False  # the supervisor restarts it (sluice/cli/supervisor.py)
+            supervised = [p for p in self.info["processes"] if p["role"] in ("zookeeper", "jobmanager", "taskmanager")]
+            if not all(_alive(p["pid"]) and _address_recorded(p) for p in supervised):
+                return False  # the supervisor restarts it, then records its new address (sluice/cli/supervisor.py)
             try:
                 ov = self.overview()
             except Exception:  # noqa: BLE001 - a leader that is not serving yet: ask again
@@ -347,8 +347,31 @@ def last_line(proc: subprocess.CompletedProcess) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def pid_at(cluster: LocalCluster, address: str) -> int:
-    return next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
+def pid_at(cluster: LocalCluster, address: str, timeout: float = 30) -> int:
+    """The pid of the process at `address`, reading cluster.json again until it lists it (the
+    supervisor records a restarted process's address once it listens)."""
+
+    def find() -> int | None:
+        pid = next((p["pid"] for p in cluster.info["processes"] if p["address"] == address), None)
+        if pid is None:
+            cluster.refresh()
+        return pid
+
+    return wait_until(find, timeout, f"a process at {address} in cluster.json", interval=0.2)
+
+
+def _address_recorded(entry: dict) -> bool:
+    """Whether cluster.json holds the address the process wrote to its --address-file (a restarted
+    one's is recorded by the supervisor once it listens)."""
+    command = entry.get("command") or []
+    if "--address-file" not in command[:-1]:
+        return True
+    path = command[command.index("--address-file") + 1]
+    try:
+        with open(path) as f:
+            return f.readline().strip() == entry["address"]
+    except OSError:
+        return False
 
 
 def kill9(pid: int) -> None:

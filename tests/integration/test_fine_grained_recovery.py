@@ -11,7 +11,7 @@ import os
 import sys
 
 import pytest
-from harness import EXAMPLES, JOBS, kill_process_tree, sluice, wait_for
+from harness import EXAMPLES, JOBS, kill_process_tree, pid_at, sluice, wait_for
 
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
@@ -21,8 +21,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 def kill_taskmanager(cluster, address: str) -> None:
     """kill -9 the TaskManager at `address`, and its Spark JVM after it."""
-    cluster.refresh()  # the supervisor's restarts are in cluster.json
-    kill_process_tree(next(p["pid"] for p in cluster.info["processes"] if p["address"] == address))
+    kill_process_tree(pid_at(cluster, address))  # pid_at reads the supervisor's restarts in cluster.json
 
 
 def input_rows(directory) -> collections.Counter:
@@ -77,7 +76,7 @@ def test_kill_of_a_taskmanager_restarts_only_the_lost_subtasks_region(cluster, t
     assert output_rows(tmp_path / "out") == input_rows(tmp_path / "in")  # every row exactly once
     assert not glob.glob(str(tmp_path / "out" / ".*")), "staging files left behind"
     history = sluice("status", job_id, "--cluster-dir", cluster.dir).stdout
-    assert "exited while running task" in history
+    assert "was lost while running task" in history
 
 
 def exact_counts(input_dir, output_dir) -> None:

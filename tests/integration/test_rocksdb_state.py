@@ -26,6 +26,7 @@ from harness import (
     checkpoint_root,
     kill_process_tree,
     last_line,
+    pid_at,
     read_counts,
     retained,
     sluice,
@@ -134,7 +135,7 @@ def test_kill_9_of_a_taskmanager_restores_rocksdb_state_exactly(cluster, tmp_pat
     inp.add(events=60_000, files=30)
     status = cluster.status(job)
     address = next(t["taskmanager"] for t in status["tasks"])
-    kill_process_tree(next(p["pid"] for p in cluster.info["processes"] if p["address"] == address))
+    kill_process_tree(pid_at(cluster, address))
     status = wait_for(
         cluster,
         job,

@@ -182,8 +182,8 @@ def test_root_cause_names_the_first_failure_its_task_and_reported_cause():
             RootCause(
                 "source -> map (2/2)",
                 "src",
-                "TaskManager tm-b (10.0.0.7:6122) exited while running task source -> map (2/2), aggregate (2/2) "
-                "(lost: no heartbeat)",
+                "TaskManager tm-b (10.0.0.7:6122) was lost while running task source -> map (2/2), aggregate (2/2): "
+                "no heartbeat",
                 None,
                 "tm-b",
             ),

@@ -279,8 +279,7 @@ def test_lost_taskmanager_restarts_the_job_and_names_the_task_it_ran():
     [entry] = jm.info(0).exceptions
     assert entry.restarted and entry.task == "print (2/2)"
     assert entry.cause == (
-        "TaskManager tm-1 (10.0.0.7:6122) exited while running task print (2/2) "
-        "(lost: no heartbeat for 6s (timeout 6s))"
+        "TaskManager tm-1 (10.0.0.7:6122) was lost while running task print (2/2): no heartbeat for 6s (timeout 6s)"
     )
 
 
@@ -301,7 +300,7 @@ def test_a_task_whose_taskmanagers_keep_dying_fails_its_job_at_the_per_job_limit
     assert "task print (2/2) was on 2 TaskManagers that exited while it started or ran" in jm.failure
     assert "jobmanager.taskmanager-loss.max-per-job: 2" in jm.failure
     assert [e.restarted for e in jm.info(0).exceptions] == [True, False]
-    assert "TaskManager tm-1 (tm-1:1) exited while running task" in jm.info(0).exceptions[-1].cause
+    assert "TaskManager tm-1 (tm-1:1) was lost while running task" in jm.info(0).exceptions[-1].cause
 
 
 def test_losses_under_different_tasks_restart_the_job_under_its_strategy():

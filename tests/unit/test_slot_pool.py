@@ -189,7 +189,8 @@ def test_heartbeats_keep_taskmanager_alive():
     pool = pool_with(reg("tm-a"))
     for now in (8.0, 16.0, 24.0):
         assert pool.handle(HeartbeatReceived("tm-a", now)) == []
-        assert pool.handle(Tick(now + 9.0)) == []
+        for t in range(int(now) + 1, int(now) + 10):  # the JobManager ticks every second
+            assert pool.handle(Tick(float(t))) == []
     assert pool.taskmanagers()[0].last_heartbeat == 24.0
     # A heartbeat from the past does not move last_heartbeat backwards.
     assert pool.handle(HeartbeatReceived("tm-a", 1.0)) == []
@@ -338,3 +339,20 @@ def test_a_second_plain_request_and_a_bad_minimum_are_refused():
         pool.handle(SlotsRequested("job", 1, 0.0))
     with pytest.raises(ValueError, match="minimum"):
         pool.handle(SlotsRequested("other", 2, 0.0, minimum=3))
+
+
+def test_the_jobmanagers_own_lateness_is_not_a_taskmanagers_silence():
+    """Ticks 30 s apart (the JobManager paused or starved): the TaskManagers heard from just
+    before are not lost for the gap; one that stays silent while ticks run on time is, with
+    what happened in the reason."""
+    pool = pool_with(reg("tm-a"), reg("tm-b"))
+    assert pool.handle(Tick(1.0)) == []
+    assert pool.handle(Tick(31.0)) == []  # 30 s without a tick: our lateness
+    assert pool.taskmanagers()[0].last_heartbeat == 30.0
+    assert pool.handle(HeartbeatReceived("tm-a", 31.5)) == []
+    for t in range(32, 41):
+        assert pool.handle(Tick(float(t))) == []
+    assert pool.handle(Tick(40.5)) == [
+        TaskManagerLost("tm-b", "tm-b:6122", "no heartbeat for 10.5s (timeout 10s)", ()),
+    ]
+    assert pool.handle(Tick(41.5)) == []  # tm-a heard at 31.5: 10 s, exactly the timeout

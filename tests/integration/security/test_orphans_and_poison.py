@@ -268,7 +268,7 @@ def test_a_body_that_kills_its_taskmanager_fails_its_job_not_the_cluster(cluster
     status = wait_until(poison_ended, 300, "the poison job to end", interval=1)
     assert status["state"] == "FAILED", status
     causes = [e["cause"] for e in status["exceptions"]]
-    assert causes and all("exited while running task" in c and "poison" in c for c in causes), causes
+    assert causes and all("was lost while running task" in c and "poison" in c for c in causes), causes
     assert "jobmanager.taskmanager-loss.max-per-job: 2" in status["failure"], status["failure"]
     assert status["restarts"] == 1  # the second TaskManager it took down was the last
 
