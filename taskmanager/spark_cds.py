@@ -33,6 +33,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("sluice.taskmanager.spark")
 
@@ -119,9 +120,9 @@ def read_stamp(archive: str) -> Stamp | None:
         return None
 
 
-def jvm_stamp(spark: object) -> Stamp:
+def jvm_stamp(spark: Any) -> Stamp:
     """The running Spark JVM's stamp (py4j calls, ~ms)."""
-    system = spark._jvm.java.lang.System  # type: ignore[attr-defined]
+    system = spark._jvm.java.lang.System
     return Stamp(pyspark_version(), str(system.getProperty("java.vm.version")), str(system.getProperty("java.home")))
 
 
@@ -138,10 +139,10 @@ def java_stamp(java: str | None = None) -> Stamp:
     return Stamp(pyspark_version(), props.get("java.vm.version", "?"), props.get("java.home", "?"))
 
 
-def check(spark: object, archive: str) -> str | None:
+def check(spark: Any, archive: str) -> str | None:
     """After the session started with `archive`: None when the JVM mapped an archive that
     fits it, else why not (for the TaskManager's log)."""
-    system = spark._jvm.java.lang.System  # type: ignore[attr-defined]
+    system = spark._jvm.java.lang.System
     if "sharing" not in str(system.getProperty("java.vm.info")):
         return "the JVM runs without class-data sharing (a corrupt archive?)"
     stamp = read_stamp(archive)
