@@ -36,9 +36,10 @@ def test_cluster_json_lists_every_process(cluster):
     # and test_cluster_restart start clusters with theirs)
     assert roles == ["jobmanager", "supervisor", "taskmanager", "taskmanager"]
     for p in cluster.info["processes"]:
-        # the supervisor (sluice/cli/supervisor.py) serves nothing; a TaskManager records how to restart it
+        # the supervisor (sluice/cli/supervisor.py) serves nothing; a JobManager or TaskManager
+        # records how to restart it (an embedded ZooKeeper its data directory, test_ha checks that)
         assert isinstance(p["pid"], int) and (":" in p["address"]) == (p["role"] != "supervisor")
-        assert ("command" in p) == (p["role"] == "taskmanager")
+        assert ("command" in p) == (p["role"] in ("jobmanager", "taskmanager"))
     assert cluster.info["zookeeper"] and cluster.info["cluster_id"]
     status = sluice("cluster", "status", "--dir", cluster.dir, "--json").stdout
     assert '"taskmanagers_registered": 2' in status
