@@ -13,11 +13,13 @@ Compose and Kubernetes restart such a container (docker-compose.yml
 with the same command (its `command`: same flags, resource id, log file and
 address file), and the embedded ZooKeeper (an entry with its `data_dir`) on
 its data directory and port, after a backoff that doubles from
-`FIRST_BACKOFF` to `MAX_BACKOFF` while the process keeps dying and resets
-once it served `STABLE_AFTER` after it was ready (its address file written;
-ZooKeeper serving): a process that dies while starting, or soon after, backs
-off further; one killed after it served starts again after `FIRST_BACKOFF`. The new pid goes into cluster.json at once
-and its address once it listens, so that `cluster stop` ends the new process
+`FIRST_BACKOFF` to `MAX_BACKOFF` while its restarts die before they are
+ready (a crash loop at start) and resets once a restart is ready (its address
+file written; ZooKeeper serving). A process that was ready and died later
+starts again after `FIRST_BACKOFF`: deaths of working processes are bounded
+where they have a cause, e.g. a job whose tasks keep losing TaskManagers fails
+(`jobmanager.taskmanager-loss.max-per-job`). The new pid goes into
+cluster.json at once and its address once it listens, so that `cluster stop` ends the new process
 and clients see it. A restarted JobManager joins the election as a standby
 (jobmanager/leader/); its ports are new ones (REST and metrics included),
 which cluster.json then lists.
@@ -53,7 +55,6 @@ log = logging.getLogger("sluice.supervisor")
 POLL = 0.5  # seconds between checks of the processes
 FIRST_BACKOFF = 1.0  # seconds before the first restart of a process that died
 MAX_BACKOFF = 60.0
-STABLE_AFTER = 10.0  # seconds a restarted process must serve (after it was ready) for its backoff to start over
 COMMAND = "command"  # the cluster.json key of a process entry holding the argv that starts it again
 DATA_DIR = "data_dir"  # the cluster.json key of the embedded ZooKeeper's entry: its data directory
 LOG_NAME = "supervisor.log"
@@ -65,10 +66,9 @@ NAMES = {"zookeeper": "ZooKeeper", "jobmanager": "JobManager", "taskmanager": "T
 class _Restarts:
     """What the supervisor knows about one process (by its log file, stable across restarts)."""
 
-    backoff: float = FIRST_BACKOFF
+    backoff: float = dataclasses.field(default_factory=lambda: FIRST_BACKOFF)
     due: float | None = None  # when to start it again, once it was seen dead
     started: float = 0.0  # when it was last started by this supervisor
-    ready: float | None = None  # when that start was ready: its address known (ZooKeeper: serving)
     count: int = 0
     address_file: str | None = None  # its --address-file, waited for after a restart
     awaiting_address: bool = False
@@ -134,8 +134,6 @@ class Supervisor:
             if state.awaiting_address and self._read_address(entry, state):
                 changed = True
             if _alive(entry.pid):
-                if state.ready is not None and now - state.ready >= STABLE_AFTER:
-                    state.backoff = FIRST_BACKOFF
                 continue
             if state.due is None:
                 state.due = now + state.backoff
@@ -173,7 +171,8 @@ class Supervisor:
         self._children.append(p)
         self._restarted(entry, p.pid, state, now)
         state.awaiting_address = state.address_file is not None
-        state.ready = None if state.awaiting_address else now  # else: once its address file is written
+        if not state.awaiting_address:
+            state.backoff = FIRST_BACKOFF  # nothing to wait for: taken as ready
 
     def _restart_zookeeper(self, entry: ProcessEntry, data_dir: str, state: _Restarts, now: float) -> None:
         """The embedded ZooKeeper again, on its data directory and its port (every process's
@@ -194,7 +193,7 @@ class Supervisor:
         zk.detach()  # outlives the supervisor; `cluster stop` ends it
         self._zookeepers.append(zk)
         self._restarted(entry, zk.pid or 0, state, now)
-        state.ready = now  # start() returned once it served
+        state.backoff = FIRST_BACKOFF  # start() returned once it served: ready
 
     def _restarted(self, entry: ProcessEntry, pid: int, state: _Restarts, now: float) -> None:
         state.count += 1
@@ -219,7 +218,7 @@ class Supervisor:
         if not address:
             return False
         state.awaiting_address = False
-        state.ready = time.monotonic()
+        state.backoff = FIRST_BACKOFF  # ready: a later death is not a crash loop at start
         log.info("%s %s (pid %d) listens at %s", NAMES[entry.role], _name(entry), entry.pid, address)
         entry.address = address
         entry.extra.update(endpoints)  # its new metrics port
