@@ -48,10 +48,12 @@ def test_a_flood_of_client_calls_leaves_heartbeats_and_the_job_alone(cluster, tm
     finally:
         channel.close()
     codes = Counter(code for code, _, _ in results)
-    assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, codes  # answered: none timed out or failed
+    # answered: none timed out or failed. How many the limits refuse depends on how fast the
+    # leader serves (none when it keeps up); a refusal comes at once and carries the retry hint.
+    assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, codes
     assert codes["OK"] >= 16, codes
     assert all(hint for code, _, hint in results if code == "RESOURCE_EXHAUSTED"), "a refusal without a retry hint"
-    assert max(seconds for code, seconds, _ in results if code == "RESOURCE_EXHAUSTED") < 10
+    assert max((seconds for code, seconds, _ in results if code == "RESOURCE_EXHAUSTED"), default=0) < 10
 
     # sluice's client retries what the limits refuse: every one of its calls is served
     def with_client(_: int) -> int:
