@@ -127,7 +127,19 @@ def one_run(env: dict[str, str], options: list[str], work: str, run: int, expect
     finally:
         if os.path.exists(ClusterFile.path(cluster_dir)):
             _sluice(env, "cluster", "stop", "--dir", cluster_dir, timeout=120)
+        _kill_leftovers(cluster_dir)
     return result
+
+
+def _kill_leftovers(cluster_dir: str) -> None:
+    """Processes of a `cluster start` that was interrupted before it wrote cluster.json (its
+    ZooKeeper and JobManagers outlive it): every process naming the directory on its command line."""
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid != os.getpid() and any(cluster_dir in arg for arg in proc.info["cmdline"] or ()):
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
 
 
 def main() -> int:
