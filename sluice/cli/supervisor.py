@@ -19,8 +19,8 @@ file written; ZooKeeper serving). A process that was ready and died later
 starts again after `FIRST_BACKOFF`: deaths of working processes are bounded
 where they have a cause, e.g. a job whose tasks keep losing TaskManagers fails
 (`jobmanager.taskmanager-loss.max-per-job`). The new pid goes into
-cluster.json at once and its address once it listens, so that `cluster stop` ends the new process
-and clients see it. A restarted JobManager joins the election as a standby
+cluster.json at once and its address once it listens, so that `cluster stop`
+ends the new process and clients see it. A restarted JobManager joins the election as a standby
 (jobmanager/leader/); its ports are new ones (REST and metrics included),
 which cluster.json then lists.
 
@@ -68,7 +68,6 @@ class _Restarts:
 
     backoff: float = dataclasses.field(default_factory=lambda: FIRST_BACKOFF)
     due: float | None = None  # when to start it again, once it was seen dead
-    started: float = 0.0  # when it was last started by this supervisor
     count: int = 0
     address_file: str | None = None  # its --address-file, waited for after a restart
     awaiting_address: bool = False
@@ -152,12 +151,12 @@ class Supervisor:
             if entry.role == "zookeeper":
                 self._restart_zookeeper(entry, str(data_dir), state, now)
             else:
-                self._restart(entry, [str(arg) for arg in command or ()], state, now)
+                self._restart(entry, [str(arg) for arg in command or ()], state)
             changed = True
         if changed:
             info.write(self.cluster_dir)
 
-    def _restart(self, entry: ProcessEntry, command: list[str], state: _Restarts, now: float) -> None:
+    def _restart(self, entry: ProcessEntry, command: list[str], state: _Restarts) -> None:
         if state.address_file:
             try:
                 os.remove(state.address_file)
@@ -169,7 +168,7 @@ class Supervisor:
                 command, stdin=devnull, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True
             )
         self._children.append(p)
-        self._restarted(entry, p.pid, state, now)
+        self._restarted(entry, p.pid, state)
         state.awaiting_address = state.address_file is not None
         if not state.awaiting_address:
             state.backoff = FIRST_BACKOFF  # nothing to wait for: taken as ready
@@ -192,10 +191,10 @@ class Supervisor:
             return
         zk.detach()  # outlives the supervisor; `cluster stop` ends it
         self._zookeepers.append(zk)
-        self._restarted(entry, zk.pid or 0, state, now)
+        self._restarted(entry, zk.pid or 0, state)
         state.backoff = FIRST_BACKOFF  # start() returned once it served: ready
 
-    def _restarted(self, entry: ProcessEntry, pid: int, state: _Restarts, now: float) -> None:
+    def _restarted(self, entry: ProcessEntry, pid: int, state: _Restarts) -> None:
         state.count += 1
         log.warning(
             "restarted %s %s as pid %d (restart %d; pid %d had ended)",
@@ -206,11 +205,11 @@ class Supervisor:
             entry.pid,
         )
         entry.pid = pid  # recorded at once: `cluster stop` must find the new process
-        state.started, state.due = now, None
+        state.due = None
         state.backoff = min(state.backoff * 2, MAX_BACKOFF)
 
     def _read_address(self, entry: ProcessEntry, state: _Restarts) -> bool:
-        """The restarted TaskManager's address, once it listens (written to its address file)."""
+        """The restarted process's address, once it listens (written to its address file)."""
         path = state.address_file
         if path is None or not os.path.exists(path):
             return False

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 
+import pytest
 from helpers import wait_until
 
 from sluice.cli import supervisor
@@ -25,75 +26,69 @@ STAND_IN = (
 )
 
 
-def _cluster(tmp_path, ready: bool) -> tuple[str, list[str]]:
-    address_file = str(tmp_path / "tm.addr")
-    command = [sys.executable, "-c", STAND_IN, "ready" if ready else "never", "--address-file", address_file]
-    first = subprocess.Popen(command, start_new_session=True)
-    log = str(tmp_path / "tm.log")
-    entry = ProcessEntry("taskmanager", first.pid, "127.0.0.1:1", log, {COMMAND: command})
-    ClusterFile("c-1", "127.0.0.1:2181", [entry], dir=str(tmp_path)).write(str(tmp_path))
-    first.kill()
-    first.wait()
-    return str(tmp_path), command
-
-
 def _pid(cluster_dir: str) -> int:
     return ClusterFile.read(cluster_dir).of_role("taskmanager")[0].pid
 
 
-def _run(cluster_dir: str) -> tuple[Supervisor, threading.Thread]:
-    s = Supervisor(cluster_dir)
-    t = threading.Thread(target=s.run, daemon=True)
-    t.start()
-    return s, t
-
-
 def _kill(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
-
-
-def test_a_ready_process_that_dies_comes_back_after_the_first_backoff(tmp_path, monkeypatch):
-    monkeypatch.setattr(supervisor, "POLL", 0.05)
-    monkeypatch.setattr(supervisor, "FIRST_BACKOFF", 0.1)
-    cluster_dir, _ = _cluster(tmp_path, ready=True)
-    s, t = _run(cluster_dir)
-    try:
-        seen = [_pid(cluster_dir)]
-        for _ in range(4):  # killed again and again once ready: never more than the first backoff
-            pid = wait_until(lambda: (p := _pid(cluster_dir)) not in seen and p, timeout=10, message="a restart")
-            seen.append(pid)
-            wait_until(lambda: not s._state or all(not r.awaiting_address for r in s._state.values()), timeout=10)
-            state = next(iter(s._state.values()))
-            assert state.backoff == supervisor.FIRST_BACKOFF
-            _kill(pid)
-    finally:
-        s.stopped.set()
-        t.join(10)
-        _kill_quietly(_pid(cluster_dir))
-
-
-def test_a_process_that_dies_before_it_is_ready_backs_off_further(tmp_path, monkeypatch):
-    monkeypatch.setattr(supervisor, "POLL", 0.05)
-    monkeypatch.setattr(supervisor, "FIRST_BACKOFF", 0.1)
-    cluster_dir, _ = _cluster(tmp_path, ready=False)
-    s, t = _run(cluster_dir)
-    try:
-        seen = [_pid(cluster_dir)]
-        backoffs = []
-        for _ in range(3):
-            pid = wait_until(lambda: (p := _pid(cluster_dir)) not in seen and p, timeout=10, message="a restart")
-            seen.append(pid)
-            backoffs.append(next(iter(s._state.values())).backoff)
-            _kill(pid)
-        assert backoffs == sorted(backoffs) and backoffs[-1] >= 4 * backoffs[0], backoffs
-    finally:
-        s.stopped.set()
-        t.join(10)
-        _kill_quietly(_pid(cluster_dir))
-
-
-def _kill_quietly(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+@pytest.fixture
+def supervised(tmp_path, monkeypatch):
+    """A cluster.json with one stand-in TaskManager (dead: its first process is killed at once)
+    and a Supervisor running on it, fast: `make(ready)` returns (cluster dir, supervisor)."""
+    monkeypatch.setattr(supervisor, "POLL", 0.05)
+    monkeypatch.setattr(supervisor, "FIRST_BACKOFF", 0.1)
+    running: list[tuple[Supervisor, threading.Thread]] = []
+
+    def make(ready: bool) -> tuple[str, Supervisor]:
+        address_file = str(tmp_path / "tm.addr")
+        command = [sys.executable, "-c", STAND_IN, "ready" if ready else "never", "--address-file", address_file]
+        first = subprocess.Popen(command, start_new_session=True)
+        entry = ProcessEntry("taskmanager", first.pid, "127.0.0.1:1", str(tmp_path / "tm.log"), {COMMAND: command})
+        ClusterFile("c-1", "127.0.0.1:2181", [entry], dir=str(tmp_path)).write(str(tmp_path))
+        first.kill()
+        first.wait()
+        s = Supervisor(str(tmp_path))
+        t = threading.Thread(target=s.run, daemon=True)
+        t.start()
+        running.append((s, t))
+        return str(tmp_path), s
+
+    yield make
+    for s, t in running:
+        s.stopped.set()
+        t.join(10)
+        _kill(_pid(s.cluster_dir))
+
+
+def _restarts(cluster_dir: str, count: int):
+    """The next `count` pids the supervisor starts, each yielded once it is recorded."""
+    seen = [_pid(cluster_dir)]
+    for _ in range(count):
+        pid = wait_until(lambda: (p := _pid(cluster_dir)) not in seen and p, timeout=10, message="a restart")
+        seen.append(pid)
+        yield pid
+
+
+def test_a_ready_process_that_dies_comes_back_after_the_first_backoff(supervised):
+    cluster_dir, s = supervised(ready=True)
+    for pid in _restarts(cluster_dir, 4):  # killed again and again once ready: never more than the first backoff
+        (state,) = wait_until(
+            lambda: all(not r.awaiting_address for r in s._state.values()) and list(s._state.values()), timeout=10
+        )
+        assert state.backoff == supervisor.FIRST_BACKOFF
+        _kill(pid)
+
+
+def test_a_process_that_dies_before_it_is_ready_backs_off_further(supervised):
+    cluster_dir, s = supervised(ready=False)
+    backoffs = []
+    for pid in _restarts(cluster_dir, 3):
+        backoffs.append(next(iter(s._state.values())).backoff)
+        _kill(pid)
+    assert backoffs == sorted(backoffs) and backoffs[-1] >= 4 * backoffs[0], backoffs
