@@ -38,44 +38,50 @@ SHARED_TASKMANAGERS, SHARED_SLOTS = 2, 3
 CLUSTER_START_BUDGET = {"cluster": 4, "chaos": 10}
 
 
+def _session_cluster(directory, **kwargs):
+    """The body of a session-scoped shared cluster fixture (keyword arguments as LocalCluster's)."""
+    with running_cluster(directory, **kwargs) as c:
+        yield c
+        c.heal()  # the supervisor's restarts recorded, for `cluster stop` to end them
+
+
+def _for_one_test(c: LocalCluster):
+    """The body of a per-test fixture on a shared cluster: healed before, no job left after."""
+    c.heal()
+    yield c
+    c.cancel_running()
+
+
 @pytest.fixture(scope="session")
 def shared_cluster(tmp_path_factory, zookeeper):
-    with running_cluster(
+    yield from _session_cluster(
         tmp_path_factory.mktemp("shared") / "cluster",
         taskmanagers=SHARED_TASKMANAGERS,
         slots=SHARED_SLOTS,
         zookeeper=zookeeper.connect_string,
         cluster_id=f"shared-{uuid.uuid4().hex[:8]}",
-    ) as c:
-        yield c
-        c.heal()  # the supervisor's restarts recorded, for `cluster stop` to end them
+    )
 
 
 @pytest.fixture
 def cluster(shared_cluster: LocalCluster):
-    shared_cluster.heal()
-    yield shared_cluster
-    shared_cluster.cancel_running()
+    yield from _for_one_test(shared_cluster)
 
 
 @pytest.fixture(scope="session")
 def ha_shared_cluster(tmp_path_factory):
-    with running_cluster(
+    yield from _session_cluster(
         tmp_path_factory.mktemp("ha") / "cluster",
         taskmanagers=2,
         slots=2,
         jobmanagers=2,
         zk_session_timeout=HA_SESSION_TIMEOUT,
-    ) as c:
-        yield c
-        c.heal()  # the supervisor's restarts recorded, for `cluster stop` to end them
+    )
 
 
 @pytest.fixture
 def ha_cluster(ha_shared_cluster: LocalCluster):
-    ha_shared_cluster.heal()
-    yield ha_shared_cluster
-    ha_shared_cluster.cancel_running()
+    yield from _for_one_test(ha_shared_cluster)
 
 
 def _tier(config: pytest.Config) -> str | None:

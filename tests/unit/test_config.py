@@ -102,6 +102,25 @@ def test_non_config_sluice_variables_are_ignored():
 
 
 # -- argv for the process mains ---------------------------------------------------------------
+# every JobManager's argv ends with these defaults: the REST host, client-call and REST limits
+JOBMANAGER_ARGV_TAIL = [
+    "--rest-host",
+    "127.0.0.1",
+    "--client-calls-max-concurrent",
+    "16",
+    "--client-calls-max-concurrent-per-client",
+    "8",
+    "--client-calls-rate-per-client",
+    "200",
+    "--rest-max-connections",
+    "64",
+    "--rest-max-connections-per-client",
+    "16",
+    "--rest-request-timeout",
+    "10",
+]
+
+
 def test_argv_for_jobmanager():
     s = resolve(
         "jobmanager",
@@ -132,20 +151,7 @@ def test_argv_for_jobmanager():
         "/ckpt",
         "--max-taskmanager-losses-per-job",
         "2",
-        "--rest-host",
-        "127.0.0.1",
-        "--client-calls-max-concurrent",
-        "16",
-        "--client-calls-max-concurrent-per-client",
-        "8",
-        "--client-calls-rate-per-client",
-        "200",
-        "--rest-max-connections",
-        "64",
-        "--rest-max-connections-per-client",
-        "16",
-        "--rest-request-timeout",
-        "10",
+        *JOBMANAGER_ARGV_TAIL,
     ]
 
 
@@ -515,20 +521,7 @@ def test_without_check_the_jobmanager_runs_with_the_settings(monkeypatch):
         "6",
         "--max-taskmanager-losses-per-job",
         "2",
-        "--rest-host",
-        "127.0.0.1",
-        "--client-calls-max-concurrent",
-        "16",
-        "--client-calls-max-concurrent-per-client",
-        "8",
-        "--client-calls-rate-per-client",
-        "200",
-        "--rest-max-connections",
-        "64",
-        "--rest-max-connections-per-client",
-        "16",
-        "--rest-request-timeout",
-        "10",
+        *JOBMANAGER_ARGV_TAIL,
     ]
     assert settings.sources["rpc.port"] == "flag --port"
 
