@@ -101,11 +101,13 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the CLI capturing its output. Interrupted (Ctrl-C, SIGTERM, timeout), the CLI gets SIGINT
-    first so that it cleans up after itself (`cluster start` stops what it started)."""
+def sluice(*args: str, timeout: float = 300, check: bool = True, repo: str = REPO) -> subprocess.CompletedProcess:
+    """Run the CLI capturing its output, from the checkout `repo` (`python -m` puts the working
+    directory first on sys.path: the CLI and the processes it starts run that checkout's code).
+    Interrupted (Ctrl-C, SIGTERM, timeout), the CLI gets SIGINT first so that it cleans up after
+    itself (`cluster start` stops what it started)."""
     child = subprocess.Popen(
-        [*SLUICE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=REPO
+        [*SLUICE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=repo
     )
     try:
         out, err = child.communicate(timeout=timeout)
@@ -127,8 +129,11 @@ def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.C
 class Cluster:
     """A local cluster started and stopped through the CLI; `stop` makes sure nothing survives."""
 
-    def __init__(self, directory: str, taskmanagers: int, slots: int, extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self, directory: str, taskmanagers: int, slots: int, extra_args: tuple[str, ...] = (), repo: str = REPO
+    ):
         self.dir, self.taskmanagers, self.slots = directory, taskmanagers, slots
+        self.repo = repo  # the checkout whose code the cluster runs (another commit's worktree, say)
         self.extra_args = tuple(extra_args)  # more `cluster start` flags, e.g. ("-D", "spark.master=local[2]")
         self.info: dict = {}
         self.pids: set[int] = set()
@@ -151,6 +156,7 @@ class Cluster:
                 str(self.slots),
                 *self.extra_args,
                 timeout=timeout,
+                repo=self.repo,
             )
         finally:
             if os.path.exists(ClusterFile.path(self.dir)):
@@ -194,6 +200,7 @@ class Cluster:
                 "--",
                 *job_args,
                 timeout=300,
+                repo=self.repo,
             )
             .stdout.strip()
             .splitlines()
@@ -201,7 +208,7 @@ class Cluster:
         return out[-1].strip()
 
     def cancel(self, job_id: str) -> None:
-        sluice("cancel", job_id, "--cluster-dir", self.dir, timeout=120, check=False)
+        sluice("cancel", job_id, "--cluster-dir", self.dir, timeout=120, check=False, repo=self.repo)
 
     def taskmanager_pid(self, address: str) -> int:
         for p in self.info["processes"]:
@@ -222,7 +229,7 @@ class Cluster:
         self._remember_descendants()
         try:
             if os.path.exists(ClusterFile.path(self.dir)):
-                proc = sluice("cluster", "stop", "--dir", self.dir, timeout=180, check=False)
+                proc = sluice("cluster", "stop", "--dir", self.dir, timeout=180, check=False, repo=self.repo)
                 if proc.returncode != 0:
                     log(f"warning: cluster stop exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
         finally:

@@ -1,0 +1,127 @@
+"""Page views on this checkout against another commit's: the before/after figures a performance
+change lands with (bench/README.md), from one run on one machine.
+
+    python bench/before_after.py --before COMMIT [--runs 5] [--events 1000000]
+        [--events-per-file 12500,50000] [--taskmanagers 1] [--slots 2]
+        [--checkpoint-interval 1000] [--title TEXT] [--out bench/RESULTS.md] [--no-append] [--workdir DIR]
+
+Two clusters side by side (`sluice cluster start`, TaskManagers x slots each): one runs this
+checkout, the other COMMIT checked out into a temporary git worktree (its CLI and every process it
+starts run that commit's code). Each gets one uncounted warm-up job, then examples/page_views.py
+runs (parallelism 2) on each in turn, the order flipped every round, over inputs of --events events in files of
+each --events-per-file size (examples/generate_page_views.py; 12,500 is the throughput suite's file,
+50,000 the profile's). Per run: submission to FINISHED (the JobManager's timestamps) and events/s;
+every output is checked exactly (bench/output_check.py) and a run that fails the check is reported
+and left out. Medians with bootstrap 95 % intervals (bench/stats.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_common import begin_run, finish_workdir, fmt, publish, run_main, section_head
+from generate_page_views import generate
+from page_views_bench import REPO, Cluster, throughput_run
+from stats import fmt_estimate, median_ci
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", required=True, help="the commit to compare against (a temporary git worktree)")
+    ap.add_argument("--runs", type=int, default=5, help="measured runs per condition and input")
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--events-per-file", default="12500,50000", help="one input per size, comma-separated")
+    ap.add_argument("--taskmanagers", type=int, default=1)
+    ap.add_argument("--slots", type=int, default=2)
+    ap.add_argument("--checkpoint-interval", type=int, default=1000, help="ms")
+    ap.add_argument("--title", default="page views: this commit against an earlier one")
+    ap.add_argument("--job-timeout", type=float, default=600)
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--no-append", action="store_true", help="print the section only")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+    command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-before-after-", log)
+    worktree = os.path.join(work, "before")
+    subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", worktree, args.before], check=True)
+    after = f"after ({facts['commit']})"
+    before = f"before ({args.before[:8]})"
+    clusters: dict[str, Cluster] = {}
+    inputs: dict[int, tuple[str, dict]] = {}
+    runs: dict[tuple[str, int], list[dict]] = {}
+    failed = False
+    try:
+        for per_file in [int(x) for x in args.events_per_file.split(",")]:
+            path = os.path.join(work, f"in-{per_file}")
+            inputs[per_file] = (path, dict(generate(path, events=args.events, files=max(1, args.events // per_file))))
+        for name, repo in ((after, REPO), (before, worktree)):
+            directory = os.path.join(work, "cluster-" + name.split()[0])
+            clusters[name] = Cluster(directory, args.taskmanagers, args.slots, repo=repo).start()
+        names = [after, before]
+        for r in range(args.runs + 1):  # round 0: the uncounted warm-up job of each cluster
+            order = names if r % 2 == 0 else names[::-1]
+            for per_file, (path, expected) in inputs.items():
+                for name in order:
+                    out = os.path.join(work, f"out-{name.split()[0]}-{per_file}-{r}")
+                    got = throughput_run(
+                        clusters[name], path, out, args.checkpoint_interval, args.events, expected, args.job_timeout
+                    )
+                    log(f"round {r} {name} {per_file}/file: {got['submit_to_end']:.2f}s counts ok {got['counts_ok']}")
+                    if r > 0:
+                        runs.setdefault((name, per_file), []).append(got)
+    except BaseException as exc:  # the runs so far are reported; the clusters always stop
+        failed = True
+        log(f"stopped: {type(exc).__name__}: {exc}")
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+    finally:
+        for cluster in clusters.values():
+            cluster.stop()
+        subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", worktree], check=False)
+        finish_workdir(work, temp, log)
+    lines = section_head(args.title, command, facts)
+    lines += [
+        f"examples/page_views.py at parallelism 2 on {args.events:,} events, "
+        f"{args.taskmanagers} TaskManager(s) x {args.slots} slots per cluster, checkpoints every "
+        f"{args.checkpoint_interval} ms; {args.runs} runs per condition and input, alternating. "
+        "Submission to FINISHED, median [95 % interval]; events/s from the median.",
+        "",
+        "| input | condition | seconds | events/s | runs (output exact) |",
+        "|---|---|---|---|---|",
+    ]
+    for per_file in inputs:
+        medians: dict[str, float | None] = {}
+        for name in (before, after):
+            exact = [g for g in runs.get((name, per_file), []) if g["counts_ok"]]
+            est = median_ci(g["submit_to_end"] for g in exact)
+            medians[name] = est.median
+            rate = fmt(args.events / est.median, ",.0f") if est.median else "—"
+            lines.append(
+                f"| {per_file:,} events/file | {name} | {fmt_estimate(est, '.2f')} | {rate} | "
+                f"{len(exact)} of {len(runs.get((name, per_file), []))} |"
+            )
+        was, now = medians[before], medians[after]
+        if was and now:
+            ratio = now / was
+            lines.append(f"| {per_file:,} events/file | after / before (time) | {ratio:.2f} | | |")
+    if failed:
+        lines += ["", "The run stopped early (see the log); the figures above are the runs it finished."]
+    section = "\n".join(lines) + "\n"
+    if args.no_append:
+        print(section)
+    else:
+        publish(section, args.out, log)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    run_main(main)

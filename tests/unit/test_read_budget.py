@@ -1,0 +1,76 @@
+"""ReadBudget: how many files a streaming file source reads per Spark call. A call costs a fixed
+part plus a part per byte; the budget must settle where a call takes about the target, grow
+fast from one file, never by more than MAX_GROWTH at once, and shrink when calls slow down."""
+
+from __future__ import annotations
+
+import pytest
+
+from taskmanager.operators.sources import ReadBudget
+
+FILE = 1_000_000  # bytes per file
+FILES = [f"f{i:04d}" for i in range(2000)]
+SIZES = dict.fromkeys(FILES, FILE)
+
+
+def call_seconds(nbytes: int, fixed: float = 0.25, per_mb: float = 0.065) -> float:
+    """A Spark call's own time: fixed cost + cost per byte (measured here: 0.25 s + 65 ms per
+    file of 50k events)."""
+    return fixed + per_mb * nbytes / 1_000_000
+
+
+def run(budget: ReadBudget, calls: int, **cost: float) -> list[int]:
+    """Files per call over `calls` calls on an endless backlog."""
+    taken = []
+    for _ in range(calls):
+        n = budget.take(FILES, SIZES)
+        taken.append(n)
+        budget.done(call_seconds(n * FILE, **cost))
+    return taken
+
+
+def test_first_call_reads_one_file_then_follows_the_pace_growing_at_most_four_times_per_call():
+    taken = run(ReadBudget(target=1.0), 2)
+    assert taken == [1, 3]  # one file took 0.315 s: at that pace 3.2 files take a second
+    cheap = run(ReadBudget(target=1.0), 3, fixed=0.01, per_mb=0.001)
+    assert cheap == [1, 4, 16]  # the pace says ~90 files: growth is held to 4x per call
+
+
+@pytest.mark.parametrize("target", [0.5, 1.0, 2.0])
+def test_settles_where_a_call_takes_about_the_target(target):
+    budget = ReadBudget(target=target)
+    taken = run(budget, 12)
+    settled = call_seconds(taken[-1] * FILE)
+    assert abs(settled - target) <= 0.15 * target, (taken, settled)
+
+
+def test_shrinks_when_calls_slow_down_and_grows_back():
+    budget = ReadBudget(target=1.0)
+    fast = run(budget, 10)[-1]
+    slow = run(budget, 10, per_mb=0.26)[-1]  # four times the cost per byte: a loaded machine
+    assert slow < fast / 2
+    assert run(budget, 10)[-1] >= fast - 1
+
+
+def test_a_backlog_of_small_files_is_capped_in_files():
+    budget = ReadBudget(target=1.0)
+    tiny = dict.fromkeys(FILES, 10)
+    for _ in range(10):
+        n = budget.take(FILES, tiny)
+        budget.done(0.01)
+    assert n == ReadBudget.MAX_FILES
+
+
+def test_a_file_over_the_budget_is_read_alone_and_unknown_sizes_count_zero():
+    budget = ReadBudget(target=1.0, fixed=350)
+    assert budget.take(["big", "small"], {"big": 900, "small": 10}) == 1
+    assert budget.take(["a", "b", "c"], {}) == 3  # listed without sizes: all fit
+    budget.done(100.0)  # BATCH: the fixed budget stays whatever a call took
+    assert budget.take(["a", "b"], {"a": 200, "b": 200}) == 1
+
+
+def test_an_empty_file_does_not_stop_the_budget_from_adapting():
+    budget = ReadBudget(target=1.0)
+    assert budget.take(["empty", *FILES], {"empty": 0, **SIZES}) == 1
+    budget.done(0.3)  # nothing read: no pace to learn from, the next call reads one file again
+    assert budget.take(FILES, SIZES) == 1
