@@ -26,8 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import begin_run, finish_workdir, fmt, publish, run_main, section_head
-from generate_page_views import generate
-from page_views_bench import REPO, Cluster, throughput_run
+from page_views_bench import REPO, Cluster, generate, throughput_run
 from stats import fmt_estimate, median_ci
 
 
