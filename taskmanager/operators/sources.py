@@ -4,6 +4,8 @@ sequence number of a generator."""
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import logging
 import os
 import time
@@ -117,16 +119,19 @@ class ContinuousFileMonitor:
 class ReadBudget:
     """How many of its next files a file source reads in one Spark call (FileSource's docstring,
     "Batch sizing"): as many as fit a byte budget, at least one. Streaming, the budget follows
-    the pace of the last call; BATCH mode's is `fixed`."""
+    the cost of the last calls; BATCH mode's is `fixed`."""
 
     MAX_FILES = 256  # streaming: files one call may read, whatever their size
     MAX_GROWTH = 4.0  # a budget is at most this many times the bytes of the last call, at least half
+    HISTORY = 6  # calls the cost line is fitted over
+    SPREAD = 0.25  # their sizes must differ by this share of the largest for a fit (else: the pace alone)
 
     def __init__(self, target: float, fixed: int | None = None) -> None:
         self.target = target  # seconds one call should take
         self.fixed = fixed
         self.budget: float | None = fixed  # bytes; None: the first streaming call reads one file
         self.last_bytes = 0  # what the last call read
+        self.calls: collections.deque[tuple[int, float]] = collections.deque(maxlen=self.HISTORY)
 
     def take(self, files: list[str], sizes: dict[str, int]) -> int:
         """How many of `files` (the next ones, in order) the next call reads; `sizes` in bytes
@@ -146,13 +151,40 @@ class ReadBudget:
         return max(count, 1)
 
     def done(self, seconds: float) -> None:
-        """The last call took `seconds` of its own: the next budget is the bytes that pace reads
-        in `target` seconds, within MAX_GROWTH of the last call's."""
+        """The last call took `seconds` of its own. A call costs a fixed part plus a part per
+        byte: fitted over the last calls, the next budget is the bytes that take `target`
+        seconds, or as many as cost the fixed part when that is more (the fixed part never
+        exceeds half a call). Before the sizes differ enough for a fit: the bytes the last
+        call's pace reads in `target` seconds, and at least twice the last call's when it
+        took less than that. Within MAX_GROWTH of the last call's bytes."""
         last = self.last_bytes
         if self.fixed is not None or last <= 0:
             return
+        self.calls.append((last, max(seconds, 1e-3)))
         wanted = last / max(seconds, 1e-3) * self.target
+        line = _cost_line(self.calls, self.SPREAD)
+        if line is not None:
+            fixed, per_byte = line
+            wanted = max(self.target - fixed, fixed) / per_byte
+        elif seconds < self.target:  # sizes too alike to fit a line yet: try twice as much
+            wanted = max(wanted, 2 * last)
         self.budget = min(max(wanted, last / 2), last * self.MAX_GROWTH)
+
+
+def _cost_line(calls: collections.abc.Iterable[tuple[int, float]], spread: float) -> tuple[float, float] | None:
+    """(fixed seconds >= 0, seconds per byte > 0) of a least-squares line through (bytes, seconds),
+    or None when the sizes are too alike or the line does not slope up."""
+    points = list(calls)
+    xs = [float(b) for b, _ in points]
+    if len(points) < 2 or max(xs) - min(xs) < spread * max(xs):
+        return None
+    n, mx = len(points), sum(xs) / len(points)
+    my = sum(t for _, t in points) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (t - my) for x, (_, t) in zip(xs, points, strict=True)) / sxx
+    if slope <= 0:
+        return None
+    return max(my - slope * mx, 0.0), slope
 
 
 class FileSource(Source):
@@ -161,12 +193,13 @@ class FileSource(Source):
     Batch sizing: a Spark call has a large fixed cost (~0.25 s on 2 cores; one call
     reading 10 files of 50k events took 0.9 s where 10 calls of one took 3.4 s,
     bench/README.md), so a subtask with a backlog reads as many of its next files
-    as fit a byte budget in one call. The budget follows the pace of the last call:
-    the bytes it read per second of its own time (the batch through the chain,
-    minus waits for room downstream) times `target` (the job's
-    `execution.source.batch-duration`), at most 4x and at least half the bytes it
-    read; the first call reads one file. A checkpoint barrier waits for at most one
-    batch. BATCH mode reads up to a fixed byte budget instead (`byte_budget`).
+    as fit a byte budget in one call (`ReadBudget`). A call's cost is a fixed part
+    plus a part per byte, fitted over the last calls' own times (the batch through
+    the chain, minus waits for room downstream); the budget is what takes `target`
+    seconds (the job's `execution.source.batch-duration`), at most 4x and at least
+    half the bytes of the last call; the first call reads one file. A checkpoint
+    barrier waits for at most one batch. BATCH mode reads up to a fixed byte budget
+    instead (`byte_budget`).
 
     Monitoring (`monitor_interval` seconds in the payload; `ContinuousFileMonitor`): the source is
     unbounded. It lists the directory again at most every interval once it

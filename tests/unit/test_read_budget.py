@@ -74,3 +74,16 @@ def test_an_empty_file_does_not_stop_the_budget_from_adapting():
     assert budget.take(["empty", *FILES], {"empty": 0, **SIZES}) == 1
     budget.done(0.3)  # nothing read: no pace to learn from, the next call reads one file again
     assert budget.take(FILES, SIZES) == 1
+
+
+def test_the_fitted_cost_line_reaches_the_target_by_the_third_call():
+    taken = run(ReadBudget(target=1.0), 3)
+    assert taken[:2] == [1, 3]
+    assert abs(call_seconds(taken[2] * FILE) - 1.0) <= 0.1, taken
+
+
+def test_a_fixed_cost_near_the_target_still_gets_calls_twice_its_worth():
+    """Under load the fixed part alone may take most of the target: calls then take longer than
+    the target rather than paying the fixed cost for a sliver of input."""
+    taken = run(ReadBudget(target=1.0), 8, fixed=0.8, per_mb=0.05)
+    assert 0.8 <= 0.05 * taken[-1] <= 1.0, taken  # the per-byte part about equals the fixed part
