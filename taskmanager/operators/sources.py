@@ -125,28 +125,30 @@ class ReadBudget:
     MAX_GROWTH = 4.0  # a budget is at most this many times the bytes of the last call, at least half
     HISTORY = 6  # calls the cost line is fitted over
     SPREAD = 0.25  # their sizes must differ by this share of the largest for a fit (else: the pace alone)
+    # the pace the first call is sized by, before any call was measured: one warm local[2] Spark
+    # call reads and projects page-views JSON at ~31 MB/s here (bench/spark_call_costs.py). Starting
+    # at one file instead cost a 1 M-event job ~35 % of its time in small calls (bench/README.md).
+    FIRST_PACE = 32 * 1024 * 1024  # bytes per second
 
     def __init__(self, target: float, fixed: int | None = None) -> None:
         self.target = target  # seconds one call should take
         self.fixed = fixed
-        self.budget: float | None = fixed  # bytes; None: the first streaming call reads one file
+        self.budget: float = fixed if fixed is not None else self.FIRST_PACE * target  # bytes
         self.last_bytes = 0  # what the last call read
         self.calls: collections.deque[tuple[int, float]] = collections.deque(maxlen=self.HISTORY)
+        self.line: tuple[float, float] | None = None  # the last (fixed seconds, seconds per byte)
 
     def take(self, files: list[str], sizes: dict[str, int]) -> int:
         """How many of `files` (the next ones, in order) the next call reads; `sizes` in bytes
         (a file missing there counts 0)."""
         count, total = 0, 0
-        if self.budget is None:
-            count, total = 1, sizes.get(files[0], 0) if files else 0
-        else:
-            # BATCH: never over the budget; streaming: the nearest fit (a file counts in if half of it fits)
-            share = 1.0 if self.fixed is not None else 0.5
-            for path in files if self.fixed is not None else files[: self.MAX_FILES]:
-                size = sizes.get(path, 0)
-                if count and total + share * size > self.budget:
-                    break
-                count, total = count + 1, total + size
+        # BATCH: never over the budget; streaming: the nearest fit (a file counts in if half of it fits)
+        share = 1.0 if self.fixed is not None else 0.5
+        for path in files if self.fixed is not None else files[: self.MAX_FILES]:
+            size = sizes.get(path, 0)
+            if count and total + share * size > self.budget:
+                break
+            count, total = count + 1, total + size
         self.last_bytes = total
         return max(count, 1)
 
@@ -154,19 +156,26 @@ class ReadBudget:
         """The last call took `seconds` of its own. A call costs a fixed part plus a part per
         byte: fitted over the last calls, the next budget is the bytes that take `target`
         seconds, or as many as cost the fixed part when that is more (the fixed part never
-        exceeds half a call). Before the sizes differ enough for a fit: the bytes the last
-        call's pace reads in `target` seconds, and at least twice the last call's when it
-        took less than that. Within MAX_GROWTH of the last call's bytes."""
+        exceeds half a call). When the last calls' sizes are too alike for a fit, the last
+        line scaled to the last call's time (a loaded machine slows both parts); before any
+        line: the bytes the last call's pace reads in `target` seconds, and at least twice
+        the last call's when it took less than that. Within MAX_GROWTH of the last call's
+        bytes."""
         last = self.last_bytes
         if self.fixed is not None or last <= 0:
             return
         self.calls.append((last, max(seconds, 1e-3)))
         wanted = last / max(seconds, 1e-3) * self.target
         line = _cost_line(self.calls, self.SPREAD)
+        if line is None and self.line is not None:  # sizes alike: the last line, scaled to this call
+            fixed, per_byte = self.line
+            scale = max(seconds, 1e-3) / (fixed + per_byte * last)
+            line = fixed * scale, per_byte * scale
         if line is not None:
+            self.line = line
             fixed, per_byte = line
             wanted = max(self.target - fixed, fixed) / per_byte
-        elif seconds < self.target:  # sizes too alike to fit a line yet: try twice as much
+        elif seconds < self.target:  # no line yet and the sizes too alike for one: try twice as much
             wanted = max(wanted, 2 * last)
         self.budget = min(max(wanted, last / 2), last * self.MAX_GROWTH)
 
@@ -190,14 +199,14 @@ def _cost_line(calls: collections.abc.Iterable[tuple[int, float]], spread: float
 class FileSource(Source):
     """Subtask i of p reads files i, i+p, ... (sorted) through Spark.
 
-    Batch sizing: a Spark call has a large fixed cost (~0.25 s on 2 cores; one call
-    reading 10 files of 50k events took 0.9 s where 10 calls of one took 3.4 s,
-    bench/README.md), so a subtask with a backlog reads as many of its next files
+    Batch sizing: a Spark call has a large fixed cost (one call reading 10 files of
+    50k events took 0.93 s on 2 cores, ten calls of one file 2.67 s:
+    bench/spark_call_costs.py), so a subtask with a backlog reads as many of its next files
     as fit a byte budget in one call (`ReadBudget`). A call's cost is a fixed part
     plus a part per byte, fitted over the last calls' own times (the batch through
     the chain, minus waits for room downstream); the budget is what takes `target`
     seconds (the job's `execution.source.batch-duration`), at most 4x and at least
-    half the bytes of the last call; the first call reads one file. A checkpoint
+    half the bytes of the last call; the first call assumes ~32 MB/s. A checkpoint
     barrier waits for at most one batch. BATCH mode reads up to a fixed byte budget
     instead (`byte_budget`).
 

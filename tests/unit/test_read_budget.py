@@ -1,6 +1,7 @@
 """ReadBudget: how many files a streaming file source reads per Spark call. A call costs a fixed
-part plus a part per byte; the budget must settle where a call takes about the target, grow
-fast from one file, never by more than MAX_GROWTH at once, and shrink when calls slow down."""
+part plus a part per byte; the budget must start from a first call sized by an assumed pace,
+settle where a call takes about the target, never grow by more than MAX_GROWTH at once, and
+shrink when calls slow down."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from taskmanager.operators.sources import ReadBudget
 
-FILE = 1_000_000  # bytes per file
+FILE = 1 << 20  # bytes per file (1 MiB)
 FILES = [f"f{i:04d}" for i in range(2000)]
 SIZES = dict.fromkeys(FILES, FILE)
 
@@ -29,11 +30,13 @@ def run(budget: ReadBudget, calls: int, **cost: float) -> list[int]:
     return taken
 
 
-def test_first_call_reads_one_file_then_follows_the_pace_growing_at_most_four_times_per_call():
+def test_the_first_call_assumes_a_pace_then_follows_the_measured_cost():
+    assert run(ReadBudget(target=1.0), 1) == [32]  # FIRST_PACE: 32 MiB in a second
+    assert run(ReadBudget(target=0.5), 1) == [16]
     taken = run(ReadBudget(target=1.0), 2)
-    assert taken == [1, 3]  # one file took 0.315 s: at that pace 3.2 files take a second
+    assert taken == [32, 16]  # 32 files took 2.3 s: at that pace ~14 fit a second, at most halving
     cheap = run(ReadBudget(target=1.0), 3, fixed=0.01, per_mb=0.001)
-    assert cheap == [1, 4, 16]  # the pace says ~90 files: growth is held to 4x per call
+    assert cheap == [32, 128, 256]  # the pace says ~1,000 files: growth is held to 4x, then MAX_FILES
 
 
 @pytest.mark.parametrize("target", [0.5, 1.0, 2.0])
@@ -61,7 +64,7 @@ def test_a_backlog_of_small_files_is_capped_in_files():
     assert n == ReadBudget.MAX_FILES
 
 
-def test_a_file_over_the_budget_is_read_alone_and_unknown_sizes_count_zero():
+def test_a_file_over_a_fixed_budget_is_read_alone_and_unknown_sizes_count_zero():
     budget = ReadBudget(target=1.0, fixed=350)
     assert budget.take(["big", "small"], {"big": 900, "small": 10}) == 1
     assert budget.take(["a", "b", "c"], {}) == 3  # listed without sizes: all fit
@@ -69,16 +72,16 @@ def test_a_file_over_the_budget_is_read_alone_and_unknown_sizes_count_zero():
     assert budget.take(["a", "b"], {"a": 200, "b": 200}) == 1
 
 
-def test_an_empty_file_does_not_stop_the_budget_from_adapting():
+def test_a_call_of_files_without_sizes_leaves_the_budget_as_it_was():
     budget = ReadBudget(target=1.0)
-    assert budget.take(["empty", *FILES], {"empty": 0, **SIZES}) == 1
-    budget.done(0.3)  # nothing read: no pace to learn from, the next call reads one file again
-    assert budget.take(FILES, SIZES) == 1
+    assert budget.take(["a", "b"], {}) == 2  # listed without sizes: both fit
+    budget.done(0.3)  # no bytes known: no pace to learn from
+    assert budget.take(FILES, SIZES) == 32
 
 
 def test_the_fitted_cost_line_reaches_the_target_by_the_third_call():
     taken = run(ReadBudget(target=1.0), 3)
-    assert taken[:2] == [1, 3]
+    assert taken[:2] == [32, 16]
     assert abs(call_seconds(taken[2] * FILE) - 1.0) <= 0.1, taken
 
 
@@ -86,4 +89,5 @@ def test_a_fixed_cost_near_the_target_still_gets_calls_twice_its_worth():
     """Under load the fixed part alone may take most of the target: calls then take longer than
     the target rather than paying the fixed cost for a sliver of input."""
     taken = run(ReadBudget(target=1.0), 8, fixed=0.8, per_mb=0.05)
-    assert 0.8 <= 0.05 * taken[-1] <= 1.0, taken  # the per-byte part about equals the fixed part
+    per_byte_part = call_seconds(taken[-1] * FILE, fixed=0.8, per_mb=0.05) - 0.8
+    assert 0.7 <= per_byte_part <= 1.0, taken  # about the fixed part

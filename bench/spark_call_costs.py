@@ -1,0 +1,137 @@
+"""Where a file source's Spark time goes: one source subtask's share of page views, read in one warm
+SparkSession (local[2], as a TaskManager's) through different plans, so that each cost shows as the
+difference between two of them.
+
+    python bench/spark_call_costs.py [--events 1000000] [--events-per-file 50000] [--runs 7]
+        [--out bench/RESULTS.md] [--no-append] [--workdir DIR]
+
+Input: examples/generate_page_views.py's files; a subtask's share at parallelism 2 (every other
+file). Plans, all over the same files, each run once per round, the order rotated every round:
+
+- sluice: what a page-views source call does today — FileFormatReader.read (the default on_error
+  "drop": every column parsed, malformed rows observed and filtered), the key and its key group
+  (xxhash64) projected, `toArrow` — in one call for all the files;
+- sluice, a call per file: the same, one call per file (the fixed cost of a Spark call);
+- sluice, no Arrow: the same plan written to Spark's `noop` sink (what crossing into Python costs);
+- key columns only: the malformed-row metric referencing the key column only (Spark then parses
+  only the columns the job reads);
+- partials in Spark: sluice's plan grouped by key and key group in Spark before `toArrow`;
+- scan only: `spark.read.json` of the key column into the `noop` sink (the JSON scan alone);
+- peer plan: the peer's batch — `spark.read.json(...).groupBy("url").count()` collected.
+
+Per plan: seconds per run, median [95 % interval] (bench/stats.py), and events/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import os
+import sys
+import time
+from collections.abc import Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_common import begin_run, finish_workdir, fmt, publish, run_main, section_head
+from page_views_bench import REPO, generate
+from stats import fmt_estimate, median_ci
+
+sys.path.insert(0, REPO)
+SCHEMA = "url string, user long, ts long"
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def plans(engine, payload: dict, files: list[str]) -> dict[str, Callable[[], object]]:
+    from pyspark.sql import functions as F
+
+    from sluice import key_groups
+    from taskmanager.operators.file_reader import FileFormatReader
+
+    spark = engine.spark
+    kg = key_groups.spark_key_group("url", 128)
+
+    def sluice_df(paths: list[str], key_only: bool = False):
+        reader = FileFormatReader(payload, engine)
+        if key_only:
+            plan = reader._plan()
+            malformed = F.col(plan.corrupt).isNotNull()
+            key_metric = F.count(F.when(malformed, F.coalesce(F.col("url"), F.lit("")))).alias("malformed")
+            reader.plan = dataclasses.replace(plan, metrics=(plan.metrics[0], key_metric, *plan.metrics[2:]))
+        return reader.read(paths).select("url", kg)
+
+    return {
+        "sluice": lambda: sluice_df(files).toArrow(),
+        "sluice, a call per file": lambda: [sluice_df([p]).toArrow() for p in files],
+        "sluice, no Arrow": lambda: sluice_df(files).write.format("noop").mode("overwrite").save(),
+        "key columns only": lambda: sluice_df(files, key_only=True).toArrow(),
+        "partials in Spark": lambda: sluice_df(files).groupBy("url", kg).agg(F.count(F.lit(1))).toArrow(),
+        "scan only": lambda: (
+            spark.read.schema(SCHEMA).json(files).select("url").write.format("noop").mode("overwrite").save()
+        ),
+        "peer plan": lambda: spark.read.schema(SCHEMA).json(files).groupBy("url").count().collect(),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--events-per-file", type=int, default=50_000)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--no-append", action="store_true", help="print the section only")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+    command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-spark-calls-", log)
+    from taskmanager.spark_engine import SparkEngine
+
+    engine = SparkEngine(slots=2)
+    times: dict[str, list[float]] = {}
+    try:
+        path = os.path.join(work, "in")
+        generate(path, events=args.events, files=max(2, args.events // args.events_per_file))
+        files = sorted(glob.glob(os.path.join(path, "*.jsonl")))[0::2]
+        events = args.events // 2
+        engine.start()  # warmed up, as a TaskManager's
+        payload = {"format": "json", "path": path, "schema": SCHEMA, "options": {}}
+        named = plans(engine, payload, files)
+        names = list(named)
+        for r in range(args.runs + 1):  # round 0 warms each plan's code up: not counted
+            order = names[r % len(names) :] + names[: r % len(names)]
+            for name in order:
+                t0 = time.monotonic()
+                named[name]()
+                took = time.monotonic() - t0
+                if r > 0:
+                    times.setdefault(name, []).append(took)
+            log(f"round {r}: " + ", ".join(f"{n} {times.get(n, [0])[-1]:.2f}s" for n in names))
+    finally:
+        engine.stop()
+        finish_workdir(work, temp, log)
+    lines = section_head("a file source's Spark call, plan by plan", command, facts)
+    lines += [
+        f"One source subtask's share of page views at parallelism 2: {len(files)} files, {events:,} events, "
+        f"read in one warm SparkSession (local[2]); {args.runs} runs per plan, order rotated each round. "
+        "Seconds per run, median [95 % interval]; events/s from the median.",
+        "",
+        "| plan | seconds | events/s |",
+        "|---|---|---|",
+    ]
+    for name in names:
+        est = median_ci(times.get(name, []))
+        rate = fmt(events / est.median, ",.0f") if est.median else "—"
+        lines.append(f"| {name} | {fmt_estimate(est, '.3f')} | {rate} |")
+    section = "\n".join(lines) + "\n"
+    if args.no_append:
+        print(section)
+    else:
+        publish(section, args.out, log)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
