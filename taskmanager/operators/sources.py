@@ -155,12 +155,11 @@ class ReadBudget:
     def done(self, seconds: float) -> None:
         """The last call took `seconds` of its own. A call costs a fixed part plus a part per
         byte: fitted over the last calls, the next budget is the bytes that take `target`
-        seconds, or as many as cost the fixed part when that is more (the fixed part never
-        exceeds half a call). When the last calls' sizes are too alike for a fit, the last
-        line scaled to the last call's time (a loaded machine slows both parts); before any
-        line: the bytes the last call's pace reads in `target` seconds, and at least twice
-        the last call's when it took less than that. Within MAX_GROWTH of the last call's
-        bytes."""
+        seconds (none when the fixed part alone takes that long: one file per call). When
+        the last calls' sizes are too alike for a fit, the last line scaled to the last
+        call's time (a loaded machine slows both parts); before any line: the bytes the
+        last call's pace reads in `target` seconds, and at least twice the last call's when
+        it took less than that. Within MAX_GROWTH of the last call's bytes."""
         last = self.last_bytes
         if self.fixed is not None or last <= 0:
             return
@@ -174,7 +173,7 @@ class ReadBudget:
         if line is not None:
             self.line = line
             fixed, per_byte = line
-            wanted = max(self.target - fixed, fixed) / per_byte
+            wanted = max(self.target - fixed, 0.0) / per_byte  # nothing: one file per call
         elif seconds < self.target:  # no line yet and the sizes too alike for one: try twice as much
             wanted = max(wanted, 2 * last)
         self.budget = min(max(wanted, last / 2), last * self.MAX_GROWTH)
