@@ -19,13 +19,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import begin_run, finish_workdir, fmt, publish, run_main, section_head
+from bench_common import (
+    add_worktree,
+    begin_run,
+    finish_workdir,
+    fmt,
+    publish,
+    remove_worktree,
+    run_main,
+    section_head,
+)
 from page_views_bench import REPO, Cluster, generate, throughput_run
 from stats import fmt_estimate, median_ci
 
@@ -50,8 +58,7 @@ def main() -> int:
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-before-after-", log)
-    worktree = os.path.join(work, "before")
-    subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", worktree, args.before], check=True)
+    worktree = add_worktree(REPO, args.before, os.path.join(work, "before"))
     after = f"after ({facts['commit']})"
     before = f"before ({args.before[:8]})"
     clusters: dict[str, Cluster] = {}
@@ -85,7 +92,7 @@ def main() -> int:
     finally:
         for cluster in clusters.values():
             cluster.stop()
-        subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", worktree], check=False)
+        remove_worktree(REPO, worktree)
         finish_workdir(work, temp, log)
     lines = section_head(args.title, command, facts)
     lines += [
@@ -114,11 +121,7 @@ def main() -> int:
             lines.append(f"| {per_file:,} events/file | after / before (time) | {ratio:.2f} | | |")
     if failed:
         lines += ["", "The run stopped early (see the log); the figures above are the runs it finished."]
-    section = "\n".join(lines) + "\n"
-    if args.no_append:
-        print(section)
-    else:
-        publish(section, args.out, log)
+    publish("\n".join(lines) + "\n", args.out, log, append=not args.no_append)
     return 1 if failed else 0
 
 

@@ -133,12 +133,26 @@ def section_head(title: str, command: str, facts: dict) -> list[str]:
     ]
 
 
-def publish(section: str, path: str, log) -> None:
-    """Print a finished section and append it to the results file (what every script ends with)."""
+def publish(section: str, path: str, log, append: bool = True) -> None:
+    """Print a finished section and append it to the results file (what every script ends with;
+    `append` False: print it only, a script's --no-append)."""
     print()
     print(section, flush=True)
-    append_results(path, section)
-    log(f"appended to {path}")
+    if append:
+        append_results(path, section)
+        log(f"appended to {path}")
+
+
+def add_worktree(repo: str, commit: str, path: str) -> str:
+    """Check `commit` out at `path` (a detached git worktree of `repo`), for a run of an earlier
+    commit's code beside this one; `remove_worktree` when done. Returns `path`."""
+    subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", path, commit], check=True)
+    return path
+
+
+def remove_worktree(repo: str, path: str) -> None:
+    """Remove a worktree `add_worktree` made (whatever state it is in)."""
+    subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", path], check=False)
 
 
 def notes_lines(notes) -> list[str]:

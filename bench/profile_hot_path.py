@@ -48,11 +48,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import page_views_bench as pvb
 from bench_common import (
-    append_results,
     begin_run,
     finish_workdir,
     fmt,
     median,
+    publish,
     run_main,
 )
 from generate_page_views import generate
@@ -408,10 +408,7 @@ def main() -> int:
         batches, logged = source_batches(cluster, job["job_id"])
         res = classify([(s.out, s.t1 - s.t0) for s in spies])
         section = report(args, facts, command, job, refs, warm, res, batches, logged, spies)
-        print("\n" + section, flush=True)
-        if not args.no_append:
-            append_results(args.out, section)
-            log(f"appended to {args.out}")
+        publish(section, args.out, log, append=not args.no_append)
         failed = False
     except KeyboardInterrupt as exc:
         log(f"interrupted ({exc or 'Ctrl-C'}): stopping py-spy and the cluster")

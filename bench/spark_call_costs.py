@@ -125,11 +125,7 @@ def main() -> int:
         est = median_ci(times.get(name, []))
         rate = fmt(events / est.median, ",.0f") if est.median else "—"
         lines.append(f"| {name} | {fmt_estimate(est, '.3f')} | {rate} |")
-    section = "\n".join(lines) + "\n"
-    if args.no_append:
-        print(section)
-    else:
-        publish(section, args.out, log)
+    publish("\n".join(lines) + "\n", args.out, log, append=not args.no_append)
     return 0
 
 

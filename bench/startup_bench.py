@@ -37,7 +37,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
 import psutil
-from bench_common import begin_run, finish_workdir, publish, run_main, section_head
+from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main, section_head
 from generate_page_views import generate
 from stats import fmt_estimate, median_ci
 
@@ -158,8 +158,7 @@ def main() -> int:
     }
     worktree = None
     if args.before:
-        worktree = os.path.join(work, "before")
-        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", worktree, args.before], check=True)
+        worktree = add_worktree(REPO, args.before, os.path.join(work, "before"))
         conditions[f"before ({args.before[:8]})"] = ({**os.environ, "PYTHONPATH": worktree}, [])
     input_dir = os.path.join(work, "in")
     expected = dict(generate(input_dir, events=args.events, files=4, urls=1000, seed=5))
@@ -175,7 +174,7 @@ def main() -> int:
                 log(f"round {r + 1} {name}: {json.dumps(got, default=lambda x: round(x, 2))}")
     finally:
         if worktree:
-            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", worktree], check=False)
+            remove_worktree(REPO, worktree)
         finish_workdir(work, temp, log)
     lines = section_head("cluster start and first job: class-data sharing archive and warm-up", command, facts)
     lines += [
