@@ -28,8 +28,8 @@ increasing per key, final counts exact); a run that fails it is reported and lef
 
 1. Sweeps (full only): the peer over maxFilesPerTrigger {unset, 40, 20, 8} x shuffle partitions
    {1, 2, 4} x master {local[2], local[4]}; Sluice over slots per TaskManager {1, 2} x
-   TaskManagers {1, 2} x parallelism {2, 4} where the slots allow (the file source's files per
-   batch is adaptive, 1 → 64 while a batch takes < 0.5 s, and not an option: not swept).
+   TaskManagers {1, 2} x parallelism {2, 4} where the slots allow (the file source sizes each
+   Spark call from the last one's pace, execution.source.batch-duration 1 s: not swept).
    --sweep-runs runs per configuration, round-robin (every configuration once, then again in
    reverse order), Sluice and peer runs interleaved.
 2. Headline: each system's best configuration (highest median events/s in the sweep) and a

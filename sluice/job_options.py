@@ -363,6 +363,17 @@ SPECULATIVE_MIN_RUNTIME: JobOption[float] = JobOption(
     "1 s",
 )
 
+SOURCE_BATCH_DURATION: JobOption[float] = JobOption(
+    "execution.source.batch-duration",
+    _duration("ms", positive=True),
+    1.0,
+    _ms("> 0"),
+    "how long one read of a file source (one Spark call) should take: the source sizes each call in bytes of "
+    "its backlog so that it takes about this long. Longer calls pay Spark's fixed cost per call less often; "
+    "a checkpoint barrier waits behind at most one call",
+    "1 s",
+)
+
 CHECKPOINT_OPTIONS: tuple[JobOption[Any], ...] = (
     CHECKPOINTING_INTERVAL,
     CHECKPOINTING_TIMEOUT,
@@ -390,6 +401,7 @@ EXECUTION_OPTIONS: tuple[JobOption[Any], ...] = (
     SPECULATIVE_MULTIPLIER,
     SPECULATIVE_MIN_FINISHED,
     SPECULATIVE_MIN_RUNTIME,
+    SOURCE_BATCH_DURATION,
 )
 JOB_OPTIONS: tuple[JobOption[Any], ...] = (
     CHECKPOINT_OPTIONS

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import pyarrow.fs as pafs
 
@@ -24,6 +25,17 @@ def list_files(uri: str, suffix: str = "", what: str = "input") -> list[str]:
 
 def list_files_with_mtime(uri: str, suffix: str = "", what: str = "input") -> list[tuple[str, int]]:
     """`list_files` with each file's modification time in epoch ms (0 when unknown)."""
+    return [(f.path, f.mtime_ms) for f in list_file_infos(uri, suffix, what)]
+
+
+class ListedFile(NamedTuple):
+    path: str
+    mtime_ms: int  # 0 when unknown
+    size: int  # bytes; 0 when unknown
+
+
+def list_file_infos(uri: str, suffix: str = "", what: str = "input") -> list[ListedFile]:
+    """`list_files` with each file's modification time and size, from the same listing."""
     fs, path = resolve(uri)
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.NotFound:
@@ -32,7 +44,7 @@ def list_files_with_mtime(uri: str, suffix: str = "", what: str = "input") -> li
         raise FileNotFoundError(f"{what} path {uri!r} is not a directory")
     entries = fs.get_file_info(pafs.FileSelector(path, recursive=False))
     return sorted(
-        (e.path, int(e.mtime_ns // 1_000_000) if e.mtime_ns is not None else 0)
+        ListedFile(e.path, int(e.mtime_ns // 1_000_000) if e.mtime_ns is not None else 0, max(e.size or 0, 0))
         for e in entries
         if e.type == pafs.FileType.File and not e.base_name.startswith((".", "_")) and e.base_name.endswith(suffix)
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sluice import graph
+from sluice import graph, job_options
 from sluice.checkpoints.storage import CheckpointStorage
 from sluice.metrics import counters as task_counters
 from sluice.v1 import common_pb2, taskmanager_pb2
@@ -119,6 +119,7 @@ class OperatorChain:
                 tdd.job.config, lambda: self.partitions.local_dir, tdd.execution_id, op_id
             ),
             counters=self.counted,
+            source_batch_duration=job_options.SOURCE_BATCH_DURATION.read(tdd.job.config),
         )
 
     def writer(self, out: Any, specs: dict[str, Any]) -> RecordWriter:

@@ -451,6 +451,7 @@ class Task:
             if self._idle_while_stopping():
                 return
             started, first, read_before = time.monotonic(), source.offset, source.records_read
+            blocked_before = self._blocked_seconds()
             batch = source.next_batch()
             if batch is None:
                 return
@@ -464,9 +465,13 @@ class Task:
             self.chain.process(batch)
             event_time.after_batch()
             took = time.monotonic() - started
-            source.batch_done(took)
+            source.batch_done(took - (self._blocked_seconds() - blocked_before))  # its own time: sizes the next
             self.io.read(source.records_read - read_before, 0, time.monotonic())
             log.info(SOURCE_BATCH_LOG, self.tag, first, source.offset, took)
+
+    def _blocked_seconds(self) -> float:
+        """Seconds the chain's writers have waited for room downstream, in all (ended waits)."""
+        return sum(w.backpressured_seconds for w in self.chain.all_writers)
 
     def _run_inputs(self, gate: InputGate, aligner: ba.BarrierAligner, event_time: EventTime) -> None:
         gate.start()

@@ -65,6 +65,8 @@ class OperatorContext:
     # the task's counters an operator counts into (`ctx.counters.<field> += n`, on the task thread;
     # proto/sluice/v1/common.proto TaskCounters): a new counter is a field there and that increment
     counters: TaskCounters | None = None
+    # how long one read of a file source should take (sluice/job_options.py execution.source.batch-duration)
+    source_batch_duration: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)

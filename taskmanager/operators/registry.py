@@ -86,7 +86,9 @@ def make_source_for(
     JobManager for splits through `request_splits` (the TaskManager's leader connection), or a
     built-in source (`make_source`)."""
     if kind != OperatorKind.SOURCE_CONNECTOR:
-        return make_source(kind, payload, ctx.subtask, ctx.parallelism, ctx.engine, batch=ctx.batch)
+        return make_source(
+            kind, payload, ctx.subtask, ctx.parallelism, ctx.engine, batch=ctx.batch, target=ctx.source_batch_duration
+        )
     if request_splits is None:
         raise RuntimeError("this task's reports cannot request splits: connector sources need a leader connection")
     reader = ReaderContext(

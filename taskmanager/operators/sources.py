@@ -4,6 +4,8 @@ sequence number of a generator."""
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import logging
 import os
 import time
@@ -15,7 +17,7 @@ import pyarrow as pa
 
 from sluice.checkpoints.rescale import generator_streams, items_read
 from sluice.graph import OperatorKind
-from sluice.storage import list_files, list_files_with_mtime, resolve
+from sluice.storage import list_file_infos
 from taskmanager.operators.base import IDLE, Idle, Payload, Source
 from taskmanager.operators.file_reader import SAMPLES, FileFormatReader, printable
 from taskmanager.spark_engine import Batch, SparkEngine
@@ -49,6 +51,7 @@ class ContinuousFileMonitor:
         self.newest_mtime = 0
         self.files_ignored = 0
         self.mtimes: dict[str, int] = {}  # modification times of the files listed
+        self.sizes: dict[str, int] = {}  # bytes of the files found and not read yet (a read's budget counts them)
         self.listed_at = float("-inf")
 
     def snapshot(self) -> dict[str, Any]:
@@ -76,12 +79,14 @@ class ContinuousFileMonitor:
         if at - self.listed_at < self.interval:
             return queued
         self.listed_at = at
-        listed = list_files_with_mtime(self.path, self.suffix)
+        infos = list_file_infos(self.path, self.suffix)
+        listed = [(f.path, f.mtime_ms) for f in infos]
         self.mtimes.update(listed)
         if self.forget_after is not None and listed:
             self.newest_mtime = max(self.newest_mtime, max(m for _p, m in listed))
         horizon = self.horizon()
         fresh = set()
+        sizes = {f.path: f.size for f in infos}
         for p, mtime in listed:
             if not self.mine(p):
                 continue
@@ -98,6 +103,7 @@ class ContinuousFileMonitor:
                     )
                 continue
             fresh.add(p)
+            self.sizes[p] = sizes[p]
         if horizon is not None:  # names older than the horizon can never be listed as new again
             self.done = {n: m for n, m in self.done.items() if m >= horizon}
         return sorted(set(queued) | fresh)
@@ -106,15 +112,102 @@ class ContinuousFileMonitor:
         """`paths` are being read: remembered, with their modification times."""
         mtimes = self.mtimes
         self.done.update((os.path.basename(p), mtimes.get(p, 0)) for p in paths)
+        for p in paths:
+            self.sizes.pop(p, None)
+
+
+class ReadBudget:
+    """How many of its next files a file source reads in one Spark call (FileSource's docstring,
+    "Batch sizing"): as many as fit a byte budget, at least one. Streaming, the budget follows
+    the cost of the last calls; BATCH mode's is `fixed`."""
+
+    MAX_FILES = 256  # streaming: files one call may read, whatever their size
+    MAX_GROWTH = 4.0  # a budget is at most this many times the bytes of the last call, at least half
+    HISTORY = 6  # calls the cost line is fitted over
+    SPREAD = 0.25  # their sizes must differ by this share of the largest for a fit (else: the pace alone)
+    # the pace the first call is sized by, before any call was measured: one warm local[2] Spark
+    # call reads and projects page-views JSON at ~31 MB/s here (bench/spark_call_costs.py). Starting
+    # at one file instead cost a 1 M-event job ~35 % of its time in small calls (bench/README.md).
+    FIRST_PACE = 32 * 1024 * 1024  # bytes per second
+
+    def __init__(self, target: float, fixed: int | None = None) -> None:
+        self.target = target  # seconds one call should take
+        self.fixed = fixed
+        self.budget: float = fixed if fixed is not None else self.FIRST_PACE * target  # bytes
+        self.last_bytes = 0  # what the last call read
+        self.calls: collections.deque[tuple[int, float]] = collections.deque(maxlen=self.HISTORY)
+        self.line: tuple[float, float] | None = None  # the last (fixed seconds, seconds per byte)
+
+    def take(self, files: list[str], sizes: dict[str, int]) -> int:
+        """How many of `files` (the next ones, in order) the next call reads; `sizes` in bytes
+        (a file missing there counts 0)."""
+        count, total = 0, 0
+        # BATCH: never over the budget; streaming: the nearest fit (a file counts in if half of it fits)
+        share = 1.0 if self.fixed is not None else 0.5
+        for path in files if self.fixed is not None else files[: self.MAX_FILES]:
+            size = sizes.get(path, 0)
+            if count and total + share * size > self.budget:
+                break
+            count, total = count + 1, total + size
+        self.last_bytes = total
+        return max(count, 1)
+
+    def done(self, seconds: float) -> None:
+        """The last call took `seconds` of its own. A call costs a fixed part plus a part per
+        byte: fitted over the last calls, the next budget is the bytes that take `target`
+        seconds (none when the fixed part alone takes that long: one file per call). When
+        the last calls' sizes are too alike for a fit, the last line scaled to the last
+        call's time (a loaded machine slows both parts); before any line: the bytes the
+        last call's pace reads in `target` seconds, and at least twice the last call's when
+        it took less than that. Within MAX_GROWTH of the last call's bytes."""
+        last = self.last_bytes
+        if self.fixed is not None or last <= 0:
+            return
+        self.calls.append((last, max(seconds, 1e-3)))
+        wanted = last / max(seconds, 1e-3) * self.target
+        line = _cost_line(self.calls, self.SPREAD)
+        if line is None and self.line is not None:  # sizes alike: the last line, scaled to this call
+            fixed, per_byte = self.line
+            scale = max(seconds, 1e-3) / (fixed + per_byte * last)
+            line = fixed * scale, per_byte * scale
+        if line is not None:
+            self.line = line
+            fixed, per_byte = line
+            wanted = max(self.target - fixed, 0.0) / per_byte  # nothing: one file per call
+        elif seconds < self.target:  # no line yet and the sizes too alike for one: try twice as much
+            wanted = max(wanted, 2 * last)
+        self.budget = min(max(wanted, last / 2), last * self.MAX_GROWTH)
+
+
+def _cost_line(calls: collections.abc.Iterable[tuple[int, float]], spread: float) -> tuple[float, float] | None:
+    """(fixed seconds >= 0, seconds per byte > 0) of a least-squares line through (bytes, seconds),
+    or None when the sizes are too alike or the line does not slope up."""
+    points = list(calls)
+    xs = [float(b) for b, _ in points]
+    if len(points) < 2 or max(xs) - min(xs) < spread * max(xs):
+        return None
+    n, mx = len(points), sum(xs) / len(points)
+    my = sum(t for _, t in points) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (t - my) for x, (_, t) in zip(xs, points, strict=True)) / sxx
+    if slope <= 0:
+        return None
+    return max(my - slope * mx, 0.0), slope
 
 
 class FileSource(Source):
     """Subtask i of p reads files i, i+p, ... (sorted) through Spark.
 
-    Adaptive batching: a Spark call has a large fixed cost, so the number of
-    files per call doubles while a batch takes less than `target` seconds of
-    processing and halves when it takes more than twice that; a checkpoint
-    barrier waits for at most one batch.
+    Batch sizing: a Spark call has a large fixed cost (one call reading 10 files of
+    50k events took 0.93 s on 2 cores, ten calls of one file 2.67 s:
+    bench/spark_call_costs.py), so a subtask with a backlog reads as many of its next files
+    as fit a byte budget in one call (`ReadBudget`). A call's cost is a fixed part
+    plus a part per byte, fitted over the last calls' own times (the batch through
+    the chain, minus waits for room downstream); the budget is what takes `target`
+    seconds (the job's `execution.source.batch-duration`), at most 4x and at least
+    half the bytes of the last call; the first call assumes ~32 MB/s. A checkpoint
+    barrier waits for at most one batch. BATCH mode reads up to a fixed byte budget
+    instead (`byte_budget`).
 
     Monitoring (`monitor_interval` seconds in the payload; `ContinuousFileMonitor`): the source is
     unbounded. It lists the directory again at most every interval once it
@@ -160,15 +253,13 @@ class FileSource(Source):
     checked against the whole schema) and a row with undecodable bytes in a
     string column is malformed too (malformed_checks.py)."""
 
-    MAX_FILES_PER_BATCH = 64
-
     def __init__(
         self,
         payload: Payload,
         subtask: int,
         parallelism: int,
         engine: SparkEngine,
-        target: float = 0.5,
+        target: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         byte_budget: int | None = None,
     ) -> None:
@@ -180,7 +271,8 @@ class FileSource(Source):
         self.idle_wait = min(interval or 0.1, 0.1)
         # monitoring: the directory listed again every interval (the source is unbounded)
         self.monitor = ContinuousFileMonitor(payload, interval, subtask, parallelism, clock) if interval else None
-        listed = list_files(self.path, self.suffix)  # a missing input directory fails the task in both modes
+        infos = list_file_infos(self.path, self.suffix)  # a missing input directory fails the task in both modes
+        listed = [f.path for f in infos]
         self.reader.infer_schema(self.suffix)
         self.records_malformed = 0
         self.records_dropped = 0
@@ -188,11 +280,9 @@ class FileSource(Source):
         self._listed = listed
         self.skip: set[str] = set()  # fixed listing, after a rescale: names read before it (rescale.items_read)
         self.files = [] if self.monitor else listed[subtask::parallelism]
-        self.files_per_batch = 1
-        self.target = target
-        # BATCH: each Spark call reads as many files as fit in this many bytes of input (at least one)
-        self.byte_budget = byte_budget
-        self._sizes: dict[str, int] | None = None
+        # BATCH: each Spark call reads as many files as fit in byte_budget (at least one)
+        self.budget = ReadBudget(target, fixed=byte_budget)
+        self._sizes = {} if self.monitor else {f.path: f.size for f in infos}  # a fixed listing's files
         self.offset = 0  # number of my files fully emitted
 
     def snapshot(self) -> dict[str, Any]:
@@ -214,13 +304,11 @@ class FileSource(Source):
             self.monitor.restore(handle)
 
     def batch_done(self, seconds: float) -> None:
-        """Adapt the files per batch to how long the last batch took through the chain, and
-        collect the malformed-row counts of the batches the chain has run."""
+        """Size the next call from the pace of the last one (`seconds`: its own time through the
+        chain, the waits for room downstream left out), and collect the malformed-row counts of
+        the batches the chain has run."""
         self._collect(0.0)
-        if seconds < self.target:
-            self.files_per_batch = min(self.files_per_batch * 2, self.MAX_FILES_PER_BATCH)
-        elif seconds > 2 * self.target:
-            self.files_per_batch = max(1, self.files_per_batch // 2)
+        self.budget.done(seconds)
 
     def has_pending_input(self) -> bool:
         """Files of mine not read yet: queued, or in the directory now. Monitoring lists it again
@@ -238,7 +326,8 @@ class FileSource(Source):
                 self.files = self.monitor.discover(self.files)
                 if not self.files:
                     return IDLE
-            paths, self.files = self.files[: self.files_per_batch], self.files[self.files_per_batch :]
+            take = self.budget.take(self.files, self.monitor.sizes)
+            paths, self.files = self.files[:take], self.files[take:]
             self.monitor.read(paths)
         else:  # self.files: all my files; the offset is how many were read
             if self.offset >= len(self.files):
@@ -251,25 +340,9 @@ class FileSource(Source):
                     )
                     self.reader.pending = []
                 return None
-            paths = self.files[self.offset : self.offset + self._batch_files()]
+            paths = self.files[self.offset : self.offset + self.budget.take(self.files[self.offset :], self._sizes)]
         self.offset += len(paths)
         return Batch(self.engine, df=self._read(paths))
-
-    def _batch_files(self) -> int:
-        """How many of my next files one Spark call reads: the adaptive count, or in BATCH
-        mode as many as fit in the byte budget (sizes listed once, at the first call)."""
-        if self.byte_budget is None:
-            return self.files_per_batch
-        if self._sizes is None:
-            fs, _ = resolve(self.path)
-            self._sizes = {i.path: max(i.size or 0, 0) for i in fs.get_file_info(self.files)}
-        count, total = 0, 0
-        for path in self.files[self.offset :]:
-            total += self._sizes.get(path, 0)
-            if count and total > self.byte_budget:
-                break
-            count += 1
-        return max(count, 1)
 
     def _read(self, paths: list[str]) -> Any:
         """A DataFrame of the rows of `paths` that go on (see the class docstring)."""
@@ -389,9 +462,18 @@ BATCH_BYTES_PER_CALL = 512 * 1024 * 1024
 
 
 def make_source(
-    kind: OperatorKind, payload: Payload, subtask: int, parallelism: int, engine: SparkEngine, batch: bool = False
+    kind: OperatorKind,
+    payload: Payload,
+    subtask: int,
+    parallelism: int,
+    engine: SparkEngine,
+    batch: bool = False,
+    target: float = 1.0,
 ) -> Source:
-    """Build subtask `subtask` of `parallelism` of a source of `kind` (`batch`: for a BATCH job)."""
-    if batch and kind == OperatorKind.SOURCE_FILES:
-        return FileSource(payload, subtask, parallelism, engine, byte_budget=BATCH_BYTES_PER_CALL)
+    """Build subtask `subtask` of `parallelism` of a source of `kind` (`batch`: for a BATCH job;
+    `target`: a file source's seconds per Spark call when streaming)."""
+    if kind == OperatorKind.SOURCE_FILES:
+        return FileSource(
+            payload, subtask, parallelism, engine, target=target, byte_budget=BATCH_BYTES_PER_CALL if batch else None
+        )
     return SOURCES[kind](payload, subtask, parallelism, engine)

@@ -80,12 +80,14 @@ def test_late_records_go_to_the_side_output_or_are_counted(cluster, tmp_path):
     """No out-of-orderness allowed on input out of order by up to 3 s: some records are late.
     With a side output every event is either in its window's count or in the late output;
     without one, the counts and numLateRecordsDropped add up to the input."""
-    # one source subtask reading 40 files of 1 s each in order: a file's first records are up to
-    # 3 s behind the previous file's last ones, whose watermark fired their windows already
+    # one source subtask reading 40 files of 1 s each in order, a file per read (a 1 ms read): a
+    # file's first records are up to 3 s behind the previous file's last ones, whose watermark
+    # fired their windows already
     generate(str(tmp_path / "in"), events=40_000, files=40, urls=50, seed=4, disorder_ms=3_000)
     expected = expected_windows(str(tmp_path / "in"), 1_000)
     late_dir = str(tmp_path / "late")
-    job = run_windowed(cluster, tmp_path, "--window-ms", "1000", "--late-output", late_dir, parallelism=1)
+    one_file = ("--source-batch-duration", "1")
+    job = run_windowed(cluster, tmp_path, "--window-ms", "1000", "--late-output", late_dir, *one_file, parallelism=1)
     status = wait_end(cluster, job)
     late = collections.Counter()
     for url, _user, ts in committed_rows(tmp_path / "late"):
@@ -106,6 +108,7 @@ def test_late_records_go_to_the_side_output_or_are_counted(cluster, tmp_path):
         str(tmp_path / "out2"),
         "--window-ms",
         "1000",
+        *one_file,
         parallelism=1,
     )
     status = wait_end(cluster, job)

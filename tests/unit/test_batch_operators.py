@@ -184,10 +184,10 @@ def test_a_batch_file_source_reads_as_many_files_per_call_as_fit_its_byte_budget
     source = FileSource({"format": "text", "path": str(tmp_path)}, 0, 1, engine=None, byte_budget=350)
     groups = []
     while source.offset < len(source.files):
-        n = source._batch_files()
+        n = source.budget.take(source.files[source.offset :], source._sizes)
         groups.append([os.path.basename(p) for p in source.files[source.offset : source.offset + n]])
         source.offset += n
     # a, b fit (300); c, d fill the budget exactly; e alone is over it but is read; f after it
     assert groups == [["a.txt", "b.txt"], ["c.txt", "d.txt"], ["e.txt"], ["f.txt"]]
     streaming = FileSource({"format": "text", "path": str(tmp_path)}, 0, 1, engine=None)
-    assert streaming._batch_files() == 1  # adaptive: starts at one file per call
+    assert streaming.budget.take(streaming.files, streaming._sizes) == 6  # streaming: the first budget is 32 MiB
