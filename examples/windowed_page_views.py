@@ -83,19 +83,10 @@ def main() -> None:
         default=None,
         help="where the windows' state lives (state.backend; default: the job option's default, memory)",
     )
-    ap.add_argument(
-        "--source-batch-duration",
-        type=int,
-        default=None,
-        help="ms one read of the input files should take (execution.source.batch-duration; default 1000): "
-        "the watermark advances once per read, so shorter reads make more of disordered input late",
-    )
     args = ap.parse_args()
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.state_backend:
         env.set_config("state.backend", args.state_backend)
-    if args.source_batch_duration:
-        env.set_config("execution.source.batch-duration", f"{args.source_batch_duration}ms")
     if args.checkpoint_interval > 0:
         env.enable_checkpointing(args.checkpoint_interval)
     try:

@@ -373,6 +373,15 @@ SOURCE_BATCH_DURATION: JobOption[float] = JobOption(
     "a checkpoint barrier waits behind at most one call",
     "1 s",
 )
+SOURCE_MAX_FILES_PER_READ: JobOption[int] = JobOption(
+    "execution.source.max-files-per-read",
+    _integer(1),
+    256,
+    "integer >= 1",
+    "at most this many files in one read of a file source (one Spark call), whatever their size "
+    "(Structured Streaming's maxFilesPerTrigger): a lower cap makes more, smaller reads, so a backlog "
+    "is read in more steps with checkpoints between them",
+)
 
 CHECKPOINT_OPTIONS: tuple[JobOption[Any], ...] = (
     CHECKPOINTING_INTERVAL,
@@ -402,6 +411,7 @@ EXECUTION_OPTIONS: tuple[JobOption[Any], ...] = (
     SPECULATIVE_MIN_FINISHED,
     SPECULATIVE_MIN_RUNTIME,
     SOURCE_BATCH_DURATION,
+    SOURCE_MAX_FILES_PER_READ,
 )
 JOB_OPTIONS: tuple[JobOption[Any], ...] = (
     CHECKPOINT_OPTIONS
@@ -535,6 +545,19 @@ def execution(config: Mapping[str, Any]) -> Execution:
         min_finished=SPECULATIVE_MIN_FINISHED.read(config),
         min_runtime=SPECULATIVE_MIN_RUNTIME.read(config),
     )
+
+
+@dataclass(frozen=True)
+class SourceReads:
+    """How a file source sizes its Spark calls (FileSource's docstring, "Batch sizing")."""
+
+    batch_duration: float = 1.0  # seconds one call should take
+    max_files: int = 256  # files one call may read
+
+
+def source_reads(config: Mapping[str, Any]) -> SourceReads:
+    """The file-source read options of a job's configuration."""
+    return SourceReads(SOURCE_BATCH_DURATION.read(config), SOURCE_MAX_FILES_PER_READ.read(config))
 
 
 # -- documentation --------------------------------------------------------------------------

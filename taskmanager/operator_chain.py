@@ -119,7 +119,7 @@ class OperatorChain:
                 tdd.job.config, lambda: self.partitions.local_dir, tdd.execution_id, op_id
             ),
             counters=self.counted,
-            source_batch_duration=job_options.SOURCE_BATCH_DURATION.read(tdd.job.config),
+            source_reads=job_options.source_reads(tdd.job.config),
         )
 
     def writer(self, out: Any, specs: dict[str, Any]) -> RecordWriter:

@@ -42,6 +42,7 @@ class StreamExecutionEnvironment:
         self._parallelism_forced = _context.get("parallelism") is not None
         self._max_parallelism = graph.DEFAULT_MAX_PARALLELISM
         self._config: dict[str, str] = {}
+        self._forced_options: dict[str, str] = dict(_context.get("options") or {})  # `sluice run -D`
         # Whether building the job may read input files (a schema inferred from a sample, a Parquet
         # schema checked against the first footer). The JobManager builds declarative jobs with it
         # off: it reads no file a client names; the tasks check every file as they read it.
@@ -83,7 +84,8 @@ class StreamExecutionEnvironment:
 
     def set_config(self, key: str, value: Any) -> StreamExecutionEnvironment:
         """Set job option `key` (sluice/job_options.py; keys outside its families belong to the job).
-        A mistyped or unknown Sluice option, or a bad value, is a ValueError here."""
+        A mistyped or unknown Sluice option, or a bad value, is a ValueError here. `sluice run -D
+        key=value` wins over this, as `--parallelism` wins over set_parallelism."""
         try:
             job_options.check_option(key, str(value))
         except job_options.JobConfigError as exc:
@@ -250,6 +252,7 @@ class StreamExecutionEnvironment:
     def get_job_graph(self, name: str = "job") -> common_pb2.JobGraph:
         job = common_pb2.JobGraph(name=name, max_parallelism=self._max_parallelism)
         job.config.update(self._config)
+        job.config.update(self._forced_options)
         return self.stream_graph.job_graph(job, self._parallelism)
 
     # -- submission -----------------------------------------------------------

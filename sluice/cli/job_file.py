@@ -272,3 +272,21 @@ def parse_type(ddl: str) -> DataType:
         except _Unsupported:
             pass
     raise NeedsSparkSession(message_for_type(ddl))
+
+
+def parse_options(pairs: list[str]) -> dict[str, str]:
+    """`sluice run -D KEY=VALUE ...` as job options, each checked (SluiceError says which is wrong)."""
+    from sluice import job_options
+    from sluice.client import SluiceError
+
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise SluiceError(f"-D {pair!r}: expected KEY=VALUE, e.g. -D execution.checkpointing.interval=5s")
+        try:
+            job_options.check_option(key.strip(), value.strip())
+        except job_options.JobConfigError as exc:
+            raise SluiceError(f"-D {pair!r}: {exc}") from None
+        options[key.strip()] = value.strip()
+    return options

@@ -159,6 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="start the job from this savepoint, or retained checkpoint (<checkpoint dir>/<job id>/chk-<n>)",
     )
     r.add_argument(
+        "-D",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a job option (docs/configuration.md), e.g. -D execution.checkpointing.interval=5s; "
+        "repeatable; wins over the job's own env.set_config, as --parallelism does",
+    )
+    r.add_argument(
         "--allow-non-restored-state",
         action="store_true",
         help="with --from-savepoint: drop savepoint state no operator of the job claims, instead of failing",
@@ -350,8 +359,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     job_args = args.job_args
     if args.allow_non_restored_state and not args.from_savepoint:
         raise SluiceError("--allow-non-restored-state goes with --from-savepoint PATH")
+    from sluice.cli.job_file import parse_options
+
     set_execution_context(
         **_context(args),
+        options=parse_options(args.options),
         parallelism=args.parallelism,
         detach=args.detach,
         progress=True,

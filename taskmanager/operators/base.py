@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from sluice.eventtime.watermarks import WatermarkAction
 from sluice.graph import OperatorKind
+from sluice.job_options import SourceReads
 from sluice.v1.common_pb2 import TaskCounters
 from taskmanager.network.combiner import Combiner
 from taskmanager.spark_engine import Batch
@@ -65,8 +66,8 @@ class OperatorContext:
     # the task's counters an operator counts into (`ctx.counters.<field> += n`, on the task thread;
     # proto/sluice/v1/common.proto TaskCounters): a new counter is a field there and that increment
     counters: TaskCounters | None = None
-    # how long one read of a file source should take (sluice/job_options.py execution.source.batch-duration)
-    source_batch_duration: float = 1.0
+    # how a file source sizes its reads (sluice/job_options.py execution.source.*)
+    source_reads: SourceReads = SourceReads()
 
 
 @dataclasses.dataclass(frozen=True)

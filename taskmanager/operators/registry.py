@@ -87,7 +87,7 @@ def make_source_for(
     built-in source (`make_source`)."""
     if kind != OperatorKind.SOURCE_CONNECTOR:
         return make_source(
-            kind, payload, ctx.subtask, ctx.parallelism, ctx.engine, batch=ctx.batch, target=ctx.source_batch_duration
+            kind, payload, ctx.subtask, ctx.parallelism, ctx.engine, batch=ctx.batch, reads=ctx.source_reads
         )
     if request_splits is None:
         raise RuntimeError("this task's reports cannot request splits: connector sources need a leader connection")

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from sluice.checkpoints.rescale import generator_streams, items_read
 from sluice.graph import OperatorKind
+from sluice.job_options import SourceReads
 from sluice.storage import list_file_infos
 from taskmanager.operators.base import IDLE, Idle, Payload, Source
 from taskmanager.operators.file_reader import SAMPLES, FileFormatReader, printable
@@ -116,12 +117,14 @@ class ContinuousFileMonitor:
             self.sizes.pop(p, None)
 
 
+DEFAULT_READS = SourceReads()  # the job options' defaults
+
+
 class ReadBudget:
     """How many of its next files a file source reads in one Spark call (FileSource's docstring,
     "Batch sizing"): as many as fit a byte budget, at least one. Streaming, the budget follows
     the cost of the last calls; BATCH mode's is `fixed`."""
 
-    MAX_FILES = 256  # streaming: files one call may read, whatever their size
     MAX_GROWTH = 4.0  # a budget is at most this many times the bytes of the last call, at least half
     HISTORY = 6  # calls the cost line is fitted over
     SPREAD = 0.25  # their sizes must differ by this share of the largest for a fit (else: the pace alone)
@@ -130,9 +133,10 @@ class ReadBudget:
     # at one file instead cost a 1 M-event job ~35 % of its time in small calls (bench/README.md).
     FIRST_PACE = 32 * 1024 * 1024  # bytes per second
 
-    def __init__(self, target: float, fixed: int | None = None) -> None:
+    def __init__(self, target: float, fixed: int | None = None, max_files: int = 256) -> None:
         self.target = target  # seconds one call should take
         self.fixed = fixed
+        self.max_files = max_files  # files one call may read, whatever their size
         self.budget: float = fixed if fixed is not None else self.FIRST_PACE * target  # bytes
         self.last_bytes = 0  # what the last call read
         self.calls: collections.deque[tuple[int, float]] = collections.deque(maxlen=self.HISTORY)
@@ -144,7 +148,7 @@ class ReadBudget:
         count, total = 0, 0
         # BATCH: never over the budget; streaming: the nearest fit (a file counts in if half of it fits)
         share = 1.0 if self.fixed is not None else 0.5
-        for path in files if self.fixed is not None else files[: self.MAX_FILES]:
+        for path in files[: self.max_files]:
             size = sizes.get(path, 0)
             if count and total + share * size > self.budget:
                 break
@@ -205,7 +209,8 @@ class FileSource(Source):
     plus a part per byte, fitted over the last calls' own times (the batch through
     the chain, minus waits for room downstream); the budget is what takes `target`
     seconds (the job's `execution.source.batch-duration`), at most 4x and at least
-    half the bytes of the last call; the first call assumes ~32 MB/s. A checkpoint
+    half the bytes of the last call; the first call assumes ~32 MB/s. A call reads at
+    most `execution.source.max-files-per-read` files (256) in either mode. A checkpoint
     barrier waits for at most one batch. BATCH mode reads up to a fixed byte budget
     instead (`byte_budget`).
 
@@ -259,7 +264,7 @@ class FileSource(Source):
         subtask: int,
         parallelism: int,
         engine: SparkEngine,
-        target: float = 1.0,
+        reads: SourceReads = DEFAULT_READS,
         clock: Callable[[], float] = time.monotonic,
         byte_budget: int | None = None,
     ) -> None:
@@ -281,7 +286,7 @@ class FileSource(Source):
         self.skip: set[str] = set()  # fixed listing, after a rescale: names read before it (rescale.items_read)
         self.files = [] if self.monitor else listed[subtask::parallelism]
         # BATCH: each Spark call reads as many files as fit in byte_budget (at least one)
-        self.budget = ReadBudget(target, fixed=byte_budget)
+        self.budget = ReadBudget(reads.batch_duration, fixed=byte_budget, max_files=reads.max_files)
         self._sizes = {} if self.monitor else {f.path: f.size for f in infos}  # a fixed listing's files
         self.offset = 0  # number of my files fully emitted
 
@@ -468,12 +473,12 @@ def make_source(
     parallelism: int,
     engine: SparkEngine,
     batch: bool = False,
-    target: float = 1.0,
+    reads: SourceReads = DEFAULT_READS,
 ) -> Source:
     """Build subtask `subtask` of `parallelism` of a source of `kind` (`batch`: for a BATCH job;
-    `target`: a file source's seconds per Spark call when streaming)."""
+    `reads`: how a file source sizes its Spark calls)."""
     if kind == OperatorKind.SOURCE_FILES:
         return FileSource(
-            payload, subtask, parallelism, engine, target=target, byte_budget=BATCH_BYTES_PER_CALL if batch else None
+            payload, subtask, parallelism, engine, reads=reads, byte_budget=BATCH_BYTES_PER_CALL if batch else None
         )
     return SOURCES[kind](payload, subtask, parallelism, engine)

@@ -34,6 +34,18 @@ JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
 CLUSTER_STARTS: list[str] = []
 
 
+# Job options (`sluice run -D`) for a test whose kill, stop or failover must land mid-job: a file
+# source reads a test's whole backlog in one or two Spark calls (FileSource, "Batch sizing"), so
+# these cap a call at a few files and the input is read in many steps with checkpoints between.
+SMALL_READS = {"execution.source.max-files-per-read": "2"}
+ONE_FILE_READS = {"execution.source.max-files-per-read": "1"}
+
+
+def option_args(options: dict[str, str] | None) -> list[str]:
+    """`sluice run` flags for job options: -D KEY=VALUE each."""
+    return [arg for key, value in (options or {}).items() for arg in ("-D", f"{key}={value}")]
+
+
 HA_SESSION_TIMEOUT = 4.0  # seconds: the HA cluster's ZooKeeper sessions (a killed leader's is gone this soon)
 
 
@@ -158,9 +170,11 @@ class LocalCluster:
     def client(self) -> JobManagerClient:
         return JobManagerClient.from_context({"cluster_dir": self.dir})
 
-    def run(self, jobfile: str, *job_args: str, parallelism: int | None = None) -> str:
-        """Submit detached through the CLI; returns the job id (the last line)."""
-        args = ["run", jobfile, "--detach", "--cluster-dir", self.dir]
+    def run(
+        self, jobfile: str, *job_args: str, parallelism: int | None = None, options: dict[str, str] | None = None
+    ) -> str:
+        """Submit detached through the CLI (`options`: job options, as -D); returns the job id (the last line)."""
+        args = ["run", jobfile, "--detach", "--cluster-dir", self.dir, *option_args(options)]
         if parallelism:
             args += ["--parallelism", str(parallelism)]
         out = sluice(*args, "--", *job_args).stdout.strip().splitlines()

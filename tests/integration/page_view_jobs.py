@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from harness import EXAMPLES, LocalCluster, assert_update_stream, last_line, read_counts, sluice
+from harness import EXAMPLES, SMALL_READS, LocalCluster, assert_update_stream, last_line, read_counts, sluice
 from helpers import wait_until
 
 sys.path.insert(0, EXAMPLES)
@@ -49,7 +49,8 @@ def run_page_views(cluster: LocalCluster, inp: Input, out: Any, *extra: str, par
 def start_page_views(
     cluster: LocalCluster, tmp_path: Any, events: int = 300_000, files: int = 120, interval: int = 300
 ) -> tuple[str, dict[str, int]]:
-    """Generate `events` into tmp_path/in and submit page_views over them; (job id, expected counts)."""
+    """Generate `events` into tmp_path/in and submit page_views over them, read in small calls
+    (SMALL_READS: a kill or failover lands mid-job); (job id, expected counts)."""
     expected = generate(str(tmp_path / "in"), events=events, files=files, urls=3_000, seed=5)
     job_id = cluster.run(
         PAGE_VIEWS,
@@ -60,6 +61,7 @@ def start_page_views(
         "--checkpoint-interval",
         str(interval),
         parallelism=2,
+        options=SMALL_READS,
     )
     return job_id, expected
 

@@ -13,7 +13,7 @@ import sqlite3
 from collections import Counter
 
 import pytest
-from harness import JOBS, kill_taskmanager_running, sluice, wait_for
+from harness import JOBS, SMALL_READS, kill_taskmanager_running, sluice, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,9 @@ def table(db) -> dict[tuple[str, str], int]:
 def test_headerless_csv_two_keys_sqlite_exact_after_a_kill(cluster, tmp_path):
     expected = write_input(tmp_path / "in", files=60, rows=3_000, seed=22)
     db = tmp_path / "totals.db"
-    job_id = cluster.run(os.path.join(JOBS, "csv_totals_sqlite.py"), str(tmp_path / "in"), str(db), parallelism=2)
+    job_id = cluster.run(
+        os.path.join(JOBS, "csv_totals_sqlite.py"), str(tmp_path / "in"), str(db), parallelism=2, options=SMALL_READS
+    )
     wait_for(
         cluster,
         job_id,

@@ -16,6 +16,8 @@ import pytest
 from harness import (
     EXAMPLES,
     JOBS,
+    ONE_FILE_READS,
+    SMALL_READS,
     committed_rows,
     kill9,
     kill_taskmanager_running,
@@ -53,9 +55,16 @@ def assert_windows_exact(directory, expected) -> None:
     assert not missing and not wrong and not extra, (missing[:3], wrong[:3], extra[:3], len(got), len(want))
 
 
-def run_windowed(cluster, work, *args, parallelism=2) -> str:
+def run_windowed(cluster, work, *args, parallelism=2, options=None) -> str:
     return cluster.run(
-        WINDOWED, "--input", str(work / "in"), "--output", str(work / "out"), *args, parallelism=parallelism
+        WINDOWED,
+        "--input",
+        str(work / "in"),
+        "--output",
+        str(work / "out"),
+        *args,
+        parallelism=parallelism,
+        options=options,
     )
 
 
@@ -80,14 +89,15 @@ def test_late_records_go_to_the_side_output_or_are_counted(cluster, tmp_path):
     """No out-of-orderness allowed on input out of order by up to 3 s: some records are late.
     With a side output every event is either in its window's count or in the late output;
     without one, the counts and numLateRecordsDropped add up to the input."""
-    # one source subtask reading 40 files of 1 s each in order, a file per read (a 1 ms read): a
+    # one source subtask reading 40 files of 1 s each in order, a file per read: a
     # file's first records are up to 3 s behind the previous file's last ones, whose watermark
     # fired their windows already
     generate(str(tmp_path / "in"), events=40_000, files=40, urls=50, seed=4, disorder_ms=3_000)
     expected = expected_windows(str(tmp_path / "in"), 1_000)
     late_dir = str(tmp_path / "late")
-    one_file = ("--source-batch-duration", "1")
-    job = run_windowed(cluster, tmp_path, "--window-ms", "1000", "--late-output", late_dir, *one_file, parallelism=1)
+    job = run_windowed(
+        cluster, tmp_path, "--window-ms", "1000", "--late-output", late_dir, parallelism=1, options=ONE_FILE_READS
+    )
     status = wait_end(cluster, job)
     late = collections.Counter()
     for url, _user, ts in committed_rows(tmp_path / "late"):
@@ -108,8 +118,8 @@ def test_late_records_go_to_the_side_output_or_are_counted(cluster, tmp_path):
         str(tmp_path / "out2"),
         "--window-ms",
         "1000",
-        *one_file,
         parallelism=1,
+        options=ONE_FILE_READS,
     )
     status = wait_end(cluster, job)
     counted = sum(c for _u, _s, _e, c in window_rows(tmp_path / "out2"))
@@ -226,6 +236,7 @@ def start_long_windowed(cluster, tmp_path):
         "1500",
         "--checkpoint-interval",
         "300",
+        options=SMALL_READS,  # a kill lands mid-job
     )
 
 

@@ -177,6 +177,7 @@ def test_without_hard_links_the_local_sink_falls_back_to_check_then_move(tmp_pat
 
 
 def test_a_batch_file_source_reads_as_many_files_per_call_as_fit_its_byte_budget(tmp_path):
+    from sluice.job_options import SourceReads
     from taskmanager.operators.sources import FileSource
 
     for name, size in (("a", 100), ("b", 200), ("c", 300), ("d", 50), ("e", 900), ("f", 10)):
@@ -191,3 +192,10 @@ def test_a_batch_file_source_reads_as_many_files_per_call_as_fit_its_byte_budget
     assert groups == [["a.txt", "b.txt"], ["c.txt", "d.txt"], ["e.txt"], ["f.txt"]]
     streaming = FileSource({"format": "text", "path": str(tmp_path)}, 0, 1, engine=None)
     assert streaming.budget.take(streaming.files, streaming._sizes) == 6  # streaming: the first budget is 32 MiB
+    # execution.source.max-files-per-read caps a call in both modes, whatever the bytes
+    capped = FileSource({"format": "text", "path": str(tmp_path)}, 0, 1, engine=None, reads=SourceReads(max_files=2))
+    assert capped.budget.take(capped.files, capped._sizes) == 2
+    capped = FileSource(
+        {"format": "text", "path": str(tmp_path)}, 0, 1, engine=None, reads=SourceReads(max_files=1), byte_budget=350
+    )
+    assert capped.budget.take(capped.files, capped._sizes) == 1

@@ -56,12 +56,13 @@ def test_shrinks_when_calls_slow_down_and_grows_back():
 
 
 def test_a_backlog_of_small_files_is_capped_in_files():
-    budget = ReadBudget(target=1.0)
     tiny = dict.fromkeys(FILES, 10)
-    for _ in range(10):
-        n = budget.take(FILES, tiny)
-        budget.done(0.01)
-    assert n == ReadBudget.MAX_FILES
+    for cap, budget in ((256, ReadBudget(target=1.0)), (3, ReadBudget(target=1.0, max_files=3))):
+        taken = []
+        for _ in range(10):
+            taken.append(budget.take(FILES, tiny))
+            budget.done(0.01)
+        assert max(taken) == taken[-1] == cap  # execution.source.max-files-per-read (default 256)
 
 
 def test_a_file_over_a_fixed_budget_is_read_alone_and_unknown_sizes_count_zero():
