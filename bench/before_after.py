@@ -2,7 +2,7 @@
 change lands with (bench/README.md), from one run on one machine.
 
     python bench/before_after.py --before COMMIT [--runs 5] [--events 1000000]
-        [--events-per-file 12500,50000] [--taskmanagers 1] [--slots 2]
+        [--events-per-file 12500,50000] [--urls 10000] [--taskmanagers 1] [--slots 2]
         [--checkpoint-interval 1000] [--title TEXT] [--out bench/RESULTS.md] [--no-append] [--workdir DIR]
 
 Two clusters side by side (`sluice cluster start`, TaskManagers x slots each): one runs this
@@ -10,7 +10,8 @@ checkout, the other COMMIT checked out into a temporary git worktree (its CLI an
 starts run that commit's code). Each gets one uncounted warm-up job, then examples/page_views.py
 runs (parallelism 2) on each in turn, the order flipped every round, over inputs of --events events in files of
 each --events-per-file size (examples/generate_page_views.py; 12,500 is the throughput suite's file,
-50,000 the profile's). Per run: submission to FINISHED (the JobManager's timestamps) and events/s;
+50,000 the profile's; --urls: the pool of urls, the keys, drawn Zipf-distributed: a large pool makes
+a large keyed state). Per run: submission to FINISHED (the JobManager's timestamps) and events/s;
 every output is checked exactly (bench/output_check.py) and a run that fails the check is reported
 and left out. Medians with bootstrap 95 % intervals (bench/stats.py).
 """
@@ -48,6 +49,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5, help="measured runs per condition and input")
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--events-per-file", default="12500,50000", help="one input per size, comma-separated")
+    ap.add_argument("--urls", type=int, default=10_000, help="urls to draw from (the job's keys)")
     ap.add_argument("--taskmanagers", type=int, default=1)
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--checkpoint-interval", type=int, default=1000, help="ms")
@@ -68,7 +70,8 @@ def main() -> int:
     try:
         for per_file in [int(x) for x in args.events_per_file.split(",")]:
             path = os.path.join(work, f"in-{per_file}")
-            inputs[per_file] = (path, dict(generate(path, events=args.events, files=max(1, args.events // per_file))))
+            counts = generate(path, events=args.events, files=max(1, args.events // per_file), urls=args.urls)
+            inputs[per_file] = (path, dict(counts))
         for name, repo in ((after, REPO), (before, worktree)):
             directory = os.path.join(work, "cluster-" + name.split()[0])
             clusters[name] = Cluster(directory, args.taskmanagers, args.slots, repo=repo).start()
@@ -95,8 +98,10 @@ def main() -> int:
         remove_worktree(REPO, worktree)
         finish_workdir(work, temp, log)
     lines = section_head(args.title, command, facts)
+    distinct = len(next(iter(inputs.values()))[1]) if inputs else 0
     lines += [
-        f"examples/page_views.py at parallelism 2 on {args.events:,} events, "
+        f"examples/page_views.py at parallelism 2 on {args.events:,} events "
+        f"({distinct:,} distinct urls of {args.urls:,}), "
         f"{args.taskmanagers} TaskManager(s) x {args.slots} slots per cluster, checkpoints every "
         f"{args.checkpoint_interval} ms; {args.runs} runs per condition and input, alternating. "
         "Submission to FINISHED, median [95 % interval]; events/s from the median.",

@@ -62,7 +62,7 @@ import psutil
 import pytest
 from harness import (
     JOBS,
-    ONE_FILE_READS,
+    SMALL_READS,
     committed_rows,
     kill_process_tree,
     last_line,
@@ -449,9 +449,9 @@ def test_bounded_input_stopped_resumed_at_lower_parallelism_and_killed(cluster, 
     steps: list[str] = []
     t0 = time.monotonic()
     jobs: list[str] = []
-    one_file = option_args(ONE_FILE_READS)  # a file per read: the stop and the kill land mid-input
+    small = option_args(SMALL_READS)  # two files per read: the stop and the kill land mid-input
     try:
-        jobs.append(job := run(cluster, feed, root, backend, 2, *one_file, watch=False))
+        jobs.append(job := run(cluster, feed, root, backend, 2, *small, watch=False))
         wait_for(cluster, job, lambda s: s["last_completed_checkpoint"], "a checkpoint", TIMEOUT)
         path = last_line(sluice("stop", job, "--savepoint-dir", str(tmp_path / "sp"), "--cluster-dir", cluster.dir))
         assert cluster.status(job)["state"] == "FINISHED"
@@ -459,7 +459,7 @@ def test_bounded_input_stopped_resumed_at_lower_parallelism_and_killed(cluster, 
         assert at_stop < len(feed.rows), "the stop came after the whole input was read: not mid-way"
         step_log(steps, f"stop-with-savepoint at p=2 after {at_stop} of {len(feed.rows)} rows", t0)
 
-        jobs.append(job := run(cluster, feed, root, backend, 1, "--from-savepoint", path, *one_file, watch=False))
+        jobs.append(job := run(cluster, feed, root, backend, 1, "--from-savepoint", path, *small, watch=False))
         wait_for(
             cluster, job, lambda s: s["state"] == "RUNNING" and s["last_completed_checkpoint"], "a checkpoint", TIMEOUT
         )
