@@ -29,7 +29,7 @@ keys and avg existed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Hashable, Iterator, Sequence
 from typing import Any, Self
 
 import pyarrow as pa
@@ -42,7 +42,9 @@ from taskmanager.spark_engine import Batch
 from taskmanager.state import backend as state_backend
 from taskmanager.state import rocksdb_backend
 from taskmanager.state.backend import KeyedValues, NativeRestore, StateBackendConfig
+from taskmanager.state.memory_backend import MemoryKeyedValues
 from taskmanager.state.rocksdb_backend import RocksDBKeyedValues
+from taskmanager.state.snapshot_cache import SnapshotCache
 
 __all__ = [
     "KEY_GROUP",
@@ -172,6 +174,8 @@ class KeyedAggregate(Operator):
         self.tag = tag
         # key (a value, or a tuple of several) -> (key group, (partial, ...)), in the job's state backend
         self.state: KeyedValues = state_backend.create(backend, tag)
+        # memory backend: the last snapshot and the keys put since, so a checkpoint costs the changes
+        self.snapshots = SnapshotCache(self.keys) if isinstance(self.state, MemoryKeyedValues) else None
         self.batch = batch  # BATCH: emit every key's final value once, at end_input
         self.engine = engine
         # the Arrow types of the key columns and partials, from the batches seen (for end_input's rows)
@@ -222,6 +226,8 @@ class KeyedAggregate(Operator):
             put_values.append(new)
         if put_keys:
             self.state.put_many(put_keys, put_kgs, put_values)
+            if self.snapshots is not None:
+                self.snapshots.changed(put_keys)
         if not put_keys or self.batch:  # an update stream: only keys whose value changed
             return None
         return Batch(batch.engine, table=self._rows(put_keys, put_values, self._key_types, self._partial_types))
@@ -299,11 +305,24 @@ class KeyedAggregate(Operator):
         self.state.close()
 
     def snapshot_table(self) -> pa.Table:
-        """A consistent copy of the state as rows (taken on the task thread; written elsewhere)."""
+        """A consistent copy of the state as rows (taken on the task thread; written elsewhere).
+        The memory backend's is the last one patched with the keys put since (SnapshotCache)."""
+        if self.snapshots is None or not isinstance(self.state, MemoryKeyedValues):
+            return self._snapshot_rows(None)
+        return self.snapshots.take(self._snapshot_rows, len(self.state))
+
+    def _snapshot_rows(self, only: Collection[Hashable] | None) -> pa.Table:
+        """The snapshot rows of the keys `only` (None: every key)."""
         keys: list[Any] = []
         kgs: list[int] = []
         entries: list[tuple[Any, ...]] = []
-        for key, kg, values in self.state.items():
+        items: Iterator[tuple[Any, int, tuple[Any, ...]]]
+        if only is None:
+            items = self.state.items()
+        else:
+            assert isinstance(self.state, MemoryKeyedValues)
+            items = self.state.items_of(only)
+        for key, kg, values in items:
             keys.append(key)
             kgs.append(kg)
             entries.append(values)
@@ -320,6 +339,8 @@ class KeyedAggregate(Operator):
 
     def restore_table(self, table: pa.Table | None) -> None:
         self.state.clear()
+        if self.snapshots is not None:
+            self.snapshots.reset()
         if table is None:
             return
         keys = self._key_list([table.column(k) for k in self.keys])
