@@ -68,7 +68,7 @@ class SnapshotCache:
         if not self.dirty:
             return last
         keys = self.dirty
-        if len(self.key_columns) > 1 and any(k is None or None in k for k in keys):  # type: ignore[operator]
+        if len(self.key_columns) > 1 and any(k is None or (isinstance(k, tuple) and None in k) for k in keys):
             return None  # a null in a composite key matches nothing in a join: built whole
         fresh = rows(keys)
         if fresh.schema != last.schema:
