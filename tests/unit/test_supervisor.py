@@ -21,7 +21,7 @@ from sluice.cluster_file import ClusterFile, ProcessEntry
 STAND_IN = (
     "import sys, time\n"
     "if sys.argv[1] == 'ready':\n"
-    "    open(sys.argv[3], 'w').write('127.0.0.1:1\\n')\n"
+    "    open(sys.argv[sys.argv.index('--address-file') + 1], 'w').write('127.0.0.1:1\\n')\n"
     "time.sleep(600)\n"
 )
 
