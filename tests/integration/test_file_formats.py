@@ -15,7 +15,7 @@ import sys
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 import pytest
-from harness import EXAMPLES, JOBS, kill_taskmanager_running, sluice, wait_for
+from harness import EXAMPLES, JOBS, SMALL_READS, kill_taskmanager_running, sluice, wait_for
 from helpers import wait_until
 
 from sluice import read_output
@@ -61,7 +61,15 @@ def test_parquet_in_parquet_and_json_out_exactly_once_across_a_taskmanager_kill(
     expected, events = parquet_events(tmp_path, events=200_000, files=80, urls=2_000, seed=21)
     out, copy = tmp_path / "out", tmp_path / "copy"
     job_id = cluster.run(
-        JOB, str(tmp_path / "in"), str(out), "--copy", str(copy), "--checkpoint-interval", "300", parallelism=2
+        JOB,
+        str(tmp_path / "in"),
+        str(out),
+        "--copy",
+        str(copy),
+        "--checkpoint-interval",
+        "300",
+        parallelism=2,
+        options=SMALL_READS,  # the kill lands mid-job
     )
     wait_for(
         cluster,

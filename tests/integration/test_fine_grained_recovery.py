@@ -11,7 +11,7 @@ import os
 import sys
 
 import pytest
-from harness import EXAMPLES, JOBS, kill_process_tree, pid_at, sluice, wait_for
+from harness import EXAMPLES, JOBS, SMALL_READS, kill_process_tree, pid_at, sluice, wait_for
 
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
@@ -51,6 +51,7 @@ def test_kill_of_a_taskmanager_restarts_only_the_lost_subtasks_region(cluster, t
         "300",
         "0.15",
         parallelism=2,
+        options=SMALL_READS,  # many slow batches: the kill lands mid-job
     )
     status = wait_for(
         cluster,

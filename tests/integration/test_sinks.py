@@ -11,7 +11,7 @@ import sqlite3
 import sys
 
 import pytest
-from harness import EXAMPLES, kill_taskmanager_running, sluice, wait_for
+from harness import EXAMPLES, SMALL_READS, kill_taskmanager_running, sluice, wait_for
 
 sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
@@ -19,7 +19,7 @@ from generate_page_views import generate
 pytestmark = pytest.mark.integration
 
 
-def run_page_views(cluster, tmp_path, *extra: str) -> str:
+def run_page_views(cluster, tmp_path, *extra: str, options=None) -> str:
     return cluster.run(
         os.path.join(EXAMPLES, "page_views.py"),
         "--input",
@@ -30,6 +30,7 @@ def run_page_views(cluster, tmp_path, *extra: str) -> str:
         str(tmp_path / "counts.db"),
         *extra,
         parallelism=2,
+        options=options,
     )
 
 
@@ -69,7 +70,7 @@ def test_without_checkpoints_the_table_is_written_at_the_end_of_the_input(cluste
 def test_the_sqlite_table_is_exact_after_the_taskmanager_is_killed(cluster, tmp_path):
     expected = generate(str(tmp_path / "in"), events=200_000, files=80, urls=2_000, seed=13)
     db = tmp_path / "counts.db"
-    job_id = run_page_views(cluster, tmp_path, "--checkpoint-interval", "300")
+    job_id = run_page_views(cluster, tmp_path, "--checkpoint-interval", "300", options=SMALL_READS)  # a kill mid-job
     wait_for(
         cluster,
         job_id,

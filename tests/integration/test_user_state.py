@@ -17,6 +17,7 @@ import pytest
 from harness import (
     EXAMPLES,
     JOBS,
+    SMALL_READS,
     checkpoint_root,
     committed_rows,
     kill_taskmanager_running,
@@ -133,6 +134,7 @@ def test_click_join_pairs_each_click_with_its_impression_once_across_a_taskmanag
         "--checkpoint-interval",
         "300",
         parallelism=2,
+        options=SMALL_READS,  # the kill lands mid-job
     )
     wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
     kill_taskmanager_running(cluster, job)
