@@ -3,6 +3,7 @@ generated data, alternating run by run, each output checked against its system's
 timed from the outside in the same way (first input read → last result committed).
 
     python bench/state_bench.py [--quick] [--jobs dedup,join] [--events 400000] [--users 20000]
+        [--dedup-operator process|builtin]
         [--ttl-ms 60000] [--impressions 750000] [--upper-ms 600000] [--disorder-ms 2000] [--runs 5]
         [--peer-shuffle 2,200] [--no-count-calls] [--skip-sluice] [--skip-peer] [--max-foreign-cores 0.3]
         [--out bench/RESULTS.md] [--workdir DIR] [--keep-workdir]
@@ -506,6 +507,7 @@ class SluiceSide(paired_runs.SluiceSide):
         if job.name == "dedup":
             path = job_file or DEDUP_JOB
             args = ["--input", inputs["input"], "--ttl-ms", str(inputs["ttl_ms"])]
+            args += ["--builtin"] if inputs.get("builtin") else []  # stream.deduplicate, not the function
         else:
             path = job_file or JOIN_JOB
             args = ["--impressions", inputs["impressions"], "--clicks", inputs["clicks"]]
@@ -605,7 +607,8 @@ def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: S
         L.append(
             f"**dedup**: {plan['dedup_events']:,} page views ({plan['dedup_files']} files) of {plan['users']:,} users "
             f"(seed {PAGE_SEED}), timestamps out of order by up to {plan['disorder_ms']:,} ms. Sluice "
-            f"`examples/dedup.py --ttl-ms {plan['ttl_ms']} --out-of-orderness-ms {plan['disorder_ms']}`: per user, "
+            f"`examples/dedup.py --ttl-ms {plan['ttl_ms']} --out-of-orderness-ms {plan['disorder_ms']}"
+            f"{' --builtin' if plan.get('dedup_operator') == 'builtin' else ''}`: per user, "
             f"the first event within {plan['ttl_ms']:,} ms of event time, in timestamp order "
             f'({plan["expected_dedup"]:,} events expected). Peer: `withWatermark("et", "{plan["ttl_ms"]} '
             'milliseconds")` + `dropDuplicatesWithinWatermark(["user"])`: the first arrival per user, kept '
@@ -694,7 +697,9 @@ def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: S
 # ================================================================================================
 # main
 # ================================================================================================
-def prepare_dedup(work: str, events: int, users: int, disorder_ms: int, ttl_ms: int) -> tuple[Data, dict]:
+def prepare_dedup(
+    work: str, events: int, users: int, disorder_ms: int, ttl_ms: int, builtin: bool = False
+) -> tuple[Data, dict]:
     from generate_page_views import generate
 
     data = os.path.join(work, "page-views")
@@ -711,7 +716,7 @@ def prepare_dedup(work: str, events: int, users: int, disorder_ms: int, ttl_ms: 
 
     d = Data(
         JOBS["dedup"],
-        {"job": "dedup", "input": data, "ttl_ms": ttl_ms, "delay_ms": disorder_ms},
+        {"job": "dedup", "input": data, "ttl_ms": ttl_ms, "delay_ms": disorder_ms, "builtin": builtin},
         [data],
         len(frame),
         check,
@@ -775,6 +780,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=None, help="measured runs per system and job (5; quick 2)")
     paired_runs.add_peer_args(ap, "job")
     ap.add_argument("--no-count-calls", action="store_true", help="skip the instrumented dedup run")
+    ap.add_argument(
+        "--dedup-operator",
+        choices=("process", "builtin"),
+        default="process",
+        help="Sluice's dedup: examples/dedup.py's process function, or its --builtin stream.deduplicate",
+    )
     paired_runs.add_run_args(ap, 600)
     args = ap.parse_args()
     if args.child:
@@ -811,7 +822,9 @@ def main() -> int:
     data: dict[str, Data] = {}
     t0 = time.monotonic()
     if "dedup" in jobs:
-        data["dedup"], facts_d = prepare_dedup(work, events, users, args.disorder_ms, args.ttl_ms)
+        builtin = args.dedup_operator == "builtin"
+        data["dedup"], facts_d = prepare_dedup(work, events, users, args.disorder_ms, args.ttl_ms, builtin)
+        facts_d["dedup_operator"] = args.dedup_operator
         plan.update(facts_d)
         log(
             f"dedup: {facts_d['dedup_events']:,} events of {users:,} users, {facts_d['expected_dedup']:,} expected "
@@ -828,7 +841,7 @@ def main() -> int:
     bench = Bench(args, work, data)
 
     def count_calls() -> None:
-        if SLUICE in systems and "dedup" in jobs and not args.no_count_calls:
+        if SLUICE in systems and "dedup" in jobs and not args.no_count_calls and args.dedup_operator == "process":
             calls = bench.count_calls()
             if calls is not None:
                 plan["calls"] = calls | {"run": bench.n}

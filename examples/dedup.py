@@ -1,7 +1,7 @@
 """Reference job for keyed state and timers: the first event per user within a time-to-live.
 
     sluice run examples/dedup.py -- --input DIR --output DIR --ttl-ms 60000
-        [--out-of-orderness-ms 2000] [--checkpoint-interval 1000] [--state-backend rocksdb]
+        [--out-of-orderness-ms 2000] [--checkpoint-interval 1000] [--state-backend rocksdb] [--builtin]
 
 Reads page-view events {"url": str, "user": int, "ts": int} from INPUT/*.jsonl
 (`generate_page_views.py --users N` makes users repeat) and writes `user,ts,url` for each
@@ -13,6 +13,10 @@ batched. The process function keeps, per user, the events waiting for the waterm
 at the latest waiting event or, with none waiting, when the user is to be forgotten (`ttl`
 after their last kept event), so state stays bounded by the users active within the TTL. It
 returns its rows as a list of dicts, the cheapest form for a few rows.
+
+`--builtin` computes the same output with the built-in operator instead,
+`stream.deduplicate("user", within_ms=ttl)` (docs/user-state.md#deduplicate): vectorized, no
+Python call per user, the way to deduplicate unless the rule needs code of its own.
 """
 
 import argparse
@@ -62,13 +66,22 @@ class FirstWithinTtl:
 
 
 def build(
-    env: StreamExecutionEnvironment, input_dir: str, output_dir: str, ttl_ms: int, out_of_orderness_ms: int
+    env: StreamExecutionEnvironment,
+    input_dir: str,
+    output_dir: str,
+    ttl_ms: int,
+    out_of_orderness_ms: int,
+    builtin: bool = False,
 ) -> None:
     events = env.from_files(input_dir, format="json", schema="url string, user long, ts long", name="page views")
     timed = events.assign_timestamps_and_watermarks(
         WatermarkStrategy.for_bounded_out_of_orderness(out_of_orderness_ms).with_timestamp_column("ts")
     )
-    firsts = timed.key_by("user").process(FirstWithinTtl(ttl_ms), output_schema="user bigint, ts bigint, url string")
+    if builtin:
+        firsts = timed.deduplicate("user", within_ms=ttl_ms)
+    else:
+        schema = "user bigint, ts bigint, url string"
+        firsts = timed.key_by("user").process(FirstWithinTtl(ttl_ms), output_schema=schema)
     firsts.sink_to(FileSink(output_dir, columns=("user", "ts", "url")), name="firsts sink")
 
 
@@ -85,6 +98,7 @@ def main() -> None:
         default="memory",
         help="where the per-user state and timers live (docs/state-backends.md)",
     )
+    ap.add_argument("--builtin", action="store_true", help="the built-in deduplicate operator, not the function")
     args = ap.parse_args()
     if args.ttl_ms <= 0:
         ap.error("--ttl-ms must be > 0")
@@ -92,7 +106,7 @@ def main() -> None:
     if args.checkpoint_interval > 0:
         env.enable_checkpointing(args.checkpoint_interval)
     env.set_config("state.backend", args.state_backend)
-    build(env, args.input, args.output, args.ttl_ms, args.out_of_orderness_ms)
+    build(env, args.input, args.output, args.ttl_ms, args.out_of_orderness_ms, builtin=args.builtin)
     env.execute("dedup")
 
 

@@ -118,6 +118,37 @@ class DataStream:
             "windows hold each key's records apart"
         )
 
+    def deduplicate(
+        self, keys: str | Sequence[str], within_ms: int, time: str = "event", name: str | None = None
+    ) -> DataStream:
+        """Per key (one column or several), the first row, then each row at least `within_ms`
+        after the last one kept; the others are dropped (docs/user-state.md#deduplicate).
+        Vectorized: no Python call per key. `time="event"` (needs assign_timestamps_and_watermarks
+        upstream): rows wait for the watermark and go in event-time order, so the result does
+        not depend on batching; rows behind the watermark are late, dropped and counted.
+        `time="processing"`: each row is decided as it arrives. A key is forgotten `within_ms`
+        after its last kept row. The output has the input's columns."""
+        columns = key_columns([keys] if isinstance(keys, str) else [list(keys)])
+        if isinstance(within_ms, bool) or not isinstance(within_ms, int) or within_ms <= 0:
+            raise ValueError(f"deduplicate(within_ms=...) must be a whole number of ms > 0, got {within_ms!r}")
+        if time not in ("event", "processing"):
+            raise ValueError(f"deduplicate(time=...) is 'event' or 'processing', got {time!r}")
+        known = self.schema
+        for c in columns:
+            if known is not None and c not in known:
+                raise ValueError(f"deduplicate(keys=...): the stream has {known.missing(c)}")
+        payload: dict[str, Any] = {"keys": list(columns), "within_ms": within_ms, "time": time}
+        if time == "event":
+            column = self._graph.timestamp_column(self._op_id)
+            if column is None:
+                raise ValueError(
+                    "deduplicate(time='event'): the stream has no event time; call "
+                    "assign_timestamps_and_watermarks(...) first, or use time='processing'"
+                )
+            payload["timestamp"] = column
+        name = name or f"deduplicate by {', '.join(columns)}"
+        return self._then(OperatorKind.DEDUPLICATE, payload, name, keys=columns)
+
     def join_table(
         self,
         table_fn: Callable[[Any], Any],

@@ -213,6 +213,24 @@ def check_process(c: OperatorConfig) -> None:
         raise JobValidationError(f"{where}.state_ttl_ms", f"must be a whole number of ms > 0, got {ttl!r}")
 
 
+def check_deduplicate(c: OperatorConfig) -> None:
+    """deduplicate: keys, within_ms, the time it goes by and, in event time, the time column."""
+    where, p = c.where, c.p
+    keys = p.get("keys")
+    if not (isinstance(keys, list) and keys and all(isinstance(k, str) and k for k in keys)):
+        raise JobValidationError(f"{where}.keys", f"deduplicate needs its key columns, got {keys!r}")
+    within = p.get("within_ms")
+    if isinstance(within, bool) or not isinstance(within, int) or within <= 0:
+        raise JobValidationError(f"{where}.within_ms", f"must be a whole number of ms > 0, got {within!r}")
+    if p.get("time") not in ("event", "processing"):
+        raise JobValidationError(f"{where}.time", f"must be 'event' or 'processing', got {p.get('time')!r}")
+    if p["time"] == "event" and not (isinstance(p.get("timestamp"), str) and p["timestamp"]):
+        raise JobValidationError(
+            f"{where}.timestamp",
+            "event-time deduplication needs the event-time column (assign_timestamps_and_watermarks first)",
+        )
+
+
 def check_join_table(c: OperatorConfig) -> None:
     """join_table: join columns, how, refresh and the table function."""
     where, op, p = c.where, c.op, c.p

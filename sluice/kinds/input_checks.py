@@ -135,6 +135,12 @@ def aggregate_inputs(c: OperatorInputs) -> None:
             raise JobValidationError(field, f"{fn} needs a numeric column; {col!r} is {t}")
 
 
+def deduplicate_columns(c: OperatorInputs) -> None:
+    """deduplicate's event-time column is one its input has."""
+    if c.schemas and c.p.get("time") == "event" and c.p.get("timestamp"):
+        require_columns(f"{c.where}.config.timestamp", c.schemas[0], [c.p["timestamp"]])
+
+
 def file_sink_columns(c: OperatorInputs) -> None:
     """A file sink's columns are in its input; a text sink writes exactly one."""
     _sink_columns(c, with_key=False)

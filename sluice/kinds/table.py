@@ -54,6 +54,7 @@ class OperatorKind(enum.StrEnum):
     WINDOW_JOIN = "window_join"  # two keyed streams joined per event-time window (docs/user-state.md)
     SOURCE_CONNECTOR = "source_connector"  # env.from_source(source): a sluice.connectors Source
     SINK_CONNECTOR = "sink_connector"  # stream.sink_to(sink) of a sluice.connectors Sink
+    DEDUPLICATE = "deduplicate"  # stream.deduplicate(keys, within_ms, time) (docs/user-state.md)
 
 
 states.register_proto(OperatorKind, common_pb2.OperatorKind, "OPERATOR_KIND_")
@@ -214,6 +215,15 @@ DESCRIPTORS: dict[OperatorKind, OperatorDescriptor] = {
             out.interval_join,
             moves.event_time,
             check_inputs=ins.two_keyed_inputs,
+        ),
+        OperatorDescriptor(
+            K.DEDUPLICATE,
+            R.OPERATOR,
+            cfg.check_deduplicate,
+            out.same_as_input,
+            moves.event_time,  # the waiting rows and remembered keys are keyed state
+            keyed=True,
+            check_columns=(ins.deduplicate_columns,),
         ),
         OperatorDescriptor(
             K.JOIN_TABLE,

@@ -59,6 +59,7 @@ class OperatorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATOR_KIND_WINDOW_JOIN: _ClassVar[OperatorKind]
     OPERATOR_KIND_SOURCE_CONNECTOR: _ClassVar[OperatorKind]
     OPERATOR_KIND_SINK_CONNECTOR: _ClassVar[OperatorKind]
+    OPERATOR_KIND_DEDUPLICATE: _ClassVar[OperatorKind]
 
 class Partitioning(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -123,6 +124,7 @@ OPERATOR_KIND_BROADCAST_PROCESS: OperatorKind
 OPERATOR_KIND_WINDOW_JOIN: OperatorKind
 OPERATOR_KIND_SOURCE_CONNECTOR: OperatorKind
 OPERATOR_KIND_SINK_CONNECTOR: OperatorKind
+OPERATOR_KIND_DEDUPLICATE: OperatorKind
 PARTITIONING_UNSPECIFIED: Partitioning
 PARTITIONING_FORWARD: Partitioning
 PARTITIONING_HASH: Partitioning

@@ -18,6 +18,7 @@ from taskmanager.connectors.source import ConnectorSource
 from taskmanager.network.combiner import Combiner
 from taskmanager.operators.base import Operator, OperatorContext, Payload, Source
 from taskmanager.operators.broadcast_process import BroadcastProcess
+from taskmanager.operators.deduplicate import Deduplicate
 from taskmanager.operators.interval_join import IntervalJoin
 from taskmanager.operators.keyed_aggregate import KeyedAggregate
 from taskmanager.operators.keyed_process import KeyedProcess
@@ -47,6 +48,7 @@ OPERATORS: dict[OperatorKind, type[Operator]] = {
     OperatorKind.BROADCAST_PROCESS: BroadcastProcess,
     OperatorKind.WINDOW_JOIN: WindowJoin,
     OperatorKind.SINK_CONNECTOR: ConnectorSink,
+    OperatorKind.DEDUPLICATE: Deduplicate,
 }
 
 
