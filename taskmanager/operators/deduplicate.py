@@ -17,11 +17,11 @@ kept. A key is forgotten `within_ms` after its last kept row.
 
 State: one keyed table per key-group range (the waiting rows, and each remembered key's last
 kept time in `LAST`), and the watermark and late count inline; restored at any parallelism.
+Keys are remembered in dictionaries updated in bulk per batch and swept once per `within_ms`.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Self
@@ -79,8 +79,9 @@ class Deduplicate(Operator):
         self.watermark = MIN_WATERMARK
         self.records_late_dropped = 0
         self.waiting: pa.Table | None = None  # event time: rows the watermark has not passed
-        self.last: dict[Hashable, tuple[int, int]] = {}  # key -> (key group, last kept time)
-        self.expiry: list[tuple[int, Any]] = []  # (when a key may be forgotten, key), a heap
+        self.last: dict[Hashable, int] = {}  # key -> its last kept row's time
+        self.groups: dict[Hashable, int] = {}  # key -> its key group (for snapshots)
+        self.swept = MIN_WATERMARK  # when the remembered keys were last swept (`_forget`)
         self._key_types: list[pa.DataType] | None = None
 
     @classmethod
@@ -152,15 +153,17 @@ class Deduplicate(Operator):
         starts = np.flatnonzero(change)
         segments = np.cumsum(change) - 1
         keys = _keys_at(rows, self.keys, starts)
-        base = np.array([e[1] if (e := self.last.get(k)) is not None else _NEVER for k in keys], dtype=np.int64)
+        get = self.last.get
+        base = np.array([get(k, _NEVER) for k in keys], dtype=np.int64)
         times = rows.column(_TIME).to_numpy(zero_copy_only=False).astype(np.int64)
         before = base.copy()
         kept = first_within(times, segments, base, self.within)
-        groups = rows.column(KEY_GROUP).to_numpy(zero_copy_only=False)
-        for s in np.flatnonzero(base != before):
-            key, at = keys[s], int(base[s])
-            self.last[key] = (int(groups[starts[s]]), at)
-            heapq.heappush(self.expiry, (at + self.within, key))
+        changed = np.flatnonzero(base != before)
+        if changed.size:  # remembered in bulk: no Python statement per key
+            changed_keys = [keys[s] for s in changed.tolist()]
+            self.last.update(zip(changed_keys, base[changed].tolist(), strict=True))
+            groups = rows.column(KEY_GROUP).take(pa.array(starts[changed])).to_pylist()
+            self.groups.update(zip(changed_keys, groups, strict=True))
         return rows.filter(pa.array(kept))
 
     def _emit(self, kept: pa.Table) -> Batch | None:
@@ -169,13 +172,17 @@ class Deduplicate(Operator):
         return Batch(self.engine, table=kept.drop_columns([_TIME, KEY_GROUP]))
 
     def _forget(self, now: int) -> None:
-        """Drop the keys whose last kept row is `within` or more behind `now`."""
-        expiry, last = self.expiry, self.last
-        while expiry and expiry[0][0] <= now:
-            at, key = heapq.heappop(expiry)
-            entry = last.get(key)
-            if entry is not None and entry[1] + self.within == at:
-                del last[key]
+        """Drop the keys whose last kept row is `within` or more behind `now`: no later row can
+        be their duplicate. A sweep looks at every remembered key, so it runs once per
+        `within` of time; a key not swept yet still decides correctly (its rows are kept)."""
+        if now - self.swept < self.within:
+            return
+        self.swept = now
+        cutoff = now - self.within
+        stale = [k for k, at in self.last.items() if at <= cutoff]
+        for k in stale:
+            del self.last[k]
+            del self.groups[k]
 
     # -- checkpoints ----------------------------------------------------------------------------
     def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:  # noqa: ARG002 — keyed state is not per checkpoint
@@ -190,21 +197,21 @@ class Deduplicate(Operator):
 
     def _last_table(self) -> pa.Table:
         keys: list[Any] = list(self.last)
-        entries = list(self.last.values())
+        times = list(self.last.values())
         columns: dict[str, Any] = {}
         types = self._key_types or [None] * len(self.keys)
         for i, name in enumerate(self.keys):
             values = keys if len(self.keys) == 1 else [k[i] for k in keys]
             columns[name] = pa.array(values, type=types[i])
-        columns[KEY_GROUP] = pa.array([e[0] for e in entries], pa.int32())
-        columns[LAST] = pa.array([e[1] for e in entries], pa.int64())
+        columns[KEY_GROUP] = pa.array([self.groups[k] for k in keys], pa.int32())
+        columns[LAST] = pa.array(times, pa.int64())
         return pa.table(columns)
 
     def restore(self, state: OperatorSnapshot) -> None:
         inline = state.inline or {}
         self.watermark = int(inline.get("watermark", MIN_WATERMARK))
         self.records_late_dropped = int(inline.get("late_dropped", 0))
-        self.waiting, self.last, self.expiry = None, {}, []
+        self.waiting, self.last, self.groups, self.swept = None, {}, {}, MIN_WATERMARK
         table = state.keyed
         if table is None or table.num_rows == 0:
             return
@@ -214,10 +221,8 @@ class Deduplicate(Operator):
             entries = table.filter(remembered)
             keys = _keys_at(entries, self.keys, np.arange(entries.num_rows))
             groups = entries.column(KEY_GROUP).to_pylist()
-            for key, kg, at in zip(keys, groups, entries.column(LAST).to_pylist(), strict=True):
-                self.last[key] = (kg, at)
-                self.expiry.append((at + self.within, key))
-            heapq.heapify(self.expiry)
+            self.last = dict(zip(keys, entries.column(LAST).to_pylist(), strict=True))
+            self.groups = dict(zip(keys, groups, strict=True))
             table = table.filter(pc.invert(remembered)).drop_columns([LAST])
         if table.num_rows and self.event_time:
             self.waiting = table.append_column(_TIME, timestamps_ms(table.column(self.timestamp)))
