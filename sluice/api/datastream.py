@@ -29,6 +29,7 @@ from sluice.api.joins import IntervalJoinBuilder, JoinBuilder
 from sluice.api.stream_graph import StreamGraph
 from sluice.api.windowing import WindowedStream
 from sluice.connectors.api import Sink
+from sluice.eventtime import TimeDomain
 from sluice.eventtime.watermarks import WatermarkStrategy
 from sluice.eventtime.windows import WindowAssigner
 from sluice.graph import OperatorKind, Partitioning
@@ -131,14 +132,14 @@ class DataStream:
         columns = key_columns([keys] if isinstance(keys, str) else [list(keys)])
         if isinstance(within_ms, bool) or not isinstance(within_ms, int) or within_ms <= 0:
             raise ValueError(f"deduplicate(within_ms=...) must be a whole number of ms > 0, got {within_ms!r}")
-        if time not in ("event", "processing"):
+        if time not in tuple(TimeDomain):
             raise ValueError(f"deduplicate(time=...) is 'event' or 'processing', got {time!r}")
         known = self.schema
         for c in columns:
             if known is not None and c not in known:
                 raise ValueError(f"deduplicate(keys=...): the stream has {known.missing(c)}")
         payload: dict[str, Any] = {"keys": list(columns), "within_ms": within_ms, "time": time}
-        if time == "event":
+        if time == TimeDomain.EVENT_TIME:
             column = self._graph.timestamp_column(self._op_id)
             if column is None:
                 raise ValueError(

@@ -10,5 +10,15 @@ Pure cores only — no threads, no I/O, no clock (time is an argument):
   and session merging.
 """
 
+import enum
+
 MIN_WATERMARK = -(2**63)  # nothing seen yet: every timestamp is ahead of it
 MAX_WATERMARK = 2**63 - 1  # end of input: every window fires
+
+
+class TimeDomain(enum.StrEnum):
+    """The time an operator goes by: a timer's (taskmanager/state/timer_service.py) or
+    deduplicate's `time=`."""
+
+    EVENT_TIME = "event"
+    PROCESSING_TIME = "processing"

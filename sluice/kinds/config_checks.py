@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from sluice.eventtime import TimeDomain
 from sluice.kinds.common import AGGREGATE_FUNCTIONS, MAX_ID_LENGTH, JobValidationError, aggregate_keys, positive_number
 from sluice.v1 import common_pb2
 
@@ -222,9 +223,9 @@ def check_deduplicate(c: OperatorConfig) -> None:
     within = p.get("within_ms")
     if isinstance(within, bool) or not isinstance(within, int) or within <= 0:
         raise JobValidationError(f"{where}.within_ms", f"must be a whole number of ms > 0, got {within!r}")
-    if p.get("time") not in ("event", "processing"):
+    if p.get("time") not in tuple(TimeDomain):
         raise JobValidationError(f"{where}.time", f"must be 'event' or 'processing', got {p.get('time')!r}")
-    if p["time"] == "event" and not (isinstance(p.get("timestamp"), str) and p["timestamp"]):
+    if p["time"] == TimeDomain.EVENT_TIME and not (isinstance(p.get("timestamp"), str) and p["timestamp"]):
         raise JobValidationError(
             f"{where}.timestamp",
             "event-time deduplication needs the event-time column (assign_timestamps_and_watermarks first)",

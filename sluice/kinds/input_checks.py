@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from sluice import schema as schemas
+from sluice.eventtime import TimeDomain
 from sluice.kinds.common import (
     NUMERIC_AGGREGATES,
     JobValidationError,
@@ -137,7 +138,7 @@ def aggregate_inputs(c: OperatorInputs) -> None:
 
 def deduplicate_columns(c: OperatorInputs) -> None:
     """deduplicate's event-time column is one its input has."""
-    if c.schemas and c.p.get("time") == "event" and c.p.get("timestamp"):
+    if c.schemas and c.p.get("time") == TimeDomain.EVENT_TIME and c.p.get("timestamp"):
         require_columns(f"{c.where}.config.timestamp", c.schemas[0], [c.p["timestamp"]])
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.eventtime import MIN_WATERMARK
+from sluice.eventtime import MIN_WATERMARK, TimeDomain
 from sluice.eventtime.timestamps import timestamps_ms
 from sluice.graph import OperatorKind
 from sluice.key_groups import KEY_GROUP
@@ -72,7 +72,7 @@ class Deduplicate(Operator):
         self.name = ctx.name
         self.keys: list[str] = list(payload["keys"])
         self.within = int(payload["within_ms"])
-        self.event_time = payload.get("time", "event") == "event"
+        self.event_time = payload.get("time", TimeDomain.EVENT_TIME) == TimeDomain.EVENT_TIME
         self.timestamp: str | None = payload.get("timestamp")
         self.clock = clock
         self.engine = ctx.engine

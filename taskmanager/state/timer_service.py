@@ -10,15 +10,13 @@ has passed fires at the next `due` call. The timers are part of the operator's k
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 from collections.abc import Hashable, Iterable
 
+from sluice.eventtime import TimeDomain
 
-class TimeDomain(enum.StrEnum):
-    EVENT_TIME = "event"
-    PROCESSING_TIME = "processing"
+__all__ = ["TimeDomain", "TimerService"]
 
 
 class TimerService:
