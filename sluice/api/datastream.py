@@ -130,8 +130,8 @@ class DataStream:
         `time="processing"`: each row is decided as it arrives. A key is forgotten `within_ms`
         after its last kept row. The output has the input's columns."""
         columns = key_columns([keys] if isinstance(keys, str) else [list(keys)])
-        if isinstance(within_ms, bool) or not isinstance(within_ms, int) or within_ms <= 0:
-            raise ValueError(f"deduplicate(within_ms=...) must be a whole number of ms > 0, got {within_ms!r}")
+        if isinstance(within_ms, bool) or not isinstance(within_ms, int) or not 0 < within_ms <= 2**53:
+            raise ValueError(f"deduplicate(within_ms=...) must be a whole number of ms in 1..2**53, got {within_ms!r}")
         if time not in tuple(TimeDomain):
             raise ValueError(f"deduplicate(time=...) is 'event' or 'processing', got {time!r}")
         known = self.schema

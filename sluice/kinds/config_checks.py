@@ -214,6 +214,10 @@ def check_process(c: OperatorConfig) -> None:
         raise JobValidationError(f"{where}.state_ttl_ms", f"must be a whole number of ms > 0, got {ttl!r}")
 
 
+# deduplicate's within_ms: at most 2**53 ms (about 285,000 years), so a time plus it stays in int64
+MAX_DEDUPLICATE_WITHIN_MS = 2**53
+
+
 def check_deduplicate(c: OperatorConfig) -> None:
     """deduplicate: keys, within_ms, the time it goes by and, in event time, the time column."""
     where, p = c.where, c.p
@@ -221,8 +225,10 @@ def check_deduplicate(c: OperatorConfig) -> None:
     if not (isinstance(keys, list) and keys and all(isinstance(k, str) and k for k in keys)):
         raise JobValidationError(f"{where}.keys", f"deduplicate needs its key columns, got {keys!r}")
     within = p.get("within_ms")
-    if isinstance(within, bool) or not isinstance(within, int) or within <= 0:
-        raise JobValidationError(f"{where}.within_ms", f"must be a whole number of ms > 0, got {within!r}")
+    if isinstance(within, bool) or not isinstance(within, int) or not 0 < within <= MAX_DEDUPLICATE_WITHIN_MS:
+        raise JobValidationError(
+            f"{where}.within_ms", f"must be a whole number of ms in 1..{MAX_DEDUPLICATE_WITHIN_MS:,}, got {within!r}"
+        )
     if p.get("time") not in tuple(TimeDomain):
         raise JobValidationError(f"{where}.time", f"must be 'event' or 'processing', got {p.get('time')!r}")
     if p["time"] == TimeDomain.EVENT_TIME and not (isinstance(p.get("timestamp"), str) and p["timestamp"]):

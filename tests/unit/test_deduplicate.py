@@ -176,3 +176,32 @@ def test_first_within_keeps_a_chain_per_key_in_rounds():
     kept = first_within(times, segments, base, 1_000)
     assert kept.tolist() == [True, False, True, False, True, False, False]
     assert base.tolist() == [2_100, 5]
+
+
+def test_the_api_and_the_job_check_refuse_bad_settings_with_the_field_named():
+    import json
+
+    from sluice import graph
+    from sluice.api import StreamExecutionEnvironment, WatermarkStrategy
+
+    env = StreamExecutionEnvironment()
+    events = env.from_collection([{"user": 1, "ts": 5}])
+    with pytest.raises(ValueError, match="no event time"):
+        events.deduplicate("user", within_ms=10)
+    timed = events.assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_bounded_out_of_orderness(0).with_timestamp_column("ts")
+    )
+    for within in (0, -1, True, 1.5, 2**53 + 1):
+        with pytest.raises(ValueError, match="within_ms"):
+            timed.deduplicate("user", within_ms=within)
+    with pytest.raises(ValueError, match="'event' or 'processing'"):
+        timed.deduplicate("user", within_ms=10, time="ingestion")
+    timed.deduplicate(["user"], within_ms=10).print()
+    job = env.get_job_graph("dedup")
+    graph.validate(job)
+    [i] = [n for n, op in enumerate(job.operators) if json.loads(op.config).get("within_ms") == 10]
+    for bad, field in (({"within_ms": 2**60}, "within_ms"), ({"time": "ingestion"}, "time"), ({"keys": []}, "keys")):
+        forged = env.get_job_graph("dedup")  # a client may send any config: the JobManager checks it again
+        forged.operators[i].config = json.dumps({**json.loads(forged.operators[i].config), **bad})
+        with pytest.raises(graph.JobValidationError, match=rf"^operators\[{i}\]\.config\.{field}: "):
+            graph.validate(forged)
