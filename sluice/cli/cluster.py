@@ -287,13 +287,14 @@ def start(
         raise
 
 
-def parse_options(pairs: list[str]) -> dict[str, str]:
-    """`-D key=value` pairs of `cluster start` (ClusterError naming a malformed one)."""
+def parse_options(pairs: list[str], example: str = "task.cancellation.timeout=10s") -> dict[str, str]:
+    """`-D key=value` pairs of `cluster start`, or of `sluice run` (ClusterError naming a
+    malformed one; `example`: a well-formed pair for its message)."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ClusterError(f"-D {pair!r}: expected KEY=VALUE, e.g. -D task.cancellation.timeout=10s")
+            raise ClusterError(f"-D {pair!r}: expected KEY=VALUE, e.g. -D {example}")
         out[key.strip()] = value.strip()
     return out
 

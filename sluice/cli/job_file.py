@@ -277,16 +277,17 @@ def parse_type(ddl: str) -> DataType:
 def parse_options(pairs: list[str]) -> dict[str, str]:
     """`sluice run -D KEY=VALUE ...` as job options, each checked (SluiceError says which is wrong)."""
     from sluice import job_options
+    from sluice.cli.cluster import ClusterError
+    from sluice.cli.cluster import parse_options as key_value_pairs
     from sluice.client import SluiceError
 
-    options: dict[str, str] = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            raise SluiceError(f"-D {pair!r}: expected KEY=VALUE, e.g. -D execution.checkpointing.interval=5s")
+    try:
+        options = key_value_pairs(pairs, example="execution.checkpointing.interval=5s")
+    except ClusterError as exc:
+        raise SluiceError(str(exc)) from None
+    for key, value in options.items():
         try:
-            job_options.check_option(key.strip(), value.strip())
+            job_options.check_option(key, value)
         except job_options.JobConfigError as exc:
-            raise SluiceError(f"-D {pair!r}: {exc}") from None
-        options[key.strip()] = value.strip()
+            raise SluiceError(f"-D {f'{key}={value}'!r}: {exc}") from None
     return options

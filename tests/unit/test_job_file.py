@@ -157,3 +157,25 @@ def test_every_command_takes_its_cluster_directory_from_sluice_cluster_dir(monke
     assert _context(parser.parse_args(["list", "--cluster-dir", "other"]))["cluster_dir"] == "other"  # a flag wins
     monkeypatch.delenv("SLUICE_CLUSTER_DIR")
     assert build_parser().parse_args(["cluster", "stop"]).dir == ".sluice"
+
+
+def test_run_options_are_key_value_pairs_each_checked_as_a_job_option():
+    """`sluice run -D KEY=VALUE`: the pairs split as `cluster start -D` splits its own, then each is
+    checked as the job API checks set_config (the last of a key repeated wins)."""
+    from sluice.cli.job_file import parse_options
+    from sluice.client import SluiceError
+
+    assert parse_options(["execution.source.max-files-per-read=2", " state.backend = rocksdb", "x.y=1"]) == {
+        "execution.source.max-files-per-read": "2",
+        "state.backend": "rocksdb",
+        "x.y": "1",
+    }
+    assert parse_options(["state.backend=memory", "state.backend=rocksdb"]) == {"state.backend": "rocksdb"}
+    with pytest.raises(SluiceError, match=r"^-D 'nokey': expected KEY=VALUE, e\.g\. -D execution\.checkpointing"):
+        parse_options(["nokey"])
+    with pytest.raises(SluiceError, match=r"^-D '=3': expected KEY=VALUE"):
+        parse_options(["=3"])
+    with pytest.raises(SluiceError, match=r"^-D 'execution.source.max-files-per-read=0': .*an integer >= 1"):
+        parse_options(["execution.source.max-files-per-read=0"])
+    with pytest.raises(SluiceError, match="did you mean 'execution.source.max-files-per-read'"):
+        parse_options(["execution.source.max-files=2"])
