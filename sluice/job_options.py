@@ -551,8 +551,8 @@ def execution(config: Mapping[str, Any]) -> Execution:
 class SourceReads:
     """How a file source sizes its Spark calls (FileSource's docstring, "Batch sizing")."""
 
-    batch_duration: float = 1.0  # seconds one call should take
-    max_files: int = 256  # files one call may read
+    batch_duration: float = SOURCE_BATCH_DURATION.default  # seconds one call should take
+    max_files: int = SOURCE_MAX_FILES_PER_READ.default  # files one call may read
 
 
 def source_reads(config: Mapping[str, Any]) -> SourceReads:

@@ -33,6 +33,7 @@ from sluice.eventtime import TimeDomain
 from sluice.eventtime.watermarks import WatermarkStrategy
 from sluice.eventtime.windows import WindowAssigner
 from sluice.graph import OperatorKind, Partitioning
+from sluice.kinds.config_checks import MAX_DEDUPLICATE_WITHIN_MS
 
 # A PySpark function DataFrame -> DataFrame (a filter's may return a boolean Column).
 Body = Callable[[Any], Any]
@@ -130,8 +131,11 @@ class DataStream:
         `time="processing"`: each row is decided as it arrives. A key is forgotten `within_ms`
         after its last kept row. The output has the input's columns."""
         columns = key_columns([keys] if isinstance(keys, str) else [list(keys)])
-        if isinstance(within_ms, bool) or not isinstance(within_ms, int) or not 0 < within_ms <= 2**53:
-            raise ValueError(f"deduplicate(within_ms=...) must be a whole number of ms in 1..2**53, got {within_ms!r}")
+        most = MAX_DEDUPLICATE_WITHIN_MS
+        if isinstance(within_ms, bool) or not isinstance(within_ms, int) or not 0 < within_ms <= most:
+            raise ValueError(
+                f"deduplicate(within_ms=...) must be a whole number of ms in 1..{most:,}, got {within_ms!r}"
+            )
         if time not in tuple(TimeDomain):
             raise ValueError(f"deduplicate(time=...) is 'event' or 'processing', got {time!r}")
         known = self.schema

@@ -199,14 +199,16 @@ def _check_event_time(c: OperatorConfig, kind: str) -> None:
         raise JobValidationError(where, f"operator {op.name or op.id!r}: {exc}") from None
 
 
+def _require_key_columns(field: str, keys: Any, needs: str) -> None:
+    """JobValidationError at `field` unless `keys` is a non-empty list of column names."""
+    if not (isinstance(keys, list) and keys and all(isinstance(k, str) and k for k in keys)):
+        raise JobValidationError(field, f"{needs}, got {keys!r}")
+
+
 def check_process(c: OperatorConfig) -> None:
     """A process function (keyed, or with broadcast state): keys, function, state TTL."""
     where, op, p = c.where, c.op, c.p
-    process_keys = p.get("keys")
-    if not (isinstance(process_keys, list) and process_keys and all(isinstance(k, str) and k for k in process_keys)):
-        raise JobValidationError(
-            f"{where}.keys", f"a process function needs the key columns of its key_by, got {process_keys!r}"
-        )
+    _require_key_columns(f"{where}.keys", p.get("keys"), "a process function needs the key columns of its key_by")
     if "process" not in op.code:
         raise JobValidationError(f"{where.rsplit('.', 1)[0]}.code.process", "a process operator needs its function")
     ttl = p.get("state_ttl_ms")
@@ -221,9 +223,7 @@ MAX_DEDUPLICATE_WITHIN_MS = 2**53
 def check_deduplicate(c: OperatorConfig) -> None:
     """deduplicate: keys, within_ms, the time it goes by and, in event time, the time column."""
     where, p = c.where, c.p
-    keys = p.get("keys")
-    if not (isinstance(keys, list) and keys and all(isinstance(k, str) and k for k in keys)):
-        raise JobValidationError(f"{where}.keys", f"deduplicate needs its key columns, got {keys!r}")
+    _require_key_columns(f"{where}.keys", p.get("keys"), "deduplicate needs its key columns")
     within = p.get("within_ms")
     if isinstance(within, bool) or not isinstance(within, int) or not 0 < within <= MAX_DEDUPLICATE_WITHIN_MS:
         raise JobValidationError(
@@ -266,9 +266,7 @@ def check_window_join(c: OperatorConfig) -> None:
 def _check_join(c: OperatorConfig, windowed: bool) -> None:
     where, p = c.where, c.p
     for name in ("keys", "right_keys") if windowed else ("keys",):
-        join_keys = p.get(name)
-        if not (isinstance(join_keys, list) and join_keys and all(isinstance(k, str) and k for k in join_keys)):
-            raise JobValidationError(f"{where}.{name}", f"a join needs its key columns, got {join_keys!r}")
+        _require_key_columns(f"{where}.{name}", p.get(name), "a join needs its key columns")
     if windowed:
         from sluice.eventtime.windows import PaneWindows, window_from_config
 

@@ -133,7 +133,7 @@ class ReadBudget:
     # at one file instead cost a 1 M-event job ~35 % of its time in small calls (bench/README.md).
     FIRST_PACE = 32 * 1024 * 1024  # bytes per second
 
-    def __init__(self, target: float, fixed: int | None = None, max_files: int = 256) -> None:
+    def __init__(self, target: float, fixed: int | None = None, max_files: int = DEFAULT_READS.max_files) -> None:
         self.target = target  # seconds one call should take
         self.fixed = fixed
         self.max_files = max_files  # files one call may read, whatever their size
