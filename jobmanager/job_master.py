@@ -33,7 +33,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import Any
 
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter
@@ -540,7 +540,7 @@ class JobMaster:
         if ha is not None:
             info = self.info(0)
             if state is not None:
-                info.state = cast(common_pb2.JobState, to_proto(state))
+                info.state = to_proto(state)
             # The job result store keeps the head of a long failure, storage its full text
             # (jobmanager/ha/zookeeper.py); the status shows what a later leader will show.
             self.failure = ha.compact_failure(self.job_id, self.failure)

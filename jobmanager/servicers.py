@@ -25,7 +25,7 @@ import json
 import logging
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import grpc
 
@@ -205,7 +205,7 @@ class JobManagerServicer(_Base, jobmanager_pb2_grpc.JobManagerServicer):
         self, request: jobmanager_pb2.CancelJobRequest, _context: grpc.ServicerContext
     ) -> jobmanager_pb2.CancelJobResponse:
         state = self.dispatcher.cancel(request.job_id)
-        return jobmanager_pb2.CancelJobResponse(state=cast(common_pb2.JobState, to_proto(state)))
+        return jobmanager_pb2.CancelJobResponse(state=to_proto(state))
 
     @translated
     def GetCluster(
@@ -289,7 +289,7 @@ class ResourceManagerServicer(_Base, jobmanager_pb2_grpc.ResourceManagerServicer
             not_negative(request.size_bytes, "size_bytes"),
             identity=peer_identity(context),
         )
-        return jobmanager_pb2.AcknowledgeCheckpointResponse(outcome=cast(jobmanager_pb2.AckOutcome, to_proto(outcome)))
+        return jobmanager_pb2.AcknowledgeCheckpointResponse(outcome=to_proto(outcome))
 
     @translated
     def RequestSplits(

@@ -14,7 +14,7 @@ Flink's names: JobStatus, ExecutionState, CheckpointStatus.
 from __future__ import annotations
 
 import enum
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
@@ -142,6 +142,22 @@ def register_proto(cls: type[enum.StrEnum], wrapper: EnumTypeWrapper, prefix: st
     _PROTO[cls] = (wrapper, prefix)
 
 
+@overload
+def to_proto(member: JobStatus) -> common_pb2.JobState: ...
+@overload
+def to_proto(member: ExecutionState) -> common_pb2.ExecutionState: ...
+@overload
+def to_proto(member: CheckpointStatus) -> common_pb2.CheckpointStatus: ...
+@overload
+def to_proto(member: SavepointStatus) -> common_pb2.SavepointStatus: ...
+@overload
+def to_proto(member: ReconfigurationStatus) -> common_pb2.ReconfigurationStatus: ...
+@overload
+def to_proto(member: AckOutcome) -> jobmanager_pb2.AckOutcome: ...
+@overload
+def to_proto(member: FailureCause) -> jobmanager_pb2.FailureCause: ...
+@overload
+def to_proto(member: enum.StrEnum) -> int: ...  # an enum given to register_proto
 def to_proto(member: enum.StrEnum) -> int:
     """The proto enum value of `member` (ValueError for a member the wire does not carry)."""
     wrapper, prefix = _PROTO[type(member)]

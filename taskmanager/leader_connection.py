@@ -20,14 +20,13 @@ import logging
 import queue
 import threading
 import time
-from typing import cast
 
 import grpc
 
 from sluice import rpc
 from sluice.retries import RetryCallState, retrying
 from sluice.states import ExecutionState, FailureCause, to_proto
-from sluice.v1 import common_pb2, jobmanager_pb2, jobmanager_pb2_grpc
+from sluice.v1 import jobmanager_pb2, jobmanager_pb2_grpc
 from taskmanager.task import Task
 from taskmanager.task_messages import Failure
 from taskmanager.task_registry import TaskRegistry
@@ -169,7 +168,7 @@ class LeaderConnection:
             job_id=task.job_id,
             attempt=task.tdd.attempt,
             execution_id=task.execution_id,
-            state=cast(common_pb2.ExecutionState, to_proto(state)),
+            state=to_proto(state),
             counters=task.counters(),
             bad_record_samples=task.bad_record_samples,
             end_of_input=end_of_input,
@@ -178,7 +177,7 @@ class LeaderConnection:
             msg.watermark = watermark
         if failure is not None:
             msg.error = failure.error
-            msg.failure_cause = cast(jobmanager_pb2.FailureCause, to_proto(failure.cause))
+            msg.failure_cause = to_proto(failure.cause)
             if failure.cause == FailureCause.PEER_UNREACHABLE:
                 msg.unreachable_peer = failure.unreachable_peer
         self._reports.put(("UpdateTaskExecutionState", msg))

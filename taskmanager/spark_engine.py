@@ -199,13 +199,14 @@ class SparkEngine:
 class Batch:
     """Rows of one step of a chain, as a DataFrame (lazy) or Arrow table."""
 
-    def __init__(self, engine: SparkEngine, df: Any = None, table: pa.Table | None = None) -> None:
-        self.engine = engine
+    def __init__(self, engine: SparkEngine | None, df: Any = None, table: pa.Table | None = None) -> None:
+        self.engine = engine  # None: Arrow rows only (an operator context without Spark, as in unit tests)
         self._df = df  # a pyspark DataFrame
         self._table = table
 
     def dataframe(self) -> Any:
         if self._df is None:
+            assert self.engine is not None, "an Arrow batch without a SparkEngine has no DataFrame"
             self._df = self.engine.spark.createDataFrame(self._table)
             self._table = None
         return self._df

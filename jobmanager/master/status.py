@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from jobmanager.checkpoint.coordinator import CheckpointStats
 from jobmanager.checkpoint.savepoints import SavepointRequest
@@ -206,7 +206,7 @@ def job_info(s: JobSnapshot) -> common_pb2.JobInfo:
     info = common_pb2.JobInfo(
         job_id=s.job_id,
         name=s.name,
-        state=cast(common_pb2.JobState, to_proto(s.state)),
+        state=to_proto(s.state),
         restarts=s.restarts,
         leader=s.leader,
         message=_message(s),
@@ -229,7 +229,7 @@ def job_info(s: JobSnapshot) -> common_pb2.JobInfo:
     for r in cp.savepoints:
         info.savepoints.add(
             request_id=r.request_id,
-            status=cast(common_pb2.SavepointStatus, to_proto(r.status)),
+            status=to_proto(r.status),
             path=r.path,
             failure=r.failure,
             checkpoint_id=r.checkpoint_id,
@@ -242,7 +242,7 @@ def job_info(s: JobSnapshot) -> common_pb2.JobInfo:
         info.tasks.add(
             operator=t.operator,
             subtask=t.subtask,
-            state=cast(common_pb2.ExecutionState, to_proto(t.state)),
+            state=to_proto(t.state),
             taskmanager=t.taskmanager,
             error=t.error,
             counters=records.counters,
@@ -263,7 +263,7 @@ def job_info(s: JobSnapshot) -> common_pb2.JobInfo:
         end = st.end_time if st.end_time is not None else s.monotonic_now
         info.checkpoints.add(
             checkpoint_id=st.checkpoint_id,
-            status=cast(common_pb2.CheckpointStatus, to_proto(st.status)),
+            status=to_proto(st.status),
             trigger_ms=int(s.now_ms - (s.monotonic_now - st.trigger_time) * 1000),
             duration_ms=int((end - st.trigger_time) * 1000),
             size_bytes=st.size,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any, assert_never, cast
+from typing import Any, assert_never
 
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata
@@ -63,7 +63,7 @@ class Outcome:
             parallelism=self.plan.parallelism,
             redeployed=self.redeployed,
             switched=self.switched,
-            status=cast(common_pb2.ReconfigurationStatus, to_proto(self.status)),
+            status=to_proto(self.status),
             checkpoint_id=self.checkpoint_id,
             trigger_ms=self.trigger_ms,
             pause_ms=self.pause_ms,

@@ -25,7 +25,7 @@ class SlotsAssigned:
 @dataclasses.dataclass(frozen=True)
 class TaskStateReported:
     execution_id: str
-    state: ExecutionState  # a plain name ("RUNNING") is accepted and coerced by handle()
+    state: ExecutionState | str  # a plain name ("RUNNING") is accepted and coerced by handle()
     error: str = ""
     now: float = 0.0
     cause: FailureCause | None = None  # with FAILED: the cause the TaskManager reported

@@ -45,7 +45,7 @@ class ConnectorSource(Source):
         self,
         payload: Payload,
         ctx: ReaderContext,
-        engine: SparkEngine,
+        engine: SparkEngine | None,
         request: Requester,
         tag: str = "",
         clock: Callable[[], float] = time.monotonic,

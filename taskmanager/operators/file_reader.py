@@ -32,8 +32,8 @@ class FileFormatReader:
     """Reads a file source's files of one format into DataFrames, observing each batch's rows
     and malformed rows while the chain's own Spark action runs (no second pass)."""
 
-    def __init__(self, payload: Payload, engine: SparkEngine) -> None:
-        self.engine = engine
+    def __init__(self, payload: Payload, engine: SparkEngine | None) -> None:
+        self.engine = engine  # None: no Spark (listing, budgets and monitoring work; reading does not)
         self.format = payload["format"]
         self.options: dict[str, Any] = dict(payload.get("options") or {})
         self.policy: str = payload.get("on_error") or schema_inference.error_policy(self.format, self.options, None)[0]
@@ -48,9 +48,15 @@ class FileFormatReader:
         if not self.schema and self.format != "text":
             self.schema = schema_inference.infer_schema(self.path, self.format, self.options, suffix)
 
+    @property
+    def spark(self) -> Any:
+        """The engine's SparkSession, which every read goes through."""
+        assert self.engine is not None, "a file source without a SparkEngine cannot read"
+        return self.engine.spark
+
     def read(self, paths: list[str]) -> Any:
         """A DataFrame of the rows of `paths` that go on (see FileSource's docstring)."""
-        reader = self.engine.spark.read.options(**schema_inference.spark_options(self.options))
+        reader = self.spark.read.options(**schema_inference.spark_options(self.options))
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -109,7 +115,7 @@ class FileFormatReader:
         if parsed is not None:
             fields = [(f.name, f.type) for f in parsed]
         else:  # a DDL Sluice's parser does not model (sluice/schema.py): Spark knows the names and types
-            struct = self.engine.spark.createDataFrame([], self.schema).schema
+            struct = self.spark.createDataFrame([], self.schema).schema
             fields = [(f.name, f.dataType.simpleString()) for f in struct.fields]
         user_column = schema_inference.corrupt_column_of(self.options)
         if user_column not in [name for name, _type in fields]:

@@ -263,7 +263,7 @@ class FileSource(Source):
         payload: Payload,
         subtask: int,
         parallelism: int,
-        engine: SparkEngine,
+        engine: SparkEngine | None,
         reads: SourceReads = DEFAULT_READS,
         clock: Callable[[], float] = time.monotonic,
         byte_budget: int | None = None,

@@ -84,6 +84,7 @@ class TableJoin(Operator):
         from pyspark.sql import functions as F
 
         df = batch.dataframe()
+        assert batch.engine is not None, "a task's batches carry its SparkEngine"
         table = TABLES.get(self.key, self.load, batch.engine.spark, self.refresh_s)
         missing = [c for c in self.on if c not in df.columns or c not in table.columns]
         if missing:
