@@ -205,7 +205,7 @@ def begin_run(repo: str, workdir: str | None, prefix: str, log=None) -> tuple[st
     interrupt_on_signals()
     command, facts = command_line(repo), machine_facts()
     temp = workdir is None
-    work = tempfile.mkdtemp(prefix=prefix) if temp else os.path.abspath(workdir)
+    work = tempfile.mkdtemp(prefix=prefix) if workdir is None else os.path.abspath(workdir)
     os.makedirs(work, exist_ok=True)
     if log is not None:
         log(f"working directory {work}; {facts['cores']} cores, load {facts['load']}")

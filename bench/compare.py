@@ -87,6 +87,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -120,7 +121,7 @@ from sluice.client import SluiceError
 from sluice.storage import list_files
 
 REPO = os.path.dirname(HERE)
-SIZES = {
+SIZES: dict[str, dict[str, Any]] = {
     "quick": dict(
         events=200_000,
         files=16,
@@ -451,6 +452,7 @@ def peer_phase(
         recovery.append(r)
     paced_run = None
     if paced is not None:
+        assert warm_data is not None, "the paced runs' warm-up input comes with them"
         try:
             os.makedirs(os.path.join(work, "paced"))
             paced_run = paced_latency.run_peer(
@@ -941,7 +943,11 @@ def main() -> int:
         warm_data = os.path.join(work, "events-warmup")
         generate(warm_data, events=30_000, files=6, urls=10_000, seed=13)
         log(f"generated the inputs in {time.monotonic() - t_start:.1f}s")
-        inputs = {"throughput": (data, expected), "recovery": (rec_data, rec_expected), "warm-up": (warm_data, None)}
+        inputs: dict[str, tuple] = {
+            "throughput": (data, expected),
+            "recovery": (rec_data, rec_expected),
+            "warm-up": (warm_data, None),
+        }
         if cfg.overhead_events:
             o_data = os.path.join(work, "events-overhead")
             inputs["overhead"] = (

@@ -32,6 +32,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -112,7 +113,11 @@ def main() -> int:
         for system in a.systems:
             c = Cluster(os.path.join(work, f"cluster-{system}"), 1, 2, ("--spark", system))
             clusters[system] = c.start()
-        roots = {s: (lambda c=c: c.pids) for s, c in clusters.items()}
+
+        def pids_now(c: Cluster) -> Callable[[], Iterable[int]]:
+            return lambda: c.pids
+
+        roots = {s: pids_now(c) for s, c in clusters.items()}
         for system, c in clusters.items():  # warm-up: the first job on a fresh Spark compiles and loads classes
             log(f"warm-up run on {system}")
             r = throughput_run(c, data, os.path.join(work, f"out-warmup-{system}"), a.interval, a.events, expected, 600)

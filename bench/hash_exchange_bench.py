@@ -69,7 +69,9 @@ def route(engine: SparkEngine, table: pa.Table, via: str) -> tuple[float, list[l
     for sub in partition.subpartitions:
         got: list[str] = []
         while sub.backlog():
-            _kind, part = sub.poll(1.0)
+            item = sub.poll(1.0)
+            assert item is not None, "backlog() counted an item"
+            _kind, part = item
             got.extend(part.column("url").to_pylist())
         urls.append(sorted(got))
     return seconds, urls
@@ -112,6 +114,7 @@ def main() -> int:
     ]
     for rows in sizes:
         s, a = median_ci(results[(rows, "spark")]), median_ci(results[(rows, "arrow")])
+        assert s.median is not None and a.median is not None, "every size has at least one run"
         lines.append(
             f"| {rows:,} | {fmt_estimate(s, '.4f')} | {fmt_estimate(a, '.4f')} | "
             f"{rows / s.median:,.0f} | {rows / a.median:,.0f} |"

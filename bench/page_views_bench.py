@@ -525,9 +525,9 @@ def recovery_run(
             "detected": None if t_detected is None else t_detected - t_kill,
             "running": None if t_running is None else t_running - t_kill,
             "first_file": None if first_new is None else first_new - t_kill,
-            "first_file_name": min(new, key=new.get) if new else None,
+            "first_file_name": min(new, key=new.__getitem__) if new else None,
             "first_written_file": None if first_written is None else first_written - t_kill,
-            "first_written_file_name": min(new_written, key=new_written.get) if new_written else None,
+            "first_written_file_name": min(new_written, key=new_written.__getitem__) if new_written else None,
         }
     finally:
         watch.stop_event.set()
@@ -822,7 +822,7 @@ def main() -> int:
                     label = f"recovery {i + 1}/{args.recovery_runs} ({spare} spare)"
                     c = Cluster(os.path.join(work, f"cluster-recovery-{n}"), taskmanagers=3, slots=2)
                     clusters.append(c)
-                    r = None
+                    rec: dict | None = None
                     out = os.path.join(work, f"out-recovery-{n}")
                     try:
                         c.start()
@@ -831,8 +831,8 @@ def main() -> int:
                             used = warm_all_taskmanagers(c, warm_data, out + "-warmup", args.job_timeout)
                             if used != "3/3":
                                 notes.append(f"{label}: the warm-up job ran on {used} TaskManagers only")
-                        r = recovery_run(c, data, out, args.job_timeout)
-                        r["spare"] = spare
+                        rec = recovery_run(c, data, out, args.job_timeout)
+                        rec["spare"] = spare
                     except (BenchError, SluiceError) as exc:
                         notes.append(f"{label} failed: {exc}")
                         log(f"{label} failed: {exc}")
@@ -841,24 +841,24 @@ def main() -> int:
                         leftovers = c.stop()
                         if leftovers:
                             notes.append(f"{label}: `cluster stop` left processes behind (killed): {leftovers}")
-                    if r:
-                        recovery.append(r)
+                    if rec:
+                        recovery.append(rec)
                         # canceled once recovery is measured: no final counts to expect, rules (a) and (b) only
-                        r["output_check"] = check_sluice_output(out, None)
-                        if not r["output_check"].ok:
+                        rec["output_check"] = check_sluice_output(out, None)
+                        if not rec["output_check"].ok:
                             failed = True
-                            notes.append(f"{label}: OUTPUT CHECK FAILED: {r['output_check'].describe()}")
+                            notes.append(f"{label}: OUTPUT CHECK FAILED: {rec['output_check'].describe()}")
                         log(
-                            f"{label}: first checkpoint {fmt(r['first_checkpoint'], '.1f')}s after submission; "
-                            f"after the kill: detected {fmt(r['detected'])}s, RUNNING again {fmt(r['running'])}s, "
-                            f"checkpoint {fmt(r['checkpoint_after'])}s, first file written after the kill "
-                            f"{fmt(r['first_written_file'])}s ({r['first_written_file_name']}), any new file "
-                            f"{fmt(r['first_file'])}s ({r['first_file_name']}); states {r['states']}; output "
-                            f"{r['output_check'].describe()}"
+                            f"{label}: first checkpoint {fmt(rec['first_checkpoint'], '.1f')}s after submission; "
+                            f"after the kill: detected {fmt(rec['detected'])}s, RUNNING again {fmt(rec['running'])}s, "
+                            f"checkpoint {fmt(rec['checkpoint_after'])}s, first file written after the kill "
+                            f"{fmt(rec['first_written_file'])}s ({rec['first_written_file_name']}), any new file "
+                            f"{fmt(rec['first_file'])}s ({rec['first_file_name']}); states {rec['states']}; output "
+                            f"{rec['output_check'].describe()}"
                         )
-                        if r["end_state"]:
+                        if rec["end_state"]:
                             notes.append(
-                                f"{label}: job {r['job_id']} ended {r['end_state']} before recovery was "
+                                f"{label}: job {rec['job_id']} ended {rec['end_state']} before recovery was "
                                 "measured (make --recovery-events larger)"
                             )
                     shutil.rmtree(out, ignore_errors=True)

@@ -155,9 +155,10 @@ def parse_raw(path: str):
 
 def classify(files: list[tuple[str, float]]) -> dict:
     """Seconds per bucket over all TaskManagers; files = [(raw file, sampling window s)]."""
-    task, exch = collections.Counter(), collections.Counter()
+    task: collections.defaultdict[str, float] = collections.defaultdict(float)
+    exch: collections.defaultdict[str, float] = collections.defaultdict(float)
     other = source = rate_sum = 0.0
-    leaves = collections.Counter()
+    leaves: collections.defaultdict[tuple[str, str], float] = collections.defaultdict(float)
     for path, window in files:
         rows = parse_raw(path)
         rounds = sum(n for name, _fr, n in rows if name == "MainThread") or 1
@@ -204,14 +205,17 @@ class Spy:
             "--duration",
             str(duration),
         ] + ([] if blocking else ["--nonblocking"])
-        self.out, self.lines, self.ready = out, [], threading.Event()
+        self.out, self.ready = out, threading.Event()
+        self.lines: list[str] = []
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
         )
         threading.Thread(target=self._read, daemon=True).start()
-        self.t0 = self.t1 = None
+        self.t0: float | None = None
+        self.t1: float | None = None
 
     def _read(self) -> None:
+        assert self.proc.stdout is not None, "started with stdout=PIPE"
         for line in self.proc.stdout:
             self.lines.append(line.rstrip())
             if "Sampling process" in line:
@@ -232,6 +236,13 @@ class Spy:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+    @property
+    def window(self) -> float:
+        """Seconds sampled: from the first sample to the SIGINT of stop()."""
+        if self.t0 is None or self.t1 is None:
+            raise pvb.BenchError(f"py-spy was not sampling until stopped: {' | '.join(self.lines[-5:])}")
+        return self.t1 - self.t0
 
     @property
     def behind(self) -> int:
@@ -309,7 +320,7 @@ def report(args, facts, command, job, refs, warm, res, batches, logged, spies) -
         "| bucket | seconds | % of task-thread time | ms per source batch |",
         "|---|---|---|---|",
     ]
-    for b, s in res["task"].most_common():
+    for b, s in sorted(res["task"].items(), key=lambda kv: -kv[1]):
         L.append(f"| {b} | {s:.2f} | {100 * s / task_total:.1f} % | {fmt(per_b(s), '.0f')} |")
     busy = sum(s for b, s in res["task"].items() if not b.startswith("idle"))
     spark = sum(s for b, s in res["task"].items() if b.startswith("Spark"))
@@ -335,7 +346,7 @@ def report(args, facts, command, job, refs, warm, res, batches, logged, spies) -
         "| leaf frame ← its caller | nearest Sluice frame | seconds | % of task-thread time |",
         "|---|---|---|---|",
     ]
-    for (leaf, via), s in res["leaves"].most_common(15):
+    for (leaf, via), s in sorted(res["leaves"].items(), key=lambda kv: -kv[1])[:15]:
         L.append(f"| `{leaf}` | `{via}` | {s:.2f} | {100 * s / task_total:.1f} % |")
     L += [
         "",
@@ -406,7 +417,7 @@ def main() -> int:
             s.stop()
         refs += [run(f"reference-{i + 1}") for i in range(before, args.reference_runs)]
         batches, logged = source_batches(cluster, job["job_id"])
-        res = classify([(s.out, s.t1 - s.t0) for s in spies])
+        res = classify([(s.out, s.window) for s in spies])
         section = report(args, facts, command, job, refs, warm, res, batches, logged, spies)
         publish(section, args.out, log, append=not args.no_append)
         failed = False

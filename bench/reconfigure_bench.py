@@ -68,6 +68,7 @@ import sys
 import threading
 import time
 from datetime import datetime
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -418,7 +419,7 @@ class Round:
 
                 def new_config(name: str) -> bool:
                     m = re.match(r"part-(\d+)-", name)
-                    return bool(m) and int(m.group(1)) > rc.checkpoint_id
+                    return m is not None and int(m.group(1)) > rc.checkpoint_id
 
             # the new configuration: every task RUNNING, and committing again
             t_running_seen = t_first = None
@@ -508,7 +509,9 @@ class Round:
             if m:
                 jm.append((log_epoch(m.group(1)) - off, m.group(2)))
         r["storage_warnings"] = sum(1 for t, text in jm if STORAGE_WARNING in text and t >= t_issue - PRE_S)
-        changes = [(t, *m.groups()) for t, text in jm if (m := TASK_CHANGE.search(text)) and m.group(1) in jobs]
+        changes = [
+            (t, m[1], m[2], m[3], m[4], m[5]) for t, text in jm if (m := TASK_CHANGE.search(text)) and m[1] in jobs
+        ]
         target = jobs[-1]
         if method == "a":
             running = [t for t, j, _e, _task, _s, state in changes if j == target and state == "RUNNING"]
@@ -550,7 +553,8 @@ class Round:
             gap, base = r[f"{what}_gap_s" if what == "src" else "out_stall_s"], r[f"{what}_base_s"]
             r[f"{what}_extra_s"] = gap - base if gap is not None and base is not None else None
         # records_out of the source tasks, as `sluice status` shows them
-        growth, last_by_job = [], {}
+        growth: list[float] = []
+        last_by_job: dict[str, int] = {}
         same, before_tasks = True, None
         for t, job, _state, tasks in self.samples:
             src = sorted((s, tm, st, n) for name, s, st, tm, n in tasks if name == SOURCE_CHAIN)
@@ -823,7 +827,7 @@ def main() -> int:
     try:
         cluster.start()
         for n, (phase, method) in enumerate(order, 1):
-            r = {"n": n, "phase": phase, "method": method, "ok": False}
+            r: dict[str, Any] = {"n": n, "phase": phase, "method": method, "ok": False}
             runs.append(r)
             log(f"run {n}/{len(order)} ({phase}): {SHORT[method]}")
             try:
@@ -863,7 +867,7 @@ def main() -> int:
     bad = [r for r in runs if not r.get("ok")]
     if bad:
         notes.append("failed runs: " + "; ".join(f"run {r['n']} ({SHORT[r['method']]}): {r.get('error')}" for r in bad))
-    per = collections.Counter()
+    per: collections.Counter[str] = collections.Counter()
     for r in runs:
         per[r["method"]] += r.get("storage_warnings", 0)
     if sum(per.values()):

@@ -246,7 +246,7 @@ def one_run(args: Any, work: str, system: str, index: int) -> dict:
             "max_ckpt_size": max((c["size_bytes"] for c in ckpts), default=None),
             "max_ckpt_duration": max((c["duration_ms"] / 1000 for c in ckpts), default=None),
             "checkpoints": len(ckpts),
-            "restore": (restores(cluster, job_id) or [None])[-1] if args.kill else None,
+            "restore": next(reversed(restores(cluster, job_id)), None) if args.kill else None,
             "recovery": (recovered_at - killed_at) if killed_at and recovered_at else None,
             # rows between consecutive update-phase checkpoints, as a share of the keys
             "updates_per_checkpoint": [

@@ -575,7 +575,7 @@ class Bench(paired_runs.PairedBench):
         r = self.run(SLUICE, JOBS["dedup"], "instrumented", job_file=path)
         if "error" in r:
             return None
-        calls = read_call_counts(counts)
+        calls: dict[str, Any] = read_call_counts(counts)  # the counts, then their events and rate
         r["calls"] = calls
         d = self.data["dedup"]
         calls["events"] = d.events
@@ -738,7 +738,7 @@ def prepare_join(work: str, impressions: int, disorder_ms: int, upper_ms: int) -
     def check(_system: str, got: Any) -> Check:
         return check_join(got, expected, ads)
 
-    inputs = {
+    inputs: dict[str, Any] = {
         "job": "join",
         "impressions": os.path.join(data, "impressions"),
         "clicks": os.path.join(data, "clicks"),

@@ -65,6 +65,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from bench_common import (
     append_results,
@@ -290,6 +291,7 @@ class Child:
         self.reader.start()
 
     def _read(self) -> None:
+        assert self.proc.stdout is not None, "started with stdout=PIPE"
         for line in self.proc.stdout:
             if line.startswith(TAG):
                 ev = json.loads(line[len(TAG) :])
@@ -481,7 +483,7 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
             "load_end": done.get("load"),
         }
         if with_session:
-            imported, session = child.find("imported"), child.find("session")
+            imported, session = child.wait_for("imported", 60), child.wait_for("session", 60)
             r["process"] = imported["t"] - child.t_spawn
             r["session"] = session["seconds"]
             r["startup"] = session["seconds"] + started["seconds"]
@@ -489,7 +491,7 @@ def throughput(args, work: str, data: str, expected: dict, events: int) -> tuple
         else:
             r["process"] = r["session"] = None
             r["startup"] = started["seconds"]
-            r["total"] = done["t"] - child.find("starting", query=qi)["t"]
+            r["total"] = done["t"] - child.wait_for("starting", 60, query=qi)["t"]
         if st["rows"] != events:
             notes.append(f"{label}: progress reports {st['rows']:,} input rows, expected {events:,}")
         if not r["counts_ok"]:
@@ -590,7 +592,7 @@ def recovery_run(args, work: str, data: str, expected: dict, events: int, n: int
                 f"recovery {n}: the first child had processed all input before the kill "
                 "(make --recovery-events larger or --recovery-max-files-per-trigger smaller)"
             )
-        r = {
+        r: dict[str, Any] = {
             "run": n,
             "load_start": load_start,
             "commits_before": len(before_commits),

@@ -51,6 +51,7 @@ bench/README.md ("Throughput: one window for both") says how to read the section
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -565,10 +566,13 @@ class Suite:
         from window import measure
 
         side: SluiceSide | PeerSide
+        launch: Callable[[str], Callable[[], dict]]  # the side's launch, given its own config type
         if isinstance(cfg, SluiceConfig):
-            side = self.sluice_side(cfg, data) if phase != "warm-up" else self.sluice[cfg.cluster_key]
+            ours = self.sluice_side(cfg, data) if phase != "warm-up" else self.sluice[cfg.cluster_key]
+            side, launch = ours, functools.partial(ours.launch, cfg, data)
         else:
-            side = self.peer_side(cfg, data) if phase != "warm-up" else self.peer[cfg.master]
+            peer = self.peer_side(cfg, data) if phase != "warm-up" else self.peer[cfg.master]
+            side, launch = peer, functools.partial(peer.launch, cfg, data)
         self.n += 1
         out = os.path.join(self.work, f"out-{self.n:04d}")
         os.makedirs(out)
@@ -577,7 +581,7 @@ class Suite:
             r,
             self.meter_systems(side),
             [(data.path, out)],
-            lambda: side.launch(cfg, data, out),  # type: ignore[arg-type] — cfg is the side's own config type
+            lambda: launch(out),
             300,
         )
         usage = t.usage

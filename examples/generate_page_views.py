@@ -121,7 +121,7 @@ def window_count_table(urls: Any, timestamps: Any, size_ms: int, slide_ms: int) 
     ts = np.asarray(timestamps, dtype=np.int64)
     if urls.shape != ts.shape or urls.ndim != 1:
         raise ValueError(f"urls and timestamps: two sequences of one length, got shapes {urls.shape}, {ts.shape}")
-    columns = {"url": [], "window_start": [], "window_end": [], "count": []}
+    columns: dict[str, list] = {"url": [], "window_start": [], "window_end": [], "count": []}
     if len(ts) == 0:
         return pd.DataFrame(columns).astype({"window_start": "int64", "window_end": "int64", "count": "int64"})
     names, code = np.unique(urls, return_inverse=True)

@@ -54,6 +54,7 @@ def build(
     if idleness_ms:
         strategy = strategy.with_idleness(idleness_ms)
     timed = events.assign_timestamps_and_watermarks(strategy)
+    assigner: TumblingEventTimeWindows | SlidingEventTimeWindows
     if slide_ms is None or slide_ms == window_ms:
         assigner = TumblingEventTimeWindows.of(window_ms)
     else:
