@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 T = TypeVar("T")
 
 
 def wait_until(
-    predicate: Callable[[], T], timeout: float = 10.0, message: str = "condition", interval: float = 0.02
+    predicate: Callable[[], T | Literal[False] | None],
+    timeout: float = 10.0,
+    message: str = "condition",
+    interval: float = 0.02,
 ) -> T:
-    """Poll ``predicate`` until it returns something truthy; return that value.
+    """Poll ``predicate`` until it returns something truthy; return that value (so never the
+    None or False a predicate such as ``lambda: ready and result`` gives while it waits).
 
     Fails the test with ``message`` (and the last value seen) after ``timeout`` seconds.
     """

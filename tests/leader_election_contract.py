@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from typing import Protocol, TypeVar
 
 import pytest
 from helpers import wait_until
@@ -14,6 +15,7 @@ from helpers import wait_until
 from jobmanager.leader.driver import LeaderContender, LeaderElectionDriver
 
 DEADLINE = 10.0
+D = TypeVar("D", bound=LeaderElectionDriver)
 
 
 class RecordingContender:
@@ -38,7 +40,7 @@ class RecordingContender:
     @property
     def grants(self) -> list[str]:
         with self._lock:
-            return [sid for kind, sid in self.events if kind == "grant"]
+            return [sid for kind, sid in self.events if kind == "grant" and sid is not None]
 
     @property
     def revokes(self) -> int:
@@ -57,7 +59,15 @@ class RecordingContender:
         return f"RecordingContender({self.name}, {self.events})"
 
 
-def started(election, name: str) -> tuple[LeaderElectionDriver, RecordingContender]:
+class Election(Protocol[D]):
+    """What the contract asks of a backing's election fixture (new drivers of its kind)."""
+
+    def new_driver(self) -> D: ...
+
+    def wait_joined(self, driver: D) -> None: ...
+
+
+def started(election: Election[D], name: str) -> tuple[D, RecordingContender]:
     driver, contender = election.new_driver(), RecordingContender(name)
     driver.start(contender)
     election.wait_joined(driver)
@@ -99,10 +109,12 @@ class LeaderElectionDriverContract:
         b, cb = started(election, "b")
         wait_until(lambda: ca.session_id or cb.session_id, DEADLINE, "a leader")
         (leader, cl), (standby, cs) = ((a, ca), (b, cb)) if ca.session_id else ((b, cb), (a, ca))
-        assert leader.has_leadership(cl.session_id)
-        assert not standby.has_leadership(cl.session_id)
+        session_id = cl.session_id
+        assert session_id is not None
+        assert leader.has_leadership(session_id)
+        assert not standby.has_leadership(session_id)
         assert cs.events == []
-        assert not standby.publish_leader_info(cl.session_id, "standby:1")
+        assert not standby.publish_leader_info(session_id, "standby:1")
 
     def test_leader_stop_hands_over_with_a_new_session_id(self, election):
         a, ca = started(election, "a")

@@ -71,7 +71,7 @@ def working_dirs(cluster) -> set[str]:
 
 def test_a_batch_job_exchanges_through_blocking_partitions_across_taskmanagers(cluster, tmp_path):
     expected = generate(str(tmp_path / "in"), events=20_000, files=16, urls=300, seed=5, disorder_ms=30_000)
-    events = collections.Counter()
+    events: collections.Counter[tuple[str, int]] = collections.Counter()
     for path in glob.glob(str(tmp_path / "in" / "*.jsonl")):
         with open(path) as f:
             for line in f:
@@ -95,7 +95,7 @@ def test_a_batch_job_exchanges_through_blocking_partitions_across_taskmanagers(c
     assert len(counts) == len({url for url, _ in counts})  # BATCH: one final line per url, no updates
     assert {url: int(n) for url, n in counts} == expected
 
-    windows = collections.Counter()
+    windows: collections.Counter[tuple[str, int]] = collections.Counter()
     for line in lines(windows_dir):
         url, start, _end, n = line.rsplit(",", 3)
         assert (url, int(start)) not in windows, f"window {url} {start} fired twice"

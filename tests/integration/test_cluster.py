@@ -162,6 +162,11 @@ def _valid_job(tmp_path) -> common_pb2.JobGraph:
     return job
 
 
+def _body_not_callable(job) -> None:
+    job.operators[1].code.clear()
+    job.operators[1].config = '{"body": 42}'
+
+
 BAD_JOBS = {
     "cycle": (
         lambda j: j.edges.add(source="map", target="map", partitioning=states.to_proto(graph.Partitioning.FORWARD)),
@@ -170,10 +175,7 @@ BAD_JOBS = {
     "unknown operator": (lambda j: setattr(j.operators[1], "kind", 999), "operators[1].kind"),
     "zero parallelism": (lambda j: setattr(j.operators[1], "parallelism", 0), "operators[1].parallelism"),
     "parallelism above max": (lambda j: setattr(j.operators[1], "parallelism", 129), "operators[1].parallelism"),
-    "body not callable": (
-        lambda j: (j.operators[1].code.clear(), setattr(j.operators[1], "config", '{"body": 42}')),
-        "operators[1].config.body",
-    ),
+    "body not callable": (_body_not_callable, "operators[1].config.body"),
     "config is not JSON": (lambda j: setattr(j.operators[1], "config", "{garbage"), "operators[1].config"),
     "code a sink does not take": (
         lambda j: j.operators[2].code.update({"path": b"\x80\x05garbage"}),

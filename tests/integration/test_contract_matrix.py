@@ -225,7 +225,9 @@ def expected(rows: list[dict], watermark: int) -> dict[str, dict[tuple, tuple]]:
                 n = 1
     out["session"] = sessions
     rules = sorted((r["url"], r["ts"], r["factor"]) for r in rows if r["kind"] == "r")
-    timers, bcast, totals = {}, {}, collections.Counter()
+    timers: dict[tuple[str, int], tuple[int, int]] = {}
+    bcast: dict[tuple[str, int], tuple[int, int]] = {}
+    totals: collections.Counter[str] = collections.Counter()
     for (url, b), n in sorted(buckets.items()):
         if not fired(b + BUCKET):
             continue
@@ -281,7 +283,8 @@ def problems(root, want: dict[str, dict[tuple, tuple]]) -> list[str]:
         exp = want[branch]
         if branch == "agg":  # an update stream: per url strictly rising counts, the last = the total
             lines = [(r[0], r[1]) for r in rows]
-            down, last = [], {}
+            down: list[tuple[str, int, int]] = []
+            last: dict[str, int] = {}
             for url, n in lines:
                 if n <= last.get(url, 0):
                     down.append((url, last[url], n))
@@ -430,6 +433,7 @@ def test_watched_directory_through_every_change_of_shape(cluster, tmp_path, back
         step_log(steps, "kill -9 of a TaskManager, restarted", t0)
 
         feed.close(2)
+        assert feed.closed_at is not None
         wait_exact(root, expected(feed.rows, feed.closed_at - BOUND - 1))
         step_log(steps, "closed: every branch exact", t0)
         status = cluster.status(job)

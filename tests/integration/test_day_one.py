@@ -83,7 +83,9 @@ def test_an_attached_run_shows_progress_and_its_job_in_logs_and_status(cluster, 
     jobfile = os.path.join(JOBS, "csv_totals_sqlite.py")
     proc = sluice("run", jobfile, "-p", "2", "--cluster-dir", cluster.dir, "--", str(tmp_path / "in"), str(db), "100")
     assert proc.returncode == 0, proc.stderr
-    job_id = re.search(r"Submitted job csv_totals_sqlite \(([0-9a-f]{32})\)", proc.stderr).group(1)
+    submitted = re.search(r"Submitted job csv_totals_sqlite \(([0-9a-f]{32})\)", proc.stderr)
+    assert submitted is not None, proc.stderr
+    job_id = submitted.group(1)
     mine = [line for line in proc.stderr.splitlines() if line.startswith(f"  {job_id}: ")]
     assert mine[0] == f"  {job_id}: RUNNING" and mine[-1] == f"  {job_id}: FINISHED", proc.stderr  # as before
     completed = [m for line in mine if (m := re.match(rf"  {job_id}: checkpoint (\d+) completed in \d+ ms, ", line))]

@@ -41,7 +41,7 @@ def test_start_and_stop_leave_no_process_and_free_the_port(tmp_path):
     zk = EmbeddedZooKeeper(tmp_path / "zk")
     with zk:
         pid, port = zk.pid, zk.port
-        assert pid_alive(pid) and zk.running
+        assert pid is not None and pid_alive(pid) and zk.running
         assert zk.connect_string == f"127.0.0.1:{port}"
         assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
         client = kazoo(zk.connect_string)
@@ -63,6 +63,7 @@ def test_restart_keeps_data_and_port(tmp_path):
         client = kazoo(zk.connect_string)
         client.create("/sluice/c1/jobgraphs/j1", b"pointer", makepath=True)
         zk.restart()
+        assert first_pid is not None
         assert zk.port == port and zk.pid != first_pid and not pid_alive(first_pid)
         # The same client reconnects to the restarted server on the same port.
         wait_until(lambda: client.connected, 20, "the client to reconnect")
@@ -144,9 +145,10 @@ def test_foreground_runner_stops_on_sigterm(tmp_path):
         stdin=subprocess.DEVNULL,
         text=True,
     )
+    assert proc.stdout is not None
     server_pid = None
     try:
-        lines = []
+        lines: list[str] = []
         while not lines or "ZooKeeper serving on" not in lines[-1]:
             lines.append(proc.stdout.readline())
             assert lines[-1], "".join(lines)

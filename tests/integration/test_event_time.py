@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import zlib
+from typing import Any
 
 import pytest
 from harness import (
@@ -99,7 +100,7 @@ def test_late_records_go_to_the_side_output_or_are_counted(cluster, tmp_path):
         cluster, tmp_path, "--window-ms", "1000", "--late-output", late_dir, parallelism=1, options=ONE_FILE_READS
     )
     status = wait_end(cluster, job)
-    late = collections.Counter()
+    late: collections.Counter[tuple[str, int]] = collections.Counter()
     for url, _user, ts in committed_rows(tmp_path / "late"):
         late[(url, int(ts) - int(ts) % 1000)] += 1
     assert sum(late.values()) > 0, "the input should have produced late records"
@@ -132,7 +133,7 @@ def test_late_records_go_to_the_side_output_or_are_counted(cluster, tmp_path):
 def test_session_windows_with_aggregates_and_apply(cluster, tmp_path):
     gap = 5_000
     os.makedirs(tmp_path / "in")
-    events = []
+    events: list[dict[str, Any]] = []
     for user in range(40):
         t = 1_700_000_000_000 + user * 997
         for i in range(30):

@@ -36,7 +36,7 @@ def parquet_events(tmp_path, **kwargs) -> tuple[dict[str, int], list[tuple[str, 
     for path in sorted(glob.glob(str(tmp_path / "json" / "*.jsonl"))):
         name = os.path.basename(path).replace(".jsonl", ".parquet")
         pq.write_table(pajson.read_json(path), str(tmp_path / "in" / name))
-    events = []
+    events: list[tuple[str, int, int]] = []
     for path in sorted(glob.glob(str(tmp_path / "in" / "*.parquet"))):
         t = pq.read_table(path)
         events += zip(t["url"].to_pylist(), t["user"].to_pylist(), t["ts"].to_pylist(), strict=True)

@@ -114,7 +114,7 @@ def test_paused_leader_is_fenced(ha_cluster, tmp_path):
     with open(old_log) as f:
         lines = f.read().splitlines()
     assert [line for line in lines if "leadership revoked" in line and (_ts(line) or 0) >= stopped_at - 1]
-    after = [line for line in lines if _ts(line) and _ts(line) >= resumed_at]
+    after = [line for line in lines if (t := _ts(line)) and t >= resumed_at]
     assert not [line for line in after if re.search(r"checkpoint \d+ completed|deploying", line)], after
     # Every checkpoint pointer in ZooKeeper belongs to the new leader's attempts: the
     # latest is the one the job's final status reports.

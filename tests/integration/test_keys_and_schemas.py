@@ -110,10 +110,10 @@ def test_two_column_key_with_sum_and_avg_gives_exact_values_per_key(cluster, tmp
         if key not in final or int(n) > final[key][0]:
             final[key] = (int(n), int(total), float(mean))
     assert set(final) == set(expected)
-    for key, (n, total, mean) in expected.items():
+    for key, (want_n, want_total, want_mean) in expected.items():
         got = final[key]
-        assert got[:2] == (n, total), key
-        assert math.isclose(got[2], mean, rel_tol=1e-12), (key, got[2], mean)
+        assert got[:2] == (want_n, want_total), key
+        assert math.isclose(got[2], want_mean, rel_tol=1e-12), (key, got[2], want_mean)
 
     # the rows with a null device were dropped by the producers, counted and logged
     dropped = 0

@@ -145,7 +145,12 @@ def test_a_function_swap_switches_the_output_at_one_barrier_and_keeps_the_state(
 
     rows = wait_until(final, 180, "the counts after the swap")
     barrier = r["checkpoint_id"]
-    checkpoint_of = lambda part: int(re.match(r"part-(\d+)-", part).group(1))  # noqa: E731 — a local reading
+
+    def checkpoint_of(part: str) -> int:
+        m = re.match(r"part-(\d+)-", part)
+        assert m is not None, part
+        return int(m.group(1))
+
     assert {lab for p, _, _, lab in rows if checkpoint_of(p) <= barrier} == {"v1"}
     assert {lab for p, _, _, lab in rows if checkpoint_of(p) > barrier} == {"v2"}
     per_url: dict[str, list[int]] = collections.defaultdict(list)

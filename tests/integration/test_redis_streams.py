@@ -60,6 +60,14 @@ def output(client, stream: str) -> list[tuple[str, int]]:
     return [(f["user"], int(f["count"])) for _id, f in client.xrange(stream)]
 
 
+def length(client, stream: str) -> int:
+    return client.xlen(stream)
+
+
+def fields(client, stream: str) -> list[dict[str, str]]:
+    return [f for _id, f in client.xrange(stream)]
+
+
 @pytest.mark.chaos
 def test_a_keyed_count_from_redis_to_redis_is_exact_across_a_taskmanager_kill(cluster, redis_url):
     client = redis.Redis.from_url(redis_url, decode_responses=True)
@@ -75,10 +83,10 @@ def test_a_keyed_count_from_redis_to_redis_is_exact_across_a_taskmanager_kill(cl
     wait_for(
         cluster,
         job_id,
-        lambda s: s["state"] == "RUNNING" and s["last_completed_checkpoint"] and client.xlen(out) > 0,
+        lambda s: s["state"] == "RUNNING" and s["last_completed_checkpoint"] and length(client, out) > 0,
         "counts committed to the output stream",
     )
-    before = client.xlen(out)
+    before = length(client, out)
     kill_taskmanager_running(cluster, job_id)  # the supervisor starts it again
     status = wait_for(cluster, job_id, lambda s: s["state"] in ("FINISHED", "FAILED"), "the job to end", timeout=300)
     assert status["state"] == "FINISHED", status
@@ -111,10 +119,10 @@ def test_an_unbounded_source_reads_entries_and_streams_added_while_the_job_runs_
     ids = {i: client.xadd(streams[i % 2], {"n": str(i)}) for i in range(300)}  # ids repeat across streams
     job_id = cluster.run(os.path.join(JOBS, "redis_copy.py"), redis_url, out, "300", f"{prefix}:in:*", parallelism=2)
     try:
-        wait_until(lambda: client.xlen(out) >= 300, 180, "the first entries copied")
+        wait_until(lambda: length(client, out) >= 300, 180, "the first entries copied")
         ids.update({i: client.xadd(streams[i % 3], {"n": str(i)}) for i in range(300, 500)})  # in:2 is new
-        wait_until(lambda: client.xlen(out) >= 500, 120, "the entries added later copied, the new stream's too")
-        copied = [f for _id, f in client.xrange(out)]
+        wait_until(lambda: length(client, out) >= 500, 120, "the entries added later copied, the new stream's too")
+        copied = fields(client, out)
         assert sorted(int(f["n"]) for f in copied) == list(range(500))  # each input entry once
         assert all(f["entry"] == ids[int(f["n"])] and int(f["twice"]) == 2 * int(f["n"]) for f in copied)
     finally:

@@ -94,7 +94,7 @@ class TestZooKeeperLeaderElectionDriver(LeaderElectionDriverContract):
 # --------------------------------------------------------------------------- ZooKeeper only
 
 
-def test_closing_the_leaders_client_revokes_it_and_the_standby_takes_over(election):
+def test_closing_the_leaders_client_revokes_it_and_the_standby_takes_over(election: ZooKeeperElection):
     a, ca = started(election, "a")
     first = granted(ca)
     b, cb = started(election, "b")
@@ -106,7 +106,9 @@ def test_closing_the_leaders_client_revokes_it_and_the_standby_takes_over(electi
     assert b.publish_leader_info(second, "b:1")
 
 
-def test_session_expiry_revokes_and_the_expired_leader_rejoins_with_a_new_node(election, zk_client_factory):
+def test_session_expiry_revokes_and_the_expired_leader_rejoins_with_a_new_node(
+    election: ZooKeeperElection, zk_client_factory
+):
     a, ca = started(election, "a")
     first = granted(ca)
     old_node = a.latch_node_path
@@ -127,7 +129,7 @@ def test_session_expiry_revokes_and_the_expired_leader_rejoins_with_a_new_node(e
     ca.assert_alternating()
 
 
-def test_suspension_revokes_at_once_and_reconnection_regrants_with_a_new_session(election):
+def test_suspension_revokes_at_once_and_reconnection_regrants_with_a_new_session(election: ZooKeeperElection):
     a, ca = started(election, "a")
     first = granted(ca)
     node = a.latch_node_path
@@ -145,7 +147,7 @@ def test_suspension_revokes_at_once_and_reconnection_regrants_with_a_new_session
     ca.assert_alternating()
 
 
-def test_guarded_transaction_fences_a_revoked_leader(election):
+def test_guarded_transaction_fences_a_revoked_leader(election: ZooKeeperElection):
     a, ca = started(election, "a")
     session_id = granted(ca)
     txn = a.guarded_transaction(session_id).create("/pointer", b"1")
@@ -160,7 +162,7 @@ def test_guarded_transaction_fences_a_revoked_leader(election):
     assert election.admin.get("/pointer")[0] == b"1"
 
 
-def test_guarded_transaction_reports_the_failing_operation(election):
+def test_guarded_transaction_reports_the_failing_operation(election: ZooKeeperElection):
     a, ca = started(election, "a")
     session_id = granted(ca)
     from kazoo.exceptions import NoNodeError
@@ -170,7 +172,7 @@ def test_guarded_transaction_reports_the_failing_operation(election):
     assert not election.admin.exists("/ok")
 
 
-def test_connection_info_is_ephemeral(election):
+def test_connection_info_is_ephemeral(election: ZooKeeperElection):
     a, ca = started(election, "a")
     session_id = granted(ca)
     assert a.publish_leader_info(session_id, "a:6123")
@@ -181,7 +183,7 @@ def test_connection_info_is_ephemeral(election):
     wait_until(lambda: election.read_leader_info() is None, DEADLINE, "connection info to vanish")
 
 
-def test_new_leader_owns_the_connection_info(election):
+def test_new_leader_owns_the_connection_info(election: ZooKeeperElection):
     """The new leader's info must outlive the old leader's session."""
     a, ca = started(election, "a")
     first = granted(ca)
@@ -196,7 +198,7 @@ def test_new_leader_owns_the_connection_info(election):
     assert election.read_leader_info() == ("b:1", second)
 
 
-def test_stop_removes_the_latch_node(election):
+def test_stop_removes_the_latch_node(election: ZooKeeperElection):
     a, ca = started(election, "a")
     b, cb = started(election, "b")
     granted(ca)
@@ -206,7 +208,7 @@ def test_stop_removes_the_latch_node(election):
     assert election.latch_children() == []
 
 
-def test_leader_retriever_follows_the_leader(election):
+def test_leader_retriever_follows_the_leader(election: ZooKeeperElection):
     seen: list[tuple] = []
     lock = threading.Lock()
 
@@ -241,7 +243,7 @@ def test_leader_retriever_follows_the_leader(election):
         assert seen[-1] == ("b:1", second)  # stopped: no more calls
 
 
-def test_leader_retriever_ignores_malformed_info(election):
+def test_leader_retriever_ignores_malformed_info(election: ZooKeeperElection):
     seen = []
     election.admin.create(election.paths.leader_connection_info, b"not json", makepath=True)
     retriever = LeaderRetriever(election.admin, election.paths, lambda *a: seen.append(a))
@@ -251,7 +253,7 @@ def test_leader_retriever_ignores_malformed_info(election):
         retriever.stop()
 
 
-def test_find_leader(election, zk_client_factory):
+def test_find_leader(election: ZooKeeperElection, zk_client_factory):
     a, ca = started(election, "a")
     session_id = granted(ca)
     assert a.publish_leader_info(session_id, "a:6123")

@@ -49,6 +49,13 @@ def tool(name: str) -> str | None:
     return str(beside) if beside.exists() else shutil.which(name)
 
 
+def required(name: str) -> str:
+    """A validator the tests cannot go without."""
+    exe = tool(name)
+    assert exe, f"{name} is missing: pip install -e '.[test]'"
+    return exe
+
+
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=kw.pop("cwd", ROOT), **kw)
 
@@ -286,7 +293,7 @@ def test_a_the_compose_validator_is_not_vacuous(tmp_path):
     broken["services"]["taskmanager"]["restart_policy"] = "always"  # not a Compose key
     path = tmp_path / "docker-compose.yml"
     path.write_text(yaml.safe_dump(broken))
-    proc = run([tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(path)])
+    proc = run([required("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(path)])
     assert proc.returncode != 0 and "restart_policy" in proc.stdout + proc.stderr
 
 
@@ -304,7 +311,7 @@ def test_b_the_k8s_validator_is_not_vacuous(tmp_path):
     docs[0]["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}  # misspelt field
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump_all(docs))
-    proc = run([tool("kubernetes-validate"), "--strict", str(path)])
+    proc = run([required("kubernetes-validate"), "--strict", str(path)])
     assert proc.returncode != 0 and "livenesProbe" in proc.stdout + proc.stderr
 
 
@@ -393,6 +400,7 @@ def test_d_compose_shared_checkpoint_volume():
         mounts[name] = {tuple(v.split(":")[:2]) for v in svc["volumes"]}
     assert len(dirs) == 1 and None not in dirs, f"one checkpoint dir for every process, got {dirs}"
     ckpt = dirs.pop()
+    assert ckpt is not None
     shared = set.intersection(*mounts.values())
     assert any(src in data["volumes"] and (ckpt + "/").startswith(dst.rstrip("/") + "/") for src, dst in shared), (
         f"{ckpt} must be on one named volume mounted at the same path in every Sluice container: {mounts}"
@@ -852,7 +860,7 @@ def rendered_spark() -> list[dict]:
 
 @pytest.mark.parametrize("path", sorted(K8S_SPARK.glob("spark-*.yaml")), ids=lambda p: p.name)
 def test_spark_k8s_manifest_is_valid_strict(path):
-    proc = run([tool("kubernetes-validate"), "--strict", str(path)])
+    proc = run([required("kubernetes-validate"), "--strict", str(path)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -39,10 +39,10 @@ def take_checkpoint(tmp_path, job):
     """A completed checkpoint of `job` as tasks would leave it: keyed files and `_metadata`."""
     storage = CheckpointStorage(str(tmp_path / "chk"), "job-1")
     chains = graph.build_chains(job)
-    tasks = {}
+    tasks: dict[str, dict[str, dict[str, dict]]] = {}
     for chain in chains:
         for s in range(chain.parallelism):
-            handle = {"operators": {}, "keyed": {}}
+            handle: dict[str, dict] = {"operators": {}, "keyed": {}}
             for op_id in chain.operator_ids:
                 kind = graph.kind_of(next(o for o in job.operators if o.id == op_id))
                 if kind == graph.OperatorKind.AGGREGATE:

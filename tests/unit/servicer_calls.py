@@ -3,13 +3,15 @@ shared by the servicer tests."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from jobmanager.dispatcher import Dispatcher
 from jobmanager.servicers import (
     ResourceManagerServicer,
 )
-from sluice.v1 import jobmanager_pb2
+from sluice.v1 import common_pb2, jobmanager_pb2
 
 SESSION = "session-1"
 
@@ -42,7 +44,8 @@ def rm(d: Dispatcher) -> ResourceManagerServicer:
     return ResourceManagerServicer(d, lambda: None)
 
 
-def call(method, request, identity: str | None = None) -> tuple[object, Context]:
+def call(method, request, identity: str | None = None) -> tuple[Any, Context]:
+    """The method's response (None when it aborted) and the context it saw."""
     context = Context(identity)
     try:
         return method(request, context), context
@@ -52,11 +55,13 @@ def call(method, request, identity: str | None = None) -> tuple[object, Context]
 
 def where(d: Dispatcher, job_id: str, eid: str) -> str:
     """The resource id of the TaskManager `eid` was deployed to."""
-    return d._jobs[job_id].graph.executions[eid].slot.resource_id
+    slot = d._jobs[job_id].graph.executions[eid].slot
+    assert slot is not None, f"{eid} is not deployed"
+    return slot.resource_id
 
 
 def report(
-    d: Dispatcher, job_id: str, eid: str, state: int, session: str = SESSION, **fields
+    d: Dispatcher, job_id: str, eid: str, state: common_pb2.ExecutionState, session: str = SESSION, **fields
 ) -> jobmanager_pb2.TaskExecutionState:
     """A task state report as the TaskManager running `eid` sends it."""
     if "resource_id" not in fields:

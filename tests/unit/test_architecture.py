@@ -221,8 +221,8 @@ def _runtime_imports(source: str) -> list[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         if isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)

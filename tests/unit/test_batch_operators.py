@@ -39,7 +39,7 @@ def partials(rows: list[tuple[str, int | None]], keys=("url",), aggs=AGGS) -> Ba
     return Batch(engine=None, table=combine(raw, list(keys), aggs))
 
 
-INPUT = [
+INPUT: list[list[tuple[str, int | None]]] = [
     [("/a", 10), ("/b", 1), ("/a", 20)],
     [("/c", 5), ("/a", None)],  # a null value: counted by count(*), not by sum or avg
     [("/b", 3), ("/a", 30)],
@@ -55,7 +55,8 @@ def by_key(table: pa.Table) -> dict[str, tuple]:
 
 def test_operators_run_streaming_unless_told_batch():
     assert STREAMING.batch is False
-    assert make_operator(OperatorKind.AGGREGATE, {"key": "url", "aggs": AGGS}, BATCH).batch is True
+    op = make_operator(OperatorKind.AGGREGATE, {"key": "url", "aggs": AGGS}, BATCH)
+    assert isinstance(op, KeyedAggregate) and op.batch is True
 
 
 def test_a_batch_keyed_aggregate_emits_each_keys_final_value_once_at_the_end():
@@ -84,7 +85,9 @@ def test_a_batch_keyed_aggregate_with_a_composite_key_and_no_input():
     assert op.end_input() is None  # no input: no rows
     op.process(partials([("/a", 1), ("/a", 1), ("/a", 2)], keys=("url", "bytes"), aggs=aggs))
     op.process(partials([("/a", 2)], keys=("url", "bytes"), aggs=aggs))
-    table = op.end_input().table()
+    out = op.end_input()
+    assert out is not None
+    table = out.table()
     assert table.column_names == ["url", "bytes", "n", "total"]
     assert sorted(table.to_pylist(), key=lambda r: r["bytes"]) == [
         {"url": "/a", "bytes": 1, "n": 2, "total": 2},

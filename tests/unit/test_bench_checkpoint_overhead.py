@@ -65,6 +65,7 @@ def test_cases_pair_each_interval_with_its_blocks_off_run_and_leave_out_bad_pair
     assert c1000.pairs_left_out == 1
     assert c250.overheads == pytest.approx([100 / 80 - 1]) and c250.pairs_left_out == 2
     est = c1000.estimate
+    assert est.low is not None and est.median is not None and est.high is not None
     assert est.n == 2 and est.excluded == 1 and est.low <= est.median <= est.high
 
 

@@ -17,7 +17,8 @@ def test_notes_close_a_section_only_when_there_are_some():
 
 
 def test_publish_starts_a_new_results_file_with_its_header_and_appends_after(tmp_path, capsys):
-    out, said = str(tmp_path / "RESULTS.md"), []
+    out = str(tmp_path / "RESULTS.md")
+    said: list[str] = []
     bench_common.publish("## first\n", out, said.append)
     bench_common.publish("## second\n", out, said.append)
     text = open(out).read()

@@ -28,6 +28,7 @@ def test_block_bootstrap_interval_contains_the_percentile_and_is_reproducible():
     xs = list(rng.uniform(0.1, 1.1, size=400))
     e = ls.block_bootstrap_ci(xs, block=40, resamples=500)
     assert e.n == 400 and e.median == pytest.approx(float(np.percentile(xs, 50)))
+    assert e.low is not None and e.median is not None and e.high is not None
     assert e.low <= e.median <= e.high and e.high - e.low < 0.3
     assert ls.block_bootstrap_ci(xs, block=40, resamples=500) == e
     one = ls.block_bootstrap_ci([1.0, 2.0, 3.0], block=10)
@@ -40,6 +41,7 @@ def test_blocks_make_the_interval_wider_for_correlated_samples():
     saw = [((i % 25) / 25) + 0.3 * (i // 100) for i in range(400)]
     narrow = ls.block_bootstrap_ci(saw, block=1, resamples=500)
     wide = ls.block_bootstrap_ci(saw, block=100, resamples=500)
+    assert wide.high is not None and wide.low is not None and narrow.high is not None and narrow.low is not None
     assert (wide.high - wide.low) > (narrow.high - narrow.low)
 
 
@@ -62,8 +64,8 @@ def _r(rate, p99, ok=True, excluded=False):
 
 def test_max_sustainable_is_the_highest_counted_rate_within_the_bound():
     runs = [_r(100, 0.5), _r(200, 0.9), _r(300, 1.5), _r(400, 0.8, ok=False), _r(350, 1.0, excluded=True), _r(500, 3)]
-    assert ls.max_sustainable(runs, 1.0)["rate"] == 200
-    assert ls.max_sustainable(runs, 2.0)["rate"] == 300
+    assert (best := ls.max_sustainable(runs, 1.0)) is not None and best["rate"] == 200
+    assert (best := ls.max_sustainable(runs, 2.0)) is not None and best["rate"] == 300
     assert ls.max_sustainable([_r(100, 1.2)], 1.0) is None
 
 

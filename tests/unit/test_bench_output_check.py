@@ -25,6 +25,12 @@ JOB = "a1b2c3d4e5f6a7b8"
 EXPECTED = {"/a": 3, "/b": 2, "/c": 1}
 
 
+def violated(r: oc.OutputCheck) -> oc.Violation:
+    """The check's violation (the test fails when there is none)."""
+    assert r.violation is not None, r.describe()
+    return r.violation
+
+
 def sluice_output(tmp_path, epochs: list[dict[int, list[tuple[str, int]]]]) -> str:
     """Each epoch: per sink subtask, the (url, count) lines it writes; one checkpoint commits each epoch."""
     out = str(tmp_path / "out")
@@ -72,9 +78,9 @@ def test_a_duplicated_committed_line_fails(tmp_path):
     shutil.copy(second, second.replace("part-000000000002-", "part-000000000003-"))
     r = oc.check_sluice_output(out, EXPECTED)
     assert not r.ok
-    v = r.violation
+    v = violated(r)
     assert (v.rule, v.key, v.line) == ("duplicate line", "/a", 1)
-    assert os.path.basename(v.file).startswith("part-000000000003-00000-")
+    assert v.file is not None and os.path.basename(v.file).startswith("part-000000000003-00000-")
     assert "/a,2 was already committed in part-000000000002-00000-" in v.detail and "line 1" in v.detail
     assert "VIOLATION: duplicate line" in r.describe()
 
@@ -83,27 +89,27 @@ def test_a_count_that_decreases_fails(tmp_path):
     # a replay from an older state: /b goes back to 1 after 2
     out = sluice_output(tmp_path, [*GOOD, {1: [("/b", 1)]}])
     r = oc.check_sluice_output(out, None)  # (a) would catch the repeated "/b,1" too; the rules apply in order
-    assert (r.violation.rule, r.violation.key) == ("duplicate line", "/b")
+    assert (violated(r).rule, violated(r).key) == ("duplicate line", "/b")
     out2 = sluice_output(tmp_path / "2", [{0: [("/a", 2)]}, {0: [("/a", 1)]}])
     r = oc.check_sluice_output(out2, None)
-    v = r.violation
+    v = violated(r)
     assert (v.rule, v.key, v.line) == ("count not increasing", "/a", 1)
-    assert "count 1 after 2" in v.detail and oc.part_checkpoint(v.file) == 2
+    assert "count 1 after 2" in v.detail and v.file is not None and oc.part_checkpoint(v.file) == 2
 
 
 def test_a_missing_key_fails(tmp_path):
     out = sluice_output(tmp_path, [{0: [("/a", 1), ("/a", 2), ("/a", 3)], 1: [("/b", 1), ("/b", 2)]}])
     r = oc.check_sluice_output(out, EXPECTED)
-    assert (r.violation.rule, r.violation.key, r.violation.file) == ("missing key", "/c", None)
-    assert "expected count 1" in str(r.violation)
+    assert (violated(r).rule, violated(r).key, violated(r).file) == ("missing key", "/c", None)
+    assert "expected count 1" in str(violated(r))
 
 
 def test_a_wrong_final_count_and_an_unexpected_key_fail(tmp_path):
     r = oc.check_sluice_output(sluice_output(tmp_path, GOOD), {**EXPECTED, "/a": 4})
-    assert (r.violation.rule, r.violation.key, r.violation.line) == ("final count", "/a", 2)
-    assert "last committed count 3, expected 4" in r.violation.detail
+    assert (violated(r).rule, violated(r).key, violated(r).line) == ("final count", "/a", 2)
+    assert "last committed count 3, expected 4" in violated(r).detail
     r = oc.check_sluice_output(sluice_output(tmp_path / "2", GOOD), {"/a": 3, "/b": 2})
-    assert (r.violation.rule, r.violation.key) == ("unexpected key", "/c")
+    assert (violated(r).rule, violated(r).key) == ("unexpected key", "/c")
 
 
 def test_without_expected_counts_only_rules_a_and_b_apply(tmp_path):
@@ -114,7 +120,7 @@ def test_without_expected_counts_only_rules_a_and_b_apply(tmp_path):
 
 def test_no_output_directory_fails(tmp_path):
     r = oc.check_sluice_output(str(tmp_path / "nothing"), EXPECTED)
-    assert r.violation.rule == "no output"
+    assert violated(r).rule == "no output"
 
 
 # -- the peer's batch files --------------------------------------------------------------------------
@@ -151,12 +157,12 @@ def test_peer_batches_are_read_in_batch_id_order_not_name_order(tmp_path):
     ],
 )
 def test_peer_violations_are_named_by_file_line_and_key(tmp_path, batches, rule, key, where):
-    v = oc.check_peer_output(peer_output(tmp_path, batches), EXPECTED).violation
+    v = violated(oc.check_peer_output(peer_output(tmp_path, batches), EXPECTED))
     assert (v.rule, v.key) == (rule, key)
     if where is None:
         assert v.file is None and v.line is None
     else:
-        assert os.path.basename(v.file) == f"batch-{where[0]}.csv" and v.line == where[1]
+        assert v.file is not None and os.path.basename(v.file) == f"batch-{where[0]}.csv" and v.line == where[1]
         assert f"batch-{where[0]}.csv line {where[1]}" in str(v)
 
 
@@ -194,12 +200,12 @@ def test_failover_output_is_checked_against_the_generator_at_each_keys_checkpoin
 
     wrong = [epochs[0], {0: [*by_parity(at2, 0)[:-1], ("48", 41)]}]  # one count off by one
     r = failover_bench.check_output(sluice_output(tmp_path / "wrong", wrong), logs, JOB)
-    assert (r.violation.rule, r.violation.key) == ("final count", "48")
-    assert "last committed count 41, expected 40" in r.violation.detail
+    assert (violated(r).rule, violated(r).key) == ("final count", "48")
+    assert "last committed count 41, expected 40" in violated(r).detail
 
     lost = [epochs[0], {0: [(k, c) for k, c in by_parity(at2, 0) if k != "10"]}]  # key 10's update lost
     r = failover_bench.check_output(sluice_output(tmp_path / "lost", lost), logs, JOB)
-    assert (r.violation.rule, r.violation.key) == ("final count", "10")
+    assert (violated(r).rule, violated(r).key) == ("final count", "10")
 
 
 def test_failover_output_without_the_snapshot_lines_fails(tmp_path):
@@ -207,6 +213,6 @@ def test_failover_output_without_the_snapshot_lines_fails(tmp_path):
     out = sluice_output(tmp_path / "o", [{0: list(at1.items())}])
     logs = [snapshot_log(tmp_path, {1: {0: 500}})]  # subtask 1's line is missing
     r = failover_bench.check_output(out, logs, JOB)
-    assert r.violation.rule == "source snapshots" and "checkpoint 1" in r.violation.detail
+    assert violated(r).rule == "source snapshots" and "checkpoint 1" in violated(r).detail
     other = [snapshot_log(tmp_path / "..", {1: {0: 500, 1: 500}}, job="ffffeeeeddddcccc")]  # another job's
-    assert failover_bench.check_output(out, other, JOB).violation.rule == "source snapshots"
+    assert violated(failover_bench.check_output(out, other, JOB)).rule == "source snapshots"

@@ -67,11 +67,11 @@ def test_shuffle_text():
         ]
         shuffle = {"a": 2}
 
-    assert shuffle_text(Bench(), [2, 200], str.upper) == (
+    assert shuffle_text(Bench(), [2, 200], str.upper) == (  # type: ignore[arg-type]  # a fake bench: the fields read
         "A: 2, the fastest of 2, 200 in one tuning run each (A at 2: 1,000 events/s; A at 200: 900 events/s)"
     )
     Bench.runs, Bench.shuffle = [], {}
-    assert shuffle_text(Bench(), [2], str.upper) == "2 (not tuned)"
+    assert shuffle_text(Bench(), [2], str.upper) == "2 (not tuned)"  # type: ignore[arg-type]  # a fake bench
 
 
 def test_aborted_marks_failures_but_not_interrupts():

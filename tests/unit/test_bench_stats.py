@@ -20,6 +20,7 @@ def test_the_interval_contains_the_median_and_lies_within_the_runs(n):
         xs = list(rng.lognormal(12, 0.2, size=n))
         e = stats.median_ci(xs)
         assert e.n == n and e.median == pytest.approx(float(np.median(xs)))
+        assert e.low is not None and e.median is not None and e.high is not None
         assert min(xs) <= e.low <= e.median <= e.high <= max(xs)
 
 
@@ -28,12 +29,14 @@ def test_the_interval_is_reproducible_and_follows_the_seed():
     assert stats.median_ci(xs) == stats.median_ci(list(xs))
     assert stats.median_ci(xs, seed=1) == stats.median_ci(xs, seed=1)
     wide, narrow = stats.median_ci(xs, confidence=0.95), stats.median_ci(xs, confidence=0.5)
+    assert wide.low is not None and narrow.low is not None and narrow.high is not None and wide.high is not None
     assert wide.low <= narrow.low <= narrow.high <= wide.high
 
 
 def test_more_runs_of_the_same_spread_narrow_the_interval():
     rng = np.random.default_rng(3)
     few, many = stats.median_ci(rng.normal(100, 5, 5)), stats.median_ci(rng.normal(100, 5, 200))
+    assert many.high is not None and many.low is not None and few.high is not None and few.low is not None
     assert many.high - many.low < few.high - few.low
 
 

@@ -79,11 +79,17 @@ def test_fit_recovers_fixed_and_per_event_cost():
     seconds = [0.9 + 0.48e-6 * e for e in events]
     a, b = ts.fit_line(events, seconds)
     assert a == pytest.approx(0.9) and b == pytest.approx(0.48e-6)
-    fixed, per = ts.fit_with_ci(events, seconds, resamples=200)
+    fit = ts.fit_with_ci(events, seconds, resamples=200)
+    assert fit is not None
+    fixed, per = fit
     assert fixed.median == pytest.approx(0.9) and per.median == pytest.approx(0.48)
     assert fixed.low == pytest.approx(0.9) and per.high == pytest.approx(0.48)  # exact data: no spread
     noisy = [s + d for s, d in zip(seconds, [0.1, -0.1, 0.05, -0.05, 0.2, -0.2], strict=True)]
-    fixed, per = ts.fit_with_ci(events, noisy, resamples=500)
+    fit = ts.fit_with_ci(events, noisy, resamples=500)
+    assert fit is not None
+    fixed, per = fit
+    assert fixed.low is not None and fixed.median is not None and fixed.high is not None
+    assert per.low is not None and per.median is not None and per.high is not None
     assert fixed.low < fixed.median < fixed.high and per.low < per.median < per.high
     assert ts.fit_with_ci([1e6, 1e6], [1.0, 2.0]) is None
     with pytest.raises(ValueError):
@@ -174,9 +180,13 @@ def test_report_has_headline_sweep_sizes_and_every_run():
 def test_pairs_run_a_shared_configuration_once_per_round():
     s_cfg = SluiceConfig(1, 2, 2)
     p_best, p_m = PeerConfig(4, 0, 1), PeerConfig(2, 20, 2)
-    suite = ts.Suite.__new__(ts.Suite)
     seen = []
-    suite.run = lambda cfg, data, phase: seen.append((cfg, phase))
-    suite.pairs([(s_cfg, p_best, "best"), (s_cfg, p_m, "matched")], None, 2)
+
+    class Recorded(ts.Suite):
+        def run(self, cfg, data, phase):
+            seen.append((cfg, phase))
+
+    suite = Recorded.__new__(Recorded)
+    suite.pairs([(s_cfg, p_best, "best"), (s_cfg, p_m, "matched")], ts.Dataset("", 0, 0, {}), 2)
     assert [c for c, _ in seen] == [p_best, s_cfg, p_m, p_m, s_cfg, p_best]
     assert {phase for _, phase in seen} == {ts.HEADLINE}

@@ -31,7 +31,8 @@ def test_first_read_ignores_directory_listings_and_output():
         ev(2.0, INPUT, "b.jsonl", "access"),
         ev(1.8, INPUT, "a.jsonl", "access"),
     ]
-    assert first_read(events).name == "a.jsonl"
+    read = first_read(events)
+    assert read is not None and read.name == "a.jsonl"
     assert first_read(events[:2]) is None
 
 
@@ -95,10 +96,10 @@ def test_measure_refuses_what_it_cannot_time():
     read = ev(1.0, INPUT, "e.jsonl", "access")
     commit = ev(2.0, OUTPUT, "batch-000000.csv", "moved_to")
     assert measure(0.0, [commit], good).error == "no read of an input file seen"
-    assert "output check failed" in measure(0.0, [read, commit], wrong).error
-    assert "overflowed" in measure(0.0, [read, commit], good, overflowed=True).error
+    assert "output check failed" in (measure(0.0, [read, commit], wrong).error or "")
+    assert "overflowed" in (measure(0.0, [read, commit], good, overflowed=True).error or "")
     w = measure(0.0, [read], good)
-    assert not w.ok and "no commit event" in w.error and w.rate(10) is None
+    assert not w.ok and "no commit event" in (w.error or "") and w.rate(10) is None
 
 
 def test_watcher_sees_first_read_and_commits(tmp_path):
@@ -107,7 +108,7 @@ def test_watcher_sees_first_read_and_commits(tmp_path):
     out.mkdir()
     (inp / "a.jsonl").write_text("x\n")
     (inp / "b.jsonl").write_text("y\n")
-    called = []
+    called: list[float] = []
     watch = WindowWatch(str(inp), str(out), on_first_read=called.append).start()
     try:
         os.listdir(inp)

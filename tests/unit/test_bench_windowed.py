@@ -175,9 +175,9 @@ def test_the_table_of_no_events_and_bad_windows():
     assert len(empty) == 0 and list(empty.columns) == ["url", "window_start", "window_end", "count"]
     for size_ms, slide_ms in ((0, 10), (10, 0), (-5, 5), (10.5, 10)):
         with pytest.raises(ValueError):
-            window_counts([], size_ms, slide_ms)
+            window_counts([], size_ms, slide_ms)  # type: ignore[arg-type]  # 10.5: a float on purpose
         with pytest.raises(ValueError):
-            window_count_table([], [], size_ms, slide_ms)
+            window_count_table([], [], size_ms, slide_ms)  # type: ignore[arg-type]  # 10.5: a float on purpose
 
 
 def test_expected_windows_reads_the_generated_files(tmp_path):

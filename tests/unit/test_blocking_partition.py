@@ -30,6 +30,7 @@ from taskmanager.network.partition import (
     END,
     STATUS,
     WATERMARK,
+    Partition,
     PartitionManager,
     PartitionReleased,
     ResultPartition,
@@ -56,13 +57,19 @@ def new_partition(manager: PartitionManager, pid: str = "p0", n: int = 3, job: s
 
 def read_all(reader: Any, timeout: float = DEADLINE) -> list[tuple[Any, Any]]:
     """Every item up to and including END."""
-    items = []
+    items: list[tuple[Any, Any]] = []
     while True:
         item = reader.poll(timeout)
         assert item is not None, f"no item within {timeout}s after {items}"
         items.append(item)
         if item[0] == END:
             return items
+
+
+def blocking(p: Partition | None) -> bp.BlockingResultPartition:
+    """A partition the test knows to be a blocking one."""
+    assert isinstance(p, bp.BlockingResultPartition), p
+    return p
 
 
 def rows(items: list[tuple[Any, Any]], column: str = "i") -> list[Any]:
@@ -114,7 +121,8 @@ def test_readers_read_independently_and_again_from_the_start(tmp_path):
     p.finish()
 
     a, b = p.reader(0), p.reader(0)
-    assert rows([a.poll(DEADLINE)]) == [0, 1, 2, 3, 4]  # consecutive record batches joined into one item
+    first = a.poll(DEADLINE)
+    assert first is not None and rows([first]) == [0, 1, 2, 3, 4]  # consecutive record batches joined into one item
     assert rows(read_all(b)) == [0, 1, 2, 3, 4]
     assert a.poll(DEADLINE) == (END, None) and a.poll(0) is None  # after END: nothing more
     p.consumed(0)  # a consumer's END does not release a blocking partition
@@ -398,8 +406,8 @@ def test_a_batch_stage_reads_its_producers_files_after_they_finished_and_again_o
         finished(reports)
         task.join(DEADLINE)
         assert not task.alive
-    partitions = [stage.partitions.get(pid, 0) for pid in stage.pids]
-    assert all(p is not None and p.blocking and p.finished for p in partitions)  # kept after the task ended
+    partitions = [blocking(stage.partitions.get(pid, 0)) for pid in stage.pids]
+    assert all(p.blocking and p.finished for p in partitions)  # kept after the task ended
 
     consumers = [stage.consume(i) for i in range(2)]
     for task, reports in consumers:
@@ -450,7 +458,7 @@ def test_a_failed_producer_deletes_its_blocking_partition(tmp_path, monkeypatch)
         def report(self, task, state, failure=None, end_of_input=False):
             if state == ExecutionState.FAILED:  # reported before the partitions are released
                 p = partitions.get("out0", 0)
-                seen.append(p is not None and os.path.exists(f"{p.directory}/0.arrow"))
+                seen.append(isinstance(p, bp.BlockingResultPartition) and os.path.exists(f"{p.directory}/0.arrow"))
             super().report(task, state, failure, end_of_input)
 
     tdd = taskmanager_pb2.TaskDeploymentDescriptor(
@@ -473,7 +481,8 @@ def test_a_failed_producer_deletes_its_blocking_partition(tmp_path, monkeypatch)
     task = Task(tdd, SparkEngine(1), partitions, OWN, reports)
     task.start()
     task.join(DEADLINE)
-    assert reports.final() == ExecutionState.FAILED and "broken at the end" in reports.states[-1][1].error
+    failure = reports.states[-1][1]
+    assert reports.final() == ExecutionState.FAILED and failure is not None and "broken at the end" in failure.error
     assert seen == [True]  # its batches had reached the file
     assert partitions.get("out0", 0) is None
     assert os.listdir(tmp_path / "tm" / "partitions") == []  # the file, its directory and the job's are gone
@@ -496,19 +505,20 @@ def test_release_partitions_is_fenced_bounded_and_counts_what_it_released(tmp_pa
     for p in held:
         p.subpartitions[0].add((BATCH, t(1)))
         p.finish()
-    service = tm_servicer.TaskExecutorServicer(_Registry(), lambda tdd: None, manager)  # type: ignore[arg-type] — a fake registry and task factory
+    service = tm_servicer.TaskExecutorServicer(_Registry(), lambda tdd: None, manager)  # type: ignore[arg-type, return-value]  # a fake registry; no task deployed
 
-    for fields in [{"leader_session_id": "another"}, {"leader_session_id": ""}]:
+    for session in [{"leader_session_id": "another"}, {"leader_session_id": ""}]:
         with pytest.raises(_Aborted) as refused:
-            _release(service, partition_ids=["p0"], **fields)
+            _release(service, partition_ids=["p0"], **session)
         assert refused.value.args[0] == grpc.StatusCode.FAILED_PRECONDITION
     too_many = [f"x{i}" for i in range(tm_servicer.MAX_RELEASE_IDS + 1)]
-    for fields in [
+    invalid: list[dict[str, Any]] = [
         {"partition_ids": too_many},
         {"partition_ids": ["p0", "x" * (tm_servicer.MAX_ID_LENGTH + 1)]},
         {"job_id": ""},
         {"job_id": "j" * (tm_servicer.MAX_ID_LENGTH + 1)},
-    ]:
+    ]
+    for fields in invalid:
         with pytest.raises(_Aborted) as refused:
             _release(service, **fields)
         assert refused.value.args[0] == grpc.StatusCode.INVALID_ARGUMENT

@@ -234,7 +234,7 @@ def test_ctrl_c_on_a_terminal_asks_cancel_or_detach(answer, cancels):
 
 def test_watch_gives_up_after_its_timeout():
     with pytest.raises(SluiceError, match="still RUNNING after 0"):
-        progress.watch(FakeClient([job_info()]), JOB, timeout=0, poll=0, console=Console(file=io.StringIO()))
+        progress.watch(FakeClient([job_info()]), JOB, timeout=0, poll=0, console=Console(file=io.StringIO()))  # type: ignore[arg-type]  # a fake client: get only
 
 
 def test_attached_sets_the_watcher_of_the_execution_context_for_its_duration():

@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from typing import Any
 
 import grpc
 import pytest
@@ -155,11 +156,12 @@ def test_the_client_tells_when_another_jobmanager_answers(monkeypatch):
     def connect():
         if client._stub is None:
             client._address = next(addresses)
-            client._stub = stub
+            client._stub = stub  # type: ignore[assignment]  # a scripted fake stub
         return stub
 
     monkeypatch.setattr(client, "_connect", connect)
-    changes, outages = [], []
+    changes: list[str] = []
+    outages: list[str] = []
     client.on_leader_change, client.on_unavailable = changes.append, outages.append
     for _ in range(3):
         client.get("j1")
@@ -215,7 +217,7 @@ def test_bad_timeouts_are_refused():
 
 
 # -- cluster.json ------------------------------------------------------------------------------
-CLUSTER_JSON = {
+CLUSTER_JSON: dict[str, Any] = {
     "cluster_id": "cluster-1a2b3c4d",
     "zookeeper": "127.0.0.1:2181",
     "dir": "/x/.sluice",

@@ -415,7 +415,7 @@ class _Aborted(Exception):
 
 class _Context:
     def __init__(self) -> None:
-        self.status = None
+        self.status: tuple[object, str] | None = None  # (code, message) of abort()
 
     def abort(self, code, message):
         self.status = (code, message)
@@ -432,7 +432,7 @@ def test_the_servicer_takes_exactly_one_of_job_and_declarative():
     from sluice.v1 import jobmanager_pb2
 
     dispatcher = _Dispatcher()
-    servicer = JobManagerServicer(dispatcher, lambda: None)
+    servicer = JobManagerServicer(dispatcher, lambda: None)  # type: ignore[arg-type]  # a fake dispatcher: submit only
     reply = servicer.SubmitJob(jobmanager_pb2.SubmitJobRequest(declarative=declarative(page_views())), _Context())
     assert reply.job_id == "job-1" and dispatcher.submitted[0].name == "page_views"
     graph = dispatcher.submitted[0]
@@ -443,6 +443,7 @@ def test_the_servicer_takes_exactly_one_of_job_and_declarative():
         context = _Context()
         with pytest.raises(_Aborted):
             servicer.SubmitJob(request, context)
+        assert context.status is not None
         assert context.status[0] == grpc.StatusCode.INVALID_ARGUMENT and "exactly one of job" in context.status[1]
     context = _Context()
     with pytest.raises(_Aborted):
@@ -452,6 +453,7 @@ def test_the_servicer_takes_exactly_one_of_job_and_declarative():
             ),
             context,
         )
+    assert context.status is not None
     assert context.status[0] == grpc.StatusCode.INVALID_ARGUMENT and "unknown column 'x'" in context.status[1]
     assert len(dispatcher.submitted) == 1
 

@@ -59,7 +59,8 @@ def rows_of(out: Batch | None) -> list[tuple]:
 def expected(rows: list[tuple]) -> list[tuple]:
     """The plain loop: per user, rows in (ts, url) order, one kept when the last kept one is at
     least WITHIN older."""
-    kept, last = [], {}
+    kept: list[tuple] = []
+    last: dict[int, int] = {}
     for user, ts, url in sorted(rows):
         if user not in last or ts >= last[user] + WITHIN:
             last[user] = ts
@@ -116,6 +117,7 @@ def test_two_subtasks_snapshots_restore_into_one():
                 out += rows_of(op.process(batch(part)))
             out += rows_of(op.on_watermark(seen - 300))
     a, b = evens.snapshot(1), odds.snapshot(1)
+    assert a.inline is not None and b.inline is not None
     merged = new_op()
     merged.restore(
         OperatorSnapshot(
@@ -193,7 +195,7 @@ def test_the_api_and_the_job_check_refuse_bad_settings_with_the_field_named():
     )
     for within in (0, -1, True, 1.5, 2**53 + 1):
         with pytest.raises(ValueError, match="within_ms"):
-            timed.deduplicate("user", within_ms=within)
+            timed.deduplicate("user", within_ms=within)  # type: ignore[arg-type]  # 1.5: a float on purpose
     with pytest.raises(ValueError, match="'event' or 'processing'"):
         timed.deduplicate("user", within_ms=10, time="ingestion")
     timed.deduplicate(["user"], within_ms=10).print()

@@ -145,7 +145,7 @@ def test_a_writer_observing_event_time_drops_null_timestamps_and_keeps_the_large
     assert writer.null_keys_dropped == 1 and writer.take_max_timestamp() == 9
     assert writer.take_max_timestamp() is None  # taken once
     writer.watermark(8)
-    kinds = [partition.subpartitions[0].poll(0)[0] for _ in range(2)]
+    kinds = [item and item[0] for item in (partition.subpartitions[0].poll(0) for _ in range(2))]
     assert kinds == ["batch", "watermark"]
 
 
@@ -165,5 +165,7 @@ def test_processing_time_windows_fire_on_the_tasks_clock(monkeypatch):
     op.process(Batch(None, table=pa.table({"url": ["a", "a"], KEY_GROUP: pa.array([3, 3], pa.int32())})))
     assert op.on_watermark(10**15) is None  # event time does not drive it
     assert op.on_processing_time(1_000_900) is None
-    out = op.on_processing_time(1_001_000).table().to_pylist()
+    fired = op.on_processing_time(1_001_000)
+    assert fired is not None
+    out = fired.table().to_pylist()
     assert out == [{"url": "a", "window_start": 1_000_000, "window_end": 1_001_000, "count": 2}]

@@ -32,7 +32,7 @@ def test_a_strategy_round_trips_as_plain_data():
     ("build", "error", "match"),
     [
         (lambda: S.for_bounded_out_of_orderness(-1), ValueError, ">= 0 ms"),
-        (lambda: S.for_bounded_out_of_orderness(1.5), TypeError, "whole number"),
+        (lambda: S.for_bounded_out_of_orderness(1.5), TypeError, "whole number"),  # type: ignore[arg-type]  # a float on purpose
         (lambda: S.for_bounded_out_of_orderness(True), TypeError, "whole number"),
         (lambda: S.for_monotonous_timestamps().with_timestamp_column(""), ValueError, "column name"),
         (lambda: S.for_monotonous_timestamps().with_idleness(0), ValueError, "> 0 ms"),

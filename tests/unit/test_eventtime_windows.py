@@ -71,7 +71,7 @@ def test_assigners_round_trip_as_plain_data(assigner):
     [
         (lambda: TumblingEventTimeWindows.of(0), ValueError, "size must be > 0"),
         (lambda: TumblingEventTimeWindows.of(-5), ValueError, "size must be > 0"),
-        (lambda: TumblingEventTimeWindows.of(2.5), TypeError, "whole number"),
+        (lambda: TumblingEventTimeWindows.of(2.5), TypeError, "whole number"),  # type: ignore[arg-type]  # a float on purpose
         (lambda: SlidingEventTimeWindows.of(10, 20), ValueError, "larger than the window size"),
         (lambda: SlidingEventTimeWindows.of(10, 0), ValueError, "slide must be > 0"),
         (lambda: TumblingEventTimeWindows.of(10, offset_ms=10), ValueError, "offset"),

@@ -1,6 +1,8 @@
 """Scripted event sequences against the pure ExecutionGraph; exact actions asserted."""
 
 import copy
+from collections.abc import Mapping
+from typing import TypeVar
 
 import pytest
 from execution_graph_scripts import AGG0, AGG1, ALL, JOB, SINK0, SLOTS, SRC0, SRC1, TIMEOUT, new_graph, running_graph
@@ -26,6 +28,8 @@ from jobmanager.scheduler.execution_graph import (
 )
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.states import ExecutionState, FailureCause, IllegalTransition, JobStatus
+
+S = TypeVar("S")  # a transition table's state type
 
 # slot 0 lives on tm-a, slot 1 on tm-b
 
@@ -92,7 +96,7 @@ def test_second_slots_assigned_is_ignored():
 
 def test_unknown_event_type_raises_type_error():
     with pytest.raises(TypeError):
-        new_graph().handle(object())
+        new_graph().handle(object())  # type: ignore[arg-type]  # not an event: the point of the test
 
 
 # -- finishing ------------------------------------------------------------------
@@ -210,7 +214,8 @@ def test_failure_of_the_last_running_task_fails_the_job_at_once():
     assert [type(a) for a in actions] == [JobStatusChanged, JobStatusChanged, JobTerminated]
     assert actions[0] == JobStatusChanged(JobStatus.RUNNING, JobStatus.FAILING)
     assert actions[1] == JobStatusChanged(JobStatus.FAILING, JobStatus.FAILED)
-    assert actions[2].state == JobStatus.FAILED and TRACEBACK in actions[2].failure
+    end = actions[2]
+    assert isinstance(end, JobTerminated) and end.state == JobStatus.FAILED and TRACEBACK in end.failure
 
 
 def test_deployment_failure_fails_the_job_like_a_task_failure():
@@ -387,7 +392,8 @@ def test_cancel_timeout_while_failing_forces_failed_with_root_cause():
     assert g.handle(Tick(59.0)) == []
     actions = g.handle(Tick(60.0))
     assert [type(a) for a in actions] == [JobStatusChanged, JobTerminated]
-    assert actions[1].state == JobStatus.FAILED and TRACEBACK in actions[1].failure
+    end = actions[1]
+    assert isinstance(end, JobTerminated) and end.state == JobStatus.FAILED and TRACEBACK in end.failure
     assert g.state == JobStatus.FAILED
 
 
@@ -448,16 +454,17 @@ TASK_STATES = tuple(TASK_TRANSITIONS)
 ILLEGAL_TASK = [(a, b) for a in TASK_STATES for b in TASK_STATES if b not in TASK_TRANSITIONS[a]]
 
 
+def _closed_with_final_terminals(table: Mapping[S, tuple[S, ...]], terminal: list[S]) -> None:
+    for src, targets in table.items():
+        assert set(targets) <= set(table), src
+        assert src not in targets, src
+    for t in terminal:
+        assert table[t] == ()
+
+
 def test_transition_tables_are_closed_and_terminal_states_are_final():
-    for table, terminal in (
-        (JOB_TRANSITIONS, [s for s in JobStatus if s.terminal]),
-        (TASK_TRANSITIONS, [s for s in ExecutionState if s.terminal]),
-    ):
-        for src, targets in table.items():
-            assert set(targets) <= set(table), src
-            assert src not in targets, src
-        for t in terminal:
-            assert table[t] == ()
+    _closed_with_final_terminals(JOB_TRANSITIONS, [s for s in JobStatus if s.terminal])
+    _closed_with_final_terminals(TASK_TRANSITIONS, [s for s in ExecutionState if s.terminal])
 
 
 @pytest.mark.parametrize("old,new", ILLEGAL_JOB, ids=[f"{a}->{b}" for a, b in ILLEGAL_JOB])

@@ -40,7 +40,7 @@ def writer(out, format: str, columns=None, ctx: OperatorContext = CTX) -> FileSi
     return op
 
 
-def rows(*kv: tuple[str, int | None]) -> Batch:
+def rows(*kv: tuple[str | None, int | None]) -> Batch:
     table = pa.table({"k": [k for k, _ in kv], "v": pa.array([v for _, v in kv], pa.int64())})
     return Batch(engine=None, table=table)
 

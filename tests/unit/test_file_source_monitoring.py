@@ -13,6 +13,7 @@ import pytest
 from sluice import graph
 from sluice.api import FileSink, StreamExecutionEnvironment
 from taskmanager.operators.sources import IDLE, FileSource
+from taskmanager.spark_engine import Batch
 
 
 class PathsSource(FileSource):
@@ -110,7 +111,7 @@ def test_forget_after_bounds_the_names_kept_and_never_reads_a_file_twice(tmp_pat
     put(tmp_path, "late.jsonl")
     os.utime(tmp_path / "late.jsonl", (1_005, 1_005))  # appears now, but older than the horizon: not read
     clock.t = 2.0
-    assert read_all(src) == [] and src.monitor.files_ignored >= 1
+    assert read_all(src) == [] and src.monitor is not None and src.monitor.files_ignored >= 1
     restored = source(tmp_path, clock=Clock(), forget_after_ms=10_000)
     restored.restore(src.snapshot())
     assert read_all(restored) == []  # a, b, c and late stay unread after a restore too
@@ -213,4 +214,5 @@ def test_a_file_that_arrives_before_the_next_listing_is_pending_input_at_once(tm
     put(tmp_path, "b.jsonl")
     assert src.next_batch() is IDLE  # its own listing waits for the interval
     assert src.has_pending_input()  # idleness asks: listed now, b is pending
-    assert [os.path.basename(p) for p in src.next_batch()._df] == ["b.jsonl"]
+    batch = src.next_batch()
+    assert isinstance(batch, Batch) and [os.path.basename(p) for p in batch._df] == ["b.jsonl"]

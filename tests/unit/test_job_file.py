@@ -66,18 +66,18 @@ def test_other_forms_say_to_give_a_data_type(ddl):
 def test_udfs_with_ddl_strings_work_only_inside_the_context():
     with ddl_types_without_session():
 
-        @pandas_udf("long")
+        @pandas_udf("long")  # type: ignore[call-overload]  # pyspark's stubs lack pandas_udf(returnType)
         def plus_one(v):
             return v + 1
 
         assert plus_one.returnType == t.LongType()  # what the UDF carries to the TaskManagers
         assert udf(lambda x: x, "array<string>").returnType == t.ArrayType(t.StringType(), True)
         with pytest.raises(NeedsSparkSession, match=r'^pandas_udf\("long not null"\): give the return type'):
-            pandas_udf("long not null")(lambda v: v)
+            pandas_udf("long not null")(lambda v: v)  # type: ignore[call-overload]  # as above: pyspark's stubs
         with pytest.raises(NeedsSparkSession, match=r'^udf\("char\(1\)"\): give the return type'):
             udf(lambda x: x, "char(1)")
     with pytest.raises(PySparkRuntimeError) as e:  # pyspark's own parser is back
-        pandas_udf("long")(lambda v: v)
+        pandas_udf("long")(lambda v: v)  # type: ignore[call-overload]  # as above: pyspark's stubs
     assert "SESSION_OR_CONTEXT_NOT_EXISTS" in str(e.value)
     assert "runs on the client, where none exists" in (explain(e.value) or "")
     assert explain(ValueError("x")) is None
@@ -132,7 +132,7 @@ def test_helper_modules_next_to_the_job_file_are_pickled_by_value(tmp_path, monk
 
     (tmp_path / "my_job_helper.py").write_text("def double(x):\n    return 2 * x\n")
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    import my_job_helper
+    import my_job_helper  # type: ignore[import-not-found]  # written by the test above
 
     try:
         assert pickle_by_value_under(str(tmp_path)) == ["my_job_helper"]  # not sluice, pyspark, ...

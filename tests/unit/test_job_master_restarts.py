@@ -5,6 +5,8 @@ of cancelling the other tasks."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from jobmanager.job_master import JobMaster
@@ -12,7 +14,7 @@ from jobmanager.master.exception_history import HISTORY_SIZE, TRACEBACK_LIMIT
 from jobmanager.master.status import TaskRecords, task_records
 from jobmanager.scheduler.slot_pool import SlotId
 from sluice.api import StreamExecutionEnvironment
-from sluice.states import FailureCause, JobStatus
+from sluice.states import ExecutionState, FailureCause, JobStatus
 from sluice.v1 import common_pb2
 
 
@@ -26,13 +28,13 @@ class Gateway:
 
     session_id = "a1b2c3d4e5f6"
     address = "127.0.0.1:1"
-    ha = None
+    ha: Any = None  # a test sets a fake store
 
     def __init__(self) -> None:
         self.requested: list[int] = []
         self.calls: list[tuple[str, str]] = []
 
-    def request_slots(self, _job_id: str, count: int) -> None:
+    def request_slots(self, _job_id: str, count: int, minimum: int | None = None, extend: bool = False) -> None:
         self.requested.append(count)
 
     def release_slots(self, job_id: str) -> None:
@@ -41,8 +43,11 @@ class Gateway:
     def address_of(self, resource_id: str) -> str:
         return f"{resource_id}:1"
 
-    def call_task(self, _job, execution_id: str, method: str, _request) -> None:
+    def call_task(self, _job, execution_id: str, method: str, _request, on_reply=None) -> None:
         self.calls.append((method, execution_id))
+
+    def release_partitions(self, job, resource_id: str, partition_ids, all_of_job: bool = False) -> None:
+        pass
 
     def run_io(self, _job, fn, done) -> None:
         done(fn())
@@ -51,7 +56,7 @@ class Gateway:
         return None
 
 
-def job_graph(**config) -> object:
+def job_graph(**config) -> common_pb2.JobGraph:
     env = StreamExecutionEnvironment()
     env.set_parallelism(2)
     for key, value in config.items():
@@ -65,18 +70,25 @@ def running(jm: JobMaster, gw: Gateway, now: float) -> list[str]:
     jm.on_slots([SlotId(f"tm-{i}", 0) for i in range(gw.requested[-1])], now)
     eids = sorted(jm.graph.executions)
     for eid in eids:
-        jm.on_task_state(eid, "RUNNING", "", TaskRecords(), False, now)
+        jm.on_task_state(eid, ExecutionState.RUNNING, "", TaskRecords(), False, now)
     assert jm.state == "RUNNING"
     return eids
 
 
+def taskmanager_of(jm: JobMaster, eid: str) -> str:
+    """The TaskManager of a deployed execution's slot."""
+    slot = jm.graph.executions[eid].slot
+    assert slot is not None, f"{eid} has no slot"
+    return slot.resource_id
+
+
 def fail_one(jm: JobMaster, eids: list[str], now: float) -> None:
-    jm.on_task_state(eids[0], "FAILED", "Traceback ...\nValueError: bad record", TaskRecords(), False, now)
+    jm.on_task_state(eids[0], ExecutionState.FAILED, "Traceback ...\nValueError: bad record", TaskRecords(), False, now)
 
 
 def cancelled(jm: JobMaster, eids: list[str], now: float) -> None:
     for eid in eids[1:]:
-        jm.on_task_state(eid, "CANCELED", "", TaskRecords(), False, now)
+        jm.on_task_state(eid, ExecutionState.CANCELED, "", TaskRecords(), False, now)
 
 
 def test_restart_delay_counts_from_the_failure():
@@ -205,7 +217,7 @@ def restarting_job(attempts: int = 3, **config) -> tuple[JobMaster, Gateway]:
 def fail_attempt(jm: JobMaster, gw: Gateway, now: float, error: str, cause=FailureCause.TASK_ERROR, task: int = 0):
     """Run the current attempt, fail task `task` with `error`, stop the others, and tick."""
     eids = running(jm, gw, now)
-    jm.on_task_state(eids[task], "FAILED", error, TaskRecords(), False, now + 0.1, cause=cause)
+    jm.on_task_state(eids[task], ExecutionState.FAILED, error, TaskRecords(), False, now + 0.1, cause=cause)
     cancel_others(jm, eids, eids[task], now + 0.2)
     jm.tick(now + 0.3)
 
@@ -213,13 +225,15 @@ def fail_attempt(jm: JobMaster, gw: Gateway, now: float, error: str, cause=Failu
 def cancel_others(jm: JobMaster, eids: list[str], failed: str, now: float) -> None:
     for eid in eids:
         if eid != failed:
-            jm.on_task_state(eid, "CANCELED", "", TaskRecords(), False, now)
+            jm.on_task_state(eid, ExecutionState.CANCELED, "", TaskRecords(), False, now)
 
 
 def test_non_recoverable_report_fails_the_job_at_once_without_using_an_attempt():
     jm, gw = restarting_job()
     eids = running(jm, gw, 0.0)
-    jm.on_task_state(eids[0], "FAILED", IMPORT_ERROR, TaskRecords(), False, 1.0, cause=FailureCause.NON_RECOVERABLE)
+    jm.on_task_state(
+        eids[0], ExecutionState.FAILED, IMPORT_ERROR, TaskRecords(), False, 1.0, cause=FailureCause.NON_RECOVERABLE
+    )
     assert jm.state == JobStatus.RUNNING  # winding down, and saying it will not restart
     assert "will not restart: non-recoverable error (ModuleNotFoundError) in task" in jm.info(0).message
     cancel_others(jm, eids, eids[0], 1.1)
@@ -317,7 +331,7 @@ def test_a_taskmanager_lost_while_the_attempt_fails_counts_nothing():
     eids = running(jm, gw, 0.0)
     jm.on_tm_lost("tm-1", "no heartbeat for 6s (timeout 6s)", 0.1, "tm-1:1")
     jm.on_tm_lost("tm-0", "no heartbeat for 6s (timeout 6s)", 0.2, "tm-0:1")
-    on = {jm.graph.executions[e].slot.resource_id: jm.graph.executions[e] for e in eids}
+    on = {taskmanager_of(jm, e): jm.graph.executions[e] for e in eids}
     assert jm.tm_losses.count(on["tm-1"].chain_id, on["tm-1"].subtask) == 1
     assert jm.tm_losses.count(on["tm-0"].chain_id, on["tm-0"].subtask) == 0
     jm.tick(0.3)
@@ -330,7 +344,7 @@ def test_a_completed_checkpoint_resets_the_taskmanager_losses(tmp_path):
     )
     eids = running(jm, gw, 0.0)
     jm.on_tm_lost("tm-1", "gone", 0.1, "tm-1:1")
-    tm1 = next(e for e in eids if jm.graph.executions[e].slot.resource_id == "tm-1")
+    tm1 = next(e for e in eids if taskmanager_of(jm, e) == "tm-1")
     chain, subtask = jm.graph.executions[tm1].chain_id, jm.graph.executions[tm1].subtask
     assert jm.tm_losses.count(chain, subtask) == 1
     cancel_others(jm, eids, tm1, 0.2)
@@ -353,7 +367,9 @@ def test_a_completed_checkpoint_between_two_equal_errors_keeps_restarting(tmp_pa
     for eid in eids:
         jm.on_ack(eid, 1, b"{}", 0, 2.1)
     assert jm.latest is not None and jm.latest.checkpoint_id == 1  # completed: the job made progress
-    jm.on_task_state(eids[0], "FAILED", bad_record(), TaskRecords(), False, 3.0, cause=FailureCause.TASK_ERROR)
+    jm.on_task_state(
+        eids[0], ExecutionState.FAILED, bad_record(), TaskRecords(), False, 3.0, cause=FailureCause.TASK_ERROR
+    )
     cancel_others(jm, eids, eids[0], 3.1)
     jm.tick(3.2)
     assert jm.state == JobStatus.RESTARTING and jm.restarts == 2
@@ -375,13 +391,13 @@ def test_a_recovered_job_that_finishes_keeps_why_it_restarted():
             counters.append((job_id, metrics.num_restarts))
 
     counters: list[tuple[str, int]] = []
-    jm, gw = restarting_job(**{"restart-strategy.fixed-delay.delay": "1s"})
+    jm, gw = restarting_job(attempts=3, **{"restart-strategy.fixed-delay.delay": "1s"})
     gw.ha = Ha()
     fail_attempt(jm, gw, 0.0, bad_record())
     assert jm.info(0).message == "restarting after: ValueError: bad record 1"  # its exception line
     jm.tick(1.1)
     for eid in running(jm, gw, 1.2):
-        jm.on_task_state(eid, "FINISHED", "", TaskRecords(), False, 2.0)
+        jm.on_task_state(eid, ExecutionState.FINISHED, "", TaskRecords(), False, 2.0)
     info = jm.info(0)
     assert info.failure == ""  # a FINISHED job has no failure: the history says why it restarted
     assert [(e.attempt, e.task, e.cause, e.restarted) for e in info.exceptions] == [
@@ -394,11 +410,12 @@ def test_a_recovered_job_that_finishes_keeps_why_it_restarted():
 
 def test_history_is_bounded():
     jm, gw = restarting_job(
+        attempts=3,
         **{
             "restart-strategy": "exponential-delay",
             "restart-strategy.exponential-delay.initial-backoff": "1ms",
             "restart-strategy.exponential-delay.max-backoff": "1ms",
-        }
+        },
     )
     long_error = "x" * 100_000 + "\n" + bad_record()
     for i in range(40):
@@ -413,7 +430,9 @@ def test_history_is_bounded():
 def test_cancel_while_failing_records_the_failure_as_not_restarted():
     jm, gw = restarting_job()
     eids = running(jm, gw, 0.0)
-    jm.on_task_state(eids[0], "FAILED", bad_record(), TaskRecords(), False, 1.0, cause=FailureCause.TASK_ERROR)
+    jm.on_task_state(
+        eids[0], ExecutionState.FAILED, bad_record(), TaskRecords(), False, 1.0, cause=FailureCause.TASK_ERROR
+    )
     jm.cancel(1.05)
     cancel_others(jm, eids, eids[0], 1.2)
     assert jm.state == JobStatus.CANCELED
@@ -434,7 +453,7 @@ def test_a_finished_job_lists_each_checkpoint_once(tmp_path):
         assert jm.on_ack(eid, 1, b'{"operators": {}, "keyed": {}}', 10, 1.1) == "SUCCESS"
     assert jm.latest is not None and jm.latest.checkpoint_id == 1
     for eid in eids:
-        jm.on_task_state(eid, "FINISHED", "", records(1, 1), False, 2.0)
+        jm.on_task_state(eid, ExecutionState.FINISHED, "", records(1, 1), False, 2.0)
     assert jm.state == JobStatus.FINISHED
     assert [c.checkpoint_id for c in jm.info(0).checkpoints] == [1]
 
@@ -459,5 +478,7 @@ def test_a_rebalance_waits_for_every_subtasks_key_group_load():
     with pytest.raises(ValueError, match="load of subtask 0 of 'counts' has not reached the JobManager yet"):
         jm._key_group_load("counts")
     jm.metrics[counts[0]] = task_records(jobmanager_pb2.TaskMetrics(execution_id=counts[0], key_group_records={1: 90}))
-    jm.on_task_state(counts[0], "RUNNING", "", records(90, 0), False, 1.0)  # a later state report keeps the load
+    jm.on_task_state(
+        counts[0], ExecutionState.RUNNING, "", records(90, 0), False, 1.0
+    )  # a later state report keeps the load
     assert jm._key_group_load("counts") == {1: 90, 64: 10}

@@ -32,10 +32,10 @@ from sluice.v1 import common_pb2, jobmanager_pb2
 
 
 @pytest.fixture
-def dispatcher():
+def dispatcher(monkeypatch):
     d = Dispatcher("127.0.0.1:1", heartbeat_timeout=6.0, heartbeat_interval=1.0, clock=lambda: 0.0)
     d.grant_leadership(SESSION)
-    d.call_task = lambda *_: None  # no TaskManager to call
+    monkeypatch.setattr(d, "call_task", lambda *_: None)  # no TaskManager to call
     yield d
     d.close()
 
@@ -378,12 +378,12 @@ def test_a_stored_task_error_is_cut_with_a_note(dispatcher):
 
 # -- acknowledgements -----------------------------------------------------------------------------
 @pytest.fixture
-def checkpointing(tmp_path):
+def checkpointing(tmp_path, monkeypatch):
     """A dispatcher whose running job has checkpoint 1 pending; (dispatcher, job id, eids, dir)."""
     now = [0.0]
     d = Dispatcher("127.0.0.1:1", heartbeat_timeout=60.0, heartbeat_interval=1.0, clock=lambda: now[0])
     d.grant_leadership(SESSION)
-    d.call_task = lambda *_: None
+    monkeypatch.setattr(d, "call_task", lambda *_: None)
     register(d, "tm-a", "127.0.0.1:7001", 1, "taskmanager/tm-a")
     register(d, "tm-b", "127.0.0.1:7002", 1, "taskmanager/tm-b")
     env = StreamExecutionEnvironment()
@@ -398,7 +398,8 @@ def checkpointing(tmp_path):
         assert call(rm(d).UpdateTaskExecutionState, running, f"taskmanager/{where(d, job_id, eid)}")[0].accepted
     now[0] = 5.0
     d.tick()
-    assert d._jobs[job_id].coordinator.pending_id == 1
+    coordinator = d._jobs[job_id].coordinator
+    assert coordinator is not None and coordinator.pending_id == 1
     yield d, job_id, eids, d._jobs[job_id].storage
     d.close()
 
@@ -456,11 +457,10 @@ def test_negative_checkpoint_numbers_are_invalid(checkpointing, field, value):
 # -- no session id in error texts -----------------------------------------------------------------
 def test_no_error_text_carries_the_leader_session(dispatcher):
     job_id, eids = identified_job(dispatcher)
+    update, deploying = rm(dispatcher).UpdateTaskExecutionState, common_pb2.EXECUTION_STATE_DEPLOYING
     texts = [
-        call(rm(dispatcher).UpdateTaskExecutionState, report(dispatcher, job_id, eids[0], 2, session="x"))[1].details,
-        call(rm(dispatcher).UpdateTaskExecutionState, report(dispatcher, job_id, eids[0], 2), "taskmanager/r")[
-            1
-        ].details,
+        call(update, report(dispatcher, job_id, eids[0], deploying, session="x"))[1].details,
+        call(update, report(dispatcher, job_id, eids[0], deploying), "taskmanager/r")[1].details,
         register(dispatcher, "tm-a", "127.0.0.1:7001", 1, "taskmanager/rogue")[1].details,
         register(dispatcher, "tm-x", "127.0.0.1:7001", 2**31 - 1)[1].details,
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -73,7 +74,7 @@ SINGLE_KEY_GROUPS_128 = [
 
 # Spark's xxhash64 of one row, by column type; several columns hash in order, each hash seeding
 # the next, a null leaving it unchanged. (values, types, Spark's xxhash64(...))
-SPARK_XXHASH64 = [
+SPARK_XXHASH64: list[tuple[list[Any], list[str], int]] = [
     (["/a"], ["string"], -9169123223703377614),
     ([1], ["bigint"], -7001672635703045582),
     ([1], ["int"], -6698625589789238999),

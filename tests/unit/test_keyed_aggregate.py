@@ -54,7 +54,7 @@ def new_op(aggs=None) -> KeyedAggregate:
 def test_output_schema_is_key_then_aggregates_without_key_group():
     op = new_op()
     out = op.process(batch([("/a", 1, 10, 5, 5)]))
-    assert out.is_table
+    assert out is not None and out.is_table
     table = out.table()
     assert table.column_names == ["url", "n", "total", "first", "last"]
     assert KEY_GROUP not in table.column_names
@@ -190,7 +190,7 @@ def test_only_changed_keys_are_emitted():
 def test_float_sums_keep_their_type():
     op = new_op({"total": ("sum", "v")})
     out = op.process(batch([("/a", 0.5), ("/a", 0.25)], ("total",), types={"total": pa.float64()}))
-    assert out.table().schema.field("total").type == pa.float64()
+    assert out is not None and out.table().schema.field("total").type == pa.float64()
     assert updates(out) == {"/a": (0.75,)}
     assert updates(op.process(batch([("/a", 1.0)], ("total",), types={"total": pa.float64()}))) == {"/a": (1.75,)}
 
@@ -215,7 +215,7 @@ def test_result_is_independent_of_batch_boundaries(n_batches):
     size = -(-len(rows) // n_batches)
     for start in range(0, len(rows), size):
         final.update(updates(op.process(batch(rows[start : start + size]))))
-    expected = {}
+    expected: dict[str, tuple[int, int, int, int]] = {}
     for k, n, total, lo, hi in rows:
         e = expected.get(k, (0, 0, lo, hi))
         expected[k] = (e[0] + n, e[1] + total, min(e[2], lo), max(e[3], hi))
@@ -364,7 +364,9 @@ def test_the_same_column_under_two_aggregates():
     out = op.process(
         Batch(engine=None, table=combine(rows_table([("DE", "phone", 2), ("DE", "phone", 4)]), KEYS, aggs))
     )
-    assert out.table().to_pylist() == [{"country": "DE", "device": "phone", "total": 6, "again": 6, "mean": 3.0}]
+    assert out is not None and out.table().to_pylist() == [
+        {"country": "DE", "device": "phone", "total": 6, "again": 6, "mean": 3.0}
+    ]
 
 
 # -- the producer side: null keys ---------------------------------------------------------------
@@ -406,7 +408,9 @@ def test_an_arrow_batch_is_routed_by_key_group_without_spark():
     seen = {}
     for i, sub in enumerate(partition.subpartitions):
         while sub.backlog():
-            _kind, table = sub.poll(1.0)
+            item = sub.poll(1.0)
+            assert item is not None
+            _kind, table = item
             assert table.column_names == ["url", "count", KEY_GROUP]
             seen.update(dict.fromkeys(table.column("url").to_pylist(), i))
     assert seen == {u: owner(key_group_of([u], 128), 3, 128) for u in urls}

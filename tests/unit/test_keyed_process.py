@@ -295,4 +295,5 @@ def test_state_with_a_ttl_stays_flat_for_a_stream_of_fresh_keys(monkeypatch):
         op.process(Batch(None, table=rows(*[(u, 0) for u in users])))
         sizes.append(op.store.size())
     assert max(sizes[20:]) <= 1_100  # bounded by the users written within the last TTL, not by 6,000
-    assert op.snapshot(1).keyed.num_rows <= 1_000
+    keyed = op.snapshot(1).keyed
+    assert keyed is not None and keyed.num_rows <= 1_000

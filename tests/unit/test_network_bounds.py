@@ -4,6 +4,7 @@ subpartition capacity, consumer credit, END handling, key-group ranges."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -60,6 +61,13 @@ class Producer(threading.Thread):
             self.error = exc
 
 
+def polled(sub: ResultSubpartition, timeout: float) -> tuple[Any, Any]:
+    """The next item, which the test expects within `timeout`."""
+    item = sub.poll(timeout)
+    assert item is not None, f"nothing within {timeout}s"
+    return item
+
+
 def blocked(producer: Producer, checks_before: int = 0):
     return lambda: producer.is_alive() and producer.cancelled.checks > checks_before
 
@@ -72,12 +80,12 @@ def test_full_subpartition_blocks_the_producer_until_the_consumer_polls():
     wait_until(blocked(p), DEADLINE, "producer blocked on the 3rd batch")
     assert (p.attempted, p.added, sub.backlog()) == (3, 2, 2)
 
-    item = sub.poll(timeout=DEADLINE)
+    item = polled(sub, DEADLINE)
     assert item[0] == BATCH and item[1].equals(table(0))
     p.join(DEADLINE)
     assert not p.is_alive() and p.error is None
     assert (p.added, sub.backlog()) == (3, 2)
-    assert [sub.poll(DEADLINE)[1]["i"][0].as_py() for _ in range(2)] == [1, 2]
+    assert [polled(sub, DEADLINE)[1]["i"][0].as_py() for _ in range(2)] == [1, 2]
 
 
 def test_control_items_never_block_on_a_full_subpartition():
@@ -88,7 +96,7 @@ def test_control_items_never_block_on_a_full_subpartition():
     sub.add((END, None), cancelled)
     assert cancelled.checks == 0
     assert sub.backlog() == 3
-    assert [sub.poll(0)[0] for _ in range(3)] == [BATCH, BARRIER, END]
+    assert [polled(sub, 0)[0] for _ in range(3)] == [BATCH, BARRIER, END]
 
 
 def test_cancelled_producer_blocked_on_a_full_subpartition_raises_task_cancelled():
@@ -150,7 +158,7 @@ CAPACITY, CREDIT = 2, 2
 
 @pytest.fixture
 def local_exchange():
-    consumed = []
+    consumed: list[str] = []
     partitions = PartitionManager()
     partition = ResultPartition("job/0/src->map/0", 1, CAPACITY, on_consumed=consumed.append)
     partitions.register(partition)

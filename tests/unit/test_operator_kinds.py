@@ -78,13 +78,14 @@ def test_every_kind_has_a_rescale_rule(kind):
 
 def _a_state(kind: OperatorKind) -> dict:
     """A small inline state of `kind` as its runtime snapshots it."""
-    return {
+    states: dict[OperatorKind, dict] = {
         OperatorKind.SOURCE_FILES: {"offset": 1},
         OperatorKind.SOURCE_COLLECTION: {"offset": 1},
         OperatorKind.SOURCE_GENERATOR: {"offset": 1},
         OperatorKind.SINK_FILE: {"pending": []},
         OperatorKind.SINK_SQLITE: {"sink": "s", "subtask": 0, "pending": []},
-    }.get(kind, {"watermark": 5})
+    }
+    return states.get(kind, {"watermark": 5})
 
 
 def test_the_roles_partition_the_kinds_and_graph_groups_read_them():

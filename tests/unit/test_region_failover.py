@@ -243,7 +243,7 @@ def test_a_straggler_gets_a_backup_on_another_taskmanager_and_the_first_to_finis
     assert len(backup) == 1
     b = g.executions[backup[0]]
     assert b.speculative and b.subtask == slow.subtask and b.run == 1
-    assert b.slot.resource_id != slow.slot.resource_id
+    assert b.slot is not None and slow.slot is not None and b.slot.resource_id != slow.slot.resource_id
     assert deployed(g.handle(Tick(4.0))) == []  # one backup per subtask
     run_all(g, backup, now=3.2)
     actions = finish(g, backup[0], now=4.0)

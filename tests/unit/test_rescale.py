@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import random
 import zlib
+from typing import Any
 
 import pytest
 
-from sluice.checkpoints.rescale import RescaleError, generator_streams, items_read, redistribute
+from sluice.checkpoints.rescale import RescaleError, State, generator_streams, items_read, redistribute
 from sluice.graph import OperatorKind
 
 K = OperatorKind
+
+
+def given(state: State) -> dict[str, Any]:
+    """A subtask's state, which the test expects to be there."""
+    assert state is not None
+    return state
 
 
 def emitted_by_streams(streams, count, limit):
@@ -29,7 +36,7 @@ def test_generator_ids_are_each_emitted_once_across_rescales(chain):
     count, rng = 5_000, random.Random(sum(chain))
     seen: list[int] = []
     p = chain[0]
-    states = [None] * p
+    states: list[State] = [None] * p
     for new_p in [*chain[1:], None]:
         # each subtask emits a random amount from its position, then snapshots
         snap = []
@@ -43,7 +50,7 @@ def test_generator_ids_are_each_emitted_once_across_rescales(chain):
                 seen += emitted_by_streams(generator_streams(s, i, p), count, count)[0]
             break
         states = redistribute(K.SOURCE_GENERATOR, "gen", snap, new_p)
-        assert len(states) == new_p and all(s["streams"] for s in states)  # every subtask has work
+        assert len(states) == new_p and all(given(s)["streams"] for s in states)  # every subtask has work
         p = new_p
     assert sorted(seen) == list(range(count))
 
@@ -56,7 +63,8 @@ def test_fixed_listings_are_read_once_across_rescales():
     files = [f"f{i:03d}" for i in range(50)]
     rng = random.Random(7)
     read: list[str] = []
-    p, states = 2, [{"offset": 0}, {"offset": 0}]
+    p = 2
+    states: list[dict[str, Any]] = [{"offset": 0}, {"offset": 0}]
     for new_p in (3, 1, 4):
         snap = []
         for i, s in enumerate(states):
@@ -65,7 +73,7 @@ def test_fixed_listings_are_read_once_across_rescales():
             n = rng.randint(0, len(mine))
             read += mine[:n]
             snap.append({"offset": n, **({"skip": sorted(skip)} if skip else {})})
-        states = redistribute(K.SOURCE_FILES, "files", snap, new_p)
+        states = list(map(given, redistribute(K.SOURCE_FILES, "files", snap, new_p)))
         p = new_p
     done = set(read)
     assert len(read) == len(done)  # nothing twice
@@ -83,8 +91,8 @@ def test_watched_directories_keep_each_name_with_its_new_owner():
         {"offset": 1, "done": {"c": 9}, "newest_mtime": 9},
     ]
     new = redistribute(K.SOURCE_FILES, "files", old, 3)
-    merged = {}
-    for j, s in enumerate(new):
+    merged: dict[str, int] = {}
+    for j, s in enumerate(map(given, new)):
         assert all(zlib.crc32(n.encode()) % 3 == j for n in s["done"])
         assert s["newest_mtime"] == 9
         merged |= s["done"]
@@ -94,14 +102,14 @@ def test_watched_directories_keep_each_name_with_its_new_owner():
 def test_file_sink_pending_parts_all_go_somewhere():
     old = [{"pending": [["s0", "f0"]]}, {"pending": [["s1", "f1"], ["s2", "f2"]]}, None]
     new = redistribute(K.SINK_FILE, "sink", old, 2)
-    assert sorted(p for s in new for p in s["pending"]) == [["s0", "f0"], ["s1", "f1"], ["s2", "f2"]]
+    assert sorted(p for s in map(given, new) for p in s["pending"]) == [["s0", "f0"], ["s1", "f1"], ["s2", "f2"]]
 
 
 def test_watermarks_take_the_smallest_and_counters_are_not_doubled():
     old = [{"watermark": 50, "late_dropped": 3}, {"watermark": 20, "late_dropped": 4}]
     new = redistribute(K.WINDOW, "w", old, 3)
-    assert [s["watermark"] for s in new] == [20, 20, 20]
-    assert sum(s["late_dropped"] for s in new) == 7
+    assert [given(s)["watermark"] for s in new] == [20, 20, 20]
+    assert sum(given(s)["late_dropped"] for s in new) == 7
     ts = redistribute(K.TIMESTAMPS, "t", [{"max_timestamp": 9, "emitted": 5}, {"max_timestamp": None, "emitted": 1}], 1)
     assert ts == [{"max_timestamp": 9, "emitted": 1}]
 

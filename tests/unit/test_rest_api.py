@@ -186,7 +186,7 @@ def dispatcher() -> FakeDispatcher:
 def client_for(dispatcher: FakeDispatcher, **kwargs: Any) -> TestClient:
     kwargs.setdefault("is_leader", lambda: True)
     kwargs.setdefault("leader_rest", lambda: "127.0.0.1:8081")
-    app = create_app(dispatcher, now_ms=lambda: NOW, **kwargs)  # type: ignore[arg-type] — a duck-typed fake
+    app = create_app(dispatcher, now_ms=lambda: NOW, **kwargs)  # type: ignore[arg-type]  # a duck-typed fake
     return TestClient(app, raise_server_exceptions=False)
 
 
@@ -292,7 +292,7 @@ def test_backpressure_per_subtask_in_flinks_shape():
 
 
 def test_an_unknown_enum_value_shows_as_unknown():
-    info = common_pb2.JobInfo(job_id="x", state=99)
+    info = common_pb2.JobInfo(job_id="x", state=99)  # type: ignore[arg-type]  # an unknown value: the point
     assert views.job_summary(info, NOW)["state"] == "UNKNOWN"
 
 
@@ -388,7 +388,7 @@ def test_errors_map_the_dispatchers_exceptions(dispatcher, client):
 
 
 def test_an_unexpected_failure_is_a_500_without_details(dispatcher, client):
-    dispatcher.cluster_overview = lambda: 1 / 0  # type: ignore[method-assign] — a failing dispatcher
+    dispatcher.cluster_overview = lambda: 1 / 0  # a failing dispatcher
     response = client.get("/taskmanagers")
     assert response.status_code == 500 and response.json() == {
         "errors": ["internal error; the JobManager's log has the details"]
@@ -552,7 +552,7 @@ def test_readlog_returns_a_bounded_tail_of_the_log_file_to_the_leader_only(tmp_p
     saved = root.handlers[:]
     root.handlers[:] = [handler]  # as sluice.logs.setup leaves it (pytest adds file handlers of its own)
     try:
-        service = tm_servicer.TaskExecutorServicer(_Registry(), lambda tdd: None)  # type: ignore[arg-type] — a fake registry and task factory
+        service = tm_servicer.TaskExecutorServicer(_Registry(), lambda tdd: None)  # type: ignore[arg-type, return-value]  # a fake registry; no task deployed
         reply = service.ReadLog(taskmanager_pb2.ReadLogRequest(leader_session_id="session-1"), _Context())
         assert len(reply.data) == tm_servicer.MAX_LOG_BYTES and reply.truncated and reply.file == path.name
         assert reply.data.endswith(b"line 199999\n") and reply.size == path.stat().st_size

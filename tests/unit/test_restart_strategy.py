@@ -42,7 +42,7 @@ def test_strategies_are_restart_strategies():
 def test_decision_is_frozen():
     d = RestartDecision(True, 1.0, "x")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        d.restart = False
+        d.restart = False  # type: ignore[misc]  # frozen: the point of the test
 
 
 # -- FixedDelayRestart -----------------------------------------------------------------
@@ -233,6 +233,7 @@ def test_from_config_fixed_delay():
 )
 def test_from_config_durations(text, seconds):
     s = from_config({"restart-strategy.fixed-delay.delay": text})
+    assert isinstance(s, FixedDelayRestart)
     assert s.delay == pytest.approx(seconds)
 
 
@@ -261,6 +262,7 @@ def test_from_config_exponential_delay_all_keys():
             "restart-strategy.exponential-delay.attempts": "7",
         }
     )
+    assert isinstance(s, ExponentialDelayRestart)
     assert (s.initial, s.max_delay, s.multiplier, s.reset_after, s.jitter, s.attempts) == (
         1.0,
         60.0,

@@ -70,7 +70,7 @@ def test_a_retained_checkpoint_restores_at_another_parallelism(tmp_path, record,
     keyed = [json.loads(states[(counts_chain.id, s)])["keyed"]["counts"] for s in range(3)]
     assert all(h["uri"].startswith(str(tmp_path)) for hs in keyed for h in hs)  # read where they are
     other = CheckpointStorage(str(tmp_path / "chk2"), "job-2")  # the new job's own storage
-    rows = []
+    rows: list[str] = []
     for s, handles in enumerate(keyed):
         table = other.read_keyed_state(handles, key_group_range(s, 3, 128))
         rows += table.column("k").to_pylist() if table is not None else []

@@ -144,7 +144,7 @@ def test_rescale_copies_each_new_subtask_its_key_range(tmp_path: Any, old_p: int
 def aggregate(tmp_path: Any, kind: str, name: str) -> KeyedAggregate:
     config = StateBackendConfig(kind, True, str(tmp_path / "work" / name) if kind == "rocksdb" else "")
     ctx = OperatorContext("agg", 0, 1, "job", 0, True, state_backend=config)
-    return KeyedAggregate.create(None, {"key": "k", "aggs": {"n": ("count", "*"), "m": ("avg", "v")}}, ctx)  # type: ignore[arg-type] — the kind is unused
+    return KeyedAggregate.create(None, {"key": "k", "aggs": {"n": ("count", "*"), "m": ("avg", "v")}}, ctx)  # type: ignore[arg-type]  # the kind is unused
 
 
 def partials(rows: list[tuple[str, int, int, float, int]]) -> Batch:

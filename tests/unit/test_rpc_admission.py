@@ -33,7 +33,12 @@ def test_the_rate_refills_with_time():
     a.release("x")
     assert a.admit("x", 100.0) is None  # never more than the burst saved up
     a.release("x")
-    assert sum(a.admit("x", 100.0) is None and (a.release("x") or True) for _ in range(10)) == 4
+    admitted = 0
+    for _ in range(10):
+        if a.admit("x", 100.0) is None:
+            a.release("x")
+            admitted += 1
+    assert admitted == 4
 
 
 def test_refused_calls_do_not_count_and_limits_must_be_positive():

@@ -25,13 +25,15 @@ def test_a_savepoint_triggers_at_once_ignoring_the_interval_and_persists_flagged
     assert c.handle(SavepointRequested(False, 1.0)) == [TriggerCheckpoint(1, 1.0, SRC, False, True, False)]
     assert ack_all(c, 1, 2.0)[-1] == PersistCheckpoint(1, handles(1), False, True)
     assert c.handle(CheckpointPersisted(1, 3.0)) == [NotifyComplete(1, ALL, False)]
-    assert c.latest_completed().savepoint
+    latest = c.latest_completed()
+    assert latest is not None and latest.savepoint
     assert c.handle(Tick(101.0)) == [TriggerCheckpoint(2, 101.0, SRC, False)]  # periodic ones go on
 
 
 def test_a_savepoint_requested_while_a_checkpoint_is_pending_waits_for_it():
     c = make(interval=10)
     [t] = c.handle(Tick(10.0))
+    assert isinstance(t, TriggerCheckpoint)
     assert c.handle(SavepointRequested(False, 11.0)) == []
     assert c.savepoint_wanted
     assert c.handle(Tick(11.5)) == []  # the checkpoint is still pending

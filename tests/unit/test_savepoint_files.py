@@ -35,7 +35,7 @@ def test_a_savepoint_is_relocatable_and_restores_at_another_parallelism(tmp_path
     counts_chain = graph.chain_of(graph.build_chains(new_job))["counts"]
     keyed = [json.loads(states[(counts_chain.id, s)])["keyed"]["counts"] for s in range(3)]
     storage2 = CheckpointStorage(str(tmp_path / "chk2"), "job-2")
-    rows = []
+    rows: list[str] = []
     for s, handles in enumerate(keyed):  # each new subtask reads its own key-group range
         table = storage2.read_keyed_state(handles, key_group_range(s, 3, 128))
         rows += table.column("k").to_pylist() if table is not None else []

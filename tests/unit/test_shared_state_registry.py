@@ -112,11 +112,13 @@ def test_an_aborted_checkpoints_discard_carries_the_handles_acknowledged_so_far(
         Decline,
         DiscardCheckpoint,
         Tick,
+        TriggerCheckpoint,
     )
     from jobmanager.checkpoint.id_counter import InMemoryCheckpointIDCounter
 
     c = CheckpointCoordinator("j", CheckpointConfig(10.0), InMemoryCheckpointIDCounter(), ["a"], ["a", "b"], 0.0)
     [trigger] = c.handle(Tick(10.0))
+    assert isinstance(trigger, TriggerCheckpoint)
     cid = trigger.checkpoint_id
     mine = handle({"1.sst": "s/new"})
     c.handle(Acknowledge("a", cid, mine, 1, 10.5))

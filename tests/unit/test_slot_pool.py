@@ -276,7 +276,7 @@ def test_invalid_construction_and_unknown_event():
     with pytest.raises(ValueError):
         SlotPool(heartbeat_timeout=0)
     with pytest.raises(TypeError):
-        SlotPool(heartbeat_timeout=1).handle("not an event")
+        SlotPool(heartbeat_timeout=1).handle("not an event")  # type: ignore[arg-type]  # the point of the test
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,8 @@ def test_a_ready_process_that_dies_comes_back_after_the_first_backoff(supervised
     cluster_dir, s = supervised(ready=True)
     for pid in _restarts(cluster_dir, 4):  # killed again and again once ready: never more than the first backoff
         (state,) = wait_until(
-            lambda: all(not r.awaiting_address for r in s._state.values()) and list(s._state.values()), timeout=10
+            lambda: list(s._state.values()) if all(not r.awaiting_address for r in s._state.values()) else [],
+            timeout=10,
         )
         assert state.backoff == supervisor.FIRST_BACKOFF
         _kill(pid)

@@ -74,7 +74,7 @@ def test_rest_status_json_and_prometheus_show_every_field():
         def counters(self) -> common_pb2.TaskCounters:
             return values
 
-    samples = {s.name: s.value for s in metrics.task_samples(FakeTask(), "tm", 1.0)}
+    samples = {s.name: s.value for s in metrics.task_samples(FakeTask(), "tm", 1.0)}  # type: ignore[arg-type]  # a fake task
     for c in counters.COUNTERS:
         assert samples[f"taskmanager_job_task_{c.metric}"] == getattr(values, c.field)
 
@@ -120,7 +120,7 @@ def test_an_operator_counts_into_its_tasks_counters(tmp_path, monkeypatch):
             self.states.append(state)
 
     reports = Reports()
-    task = Task(tdd, SparkEngine(1), PartitionManager(), "127.0.0.1:1", reports)
+    task = Task(tdd, SparkEngine(1), PartitionManager(), "127.0.0.1:1", reports)  # type: ignore[arg-type]  # reports only
     task.start()
     wait_until(lambda: ExecutionState.FINISHED in reports.states, 10.0, "the task finished")
     task.join(5.0)

@@ -167,7 +167,7 @@ def test_a_sink_chain_commits_with_the_final_checkpoint_and_restores_from_it(tmp
 
     task.notify_complete(1, final=True)
     wait_until(
-        lambda: reports.last() is not None and reports.last()[0] == ExecutionState.FINISHED, DEADLINE, "FINISHED"
+        lambda: (last := reports.last()) is not None and last[0] == ExecutionState.FINISHED, DEADLINE, "FINISHED"
     )
     task.join(DEADLINE)
     assert task.state == ExecutionState.FINISHED
@@ -187,7 +187,9 @@ def test_a_failing_task_reports_a_task_error_with_its_traceback(tmp_path):
     tdd.operator_ids.append("no-such-operator")
     task, reports = run_task(tdd)
     task.join(DEADLINE)
-    state, failure, _ = reports.last()
+    last = reports.last()
+    assert last is not None
+    state, failure, _ = last
     assert state == ExecutionState.FAILED and task.state == ExecutionState.FAILED
     assert failure is not None and failure.cause == FailureCause.TASK_ERROR and not failure.unreachable_peer
     assert "KeyError" in failure.error
@@ -219,11 +221,14 @@ def connection(interval: float = 1.0) -> LeaderConnection:
 
 def test_reports_carry_proto_states_and_the_failure_cause():
     conn, task = connection(), FakeTask()
-    conn.report(task, ExecutionState.RUNNING, end_of_input=True)
-    conn.report(task, ExecutionState.FAILED, Failure("tb", FailureCause.PEER_UNREACHABLE, "10.0.0.7:6122"))
+    conn.report(task, ExecutionState.RUNNING, end_of_input=True)  # type: ignore[arg-type]  # a fake task
+    failure = Failure("tb", FailureCause.PEER_UNREACHABLE, "10.0.0.7:6122")
+    conn.report(task, ExecutionState.FAILED, failure)  # type: ignore[arg-type]  # a fake task
     sent = [conn._reports.get_nowait() for _ in range(2)]
     assert [method for method, _ in sent] == ["UpdateTaskExecutionState"] * 2
     running, failed = (msg for _, msg in sent)
+    assert isinstance(running, jobmanager_pb2.TaskExecutionState)
+    assert isinstance(failed, jobmanager_pb2.TaskExecutionState)
     assert from_proto(ExecutionState, running.state) == ExecutionState.RUNNING and running.end_of_input
     assert running.failure_cause == jobmanager_pb2.FAILURE_CAUSE_UNSPECIFIED and not running.error
     assert from_proto(ExecutionState, failed.state) == ExecutionState.FAILED
@@ -247,7 +252,7 @@ class FakeStub:
 @pytest.mark.parametrize(("interval_ms", "expected"), [(250, 0.25), (0, 1.5)])
 def test_heartbeats_follow_the_interval_the_leader_asks_for(interval_ms, expected):
     conn = connection(interval=1.5)
-    conn._register(FakeStub(interval_ms), "jm:6123")
+    conn._register(FakeStub(interval_ms), "jm:6123")  # type: ignore[arg-type]  # a fake stub: RegisterTaskManager only
     assert conn._interval == expected
     assert conn.tasks.session == "s2"
 

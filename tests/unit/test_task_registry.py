@@ -152,7 +152,7 @@ def test_a_cancel_that_overtook_its_deployment_refuses_the_deployment():
     assert tasks.cancel("late/0") is False
     created = []
     with pytest.raises(TaskRejected, match="cancelled before it was deployed"):
-        tasks.deploy(0, "job-a", "late/0", lambda: created.append(1))  # type: ignore[arg-type,func-returns-value]  # never called
+        tasks.deploy(0, "job-a", "late/0", lambda: created.append(1))  # type: ignore[arg-type, return-value]  # never called
     assert created == [] and tasks.table.free_slots() == 1
 
 

@@ -59,7 +59,7 @@ def fire(op, watermark):
 
 
 def expected(events, size, slide):
-    counts = collections.Counter()
+    counts: collections.Counter[tuple[str, int, int]] = collections.Counter()
     for url, ts in events:
         start = ts - ts % slide
         while start + size > ts:
@@ -119,7 +119,7 @@ def test_late_records_are_dropped_and_counted_or_sent_to_the_side_output():
     assert op.records_late_dropped == 1
     assert fire(op, MAX_WATERMARK) == [{"url": "a", "window_start": 10, "window_end": 20, "count": 1}]
 
-    side = []
+    side: list[pa.Table] = []
     op = WindowOperator(payload(TumblingEventTimeWindows.of(10), aggs={"count": ("count", "*")}, late_output=True), CTX)
     op.side_output = side.append
     feed(op, rows(("a", 1)))

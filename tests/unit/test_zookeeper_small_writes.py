@@ -25,7 +25,7 @@ def test_auth_file_is_written_private_and_kept(tmp_path):
     auth = ZkAuth.resolve(path, None)
     assert auth.acl_mode is AclMode.CREATOR and auth.user == "sluice"
     assert auth.auth_data == [("digest", first.strip())]
-    assert auth.password not in repr(auth)
+    assert auth.password is not None and auth.password not in repr(auth)
     assert [a.id.scheme for a in auth.acl] == ["digest"] and auth.acl[0].perms == 31
 
 

@@ -34,7 +34,7 @@ CASES = [
 ]
 
 
-@pandas_udf("long")
+@pandas_udf("long")  # type: ignore[call-overload]  # pyspark's stubs lack pandas_udf(returnType)
 def plus_one(v: pd.Series) -> pd.Series:
     return v + 1
 

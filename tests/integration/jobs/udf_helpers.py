@@ -11,7 +11,7 @@ def shout(word: str | None) -> str | None:
     return None if word is None else word.upper() + "!"
 
 
-@pandas_udf(LongType())
+@pandas_udf(LongType())  # type: ignore[call-overload]  # pyspark's stubs lack pandas_udf(returnType)
 def vowels(words: pd.Series) -> pd.Series:
     """A pandas_udf defined at import, where no SparkSession exists (a DataType return type)."""
     return words.str.count("[aeiou]").astype("int64")

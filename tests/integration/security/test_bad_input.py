@@ -162,8 +162,8 @@ def test_on_error_dead_letter_writes_each_bad_line_as_it_was_with_its_file(clust
     assert final == sums(good)
     letters = []
     for path in sorted(glob.glob(str(dead / "part-*"))):
-        with open(path, newline="") as f:
-            letters += [(os.path.basename(file), record) for file, record in csv.reader(f)]
+        with open(path, newline="") as part:
+            letters += [(os.path.basename(file), record) for file, record in csv.reader(part)]
     assert sorted(letters) == sorted(bad)  # each malformed line once, as it was, with its file
     read = source(status)
     assert total(read, "records_malformed") == len(bad)

@@ -68,7 +68,9 @@ def target(cluster):
     """Stubs of the three services, the ids worth mixing into requests, and the servers' RSS at the start."""
     zk = cluster.zk_client()
     try:
-        address, session = read_leader(zk, ZkPaths(cluster.info["cluster_id"]))
+        leader = read_leader(zk, ZkPaths(cluster.info["cluster_id"]))
+        assert leader is not None, "no leader published"
+        address, session = leader
     finally:
         zk.stop()
         zk.close()
@@ -128,6 +130,7 @@ def _scalar(field: FieldDescriptor, known: list[str], depth: int) -> st.SearchSt
             st.binary(max_size=64), _text(known).map(str.encode), st.binary(min_size=1000, max_size=20_000)
         )
     if t == FieldDescriptor.TYPE_ENUM:
+        assert field.enum_type is not None
         values = [v.number for v in field.enum_type.values]
         return st.one_of(st.sampled_from(values), st.integers(-5, 1000))
     return messages(field.message_type, known, depth + 1)

@@ -20,6 +20,7 @@ import queue
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import psutil
@@ -61,7 +62,7 @@ def exchange() -> Iterator[tuple[PartitionManager, str]]:
         server.stop(0)
 
 
-def subscribe(address: str, partition_id: str) -> tuple[grpc.Channel, object]:
+def subscribe(address: str, partition_id: str) -> tuple[grpc.Channel, Any]:
     requests: queue.Queue[dataexchange_pb2.ConsumerMessage | None] = queue.Queue()
     requests.put(
         dataexchange_pb2.ConsumerMessage(

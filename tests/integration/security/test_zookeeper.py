@@ -97,7 +97,8 @@ def test_without_credentials_every_cluster_node_answers_no_auth(cluster, zk, str
         tls=cluster.tls(),  # the cluster's client certificate (docs/security.md)
     )
     with client:
-        assert client.cluster().leader == read_leader(zk, paths)[0]
+        leader = read_leader(zk, paths)
+        assert leader is not None and client.cluster().leader == leader[0]
 
 
 def test_the_leader_repairs_its_connection_info(cluster, zk):
