@@ -49,10 +49,12 @@ docs-config: $(STAMP)
 	$(BIN)/python -m sluice.reference_docs README.md docs/configuration.md docs/architecture.md
 
 # ruff (lint + format check) and mypy; configured in pyproject.toml. `make test` runs it first.
+# The second mypy run checks tests/integration/conftest.py, a module named `conftest` like tests/conftest.py.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy tests/integration/conftest.py
 
 # The tests in three tiers (CONTRIBUTING.md "Tests"), each a pytest marker and a target:
 #   test-fast     lint, unit tests, offline validation of the manifests; no process started
