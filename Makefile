@@ -6,9 +6,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: docs-config install spark-cds system-deps proto lint test test-fast test-cluster test-chaos test-unit demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-state-backends bench-reconfigure bench-external-spark validate clean
+.PHONY: docs-config packages install spark-cds system-deps proto lint test test-fast test-cluster test-chaos test-unit demo bench bench-quick bench-profile bench-failover bench-windowed bench-state bench-state-backends bench-reconfigure bench-external-spark validate clean
 
-install: system-deps $(STAMP) spark-cds
+# packages: the venv and its Python packages (+ Java, ZooKeeper); install: those and the Spark JVM's
+# class-data sharing archive the TaskManagers map.
+packages: system-deps $(STAMP)
+
+install: packages spark-cds
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,36 +52,30 @@ proto: $(STAMP)
 docs-config: $(STAMP)
 	$(BIN)/python -m sluice.reference_docs README.md docs/configuration.md docs/architecture.md
 
-# ruff (lint + format check) and mypy; configured in pyproject.toml. `make test` runs it first.
+# ruff (lint + format check) and mypy; configured in pyproject.toml. `make test-fast` runs it first.
 # The second mypy run checks tests/integration/conftest.py, a module named `conftest` like tests/conftest.py.
-lint: install
+lint: packages
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/mypy tests/integration/conftest.py
 
-# The tests in three tiers (CONTRIBUTING.md "Tests"), each a pytest marker and a target:
+# The tests in three tiers (CONTRIBUTING.md "Run the tests"), each a pytest marker and a target:
 #   test-fast     lint, unit tests, offline validation of the manifests; no process started
 #   test-cluster  integration and security tests, most on one shared cluster per session
 #   test-chaos    kills, SIGSTOP, ZooKeeper restarts, HA, external Spark, the browser
-# `make test` (what CI runs) runs all three even when one fails, prints each tier's minutes and
-# fails if any tier did. Every tier writes its per-test durations to build/test-results/<tier>.xml
-# (JUnit XML) and prints its slowest tests.
+# `make test` (what CI runs, tests/run_tiers.py) runs all three side by side with the class-data
+# sharing archive's build: test-fast at once, the other two once the archive is built; each step's
+# output is printed whole when it ends, then every step's duration; it fails if any step did.
+# SEQUENTIAL=1 runs them one after another. Every tier writes its per-test durations to
+# build/test-results/<tier>.xml (JUnit XML) and prints its slowest tests.
 PYTEST  = $(BIN)/python -m pytest -q -ra --durations=15
 RESULTS = build/test-results
-TIERS   = fast cluster chaos
 
-test: install
-	@failed=""; summary=""; \
-	for tier in $(TIERS); do \
-	  start=$$(date +%s); \
-	  $(MAKE) --no-print-directory test-$$tier || failed="$$failed $$tier"; \
-	  summary="$$summary  test-$$tier $$(( ($$(date +%s) - start) / 60 ))m$$(( ($$(date +%s) - start) % 60 ))s"; \
-	done; \
-	echo "tier durations:$$summary"; \
-	if [ -n "$$failed" ]; then echo "failed tiers:$$failed"; exit 1; fi
+test: packages
+	@MAKE="$(MAKE)" SEQUENTIAL="$(SEQUENTIAL)" $(BIN)/python tests/run_tiers.py
 
-test-fast: install lint
+test-fast: packages lint
 	$(PYTEST) -m fast --junitxml=$(RESULTS)/fast.xml tests
 
 test-cluster: install
