@@ -344,6 +344,16 @@ SPARK_CDS_ARCHIVE: Option[str] = Option(
     "(python -m taskmanager.spark_cds build --path PATH)",
     "auto|off|PATH",
 )
+SPARK_WARM_UP: Option[bool] = Option(
+    "spark.warm-up",
+    _boolean,
+    True,
+    TM,
+    "--spark-warm-up",
+    "after the Spark JVM starts, run each kind of Spark call a task makes once, in the background while the "
+    "slots are offered; false leaves those one-time costs to the first task (less CPU where TaskManagers come and go)",
+    "BOOL",
+)
 LOG_FILE: Option[str | None] = Option(
     "log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"
 )
@@ -544,6 +554,7 @@ OPTIONS: tuple[Option[Any], ...] = (
     SPARK_MASTER,
     SPARK_REMOTE,
     SPARK_CDS_ARCHIVE,
+    SPARK_WARM_UP,
     LOG_FILE,
     TASK_CANCELLATION_INTERVAL,
     TASK_CANCELLATION_TIMEOUT,

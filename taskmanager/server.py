@@ -83,6 +83,7 @@ class TaskManagerProcess:
             cds_archive = spark_cds.resolve(settings.get(config.SPARK_CDS_ARCHIVE))
         except ValueError as exc:
             raise config.ConfigError(str(exc), config.SPARK_CDS_ARCHIVE.key) from None
+        self._spark_warm_up = settings.get(config.SPARK_WARM_UP)
         self.engine = SparkEngine(
             slots,
             master=settings.get(config.SPARK_MASTER),
@@ -114,7 +115,7 @@ class TaskManagerProcess:
         # Spark first: launching its JVM forks this process, which must not happen
         # while gRPC's threads are running.
         log.info("TaskManager %s with %d slots: starting Spark", self.resource_id, self.slots)
-        self.engine.start(warm_up="background")
+        self.engine.start(warm_up="background" if self._spark_warm_up else "off")
         threading.Thread(target=self._watch_spark_jvm, name="spark-jvm-watch", daemon=True).start()
         self.work_dir = local_dir.create(self.resource_id)
         self.partitions = PartitionManager(self.work_dir)

@@ -66,9 +66,10 @@ class SparkEngine:
         self.spark: Any = None  # the pyspark SparkSession once started
 
     def start(self, warm_up: str = "now") -> None:
-        """Start the SparkSession; then warm it up `now` (before returning) or in the
+        """Start the SparkSession; then warm it up `now` (before returning), in the
         `background` (a TaskManager offers its slots meanwhile: a task that arrives first
-        pays the same one-time costs itself, sharing the CPU with the warm-up)."""
+        pays the same one-time costs itself, sharing the CPU with the warm-up) or not at all
+        (`off`, the process option spark.warm-up: each kind of call pays them when first made)."""
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
         local = self.master.startswith("local")
         if local:  # Spark's Python workers (udf, pandas_udf, mapInPandas): this interpreter (module docstring)
@@ -121,7 +122,7 @@ class SparkEngine:
                 log.info("Spark JVM maps the class-data sharing archive %s", self.cds_archive)
         if warm_up == "background":
             threading.Thread(target=self._warm_up_quietly, name="spark-warm-up", daemon=True).start()
-        else:
+        elif warm_up == "now":
             self.warm_up()
 
     def _warm_up_quietly(self) -> None:

@@ -1,5 +1,6 @@
 """A TaskManager's Spark JVM: at start it maps the class-data sharing archive `make install`
-built (taskmanager/spark_cds.py), a broken archive costing time, never the TaskManager; and
+built (taskmanager/spark_cds.py), a broken archive costing time, never the TaskManager; it warms
+up in the background unless the process option spark.warm-up is false; and
 when it dies the TaskManager exits for a fresh one (taskmanager/server.py)."""
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def test_every_taskmanager_maps_the_archive_make_install_built(cluster):
             text = f.read()
         assert f"Spark JVM maps the class-data sharing archive {archive}" in text, name
         assert "not used" not in text, name
+        # the test session's processes have SLUICE_SPARK_WARM_UP=false (tests/conftest.py)
+        assert "Spark warmed up" not in text, f"{name}: warmed up although spark.warm-up is false"
 
 
 def test_a_corrupt_archive_costs_time_not_the_taskmanager(cluster, tmp_path):
@@ -35,7 +38,9 @@ def test_a_corrupt_archive_costs_time_not_the_taskmanager(cluster, tmp_path):
     archive.write_bytes(os.urandom(1 << 16))
     (tmp_path / "corrupt.jsa.json").write_text(json.dumps(spark_cds.java_stamp().__dict__))
     before = cluster.overview().total_slots
-    cluster.start_taskmanager(1, "taskmanager-corrupt-cds.log", "--spark-cds-archive", str(archive))
+    cluster.start_taskmanager(
+        1, "taskmanager-corrupt-cds.log", "--spark-cds-archive", str(archive), "--spark-warm-up", "true"
+    )
     wait_until(
         lambda: cluster.overview().total_slots == before + 1,
         timeout=120,
@@ -45,6 +50,18 @@ def test_a_corrupt_archive_costs_time_not_the_taskmanager(cluster, tmp_path):
     lines = taskmanager_log_lines(cluster.dir, f"class-data sharing archive {archive} not used")
     assert lines and "rebuild it with `make install`" in lines[0], lines
     assert taskmanager_log_lines(cluster.dir, "SparkSession ready")
+    # --spark-warm-up true (over the session's SLUICE_SPARK_WARM_UP=false): it warms up, without the archive
+    wait_until(
+        lambda: "Spark warmed up" in (cluster_log(cluster, "taskmanager-corrupt-cds.log")),
+        timeout=120,
+        message="the TaskManager started with --spark-warm-up true warmed up",
+        interval=0.5,
+    )
+
+
+def cluster_log(cluster, name: str) -> str:
+    with open(os.path.join(cluster.dir, "log", name), errors="replace") as f:
+        return f.read()
 
 
 @pytest.mark.chaos
