@@ -87,8 +87,15 @@ def run(steps: tuple[Step, ...], make: str, sequential: bool) -> int:
                 except ProcessLookupError:
                     pass
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run(steps, by_name, make, sequential)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run(steps: tuple[Step, ...], by_name: dict[str, Step], make: str, sequential: bool) -> int:
     t0 = time.monotonic()
     pending = list(steps)
     while pending or any(s.proc is not None and s.code is None for s in steps):
