@@ -69,7 +69,7 @@ lint: packages
 #   test-cluster  integration and security tests, most on one shared cluster per session
 #   test-chaos    kills, SIGSTOP, ZooKeeper restarts, HA, external Spark, the browser
 # `make test` (what CI runs, tests/run_tiers.py) runs all three side by side with the class-data
-# sharing archive's build: test-fast and test-chaos at once, test-cluster once the archive is built; each step's
+# sharing archive's build: test-fast at once, the other two once the archive is built; each step's
 # output is printed whole when it ends, then every step's duration; it fails if any step did.
 # SEQUENTIAL=1 runs them one after another. Every tier writes its per-test durations to
 # build/test-results/<tier>.xml (JUnit XML) and prints its slowest tests.

@@ -24,21 +24,13 @@ from sluice.zk.server import EmbeddedZooKeeper
 # SparkSession start and warm-up 29 -> 14 s of JVM CPU, 20 small Spark actions 8-12 -> 4.5 s.
 # Production processes keep the JVM's defaults; set JDK_JAVA_OPTIONS yourself to override this.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
-# The TaskManagers the tests start skip the Spark warm-up (the process option spark.warm-up): the
-# suite starts ~65 of them, many killed or stopped before they run much, and a first task pays only
-# for the calls it makes. Measured on this machine, test_recovery + test_event_time's chaos tests:
-# 285 -> 263 s of CPU (2 runs each, alternating), the same wall time.
-TEST_PROCESS_ENV = {"SLUICE_SPARK_WARM_UP": "false"}
 
 
 def pytest_configure(config):
     """A CI timeout or `kill` sends SIGTERM: turn it into KeyboardInterrupt so that pytest
     still tears down its fixtures (ZooKeeper servers, clusters) instead of leaving them running.
-    The JVMs of the session get TEST_JVM_OPTIONS (through the java launcher's JDK_JAVA_OPTIONS), the
-    processes it starts TEST_PROCESS_ENV."""
+    The JVMs of the session get TEST_JVM_OPTIONS (through the java launcher's JDK_JAVA_OPTIONS)."""
     os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_OPTIONS)
-    for key, value in TEST_PROCESS_ENV.items():
-        os.environ.setdefault(key, value)
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")

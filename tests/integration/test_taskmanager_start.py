@@ -29,7 +29,7 @@ def test_every_taskmanager_maps_the_archive_make_install_built(cluster):
             text = f.read()
         assert f"Spark JVM maps the class-data sharing archive {archive}" in text, name
         assert "not used" not in text, name
-        # the test session's processes have SLUICE_SPARK_WARM_UP=false (tests/conftest.py)
+        # the tests' clusters run with spark.warm-up false (TEST_PROCESS_OPTIONS of harness.py)
         assert "Spark warmed up" not in text, f"{name}: warmed up although spark.warm-up is false"
 
 
@@ -50,7 +50,7 @@ def test_a_corrupt_archive_costs_time_not_the_taskmanager(cluster, tmp_path):
     lines = taskmanager_log_lines(cluster.dir, f"class-data sharing archive {archive} not used")
     assert lines and "rebuild it with `make install`" in lines[0], lines
     assert taskmanager_log_lines(cluster.dir, "SparkSession ready")
-    # --spark-warm-up true (over the session's SLUICE_SPARK_WARM_UP=false): it warms up, without the archive
+    # --spark-warm-up true (after the harness's false: the last flag wins): it warms up, without the archive
     wait_until(
         lambda: "Spark warmed up" in (cluster_log(cluster, "taskmanager-corrupt-cds.log")),
         timeout=120,
