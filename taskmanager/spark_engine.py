@@ -70,6 +70,8 @@ class SparkEngine:
         `background` (a TaskManager offers its slots meanwhile: a task that arrives first
         pays the same one-time costs itself, sharing the CPU with the warm-up) or not at all
         (`off`, the process option spark.warm-up: each kind of call pays them when first made)."""
+        if warm_up not in ("now", "background", "off"):
+            raise ValueError(f"warm_up must be now, background or off, not {warm_up!r}")
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
         local = self.master.startswith("local")
         if local:  # Spark's Python workers (udf, pandas_udf, mapInPandas): this interpreter (module docstring)

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 RESULTS = os.path.join("build", "test-results")
 
@@ -37,7 +37,7 @@ class Step:
     started: float = 0.0
     ended: float = 0.0
     code: int | None = None
-    log: str = field(default="")
+    log: str = ""
 
 
 STEPS = (
