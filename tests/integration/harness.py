@@ -495,14 +495,15 @@ def assert_monotone_updates(lines: list[tuple[str, int]]) -> None:
 
 
 def sqlite_table(db, sql: str = "SELECT url, count FROM page_views") -> dict:
-    """A SQLite sink's committed table as {key: value} (what a reader of the database sees)."""
+    """A SQLite sink's committed table as {key: value} (what a reader of the database sees); a
+    query of more than two columns keys on the tuple of all but the last."""
     import sqlite3
 
     if not os.path.exists(db):
         return {}
     conn = sqlite3.connect(db)
     try:
-        return dict(conn.execute(sql))
+        return {(row[0] if len(row) == 2 else row[:-1]): row[-1] for row in conn.execute(sql)}
     except sqlite3.OperationalError:  # the table is created with the first commit
         return {}
     finally:

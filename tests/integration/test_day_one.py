@@ -9,11 +9,10 @@ import json
 import os
 import random
 import re
-import sqlite3
 from collections import Counter
 
 import pytest
-from harness import JOBS, SMALL_READS, kill_taskmanager_running, sluice, wait_for
+from harness import JOBS, SMALL_READS, kill_taskmanager_running, sluice, sqlite_table, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -37,11 +36,8 @@ def write_input(directory, files: int, rows: int, seed: int) -> dict[tuple[str, 
 
 
 def table(db) -> dict[tuple[str, str], int]:
-    conn = sqlite3.connect(db)
-    try:
-        return {(c, d): v for c, d, v in conn.execute("SELECT country, device, v FROM totals")}
-    finally:
-        conn.close()
+    """The committed totals; none yet while the sink's first commit (which creates the table) is pending."""
+    return sqlite_table(db, "SELECT country, device, v FROM totals")
 
 
 @pytest.mark.chaos
