@@ -65,20 +65,20 @@ def generate(
         # a generator of its own, so that the url and user draws above are those of the same seed without disorder
         ts -= disorder_draws(seed, events, disorder_ms)
     os.makedirs(out, exist_ok=True)
-    counts: collections.Counter = collections.Counter()
     per_file = -(-events // files) if files else events
     for f in range(files):
         lo, hi = f * per_file, min(events, (f + 1) * per_file)
         if lo >= hi:
             break
-        lines = []
-        for i in range(lo, hi):
-            url = f"/page/{int(url_idx[i])}"
-            counts[url] += 1
-            lines.append(json.dumps({"url": url, "user": int(user_ids[i]), "ts": int(ts[i])}))
+        # the lines json.dumps({"url", "user", "ts"}) writes, formatted without a call per event
+        lines = [
+            f'{{"url": "/page/{u}", "user": {user}, "ts": {t}}}'
+            for u, user, t in zip(url_idx[lo:hi].tolist(), user_ids[lo:hi].tolist(), ts[lo:hi].tolist(), strict=True)
+        ]
         with open(os.path.join(out, f"events-{f:04d}.jsonl"), "w") as fh:
             fh.write("\n".join(lines) + "\n")
-    return dict(counts)
+    hits = np.bincount(url_idx, minlength=urls)
+    return {f"/page/{u}": int(hits[u]) for u in np.flatnonzero(hits).tolist()}
 
 
 def disorder_draws(seed: int, events: int, disorder_ms: int) -> np.ndarray:
