@@ -1,7 +1,8 @@
 """Reference job for keyed state and timers: the first event per user within a time-to-live.
 
     sluice run examples/dedup.py -- --input DIR --output DIR --ttl-ms 60000
-        [--out-of-orderness-ms 2000] [--checkpoint-interval 1000] [--state-backend rocksdb] [--builtin]
+        [--out-of-orderness-ms 2000] [--checkpoint-interval 1000] [--state-backend rocksdb]
+        [--builtin | --batch-form]
 
 Reads page-view events {"url": str, "user": int, "ts": int} from INPUT/*.jsonl
 (`generate_page_views.py --users N` makes users repeat) and writes `user,ts,url` for each
@@ -14,7 +15,9 @@ at the latest waiting event or, with none waiting, when the user is to be forgot
 after their last kept event), so state stays bounded by the users active within the TTL. It
 returns its rows as a list of dicts, the cheapest form for a few rows.
 
-`--builtin` computes the same output with the built-in operator instead,
+`--batch-form` runs the same rule as a batch-form process function (`process_batch`,
+docs/user-state.md#the-batch-form): one call per batch for all its users, state read and
+written as lists. `--builtin` computes the same output with the built-in operator instead,
 `stream.deduplicate("user", within_ms=ttl)` (docs/user-state.md#deduplicate): vectorized, no
 Python call per user, the way to deduplicate unless the rule needs code of its own.
 """
@@ -65,6 +68,61 @@ class FirstWithinTtl:
         return kept or None
 
 
+class FirstWithinTtlBatch:
+    """The same rule in the batch form (`process_batch`): one call per batch for all its users
+    and one per timer round, the per-user state read and written as lists."""
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl = ttl_ms
+
+    def _move_timers(self, ctx, users: list, ats: list, olds: list) -> None:
+        moved = [(u, at, old) for u, at, old in zip(users, ats, olds, strict=True) if at != old]
+        if not moved:
+            return
+        stale = [(u, old) for u, _at, old in moved if old is not None]
+        if stale:
+            ctx.delete_event_time_timers([u for u, _ in stale], [old for _, old in stale])
+        keys, times = [u for u, _at, _old in moved], [at for _u, at, _old in moved]
+        ctx.register_event_time_timers(keys, times)
+        ctx.value_state("timer").update(keys, times)
+
+    def process(self, rows: pd.DataFrame, ctx) -> None:
+        users, bounds = ctx.keys, ctx.offsets.tolist()
+        ts, urls = rows["ts"].tolist(), rows["url"].tolist()
+        spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+        ctx.list_state("pending").add_all(users, [list(zip(ts[a:b], urls[a:b], strict=True)) for a, b in spans])
+        timers = ctx.value_state("timer").get(users)
+        latest = [max(ts[a:b]) for a, b in spans]
+        ats = [t if old is None or old < t else old for t, old in zip(latest, timers, strict=True)]
+        self._move_timers(ctx, users, ats, timers)
+
+    def on_timer(self, timers: pd.DataFrame, ctx) -> list[dict] | None:
+        fired: dict = {}  # user -> the latest of its timers in this round (one each, as a rule)
+        for user, stamp in zip(ctx.keys, timers["timestamp"].tolist(), strict=True):
+            fired[user] = max(stamp, fired.get(user, stamp))
+        users = list(fired)
+        ctx.value_state("timer").clear(users)
+        pendings, lasts = ctx.list_state("pending").get(users), ctx.value_state("last").get(users)
+        ctx.list_state("pending").clear(users)
+        kept: list[dict] = []
+        forget: list[tuple[int, int]] = []
+        remember: list[tuple[int, int]] = []
+        for user, pending, last in zip(users, pendings, lasts, strict=True):
+            for ts, url in sorted(pending):  # all waiting events: the timer is at the latest one
+                if last is None or ts >= last + self.ttl:
+                    last = ts
+                    kept.append({"user": user, "ts": ts, "url": url})
+            if last is not None:
+                (forget if fired[user] >= last + self.ttl else remember).append((user, last))
+        ctx.value_state("last").clear([u for u, _ in forget])  # no later event can be a duplicate
+        if remember:
+            ctx.value_state("last").update([u for u, _ in remember], [t for _, t in remember])
+            self._move_timers(
+                ctx, [u for u, _ in remember], [t + self.ttl for _, t in remember], [None] * len(remember)
+            )
+        return kept or None
+
+
 def build(
     env: StreamExecutionEnvironment,
     input_dir: str,
@@ -72,6 +130,7 @@ def build(
     ttl_ms: int,
     out_of_orderness_ms: int,
     builtin: bool = False,
+    batch_form: bool = False,
 ) -> None:
     events = env.from_files(input_dir, format="json", schema="url string, user long, ts long", name="page views")
     timed = events.assign_timestamps_and_watermarks(
@@ -79,6 +138,9 @@ def build(
     )
     if builtin:
         firsts = timed.deduplicate("user", within_ms=ttl_ms)
+    elif batch_form:
+        schema = "user bigint, ts bigint, url string"
+        firsts = timed.key_by("user").process_batch(FirstWithinTtlBatch(ttl_ms), output_schema=schema)
     else:
         schema = "user bigint, ts bigint, url string"
         firsts = timed.key_by("user").process(FirstWithinTtl(ttl_ms), output_schema=schema)
@@ -98,7 +160,9 @@ def main() -> None:
         default="memory",
         help="where the per-user state and timers live (docs/state-backends.md)",
     )
-    ap.add_argument("--builtin", action="store_true", help="the built-in deduplicate operator, not the function")
+    form = ap.add_mutually_exclusive_group()
+    form.add_argument("--builtin", action="store_true", help="the built-in deduplicate operator, not the function")
+    form.add_argument("--batch-form", action="store_true", help="the function's batch form: one call per batch")
     args = ap.parse_args()
     if args.ttl_ms <= 0:
         ap.error("--ttl-ms must be > 0")
@@ -106,7 +170,15 @@ def main() -> None:
     if args.checkpoint_interval > 0:
         env.enable_checkpointing(args.checkpoint_interval)
     env.set_config("state.backend", args.state_backend)
-    build(env, args.input, args.output, args.ttl_ms, args.out_of_orderness_ms, builtin=args.builtin)
+    build(
+        env,
+        args.input,
+        args.output,
+        args.ttl_ms,
+        args.out_of_orderness_ms,
+        builtin=args.builtin,
+        batch_form=args.batch_form,
+    )
     env.execute("dedup")
 
 

@@ -19,16 +19,22 @@ KEY_BY_USAGE = 'key_by() takes column names: key_by("a") or key_by("a", "b") or 
 
 
 def process_payload(
-    keys: Sequence[str], fn: Any, output_schema: SchemaLike, on_timer: Any
+    keys: Sequence[str], fn: Any, output_schema: SchemaLike, on_timer: Any, batch: bool = False
 ) -> tuple[dict[str, Any], schemas.Schema | None]:
-    """A process function's settings, checked, and its declared output columns."""
+    """A process function's settings, checked, and its declared output columns; `batch`: the
+    batch form (`process_batch`, one call per batch)."""
+    call, args, timer_args = (
+        ("process_batch", "rows, ctx", "timers, ctx") if batch else ("process", "key, rows, ctx", "key, timestamp, ctx")
+    )
     target = getattr(fn, "process", fn)
     if not callable(target):
-        raise TypeError(f"process() takes a function (key, rows, ctx) or an object with process(); got {describe(fn)}")
+        raise TypeError(f"{call}() takes a function ({args}) or an object with process(); got {describe(fn)}")
     if on_timer is not None and not callable(on_timer):
-        raise TypeError(f"process(on_timer=...) takes a function (key, timestamp, ctx); got {describe(on_timer)}")
-    declared = None if output_schema is None else schemas.to_schema(output_schema, "process(output_schema=...)")
+        raise TypeError(f"{call}(on_timer=...) takes a function ({timer_args}); got {describe(on_timer)}")
+    declared = None if output_schema is None else schemas.to_schema(output_schema, f"{call}(output_schema=...)")
     payload: dict[str, Any] = {"keys": list(keys), "process": fn}
+    if batch:
+        payload["batch"] = True
     if on_timer is not None:
         payload["on_timer"] = on_timer
     if declared is not None:

@@ -341,6 +341,28 @@ class KeyedStream:
             stream._graph.node(stream._op_id).schema = declared
         return stream
 
+    def process_batch(
+        self,
+        fn: Any,
+        output_schema: SchemaLike = None,
+        on_timer: Callable[[Any, Any], Any] | None = None,
+        name: str | None = None,
+    ) -> DataStream:
+        """The batch form of `process`: `fn(rows: pandas.DataFrame, ctx) -> DataFrame | None`,
+        called once per batch with all its rows sorted by key; `ctx.keys` are the batch's keys
+        and `ctx.offsets` where each one's rows start. State is read and written for lists of
+        keys (`ctx.value_state(name).get(keys)`, `.update(keys, values)`), timers registered
+        the same way, and `on_timer(timers: pandas.DataFrame, ctx)` gets every due timer at
+        once (the key columns and `timestamp`). The same state, timers and snapshots as the
+        per-key form's, without a Python call per key (docs/user-state.md#the-batch-form)."""
+        payload, declared = process_payload(self.keys, fn, output_schema, on_timer, batch=True)
+        stream = self._stream._then(
+            OperatorKind.PROCESS, payload, name or f"process batches by {', '.join(self.keys)}", keys=self.keys
+        )
+        if declared is not None:
+            stream._graph.node(stream._op_id).schema = declared
+        return stream
+
     def connect(self, broadcast: DataStream) -> ConnectedStreams:
         """Connect a broadcast stream (`rules.broadcast()`): `.process(fn)` then gets each of its
         batches on every subtask (`fn.process_broadcast(rows, ctx)`, which may change

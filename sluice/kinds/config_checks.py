@@ -214,6 +214,8 @@ def check_process(c: OperatorConfig) -> None:
     ttl = p.get("state_ttl_ms")
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
         raise JobValidationError(f"{where}.state_ttl_ms", f"must be a whole number of ms > 0, got {ttl!r}")
+    if not isinstance(p.get("batch", False), bool):  # process_batch: one call per batch
+        raise JobValidationError(f"{where}.batch", f"must be true or false, got {p.get('batch')!r}")
 
 
 # deduplicate's within_ms: at most 2**53 ms (about 285,000 years), so a time plus it stays in int64

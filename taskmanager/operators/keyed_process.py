@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Iterator
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import numpy as np
 import pyarrow as pa
@@ -101,6 +101,10 @@ class KeyedProcess(Operator):
 
     @classmethod
     def create(cls, kind: OperatorKind, payload: Payload, ctx: OperatorContext) -> Self:  # noqa: ARG003 — one kind
+        if payload.get("batch") and cls is KeyedProcess:  # `process_batch`: one call per batch
+            from taskmanager.operators.keyed_process_batch import BatchKeyedProcess
+
+            return cast(Self, BatchKeyedProcess(payload, ctx))
         return cls(payload, ctx)
 
     # -- input and timers ----------------------------------------------------------------------

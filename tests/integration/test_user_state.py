@@ -67,7 +67,7 @@ def assert_dedup_exact(out_dir, in_dir) -> None:
     assert set(rows) == want, (len(rows), len(want), sorted(set(rows) ^ want)[:5])
 
 
-def run_dedup(cluster, tmp_path, events, files, state_backend="memory", builtin=False):
+def run_dedup(cluster, tmp_path, events, files, state_backend="memory", builtin=False, batch_form=False):
     generate(str(tmp_path / "in"), events=events, files=files, urls=100, seed=8, disorder_ms=1_000, users=500)
     assert len(read_events(str(tmp_path / "in"))[0]) == events
     return cluster.run(
@@ -85,6 +85,7 @@ def run_dedup(cluster, tmp_path, events, files, state_backend="memory", builtin=
         "--state-backend",
         state_backend,
         *(["--builtin"] if builtin else []),
+        *(["--batch-form"] if batch_form else []),
         parallelism=2,
         options=SMALL_READS if builtin else None,  # the built-in operator is fast: the kill lands mid-job
     )
@@ -128,6 +129,16 @@ def test_builtin_deduplicate_is_exact_across_a_taskmanager_kill(cluster, tmp_pat
     status = wait_end(cluster, job, timeout=300)
     assert status["restarts"] >= 1 and status["restored_checkpoint"] is not None
     assert status["records_late_dropped"] == 0  # disorder within the bound: nothing is late
+    assert_dedup_exact(tmp_path / "out", tmp_path / "in")
+
+
+def test_the_batch_form_process_function_keeps_exactly_the_per_key_forms_events(cluster, tmp_path):
+    """examples/dedup.py --batch-form: the same rule as `process_batch` (one call per batch, state
+    read and written as lists), its per-user state and timers in RocksDB, checkpointed on the
+    way; exactly the events the per-key form keeps."""
+    job = run_dedup(cluster, tmp_path, events=60_000, files=30, state_backend="rocksdb", batch_form=True)
+    status = wait_end(cluster, job, timeout=300)
+    assert status["state"] == "FINISHED" and status["last_completed_checkpoint"], status
     assert_dedup_exact(tmp_path / "out", tmp_path / "in")
 
 
