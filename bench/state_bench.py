@@ -3,7 +3,7 @@ generated data, alternating run by run, each output checked against its system's
 timed from the outside in the same way (first input read → last result committed).
 
     python bench/state_bench.py [--quick] [--jobs dedup,join] [--events 400000] [--users 20000]
-        [--dedup-operator process|builtin]
+        [--dedup-operator process|batch|builtin]
         [--ttl-ms 60000] [--impressions 750000] [--upper-ms 600000] [--disorder-ms 2000] [--runs 5]
         [--peer-shuffle 2,200] [--no-count-calls] [--skip-sluice] [--skip-peer] [--max-foreign-cores 0.3]
         [--out bench/RESULTS.md] [--workdir DIR] [--keep-workdir]
@@ -507,7 +507,8 @@ class SluiceSide(paired_runs.SluiceSide):
         if job.name == "dedup":
             path = job_file or DEDUP_JOB
             args = ["--input", inputs["input"], "--ttl-ms", str(inputs["ttl_ms"])]
-            args += ["--builtin"] if inputs.get("builtin") else []  # stream.deduplicate, not the function
+            form = inputs.get("form", "process")  # the function per key, in its batch form, or stream.deduplicate
+            args += FORM_FLAGS.get(form, "").split()
         else:
             path = job_file or JOIN_JOB
             args = ["--impressions", inputs["impressions"], "--clicks", inputs["clicks"]]
@@ -608,7 +609,7 @@ def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: S
             f"**dedup**: {plan['dedup_events']:,} page views ({plan['dedup_files']} files) of {plan['users']:,} users "
             f"(seed {PAGE_SEED}), timestamps out of order by up to {plan['disorder_ms']:,} ms. Sluice "
             f"`examples/dedup.py --ttl-ms {plan['ttl_ms']} --out-of-orderness-ms {plan['disorder_ms']}"
-            f"{' --builtin' if plan.get('dedup_operator') == 'builtin' else ''}`: per user, "
+            f"{FORM_FLAGS.get(plan.get('dedup_operator', 'process'), '')}`: per user, "
             f"the first event within {plan['ttl_ms']:,} ms of event time, in timestamp order "
             f'({plan["expected_dedup"]:,} events expected). Peer: `withWatermark("et", "{plan["ttl_ms"]} '
             'milliseconds")` + `dropDuplicatesWithinWatermark(["user"])`: the first arrival per user, kept '
@@ -697,8 +698,11 @@ def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: S
 # ================================================================================================
 # main
 # ================================================================================================
+FORM_FLAGS = {"builtin": " --builtin", "batch": " --batch-form"}  # --dedup-operator -> examples/dedup.py's flag
+
+
 def prepare_dedup(
-    work: str, events: int, users: int, disorder_ms: int, ttl_ms: int, builtin: bool = False
+    work: str, events: int, users: int, disorder_ms: int, ttl_ms: int, form: str = "process"
 ) -> tuple[Data, dict]:
     from generate_page_views import generate
 
@@ -716,7 +720,7 @@ def prepare_dedup(
 
     d = Data(
         JOBS["dedup"],
-        {"job": "dedup", "input": data, "ttl_ms": ttl_ms, "delay_ms": disorder_ms, "builtin": builtin},
+        {"job": "dedup", "input": data, "ttl_ms": ttl_ms, "delay_ms": disorder_ms, "form": form},
         [data],
         len(frame),
         check,
@@ -782,9 +786,10 @@ def main() -> int:
     ap.add_argument("--no-count-calls", action="store_true", help="skip the instrumented dedup run")
     ap.add_argument(
         "--dedup-operator",
-        choices=("process", "builtin"),
+        choices=("process", "batch", "builtin"),
         default="process",
-        help="Sluice's dedup: examples/dedup.py's process function, or its --builtin stream.deduplicate",
+        help="Sluice's dedup: examples/dedup.py's process function, its --batch-form, or its --builtin "
+        "stream.deduplicate",
     )
     paired_runs.add_run_args(ap, 600)
     args = ap.parse_args()
@@ -822,8 +827,7 @@ def main() -> int:
     data: dict[str, Data] = {}
     t0 = time.monotonic()
     if "dedup" in jobs:
-        builtin = args.dedup_operator == "builtin"
-        data["dedup"], facts_d = prepare_dedup(work, events, users, args.disorder_ms, args.ttl_ms, builtin)
+        data["dedup"], facts_d = prepare_dedup(work, events, users, args.disorder_ms, args.ttl_ms, args.dedup_operator)
         facts_d["dedup_operator"] = args.dedup_operator
         plan.update(facts_d)
         log(

@@ -67,6 +67,21 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def sorted_by_key(table: pa.Table, keys: list[str]) -> tuple[Any, list[np.ndarray], np.ndarray, np.ndarray]:
+    """A batch sorted by its key columns once (cheaper than iterating a groupby): as pandas
+    without the key group, its key columns as numpy arrays, each row's key group, and the first
+    row of each key's run (one key group per run: it is the key's hash)."""
+    table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]))
+    kgs = table.column(KEY_GROUP).to_numpy(zero_copy_only=False)
+    frame = table.drop_columns([KEY_GROUP]).to_pandas()
+    key_arrays = [frame[k].to_numpy() for k in keys]
+    change = np.zeros(len(frame), dtype=bool)
+    change[0] = True
+    for arr in key_arrays:
+        change[1:] |= arr[1:] != arr[:-1]
+    return frame, key_arrays, kgs, np.flatnonzero(change)
+
+
 class KeyedProcess(Operator):
     def __init__(self, payload: Payload, ctx: OperatorContext) -> None:
         self.name = ctx.name
@@ -112,20 +127,8 @@ class KeyedProcess(Operator):
         table = batch.table()
         if table.num_rows == 0:
             return None
-        kgs = table.column(KEY_GROUP)
-        # Sort by key once and hand each key its slice: cheaper than iterating a groupby, and
-        # the key group of each key comes from the same sort (one per key: it is the key's hash)
-        order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in self.keys])
-        table = table.take(order)
-        kgs = table.column(KEY_GROUP).to_numpy(zero_copy_only=False)
-        frame = table.drop_columns([KEY_GROUP]).to_pandas()
-        key_arrays = [frame[k].to_numpy() for k in self.keys]
-        n = len(frame)
-        change = np.zeros(n, dtype=bool)
-        change[0] = True
-        for arr in key_arrays:
-            change[1:] |= arr[1:] != arr[:-1]
-        starts = np.flatnonzero(change).tolist() + [n]
+        frame, key_arrays, kgs, runs = sorted_by_key(table, self.keys)
+        starts = runs.tolist() + [len(frame)]
         out = []
         ctx = self.context
         single = len(self.keys) == 1
@@ -141,11 +144,15 @@ class KeyedProcess(Operator):
             if got is not None and len(got):
                 out.append(got)
         ctx.current_key = None
+        self._clean_up_expired()
+        return self._batch(out)
+
+    def _clean_up_expired(self) -> None:
+        """Remove up to CLEANUP_BUDGET expired state entries (incremental TTL cleanup)."""
         if self.native is not None:
             self.native.cleanup(_now_ms(), CLEANUP_BUDGET)
         else:
             self.store.cleanup(_now_ms(), CLEANUP_BUDGET)
-        return self._batch(out)
 
     def on_watermark(self, watermark: int) -> Batch | None:
         if watermark <= self.watermark:

@@ -23,12 +23,10 @@ from collections.abc import Hashable, Sequence
 from typing import Any, cast
 
 import numpy as np
-import pyarrow.compute as pc
 
 from sluice.eventtime import MIN_WATERMARK
-from sluice.key_groups import KEY_GROUP
 from taskmanager.operators.base import OperatorContext, Payload
-from taskmanager.operators.keyed_process import CLEANUP_BUDGET, MAX_TIMER_ROUNDS, KeyedProcess, _now_ms
+from taskmanager.operators.keyed_process import MAX_TIMER_ROUNDS, KeyedProcess, _now_ms, sorted_by_key
 from taskmanager.spark_engine import Batch
 from taskmanager.state.keyed_state import MISSING, StateDescriptor
 from taskmanager.state.timer_service import TimeDomain
@@ -47,31 +45,19 @@ class BatchKeyedProcess(KeyedProcess):
         table = batch.table()
         if table.num_rows == 0:
             return None
-        table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in self.keys]))
-        kgs = table.column(KEY_GROUP).to_numpy(zero_copy_only=False)
-        frame = table.drop_columns([KEY_GROUP]).to_pandas()
-        key_arrays = [frame[k].to_numpy() for k in self.keys]
-        n = len(frame)
-        change = np.zeros(n, dtype=bool)
-        change[0] = True
-        for arr in key_arrays:
-            change[1:] |= arr[1:] != arr[:-1]
-        starts = np.flatnonzero(change)
+        frame, key_arrays, kgs, starts = sorted_by_key(table, self.keys)
         keys = _keys(key_arrays, starts)
         groups = dict(zip(keys, kgs[starts].tolist(), strict=True))
         if self.native is None:
             self.key_groups.update(groups)
         ctx = self.batch_context
-        ctx.enter(keys, groups, np.append(starts, n), None)
+        ctx.enter(keys, groups, np.append(starts, len(frame)), None)
         try:
             self.python_calls += 1
             got = self.process_fn(frame, ctx)
         finally:
             ctx.leave()
-        if self.native is not None:
-            self.native.cleanup(_now_ms(), CLEANUP_BUDGET)
-        else:
-            self.store.cleanup(_now_ms(), CLEANUP_BUDGET)
+        self._clean_up_expired()
         return self._batch([got] if got is not None and len(got) else [])
 
     def _fire(self, domain: TimeDomain, time_ms: int) -> Batch | None:
