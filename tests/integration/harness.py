@@ -93,6 +93,7 @@ class LocalCluster:
         self.info: dict = {}
         self.extra: list[subprocess.Popen] = []
         self._poller: JobManagerClient | None = None  # see polled()
+        self._poller_stamp: int | None = None  # cluster.json's mtime when the poller was made
 
     def start(self) -> LocalCluster:
         args = [
@@ -183,9 +184,16 @@ class LocalCluster:
         """`call(client)` on one client kept for this cluster's polls (status, overview): a new
         client per poll looks the leader up in ZooKeeper and opens a TLS channel, ~11 ms of this
         process's CPU plus the JobManager's and ZooKeeper's, five times a second in every wait.
-        The kept client follows a failover as any client does; after an error it is replaced."""
+        The kept client follows a failover as any client does; it is replaced after an error and
+        whenever cluster.json changed (a cluster started again has new addresses and ZooKeeper)."""
+        try:
+            stamp = os.stat(ClusterFile.path(self.dir)).st_mtime_ns
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._poller_stamp:
+            self.close_poller()
         if self._poller is None:
-            self._poller = self.client()
+            self._poller, self._poller_stamp = self.client(), stamp
         try:
             return call(self._poller)
         except BaseException:
