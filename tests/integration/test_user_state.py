@@ -139,6 +139,7 @@ def test_the_batch_form_process_function_keeps_exactly_the_per_key_forms_events(
     job = run_dedup(cluster, tmp_path, events=60_000, files=30, state_backend="rocksdb", batch_form=True)
     status = wait_end(cluster, job, timeout=300)
     assert status["state"] == "FINISHED" and status["last_completed_checkpoint"], status
+    assert any("process batches by user" in t["operator"] for t in status["tasks"]), status["tasks"]
     assert_dedup_exact(tmp_path / "out", tmp_path / "in")
 
 
