@@ -104,7 +104,7 @@ demo: install
 # matched pair; bench (~45 minutes) is the reference run: throughput (sweeps,
 # sizes, headline), paired recovery, checkpoint overhead, latency at fixed rates.
 # Every script runs even if one before it failed; the target fails if any did.
-BENCH_SUITES = throughput_suite recovery_suite checkpoint_overhead latency_suite windowed_bench
+BENCH_SUITES = throughput_suite recovery_suite checkpoint_overhead latency_suite windowed_bench process_forms_bench
 
 bench-quick: install
 	$(BIN)/python bench/throughput_suite.py --quick

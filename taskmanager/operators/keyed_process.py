@@ -12,7 +12,7 @@ timer fires (the final watermark), processing-time ones are dropped, as in Flink
 
 The state and timers are the pure cores in taskmanager/state/; on the memory backend they
 are snapshotted as one keyed Arrow table per key-group range like every keyed operator's (a
-row per state entry or timer: its key group, what it is, the key and value cloudpickled, its
+row per state entry or timer: its key group, what it is, the key and value pickled, its
 expiry or timestamp), so the operator restores at any parallelism's key-group split. On the
 rocksdb backend (`state.backend: rocksdb`) the entries and a copy of the timers live in the
 operator's RocksDB database instead (taskmanager/state/rocksdb_user_state.py), snapshotted as
@@ -38,7 +38,7 @@ from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapsh
 from taskmanager.spark_engine import Batch
 from taskmanager.state import rocksdb_backend
 from taskmanager.state.backend import ROCKSDB, NativeRestore
-from taskmanager.state.keyed_state import MISSING, KeyedStateStore, StateDescriptor
+from taskmanager.state.keyed_state import MISSING, KeyedStateStore, StateDescriptor, state_bytes
 from taskmanager.state.rocksdb_user_state import RocksDBUserState, decode
 from taskmanager.state.timer_service import TimeDomain, TimerService
 
@@ -230,8 +230,6 @@ class KeyedProcess(Operator):
             states = {d.name: [d.kind, d.ttl_ms] for d in self.native.descriptors.values()}
             inline = {"watermark": self.watermark, "states": states}
             return OperatorSnapshot(inline=inline, native=self.native.snapshot(checkpoint_id))
-        import cloudpickle
-
         now = _now_ms()
         whats: list[str] = []
         keys: list[bytes] = []
@@ -242,13 +240,13 @@ class KeyedProcess(Operator):
         self.key_groups = {k: g for k, g in self.key_groups.items() if k in live}
         for descriptor, key, value, expires in self.store.snapshot(now):
             whats.append(f"{STATE_PREFIX}{descriptor.kind}:{descriptor.ttl_ms or ''}:{descriptor.name}")
-            keys.append(cloudpickle.dumps(key))
-            values.append(cloudpickle.dumps(value))
+            keys.append(state_bytes(key))
+            values.append(state_bytes(value))
             times.append(expires)
             kgs.append(self.key_groups[key])
         for domain, ts, key in self.timers.snapshot():
             whats.append(f"{TIMER_PREFIX}{domain}")
-            keys.append(cloudpickle.dumps(key))
+            keys.append(state_bytes(key))
             values.append(None)
             times.append(ts)
             kgs.append(self.key_groups[key])

@@ -118,21 +118,27 @@ class BatchContext:
     def leave(self) -> None:
         self.keys, self._groups, self.timer_domain = [], None, None
 
-    def key_groups_of(self, keys: Any) -> tuple[list[Hashable], list[int]]:
-        """`keys` as a list of state keys and each one's key group; an error for a key that is
-        not this call's."""
-        if self._groups is None:
-            raise RuntimeError("keyed state and timers are only available inside process() and on_timer()")
-        listed = _key_list(keys)
+    def checked(self, keys: Any) -> list[Hashable]:
+        """`keys` as a list of state keys; an error for a key that is not this call's."""
         groups = self._groups
-        try:
-            return listed, [groups[k] for k in listed]
-        except KeyError as missing:
-            raise KeyError(
-                f"{self._op.name}: key {missing.args[0]!r} is not in this call's "
-                f"{'timers' if self.timer_domain else 'rows'}; a batch function reads and writes the state "
-                "and timers of the keys in ctx.keys only"
-            ) from None
+        if groups is None:
+            raise RuntimeError("keyed state and timers are only available inside process() and on_timer()")
+        if keys is self.keys:
+            return self.keys
+        listed = _key_list(keys)
+        for k in listed:
+            if k not in groups:
+                raise KeyError(
+                    f"{self._op.name}: key {k!r} is not in this call's "
+                    f"{'timers' if self.timer_domain else 'rows'}; a batch function reads and writes the state "
+                    "and timers of the keys in ctx.keys only"
+                )
+        return listed
+
+    def groups_of(self, keys: list[Hashable]) -> list[int]:
+        """The key group of each of `keys` (checked ones)."""
+        groups = cast(dict[Hashable, int], self._groups)
+        return [groups[k] for k in keys]
 
     # state
     def value_state(self, name: str, ttl_ms: int | None = None) -> ValueColumns:
@@ -155,11 +161,17 @@ class BatchContext:
         self._timers(keys, timestamps, TimeDomain.PROCESSING_TIME, register=False)
 
     def _timers(self, keys: Any, timestamps: Any, domain: TimeDomain, register: bool) -> None:
-        listed, groups = self.key_groups_of(keys)
+        listed = self.checked(keys)
         times = _aligned(timestamps, len(listed), "timestamps")
-        act = self._op.register_timer if register else self._op.delete_timer
-        for key, kg, ts in zip(listed, groups, times, strict=True):
-            act(domain, key, kg, int(ts))
+        op = self._op
+        if op.native is None:  # memory: every key of the call has its key group recorded already
+            act = op.timers.register if register else op.timers.delete
+            for key, ts in zip(listed, times, strict=True):
+                act(domain, key, int(ts))
+            return
+        act_kg = op.register_timer if register else op.delete_timer
+        for key, kg, ts in zip(listed, self.groups_of(listed), times, strict=True):
+            act_kg(domain, key, kg, int(ts))
 
     @property
     def current_watermark(self) -> int | None:
@@ -176,25 +188,31 @@ class _Columns:
         self._ctx, self._op, self._name = ctx, ctx._op, descriptor.name
 
     def _get_all(self, keys: Any) -> list[Any]:
-        listed, groups = self._ctx.key_groups_of(keys)
+        listed = self._ctx.checked(keys)
         op, name, now = self._op, self._name, _now_ms()
-        if op.native is not None:
-            return [op.native.get(name, k, kg, now) for k, kg in zip(listed, groups, strict=True)]
-        get = op.store.get
-        return [get(name, k, now) for k in listed]
+        if op.native is None:
+            return op.store.get_many(name, listed, now)
+        groups = self._ctx.groups_of(listed)
+        return [op.native.get(name, k, kg, now) for k, kg in zip(listed, groups, strict=True)]
 
     def _put_all(self, keys: Any, values: Any) -> None:
-        listed, groups = self._ctx.key_groups_of(keys)
+        listed = self._ctx.checked(keys)
         aligned = _aligned(values, len(listed), "values", broadcast=False)
-        put = self._op.state_put
-        for k, kg, v in zip(listed, groups, aligned, strict=True):
-            put(self._name, k, kg, v)
+        op, name, now = self._op, self._name, _now_ms()
+        if op.native is None:
+            op.store.put_many(name, listed, aligned, now)
+            return
+        for k, kg, v in zip(listed, self._ctx.groups_of(listed), aligned, strict=True):
+            op.native.put(name, k, kg, v, now)
 
     def clear(self, keys: Any) -> None:
-        listed, groups = self._ctx.key_groups_of(keys)
-        clear = self._op.state_clear
-        for k, kg in zip(listed, groups, strict=True):
-            clear(self._name, k, kg)
+        listed = self._ctx.checked(keys)
+        op = self._op
+        if op.native is None:
+            op.store.clear_many(self._name, listed)
+            return
+        for k, kg in zip(listed, self._ctx.groups_of(listed), strict=True):
+            op.native.clear(self._name, k, kg)
 
 
 class ValueColumns(_Columns):
@@ -216,14 +234,28 @@ class ListColumns(_Columns):
         return [[] if v is MISSING else list(v) for v in self._get_all(keys)]
 
     def add_all(self, keys: Any, lists: Any) -> None:
-        listed = _key_list(keys)
+        listed = self._ctx.checked(keys)
         added = _aligned(lists, len(listed), "lists", broadcast=False)
+        op = self._op
+        if op.native is None:  # memory: extend the stored lists in place (get hands out copies)
+            now = _now_ms()
+            merged = [
+                list(new) if old is MISSING else _extended(old, new)
+                for old, new in zip(op.store.get_many(self._name, listed, now), added, strict=True)
+            ]
+            op.store.put_many(self._name, listed, merged, now)  # written again: a TTL starts anew
+            return
         merged = [old + list(new) for old, new in zip(self.get(listed), added, strict=True)]
         self._put_all(listed, merged)
 
     def update(self, keys: Any, lists: Any) -> None:
-        listed = _key_list(keys)
+        listed = self._ctx.checked(keys)
         self._put_all(listed, [list(v) for v in _aligned(lists, len(listed), "lists", broadcast=False)])
+
+
+def _extended(stored: list[Any], new: Any) -> list[Any]:
+    stored.extend(new)
+    return stored
 
 
 def _key_list(keys: Any) -> list[Hashable]:
@@ -231,6 +263,8 @@ def _key_list(keys: Any) -> list[Hashable]:
     columns) a DataFrame of the key columns or a sequence of tuples, as plain Python values."""
     if hasattr(keys, "itertuples"):  # a DataFrame: one tuple per row
         return list(keys.itertuples(index=False, name=None))
+    if type(keys) is list and not (keys and isinstance(keys[0], (list, np.generic))):
+        return keys  # plain values already (ctx.keys, or a part of it)
     if hasattr(keys, "tolist"):
         listed: list[Hashable] = keys.tolist()
         return [tuple(k) if isinstance(k, list) else k for k in listed]

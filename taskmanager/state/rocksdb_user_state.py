@@ -32,7 +32,7 @@ from typing import Any, cast
 import rocksdict
 
 from taskmanager.state.backend import StateBackendConfig
-from taskmanager.state.keyed_state import MISSING, StateDescriptor, check_declaration
+from taskmanager.state.keyed_state import MISSING, StateDescriptor, check_declaration, state_bytes
 from taskmanager.state.rocksdb_backend import (
     RocksDBKeyedValues,
     RocksDBSnapshot,
@@ -65,12 +65,7 @@ def timer_key(kg: int, domain: TimeDomain, timestamp: int, key: Hashable) -> byt
 
 
 def encode_entry(value: Any, expires: int | None) -> bytes:
-    try:
-        return pickle.dumps((value, expires), protocol=5)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        import cloudpickle
-
-        return cast(bytes, cloudpickle.dumps((value, expires), protocol=5))
+    return state_bytes((value, expires))
 
 
 def decode(raw_key: bytes, raw_value: bytes) -> tuple[str, int, Any]:

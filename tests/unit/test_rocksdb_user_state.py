@@ -211,7 +211,8 @@ def test_a_rescale_gives_each_new_subtask_the_state_and_timers_of_its_key_groups
     op.dispose()
 
 
-def test_state_values_plain_pickle_cannot_write_are_kept(tmp_path: Any) -> None:
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_state_values_plain_pickle_cannot_write_are_kept(tmp_path: Any, backend: str) -> None:
     def keep_a_function(key: Any, frame: pd.DataFrame, ctx: Any) -> pd.DataFrame:
         state = ctx.value_state("f")
         if state.value is None:
@@ -219,9 +220,9 @@ def test_state_values_plain_pickle_cannot_write_are_kept(tmp_path: Any) -> None:
         return pd.DataFrame({"user": [key], "ts": [state.value(len(frame))]})
 
     b = Backends(tmp_path)
-    op = b.make("rocksdb", fn=keep_a_function)
+    op = b.make(backend, fn=keep_a_function)
     op.process(Batch(None, table=rows((4, 0))))
-    restored = b.make("rocksdb", fn=keep_a_function)
+    restored = b.make(backend, fn=keep_a_function)
     restored.restore(b.checkpoint(op, 1))
     assert out(restored.process(Batch(None, table=rows((4, 0), (4, 1))))) == [{"user": 4, "ts": 6}]
     for o in (op, restored):

@@ -1,0 +1,166 @@
+"""A keyed process function in its two forms, on the operator alone: examples/dedup.py's per-key
+function (`process`, one call per key and batch) against its batch form (`process_batch`, one call
+per batch), fed the same batches in one process, alternating form by form, run by run.
+
+    python bench/process_forms_bench.py [--events 400000] [--users 20000] [--files 32] [--runs 5]
+        [--checkpoint-every 4] [--out bench/RESULTS.md | -]
+
+Input: examples/generate_page_views.py's generate() (seed 7, timestamps out of order by up to
+2,000 ms), read with pyarrow, one batch per file, the key group column added as a TaskManager's
+exchange adds it. Each run builds a fresh operator (memory state backend, TTL 60,000 ms as in
+`state_bench.py`'s dedup) and per batch calls process(), then on_watermark() at the batch's largest
+timestamp minus 2,000 ms, a snapshot every --checkpoint-every batches, and end_input(). Measured per
+run: CPU seconds of this process (time.process_time) for the whole input, the part spent in
+snapshots, and the operator's calls into user code; the two forms' outputs are compared row for
+row on every run. No Spark, no cluster: the figure is the operator's own cost, which is what the
+form changes (state_bench.py measures whole jobs on a cluster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path[:0] = [REPO, os.path.join(REPO, "examples")]
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+from bench_common import begin_run, finish_workdir, publish, run_main, section_head
+from stats import fmt_estimate, median_ci
+
+from sluice.graph import OperatorKind
+from sluice.key_groups import KEY_GROUP
+from taskmanager.operators.base import OperatorContext
+from taskmanager.operators.keyed_process import KeyedProcess
+from taskmanager.spark_engine import Batch
+
+TTL_MS, DISORDER_MS, SEED = 60_000, 2_000, 7
+FORMS = ("per-key", "batch")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def batches(directory: str) -> list[pa.Table]:
+    tables = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.jsonl"))):
+        t = pj.read_json(path)
+        t = t.append_column(KEY_GROUP, pa.array((t.column("user").to_numpy() % 128).astype(np.int32)))
+        tables.append(t)
+    return tables
+
+
+def one_run(form: str, tables: list[pa.Table], checkpoint_every: int) -> tuple[dict, list[dict]]:
+    from dedup import FirstWithinTtl, FirstWithinTtlBatch
+
+    fn = FirstWithinTtlBatch(TTL_MS) if form == "batch" else FirstWithinTtl(TTL_MS)
+    ctx = OperatorContext(name="p", subtask=0, parallelism=1, job_id="j", restore_checkpoint_id=0, checkpointing=True)
+    settings = {"keys": ["user"], "process": fn, "output_schema": "user bigint, ts bigint, url string"}
+    op = KeyedProcess.create(OperatorKind.PROCESS, {**settings, "batch": form == "batch"}, ctx)
+    rows: list[dict] = []
+
+    def emit(batch: Batch | None) -> None:
+        if batch is not None:
+            rows.extend(batch.table().to_pylist())
+
+    snapshots = 0.0
+    start = time.process_time()
+    for i, table in enumerate(tables):
+        emit(op.process(Batch(None, table=table)))
+        emit(op.on_watermark(int(np.max(table.column("ts").to_numpy())) - DISORDER_MS))
+        if (i + 1) % checkpoint_every == 0:
+            t0 = time.process_time()
+            op.snapshot(i + 1)
+            snapshots += time.process_time() - t0
+    emit(op.end_input())
+    cpu = time.process_time() - start
+    return {"form": form, "cpu": cpu, "snapshots": snapshots, "calls": op.python_calls, "rows": len(rows)}, rows
+
+
+def report(command: str, facts: dict, args: argparse.Namespace, runs: list[dict], events: int) -> str:
+    lines = section_head("Keyed process function: per-key form vs batch form (operator only)", command, facts)
+    lines += [
+        f"{events:,} page views ({args.files} batches) of {args.users:,} users (seed {SEED}, out of order by up to "
+        f"{DISORDER_MS:,} ms); examples/dedup.py's rule (first event per user within {TTL_MS:,} ms of event time) as "
+        f"`FirstWithinTtl` (per key) and `FirstWithinTtlBatch` (batch form); memory backend, a snapshot every "
+        f"{args.checkpoint_every} batches; forms alternating run by run, one uncounted warm-up run each. CPU = this "
+        "process's CPU seconds for the whole input. Medians with percentile-bootstrap 95 % intervals.",
+        "",
+        "| form | runs | CPU s | of it snapshots, s | events/s of CPU | calls into user code | rows out |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    medians: dict[str, float | None] = {}
+    for form in FORMS:
+        mine = [r for r in runs if r["form"] == form]
+        cpu = median_ci(r["cpu"] for r in mine)
+        medians[form] = cpu.median
+        lines.append(
+            f"| {form} | {len(mine)} | {fmt_estimate(cpu, '.2f')} | "
+            f"{fmt_estimate(median_ci(r['snapshots'] for r in mine), '.2f')} | "
+            f"{fmt_estimate(median_ci(events / r['cpu'] for r in mine))} | {mine[0]['calls']:,} | {mine[0]['rows']:,} |"
+        )
+    per_key, batch = medians.get("per-key"), medians.get("batch")
+    if per_key and batch:
+        lines += ["", f"Batch form against the per-key form, median CPU: {per_key / batch:.2f}x less."]
+    lines += ["", "### Every run", "", "| run | form | CPU s | snapshots s | calls |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {i} | {r['form']} | {r['cpu']:.2f} | {r['snapshots']:.2f} | {r['calls']:,} |" for i, r in enumerate(runs, 1)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=400_000)
+    ap.add_argument("--users", type=int, default=20_000)
+    ap.add_argument("--files", type=int, default=32, help="batches (one input file each)")
+    ap.add_argument("--runs", type=int, default=5, help="measured runs per form")
+    ap.add_argument("--checkpoint-every", type=int, default=4, help="batches between snapshots")
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to ('-': none)")
+    args = ap.parse_args()
+    if min(args.events, args.users, args.files, args.runs, args.checkpoint_every) < 1:
+        ap.error("every number must be >= 1")
+    from generate_page_views import generate
+
+    command, facts, temp, work = begin_run(REPO, None, "process-forms-", log)
+    try:
+        data = os.path.join(work, "in")
+        generate(
+            data,
+            events=args.events,
+            files=args.files,
+            urls=10_000,
+            seed=SEED,
+            disorder_ms=DISORDER_MS,
+            users=args.users,
+        )
+        tables = batches(data)
+        events = sum(t.num_rows for t in tables)
+        runs: list[dict] = []
+        reference: list[Any] | None = None
+        for i in range(args.runs + 1):  # the first round warms up
+            for form in FORMS if i % 2 == 0 else reversed(FORMS):
+                run, rows = one_run(form, tables, args.checkpoint_every)
+                if reference is None:
+                    reference = rows
+                elif rows != reference:
+                    raise SystemExit(f"the {form} form's output differs from the per-key form's (run {i})")
+                log(f"{'warm-up' if i == 0 else f'run {i}'}: {form} {run['cpu']:.2f}s CPU, {run['calls']:,} calls")
+                if i:
+                    runs.append(run)
+        publish(report(command, facts, args, runs, events), args.out, log, append=args.out != "-")
+    finally:
+        finish_workdir(work, temp, log)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
