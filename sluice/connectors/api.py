@@ -28,9 +28,10 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-import pyarrow as pa
+if TYPE_CHECKING:  # annotations only: a job file that defines no connector does not load pyarrow
+    import pyarrow as pa
 
 JSON = Any  # plain data: str, int, float, bool, None, lists and dicts of those
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
+if TYPE_CHECKING:  # a job file that builds windows does not load numpy; the TaskManager does
+    import numpy as np
 
 
 def _positive_ms(value: Any, what: str) -> int:
@@ -40,6 +41,8 @@ def _offset(offset_ms: Any, period_ms: int, what: str) -> int:
 
 def pane_starts(timestamps: np.ndarray, pane_ms: int, offset_ms: int = 0) -> np.ndarray:
     """The start of each timestamp's pane (vectorized; negative timestamps too)."""
+    import numpy as np
+
     ts = np.asarray(timestamps, dtype=np.int64)
     return ts - np.mod(ts - offset_ms, pane_ms)
 

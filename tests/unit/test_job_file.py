@@ -4,6 +4,7 @@ own parser is compared on a cluster in tests/integration/jobs/pandas_udf_ddl.py.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -179,3 +180,25 @@ def test_run_options_are_key_value_pairs_each_checked_as_a_job_option():
         parse_options(["execution.source.max-files-per-read=0"])
     with pytest.raises(SluiceError, match="did you mean 'execution.source.max-files-per-read'"):
         parse_options(["execution.source.max-files=2"])
+
+
+def test_pyspark_imported_by_the_job_file_is_patched_then_and_not_loaded_otherwise():
+    """In a fresh interpreter (pyspark not loaded yet): entering the context loads no pyspark; a
+    job file importing it inside gets the DDL parser all the same, and leaving restores pyspark's."""
+    script = (
+        "import sys\n"
+        "from sluice.cli.job_file import ddl_types_without_session\n"
+        "with ddl_types_without_session():\n"
+        "    assert 'pyspark' not in sys.modules, 'loaded before the job file asked'\n"
+        "    from pyspark.sql.functions import pandas_udf\n"
+        "    from pyspark.sql import types as t\n"
+        "    assert pandas_udf('long')(lambda v: v).returnType == t.LongType()\n"
+        "import pyspark.sql.udf as u\n"
+        "assert u._parse_datatype_string.__name__ == '_parse_datatype_string', 'not restored'\n"
+        "assert not any(type(f).__name__ == '_AfterImport' for f in sys.meta_path)\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
