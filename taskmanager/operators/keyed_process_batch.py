@@ -270,7 +270,7 @@ def _key_list(keys: Any) -> list[Hashable]:
         return [tuple(k) if isinstance(k, list) else k for k in listed]
     if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
         raise TypeError(f"keys must be a list of keys (ctx.keys, or a part of it), got {type(keys).__name__}")
-    return [k.item() if isinstance(k, np.generic) else k for k in keys]
+    return [tuple(k) if isinstance(k, list) else k.item() if isinstance(k, np.generic) else k for k in keys]
 
 
 def _aligned(values: Any, n: int, what: str, broadcast: bool = True) -> list[Any]:

@@ -231,6 +231,7 @@ def test_composite_keys_come_as_tuples_and_timers_as_one_column_per_key_part(tmp
         sizes = np.diff(ctx.offsets).tolist()
         ctx.value_state("n").update(ctx.keys, [(c or 0) + s for c, s in zip(counts, sizes, strict=True)])
         ctx.register_event_time_timers(frame[["country", "device"]].drop_duplicates(), 50)  # a DataFrame of keys
+        ctx.value_state("seen").update([list(k) for k in ctx.keys], [True] * len(ctx.keys))  # lists as keys, too
 
     def report(timers: pd.DataFrame, ctx: Any) -> pd.DataFrame:
         seen.append(list(ctx.keys))
