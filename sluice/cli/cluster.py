@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import psutil
@@ -297,6 +298,55 @@ def parse_options(pairs: list[str], example: str = "task.cancellation.timeout=10
             raise ClusterError(f"-D {pair!r}: expected KEY=VALUE, e.g. -D {example}")
         out[key.strip()] = value.strip()
     return out
+
+
+# Process options `cluster start` sets itself, per process or from its own flags: a value from the
+# environment or the configuration file would give every process the same port, id or file, or
+# hide the command's flag, so start_options leaves it out and says so.
+MANAGED_OPTIONS = frozenset(
+    o.key
+    for o in (
+        config.ZOOKEEPER_AUTH_FILE,
+        config.ZOOKEEPER_QUORUM,
+        config.CLUSTER_ID,
+        config.ZOOKEEPER_SESSION_TIMEOUT,
+        config.HEARTBEAT_TIMEOUT,
+        config.TASKMANAGER_SLOTS,
+        config.TASKMANAGER_RESOURCE_ID,
+        config.CHECKPOINTS_DIR,
+        config.RPC_PORT,
+        config.RPC_HEALTH_PORT,
+        config.REST_PORT,
+        config.METRICS_PORT,
+        config.SECURITY_TOKEN_PORT,
+        config.SECURITY_SSL_CA,
+        config.SECURITY_SSL_CERT,
+        config.SECURITY_SSL_KEY,
+        config.SECURITY_INSECURE,
+        config.LOG_FILE,
+    )
+)
+
+
+def start_options(pairs: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The process options `cluster start` gives its processes: its `-D` pairs over the
+    configuration file ($SLUICE_CONFIG) and SLUICE_* variables, read as `sluice jobmanager` and
+    `sluice taskmanager` read them (docs/configuration.md); a key in MANAGED_OPTIONS from those is
+    left out, with a note naming it on stderr."""
+    path = environ.get(config.CONFIG_ENV) or None
+    try:
+        inherited = {**(config.read_file(path) if path else {}), **config.read_env(environ)}
+    except config.ConfigError as exc:
+        raise ClusterError(str(exc)) from None
+    ignored = sorted(k for k in inherited if k in MANAGED_OPTIONS)
+    if ignored:
+        print(
+            f"note: ignoring {', '.join(ignored)} from the environment or {config.CONFIG_ENV}: "
+            "`sluice cluster start` sets these for each process itself (see its flags)",
+            file=sys.stderr,
+        )
+    kept = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in inherited.items() if k not in ignored}
+    return {**kept, **parse_options(pairs)}
 
 
 def _option_flags(options: dict[str, str]) -> dict[str, list[str]]:

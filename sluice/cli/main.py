@@ -309,7 +309,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                     args.heartbeat_timeout,
                     args.zk_session_timeout,
                     insecure=args.insecure,
-                    options=cluster.parse_options(args.options),
+                    options=cluster.start_options(args.options, os.environ),
                     spark=args.spark,
                 )
             _print_processes([p.to_json() for p in info.processes])

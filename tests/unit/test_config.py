@@ -377,6 +377,22 @@ def test_cluster_start_rejects_a_bad_duration_naming_the_flag(capsys):
     assert "--zk-session-timeout: expected a positive duration" in capsys.readouterr().err
 
 
+def test_cluster_start_passes_the_file_and_environment_on_below_its_own_options(tmp_path, capsys):
+    """`SLUICE_SPARK_WARM_UP=false sluice cluster start` reaches the TaskManagers it starts, as
+    `sluice taskmanager` would read it; -D wins over both; a per-process key is left out, named."""
+    from sluice.cli import cluster
+
+    path = write(tmp_path, "task:\n  cancellation:\n    timeout: 10s\nspark.warm-up: true\nrpc.port: 6123\n")
+    environ = {"SLUICE_CONFIG": str(path), "SLUICE_SPARK_WARM_UP": "false", "SLUICE_REST_PORT": "8081"}
+    got = cluster.start_options(["task.cancellation.timeout=20s"], environ)
+    assert got == {"spark.warm-up": "false", "task.cancellation.timeout": "20s"}
+    assert "ignoring rest.port, rpc.port from the environment" in capsys.readouterr().err
+    assert cluster.start_options([], {"SLUICE_CONFIG": str(path)})["spark.warm-up"] == "true"  # YAML's bool
+    assert cluster.start_options(["a=b"], {}) == {"a": "b"}  # nothing inherited: the pairs alone
+    with pytest.raises(cluster.ClusterError, match="SLUICE_SPARK_WARMUP.*did you mean"):
+        cluster.start_options([], {"SLUICE_SPARK_WARMUP": "false"})  # a typo is an error, not ignored
+
+
 # -- python -m jobmanager: the same flags, the same Settings ------------------------------------
 def test_jobmanager_main_builds_settings_from_the_table_flags(monkeypatch):
     import jobmanager.server
