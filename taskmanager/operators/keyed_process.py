@@ -378,7 +378,22 @@ def _decoded(native: NativeRestore, declared: dict[str, StateDescriptor]) -> tup
     return entries, timers
 
 
-class ProcessContext:
+class Clocks:
+    """The times a process function's `ctx` tells, in either form (`_op`: its operator)."""
+
+    _op: KeyedProcess
+
+    @property
+    def current_watermark(self) -> int | None:
+        """The operator's input watermark (ms), None before the first."""
+        return None if self._op.watermark == MIN_WATERMARK else self._op.watermark
+
+    @property
+    def current_processing_time(self) -> int:
+        return _now_ms()
+
+
+class ProcessContext(Clocks):
     """What the user's function gets as `ctx`: state and timers of the current key."""
 
     def __init__(self, op: KeyedProcess) -> None:
@@ -415,15 +430,6 @@ class ProcessContext:
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
         self._op.delete_timer(TimeDomain.PROCESSING_TIME, self._key(), self.current_kg, int(timestamp))
-
-    @property
-    def current_watermark(self) -> int | None:
-        """The operator's input watermark (ms), None before the first."""
-        return None if self._op.watermark == MIN_WATERMARK else self._op.watermark
-
-    @property
-    def current_processing_time(self) -> int:
-        return _now_ms()
 
 
 class _View:

@@ -24,9 +24,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from sluice.eventtime import MIN_WATERMARK
 from taskmanager.operators.base import OperatorContext, Payload
-from taskmanager.operators.keyed_process import MAX_TIMER_ROUNDS, KeyedProcess, _now_ms, sorted_by_key
+from taskmanager.operators.keyed_process import MAX_TIMER_ROUNDS, Clocks, KeyedProcess, _now_ms, sorted_by_key
 from taskmanager.spark_engine import Batch
 from taskmanager.state.keyed_state import MISSING, StateDescriptor
 from taskmanager.state.timer_service import TimeDomain
@@ -100,7 +99,7 @@ def _keys(key_arrays: list[np.ndarray], starts: np.ndarray) -> list[Hashable]:
     return columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
 
 
-class BatchContext:
+class BatchContext(Clocks):
     """What a batch function gets as `ctx`: the batch's keys, state as columns, timers."""
 
     def __init__(self, op: BatchKeyedProcess) -> None:
@@ -172,15 +171,6 @@ class BatchContext:
         act_kg = op.register_timer if register else op.delete_timer
         for key, kg, ts in zip(listed, self.groups_of(listed), times, strict=True):
             act_kg(domain, key, kg, int(ts))
-
-    @property
-    def current_watermark(self) -> int | None:
-        """The operator's input watermark (ms), None before the first."""
-        return None if self._op.watermark == MIN_WATERMARK else self._op.watermark
-
-    @property
-    def current_processing_time(self) -> int:
-        return _now_ms()
 
 
 class _Columns:
