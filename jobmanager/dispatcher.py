@@ -336,6 +336,7 @@ class Dispatcher:
                     "Each TaskManager needs a resource id of its own"
                 )
             log.info("TaskManager %s registered at %s with %d slots", resource_id, address, slots)
+            self._calls.forget(address)  # a channel to an earlier process at this address may be backing off
             self._pool_actions(actions)
         return session
 
@@ -574,6 +575,7 @@ class Dispatcher:
                 case sp.TaskManagerLost():
                     log.warning("TaskManager %s (%s) lost: %s", action.resource_id, action.address, action.reason)
                     self._last_loss = f"TaskManager {action.resource_id} ({action.address}): {action.reason}"
+                    self._calls.forget(action.address)
                     for job_id in action.affected_jobs:
                         self._jobs[job_id].on_tm_lost(action.resource_id, action.reason, self.clock(), action.address)
                 case sp.UnknownTaskManager():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from sluice.v1 import taskmanager_pb2, taskmanager_pb2_grpc
 log = logging.getLogger("sluice.jobmanager")
 
 RELEASE_BATCH = 4096  # partition ids per ReleasePartitions request (the TaskManager's bound)
+LONGEST_CALL_S = 30.0  # the longest deadline of a call here (SubmitTask)
 
 
 class TaskManagerRpc:
@@ -43,6 +45,10 @@ class TaskManagerRpc:
         self._clock = clock
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="jm-rpc")
         self._channels: dict[str, grpc.Channel] = {}
+        # Channels forgotten while calls may still run on them: closed once the longest
+        # deadline has passed, as (monotonic time to close at, channel).
+        self._retired: list[tuple[float, grpc.Channel]] = []
+        self._channels_lock = threading.Lock()
 
     def call_task(
         self,
@@ -75,10 +81,13 @@ class TaskManagerRpc:
                         on_reply(response, error)
 
         def call() -> None:
+            stub = self.stub(address)
             try:
-                response = getattr(self.stub(address), method)(request, timeout=30 if method == "SubmitTask" else 10)
+                response = getattr(stub, method)(request, timeout=LONGEST_CALL_S if method == "SubmitTask" else 10)
                 reply(response, "")
             except grpc.RpcError as err:
+                if err.code() == grpc.StatusCode.UNAVAILABLE:
+                    self.forget(address)
                 reply(None, f"{err.code().name}: {err.details()}")
                 log.warning(
                     "[job %s attempt %d] %s of %s on %s failed: %s %s",
@@ -149,12 +158,38 @@ class TaskManagerRpc:
         return response
 
     def stub(self, address: str) -> taskmanager_pb2_grpc.TaskExecutorStub:
-        ch = self._channels.get(address)
-        if ch is None:
-            ch = self._channels[address] = rpc.channel(address)  # mutual TLS with the JobManager's certificate
+        with self._channels_lock:
+            self._close_retired(time.monotonic())
+            ch = self._channels.get(address)
+            if ch is None:
+                # mutual TLS with the JobManager's certificate; connections of its own, see forget
+                ch = self._channels[address] = rpc.channel(address, own_connections=True)
         return taskmanager_pb2_grpc.TaskExecutorStub(ch)
+
+    def forget(self, address: str) -> None:
+        """Stop using the channel to `address`: its TaskManager was lost, did not answer, or a
+        TaskManager (re-)registered there. A channel whose connects were refused fails every
+        call at once for as long as gRPC's reconnect backoff lasts (growing to minutes), even
+        after a new TaskManager took over the port; the next call opens a new channel (which
+        shares no connection or backoff with the old one: own_connections). Calls
+        still running on the old one end by their deadlines; it is closed after the longest."""
+        with self._channels_lock:
+            ch = self._channels.pop(address, None)
+            if ch is not None:
+                self._retired.append((time.monotonic() + LONGEST_CALL_S + 5, ch))
+
+    def _close_retired(self, now: float) -> None:
+        due = [ch for at, ch in self._retired if at <= now]
+        if due:
+            self._retired = [(at, ch) for at, ch in self._retired if at > now]
+            for ch in due:
+                ch.close()
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
-        for ch in self._channels.values():
+        with self._channels_lock:
+            channels = [*self._channels.values(), *(ch for _, ch in self._retired)]
+            self._channels.clear()
+            self._retired.clear()
+        for ch in channels:
             ch.close()

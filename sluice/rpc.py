@@ -95,23 +95,30 @@ class _ProcessTls:
 PROCESS_TLS = _ProcessTls()  # channel(tls=PROCESS_TLS): the files given to use_tls
 
 
-def channel(address: str, tls: TlsFiles | None | _ProcessTls = PROCESS_TLS, token: str | None = None) -> grpc.Channel:
+def channel(
+    address: str,
+    tls: TlsFiles | None | _ProcessTls = PROCESS_TLS,
+    token: str | None = None,
+    own_connections: bool = False,
+) -> grpc.Channel:
     """A channel to `address` with the servers' message size limit: mutual TLS with `tls`
     (default: this process's files, see use_tls), plaintext when there are none. The server's
     certificate must be signed by the CA and name SERVER_NAME (servers are dialled by
     addresses no certificate lists in advance). `token`: sent as `authorization: Bearer` on
-    every call (needs TLS)."""
+    every call (needs TLS). `own_connections`: the channel does not share connections with
+    other channels of this process to the same address, nor their reconnect backoff (by
+    default gRPC shares both, so a new channel to an address that refused connections
+    fails at once until the backoff, growing to minutes, runs out)."""
     files = _process_tls if isinstance(tls, _ProcessTls) else tls
+    options = [*CHANNEL_OPTIONS, *([("grpc.use_local_subchannel_pool", 1)] if own_connections else [])]
     if files is None:
         if token is not None:
             raise ValueError("a bearer token is only sent over TLS: give the cluster's CA certificate")
-        return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        return grpc.insecure_channel(address, options=options)
     credentials = channel_credentials(files)
     if token is not None:
         credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
-    return grpc.secure_channel(
-        address, credentials, options=[*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", SERVER_NAME)]
-    )
+    return grpc.secure_channel(address, credentials, options=[*options, ("grpc.ssl_target_name_override", SERVER_NAME)])
 
 
 # Health service SERVING for as long as the server runs, whatever the role's own

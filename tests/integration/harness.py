@@ -373,10 +373,19 @@ def _alive(pid: int) -> bool:
 
 
 def wait_for(cluster: LocalCluster, job_id: str, predicate: Any, message: str, timeout: float = 180) -> dict:
-    """Poll `status --json` of the job until `predicate(status)` holds; that status."""
-    return wait_until(
-        lambda: (s := cluster.status(job_id)) and predicate(s) and s, timeout=timeout, message=message, interval=0.2
-    )
+    """Poll `status --json` of the job until `predicate(status)` holds; that status. Fails at
+    once, with the job's failure, when the job ended without `predicate` holding (an ended
+    job's status does not change any more)."""
+
+    def holds() -> dict | None:
+        s = cluster.status(job_id)
+        if s and predicate(s):
+            return s
+        if s and s["state"] in ENDED:
+            raise AssertionError(f"job {job_id} ended {s['state']} while waiting for {message}: {s.get('failure')}")
+        return None
+
+    return wait_until(holds, timeout=timeout, message=message, interval=0.2)
 
 
 def wait_ended(cluster: LocalCluster, job_id: str, timeout: float = 240) -> dict:
