@@ -3,7 +3,7 @@ function (`process`, one call per key and batch) against its batch form (`proces
 per batch), fed the same batches in one process, alternating form by form, run by run.
 
     python bench/process_forms_bench.py [--events 400000] [--users 20000] [--files 32] [--runs 5]
-        [--checkpoint-every 4] [--out bench/RESULTS.md | -]
+        [--checkpoint-every 4] [--forms per-key,batch] [--before COMMIT] [--out bench/RESULTS.md | -]
 
 Input: examples/generate_page_views.py's generate() (seed 7, timestamps out of order by up to
 2,000 ms), read with pyarrow, one batch per file, the key group column added as a TaskManager's
@@ -14,25 +14,33 @@ run: CPU seconds of this process (time.process_time) for the whole input, the pa
 snapshots, and the operator's calls into user code; the two forms' outputs are compared row for
 row on every run. No Spark, no cluster: the figure is the operator's own cost, which is what the
 form changes (state_bench.py measures whole jobs on a cluster).
+
+--before COMMIT: the operator code of COMMIT too (a temporary git worktree), for an operator
+change's before/after figures: every measured run is then a child process importing one of the two
+checkouts' code, the two alternating run by run, and the outputs of both must be the same.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
+import json
 import os
+import subprocess
 import sys
 import time
-from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path[:0] = [REPO, os.path.join(REPO, "examples")]
+# the checkout whose operator and examples are measured: this one, or --before's in a child run
+CODE = os.environ.get("PROCESS_FORMS_CODE", REPO)
+sys.path[:0] = [CODE, os.path.join(CODE, "examples")]
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
-from bench_common import begin_run, finish_workdir, publish, run_main, section_head
+from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main, section_head
 from stats import fmt_estimate, median_ci
 
 from sluice.graph import OperatorKind
@@ -43,6 +51,22 @@ from taskmanager.spark_engine import Batch
 
 TTL_MS, DISORDER_MS, SEED = 60_000, 2_000, 7
 FORMS = ("per-key", "batch")
+THIS = "this checkout"
+
+
+def child_run(code: str, form: str, data: str, checkpoint_every: int) -> tuple[dict, str]:
+    """One run in a child process importing the operator code of the checkout at `code`: its
+    figures and a digest of its output rows."""
+    argv = [sys.executable, os.path.abspath(__file__), "--child", form, data, str(checkpoint_every)]
+    out = subprocess.run(
+        argv, env={**os.environ, "PROCESS_FORMS_CODE": code}, check=True, capture_output=True, text=True
+    ).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    return result["run"], result["digest"]
+
+
+def digest(rows: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def log(message: str) -> None:
@@ -98,21 +122,32 @@ def report(command: str, facts: dict, args: argparse.Namespace, runs: list[dict]
         "|---|---|---|---|---|---|---|",
     ]
     medians: dict[str, float | None] = {}
-    for form in FORMS:
-        mine = [r for r in runs if r["form"] == form]
+    for code, form in dict.fromkeys((r["code"], r["form"]) for r in runs):
+        mine = [r for r in runs if r["form"] == form and r["code"] == code]
         cpu = median_ci(r["cpu"] for r in mine)
-        medians[form] = cpu.median
+        medians[f"{code} {form}"] = cpu.median
         lines.append(
-            f"| {form} | {len(mine)} | {fmt_estimate(cpu, '.2f')} | "
+            f"| {code}: {form} | {len(mine)} | {fmt_estimate(cpu, '.2f')} | "
             f"{fmt_estimate(median_ci(r['snapshots'] for r in mine), '.2f')} | "
             f"{fmt_estimate(median_ci(events / r['cpu'] for r in mine))} | {mine[0]['calls']:,} | {mine[0]['rows']:,} |"
         )
-    per_key, batch = medians.get("per-key"), medians.get("batch")
+    per_key, batch = medians.get(f"{THIS} per-key"), medians.get(f"{THIS} batch")
     if per_key and batch:
         lines += ["", f"Batch form against the per-key form, median CPU: {per_key / batch:.2f}x less."]
-    lines += ["", "### Every run", "", "| run | form | CPU s | snapshots s | calls |", "|---|---|---|---|---|"]
+    for form in FORMS:
+        now, before = medians.get(f"{THIS} {form}"), medians.get(f"before {args.before} {form}")
+        if now and before:
+            lines += ["", f"{form}: this checkout against {args.before}, median CPU: {before / now:.2f}x less."]
     lines += [
-        f"| {i} | {r['form']} | {r['cpu']:.2f} | {r['snapshots']:.2f} | {r['calls']:,} |" for i, r in enumerate(runs, 1)
+        "",
+        "### Every run",
+        "",
+        "| run | code | form | CPU s | snapshots s | calls |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {i} | {r['code']} | {r['form']} | {r['cpu']:.2f} | {r['snapshots']:.2f} | {r['calls']:,} |"
+        for i, r in enumerate(runs, 1)
     ]
     return "\n".join(lines) + "\n"
 
@@ -124,13 +159,24 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=32, help="batches (one input file each)")
     ap.add_argument("--runs", type=int, default=5, help="measured runs per form")
     ap.add_argument("--checkpoint-every", type=int, default=4, help="batches between snapshots")
+    ap.add_argument("--forms", default=",".join(FORMS), help="forms to run, of: " + ", ".join(FORMS))
+    ap.add_argument("--before", default=None, help="a commit whose operator code runs too (a temporary git worktree)")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to ('-': none)")
+    if sys.argv[1:2] == ["--child"]:  # one run for a parent's --before comparison: JSON on stdout
+        form, data, every = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        run, rows = one_run(form, batches(data), every)
+        print(json.dumps({"run": run, "digest": digest(rows)}))
+        return 0
     args = ap.parse_args()
     if min(args.events, args.users, args.files, args.runs, args.checkpoint_every) < 1:
         ap.error("every number must be >= 1")
+    forms = [f.strip() for f in args.forms.split(",") if f.strip()]
+    if not forms or any(f not in FORMS for f in forms):
+        ap.error(f"--forms: a comma-separated list of {', '.join(FORMS)}")
     from generate_page_views import generate
 
     command, facts, temp, work = begin_run(REPO, None, "process-forms-", log)
+    worktree = add_worktree(REPO, args.before, os.path.join(work, "before")) if args.before else None
     try:
         data = os.path.join(work, "in")
         generate(
@@ -145,19 +191,29 @@ def main() -> int:
         tables = batches(data)
         events = sum(t.num_rows for t in tables)
         runs: list[dict] = []
-        reference: list[Any] | None = None
+        reference: str | None = None
+        codes = [(THIS, REPO), *([(f"before {args.before}", worktree)] if worktree else [])]
+        conditions = [(code, form) for code in codes for form in forms]
         for i in range(args.runs + 1):  # the first round warms up
-            for form in FORMS if i % 2 == 0 else reversed(FORMS):
-                run, rows = one_run(form, tables, args.checkpoint_every)
+            for (label, root), form in conditions if i % 2 == 0 else reversed(conditions):
+                if worktree:
+                    run, output = child_run(root, form, data, args.checkpoint_every)
+                else:
+                    run, rows = one_run(form, tables, args.checkpoint_every)
+                    output = digest(rows)
                 if reference is None:
-                    reference = rows
-                elif rows != reference:
-                    raise SystemExit(f"the {form} form's output differs from the per-key form's (run {i})")
-                log(f"{'warm-up' if i == 0 else f'run {i}'}: {form} {run['cpu']:.2f}s CPU, {run['calls']:,} calls")
+                    reference = output
+                elif output != reference:
+                    raise SystemExit(f"{label}: the {form} form's output differs from the first run's (run {i})")
+                run["code"] = label
+                which = "warm-up" if i == 0 else f"run {i}"
+                log(f"{which}: {label} {form} {run['cpu']:.2f}s CPU, {run['calls']:,} calls")
                 if i:
                     runs.append(run)
         publish(report(command, facts, args, runs, events), args.out, log, append=args.out != "-")
     finally:
+        if worktree:
+            remove_worktree(REPO, worktree)
         finish_workdir(work, temp, log)
     return 0
 

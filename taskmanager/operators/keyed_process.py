@@ -38,12 +38,11 @@ from taskmanager.operators.base import Operator, OperatorContext, OperatorSnapsh
 from taskmanager.spark_engine import Batch
 from taskmanager.state import rocksdb_backend
 from taskmanager.state.backend import ROCKSDB, NativeRestore
-from taskmanager.state.keyed_state import MISSING, KeyedStateStore, StateDescriptor, state_bytes
+from taskmanager.state.keyed_state import MISSING, KeyedStateStore, StateDescriptor
+from taskmanager.state.process_snapshots import KEY, STATE_PREFIX, TIME, TIMER_PREFIX, VALUE, WHAT, ProcessSnapshots
 from taskmanager.state.rocksdb_user_state import RocksDBUserState, decode
 from taskmanager.state.timer_service import TimeDomain, TimerService
 
-WHAT, KEY, VALUE, TIME = "__what", "__key", "__value", "__time"  # snapshot columns
-STATE_PREFIX, TIMER_PREFIX = "state:", "timer:"
 CLEANUP_BUDGET = 1000  # expired state entries removed per batch, at most (incremental TTL cleanup)
 MAX_TIMER_ROUNDS = 100  # timers registering due timers: the rest fire at the next watermark or tick
 
@@ -97,7 +96,6 @@ class KeyedProcess(Operator):
 
             declared = schemas.parse(payload["output_schema"])
             self.columns = [(f.name, _ARROW_TYPES.get(f.type)) for f in declared.fields]
-        self.store = KeyedStateStore(payload.get("state_ttl_ms"))
         # rocksdb: the state entries and a copy of the timers in RocksDB (`store` stays empty)
         backend = ctx.state_backend
         self.native = (
@@ -105,10 +103,14 @@ class KeyedProcess(Operator):
             if backend is not None and backend.kind == ROCKSDB
             else None
         )
-        self.timers = TimerService()
+        memory = self.native is None  # memory snapshots are built from the changes (ProcessSnapshots)
+        self.store = KeyedStateStore(payload.get("state_ttl_ms"), track_changes=memory)
+        self.timers = TimerService(track_changes=memory)
+        self.snapshots = ProcessSnapshots()
         # key -> its key group: every key with state or timers on memory (for snapshots), the keys
         # with pending timers on rocksdb (for on_timer's state)
         self.key_groups: dict[Hashable, int] = {}
+        self.seen: set[Hashable] = set()  # memory: keys given to the function since the last snapshot
         self.watermark = MIN_WATERMARK
         self.context = ProcessContext(self)
         self.engine = ctx.engine
@@ -138,6 +140,7 @@ class KeyedProcess(Operator):
             kg = int(kgs[a])
             if self.native is None:
                 self.key_groups[key] = kg
+                self.seen.add(key)
             ctx.current_key, ctx.current_kg = key, kg
             self.python_calls += 1
             got = self.process_fn(key, frame.iloc[a:b], ctx)
@@ -230,35 +233,7 @@ class KeyedProcess(Operator):
             states = {d.name: [d.kind, d.ttl_ms] for d in self.native.descriptors.values()}
             inline = {"watermark": self.watermark, "states": states}
             return OperatorSnapshot(inline=inline, native=self.native.snapshot(checkpoint_id))
-        now = _now_ms()
-        whats: list[str] = []
-        keys: list[bytes] = []
-        values: list[bytes | None] = []
-        times: list[int | None] = []
-        kgs: list[int] = []
-        live = self.store.keys() | self.timers.keys()
-        self.key_groups = {k: g for k, g in self.key_groups.items() if k in live}
-        for descriptor, key, value, expires in self.store.snapshot(now):
-            whats.append(f"{STATE_PREFIX}{descriptor.kind}:{descriptor.ttl_ms or ''}:{descriptor.name}")
-            keys.append(state_bytes(key))
-            values.append(state_bytes(value))
-            times.append(expires)
-            kgs.append(self.key_groups[key])
-        for domain, ts, key in self.timers.snapshot():
-            whats.append(f"{TIMER_PREFIX}{domain}")
-            keys.append(state_bytes(key))
-            values.append(None)
-            times.append(ts)
-            kgs.append(self.key_groups[key])
-        table = pa.table(
-            {
-                KEY_GROUP: pa.array(kgs, pa.int32()),
-                WHAT: pa.array(whats, pa.string()),
-                KEY: pa.array(keys, pa.binary()),
-                VALUE: pa.array(values, pa.binary()),
-                TIME: pa.array(times, pa.int64()),
-            }
-        )
+        table = self.snapshots.take(self.store, self.timers, self.key_groups, self.seen, _now_ms())
         return OperatorSnapshot(inline={"watermark": self.watermark}, keyed=table)
 
     def restore(self, state: OperatorSnapshot) -> None:
@@ -268,6 +243,8 @@ class KeyedProcess(Operator):
             name: StateDescriptor(name, kind, ttl) for name, (kind, ttl) in (inline.get("states") or {}).items()
         }
         self.key_groups = {}
+        self.snapshots.reset()
+        self.seen.clear()
         native = state.native if isinstance(state.native, NativeRestore) and state.native.handles else None
         if self.native is not None and native is not None:  # rocksdb into rocksdb: the databases
             self.native.values.restore(native.handles, native.fs, native.key_groups, native.owned)
@@ -324,6 +301,8 @@ class KeyedProcess(Operator):
     def register_timer(self, domain: TimeDomain, key: Hashable, kg: int, timestamp: int) -> None:
         if self.timers.register(domain, key, timestamp):
             self.key_groups[key] = kg
+            if self.native is None:
+                self.seen.add(key)
             if self.native is not None:
                 self.native.put_timer(kg, domain, timestamp, key)
 

@@ -49,6 +49,7 @@ class BatchKeyedProcess(KeyedProcess):
         groups = dict(zip(keys, kgs[starts].tolist(), strict=True))
         if self.native is None:
             self.key_groups.update(groups)
+            self.seen.update(keys)
         ctx = self.batch_context
         ctx.enter(keys, groups, np.append(starts, len(frame)), None)
         try:

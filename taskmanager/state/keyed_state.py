@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import pickle
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
 MISSING: Any = object()  # what `get` answers for a key without a live entry
@@ -61,9 +61,14 @@ class _State:
 
 
 class KeyedStateStore:
-    def __init__(self, default_ttl_ms: int | None = None) -> None:
+    def __init__(self, default_ttl_ms: int | None = None, track_changes: bool = False) -> None:
         self.default_ttl_ms = default_ttl_ms
         self._states: dict[str, _State] = {}
+        # `track_changes`: the keys whose entries were read, written, cleared or expired since the
+        # caller last emptied this set (an incremental snapshot's keys to take again,
+        # taskmanager/state/process_snapshots.py). A read counts: a function may change a value
+        # it was handed in place.
+        self.touched: set[Hashable] | None = set() if track_changes else None
 
     def declare(self, name: str, kind: str, ttl_ms: int | None = None) -> StateDescriptor:
         """The state `name` of `kind`; declaring it again with another kind or TTL is an error."""
@@ -75,6 +80,8 @@ class KeyedStateStore:
 
     def get(self, name: str, key: Hashable, now: int) -> Any:
         state = self._states[name]
+        if self.touched is not None:
+            self.touched.add(key)
         entry = state.entries.get(key)
         if entry is None:
             return MISSING
@@ -88,15 +95,21 @@ class KeyedStateStore:
         ttl = state.descriptor.ttl_ms
         expires = now + ttl if ttl is not None else None
         state.entries[key] = (value, expires)
+        if self.touched is not None:
+            self.touched.add(key)
         if expires is not None:
             state.writes.append((expires, key))
 
     def clear(self, name: str, key: Hashable) -> None:
         self._states[name].entries.pop(key, None)
+        if self.touched is not None:
+            self.touched.add(key)
 
     # -- many keys at once (the batch form of process functions): as get/put/clear per key
     def get_many(self, name: str, keys: list[Hashable], now: int) -> list[Any]:
         state = self._states[name]
+        if self.touched is not None:
+            self.touched.update(keys)
         if state.descriptor.ttl_ms is None:  # nothing expires: a lookup per key
             get = state.entries.get
             return [get(k, _ABSENT)[0] for k in keys]
@@ -104,6 +117,8 @@ class KeyedStateStore:
 
     def put_many(self, name: str, keys: list[Hashable], values: list[Any], now: int) -> None:
         state = self._states[name]
+        if self.touched is not None:
+            self.touched.update(keys)
         ttl = state.descriptor.ttl_ms
         if ttl is None:
             state.entries.update(zip(keys, [(v, None) for v in values], strict=True))
@@ -116,6 +131,8 @@ class KeyedStateStore:
         pop = self._states[name].entries.pop
         for k in keys:
             pop(k, None)
+        if self.touched is not None:
+            self.touched.update(keys)
 
     def cleanup(self, now: int, budget: int = 1000) -> int:
         """Remove up to about `budget` expired entries, oldest writes first; how many went."""
@@ -129,6 +146,8 @@ class KeyedStateStore:
                 if entry is not None and entry[1] == expires:  # not written again since
                     del entries[key]
                     removed += 1
+                    if self.touched is not None:
+                        self.touched.add(key)
         return removed
 
     def size(self, name: str | None = None) -> int:
@@ -139,6 +158,21 @@ class KeyedStateStore:
     def keys(self) -> set[Hashable]:
         return {key for s in self._states.values() for key in s.entries}
 
+    def has(self, key: Hashable) -> bool:
+        """Whether any state holds an entry (expired or not) for `key`."""
+        return any(key in s.entries for s in self._states.values())
+
+    def entries_of(
+        self, keys: Iterable[Hashable], now: int
+    ) -> Iterator[tuple[StateDescriptor, Hashable, Any, int | None]]:
+        """The live entries of `keys`, as `snapshot` gives them."""
+        states = list(self._states.values())
+        for key in keys:
+            for state in states:
+                entry = state.entries.get(key)
+                if entry is not None and (entry[1] is None or entry[1] > now):
+                    yield state.descriptor, key, entry[0], entry[1]
+
     def snapshot(self, now: int) -> Iterator[tuple[StateDescriptor, Hashable, Any, int | None]]:
         """Every live entry: (its state, key, value, expires at)."""
         for state in self._states.values():
@@ -148,6 +182,8 @@ class KeyedStateStore:
 
     def restore(self, entries: Iterator[tuple[StateDescriptor, Hashable, Any, int | None]]) -> None:
         self._states = {}
+        if self.touched is not None:
+            self.touched = set()
         for descriptor, key, value, expires in entries:
             state = self._states.get(descriptor.name)
             if state is None:

@@ -19,11 +19,21 @@ from sluice.eventtime import TimeDomain
 __all__ = ["TimeDomain", "TimerService"]
 
 
+Timer = tuple[TimeDomain, int, Hashable]  # (domain, timestamp, key)
+
+
 class TimerService:
-    def __init__(self) -> None:
+    def __init__(self, track_changes: bool = False) -> None:
         self._heaps: dict[TimeDomain, list[tuple[int, int, Hashable]]] = {d: [] for d in TimeDomain}
         self._live: dict[TimeDomain, set[tuple[int, Hashable]]] = {d: set() for d in TimeDomain}
         self._seq = itertools.count()
+        self.track_changes = track_changes
+        # `track_changes`: what changed since the caller last took `changes()` (an incremental
+        # snapshot's, taskmanager/state/process_snapshots.py): timers pending now that were not
+        # then, timers pending then that are not now, and each key's number of pending timers
+        self.added: set[Timer] = set()
+        self.removed: set[Timer] = set()
+        self._per_key: dict[Hashable, int] = {}
 
     def register(self, domain: TimeDomain, key: Hashable, timestamp: int) -> bool:
         """Add a timer; False when the same one is already pending."""
@@ -32,6 +42,13 @@ class TimerService:
             return False
         self._live[domain].add(entry)
         heapq.heappush(self._heaps[domain], (entry[0], next(self._seq), key))
+        if self.track_changes:
+            self._per_key[key] = self._per_key.get(key, 0) + 1
+            timer = (domain, entry[0], key)
+            if timer in self.removed:
+                self.removed.discard(timer)
+            else:
+                self.added.add(timer)
         return True
 
     def delete(self, domain: TimeDomain, key: Hashable, timestamp: int) -> bool:
@@ -40,6 +57,8 @@ class TimerService:
         if entry not in self._live[domain]:
             return False
         self._live[domain].discard(entry)  # its heap entry is skipped when it comes up
+        if self.track_changes:
+            self._gone(domain, entry[0], key)
         return True
 
     def due(self, domain: TimeDomain, time: int) -> list[tuple[int, Hashable]]:
@@ -50,7 +69,32 @@ class TimerService:
             if (ts, key) in live:
                 live.discard((ts, key))
                 out.append((ts, key))
+        if self.track_changes:
+            for ts, key in out:
+                self._gone(domain, ts, key)
         return out
+
+    def _gone(self, domain: TimeDomain, ts: int, key: Hashable) -> None:
+        left = self._per_key[key] - 1
+        if left:
+            self._per_key[key] = left
+        else:
+            del self._per_key[key]
+        timer = (domain, ts, key)
+        if timer in self.added:
+            self.added.discard(timer)
+        else:
+            self.removed.add(timer)
+
+    def has(self, key: Hashable) -> bool:
+        """Whether `key` has a pending timer (track_changes only)."""
+        return key in self._per_key
+
+    def changes(self) -> tuple[set[Timer], set[Timer]]:
+        """(added, removed) since the last call, emptied (track_changes only)."""
+        changed = self.added, self.removed
+        self.added, self.removed = set(), set()
+        return changed
 
     def pending(self, domain: TimeDomain) -> int:
         return len(self._live[domain])
@@ -63,6 +107,6 @@ class TimerService:
         return [(d, ts, key) for d in TimeDomain for ts, key in sorted(self._live[d], key=lambda e: e[0])]
 
     def restore(self, timers: Iterable[tuple[TimeDomain | str, int, Hashable]]) -> None:
-        self.__init__()  # type: ignore[misc]  # restore only from the snapshot
+        self.__init__(self.track_changes)  # type: ignore[misc]  # restore only from the snapshot
         for domain, ts, key in timers:
             self.register(TimeDomain(domain), key, ts)
