@@ -3,12 +3,14 @@ function (`process`, one call per key and batch) against its batch form (`proces
 per batch), fed the same batches in one process, alternating form by form, run by run.
 
     python bench/process_forms_bench.py [--events 400000] [--users 20000] [--files 32] [--runs 5]
-        [--checkpoint-every 4] [--forms per-key,batch] [--before COMMIT] [--out bench/RESULTS.md | -]
+        [--checkpoint-every 4] [--ttl-ms 60000] [--forms per-key,batch] [--before COMMIT]
+        [--out bench/RESULTS.md | -]
 
 Input: examples/generate_page_views.py's generate() (seed 7, timestamps out of order by up to
 2,000 ms), read with pyarrow, one batch per file, the key group column added as a TaskManager's
-exchange adds it. Each run builds a fresh operator (memory state backend, TTL 60,000 ms as in
-`state_bench.py`'s dedup) and per batch calls process(), then on_watermark() at the batch's largest
+exchange adds it. Each run builds a fresh operator (memory state backend, the rule's TTL --ttl-ms
+of event time, 60,000 ms by default as in `state_bench.py`'s dedup; a longer TTL keeps more users
+in the state) and per batch calls process(), then on_watermark() at the batch's largest
 timestamp minus 2,000 ms, a snapshot every --checkpoint-every batches, and end_input(). Measured per
 run: CPU seconds of this process (time.process_time) for the whole input, the part spent in
 snapshots, and the operator's calls into user code; the two forms' outputs are compared row for
@@ -49,15 +51,15 @@ from taskmanager.operators.base import OperatorContext
 from taskmanager.operators.keyed_process import KeyedProcess
 from taskmanager.spark_engine import Batch
 
-TTL_MS, DISORDER_MS, SEED = 60_000, 2_000, 7
+DISORDER_MS, SEED = 2_000, 7
 FORMS = ("per-key", "batch")
 THIS = "this checkout"
 
 
-def child_run(code: str, form: str, data: str, checkpoint_every: int) -> tuple[dict, str]:
+def child_run(code: str, form: str, data: str, checkpoint_every: int, ttl_ms: int) -> tuple[dict, str]:
     """One run in a child process importing the operator code of the checkout at `code`: its
     figures and a digest of its output rows."""
-    argv = [sys.executable, os.path.abspath(__file__), "--child", form, data, str(checkpoint_every)]
+    argv = [sys.executable, os.path.abspath(__file__), "--child", form, data, str(checkpoint_every), str(ttl_ms)]
     out = subprocess.run(
         argv, env={**os.environ, "PROCESS_FORMS_CODE": code}, check=True, capture_output=True, text=True
     ).stdout
@@ -82,10 +84,10 @@ def batches(directory: str) -> list[pa.Table]:
     return tables
 
 
-def one_run(form: str, tables: list[pa.Table], checkpoint_every: int) -> tuple[dict, list[dict]]:
+def one_run(form: str, tables: list[pa.Table], checkpoint_every: int, ttl_ms: int) -> tuple[dict, list[dict]]:
     from dedup import FirstWithinTtl, FirstWithinTtlBatch
 
-    fn = FirstWithinTtlBatch(TTL_MS) if form == "batch" else FirstWithinTtl(TTL_MS)
+    fn = FirstWithinTtlBatch(ttl_ms) if form == "batch" else FirstWithinTtl(ttl_ms)
     ctx = OperatorContext(name="p", subtask=0, parallelism=1, job_id="j", restore_checkpoint_id=0, checkpointing=True)
     settings = {"keys": ["user"], "process": fn, "output_schema": "user bigint, ts bigint, url string"}
     op = KeyedProcess.create(OperatorKind.PROCESS, {**settings, "batch": form == "batch"}, ctx)
@@ -113,7 +115,8 @@ def report(command: str, facts: dict, args: argparse.Namespace, runs: list[dict]
     lines = section_head("Keyed process function: per-key form vs batch form (operator only)", command, facts)
     lines += [
         f"{events:,} page views ({args.files} batches) of {args.users:,} users (seed {SEED}, out of order by up to "
-        f"{DISORDER_MS:,} ms); examples/dedup.py's rule (first event per user within {TTL_MS:,} ms of event time) as "
+        f"{DISORDER_MS:,} ms); examples/dedup.py's rule (first event per user within {args.ttl_ms:,} ms of event "
+        "time) as "
         f"`FirstWithinTtl` (per key) and `FirstWithinTtlBatch` (batch form); memory backend, a snapshot every "
         f"{args.checkpoint_every} batches; forms alternating run by run, one uncounted warm-up run each. CPU = this "
         "process's CPU seconds for the whole input. Medians with percentile-bootstrap 95 % intervals.",
@@ -159,16 +162,17 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=32, help="batches (one input file each)")
     ap.add_argument("--runs", type=int, default=5, help="measured runs per form")
     ap.add_argument("--checkpoint-every", type=int, default=4, help="batches between snapshots")
+    ap.add_argument("--ttl-ms", type=int, default=60_000, help="the rule's TTL in event time (ms)")
     ap.add_argument("--forms", default=",".join(FORMS), help="forms to run, of: " + ", ".join(FORMS))
     ap.add_argument("--before", default=None, help="a commit whose operator code runs too (a temporary git worktree)")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown file to append to ('-': none)")
     if sys.argv[1:2] == ["--child"]:  # one run for a parent's --before comparison: JSON on stdout
-        form, data, every = sys.argv[2], sys.argv[3], int(sys.argv[4])
-        run, rows = one_run(form, batches(data), every)
+        form, data, every, ttl = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+        run, rows = one_run(form, batches(data), every, ttl)
         print(json.dumps({"run": run, "digest": digest(rows)}))
         return 0
     args = ap.parse_args()
-    if min(args.events, args.users, args.files, args.runs, args.checkpoint_every) < 1:
+    if min(args.events, args.users, args.files, args.runs, args.checkpoint_every, args.ttl_ms) < 1:
         ap.error("every number must be >= 1")
     forms = [f.strip() for f in args.forms.split(",") if f.strip()]
     if not forms or any(f not in FORMS for f in forms):
@@ -197,9 +201,9 @@ def main() -> int:
         for i in range(args.runs + 1):  # the first round warms up
             for (label, root), form in conditions if i % 2 == 0 else reversed(conditions):
                 if worktree:
-                    run, output = child_run(root, form, data, args.checkpoint_every)
+                    run, output = child_run(root, form, data, args.checkpoint_every, args.ttl_ms)
                 else:
-                    run, rows = one_run(form, tables, args.checkpoint_every)
+                    run, rows = one_run(form, tables, args.checkpoint_every, args.ttl_ms)
                     output = digest(rows)
                 if reference is None:
                     reference = output

@@ -158,10 +158,6 @@ class KeyedStateStore:
     def keys(self) -> set[Hashable]:
         return {key for s in self._states.values() for key in s.entries}
 
-    def has(self, key: Hashable) -> bool:
-        """Whether any state holds an entry (expired or not) for `key`."""
-        return any(key in s.entries for s in self._states.values())
-
     def entries_of(
         self, keys: Iterable[Hashable], now: int
     ) -> Iterator[tuple[StateDescriptor, Hashable, Any, int | None]]:

@@ -11,12 +11,15 @@ keeps the last snapshot's two parts and builds the next one from what changed si
   cleared or expired since (`KeyedStateStore.touched`; a read counts, as a function may change
   a value it was handed in place), plus those keys' live entries, pickled anew;
 - timer rows: the last ones without the timers fired or deleted since (an anti-join on domain,
-  key and timestamp), plus the timers registered since (`TimerService.changes`).
+  key and timestamp), plus the timers registered since (`TimerService.changes`, a difference of
+  the pending timers' sets, so that registering and firing a timer cost nothing more).
 
 A key's bytes are pickled once and kept while the key has state or timers, so that the
 anti-joins find the same bytes for the same key (pickle may write two equal keys differently).
-The next snapshot is built whole after a restore and whenever at least half as many keys and
-timers changed as there are keys: the anti-joins would then cost more than they save. Rows of an
+The next snapshot is built whole after a restore, when taking the changes would pickle at least
+half of what a whole snapshot pickles (the anti-joins then cost more than they save), and once
+as many keys changed since the last whole one as there are keys: a whole snapshot also forgets
+the keys left without state or timers, which the changes alone cannot tell. Rows of an
 entry that expired without being touched stay until the TTL cleanup removes the entry (which
 touches its key); a restored entry that has expired is invisible all the same.
 
@@ -47,13 +50,16 @@ def state_what(descriptor: StateDescriptor) -> str:
 
 
 class ProcessSnapshots:
-    WHOLE_SHARE = 0.5  # changes per key at which a snapshot is built whole
+    # a snapshot is built whole when taking the changes would pickle at least this share of
+    # what a whole one pickles: the anti-joins and the kept rows then cost more than they save
+    WHOLE_SHARE = 0.5
     MAX_CHUNKS = 16  # a part's chunks are merged beyond this, so that its anti-join scans few
 
     def __init__(self) -> None:
         self.states: pa.Table | None = None  # the last snapshot's state rows
         self.timers: pa.Table | None = None  # and its timer rows
         self.key_bytes: dict[Hashable, bytes] = {}
+        self.changed_keys = 0  # keys changed (with repeats) since the last whole snapshot
         self.whole = 0  # snapshots built whole and from the changes (for tests and benchmarks)
         self.incremental = 0
 
@@ -70,16 +76,23 @@ class ProcessSnapshots:
         seen: set[Hashable],
         now: int,
     ) -> pa.Table:
-        """The snapshot of `store` and `timers` (both tracking changes) at `now` (ms). Keys of
-        `key_groups` without state or timers are dropped from it; `seen` (keys given to the
-        function since the last snapshot) is emptied."""
+        """The snapshot of `store` and `timers` (both tracking changes) at `now` (ms); `seen`
+        (keys given to the function since the last snapshot) is emptied. A whole snapshot also
+        drops the keys without state or timers from `key_groups`; it comes at least once per
+        as many changed keys as there are keys, so that such keys never pile up."""
         assert store.touched is not None and timers.track_changes, "the store and timers must track changes"
         touched, store.touched = store.touched, set()
         added, removed = timers.changes()
-        candidates = touched | seen | {key for _d, _ts, key in removed}
+        self.changed_keys += len(touched) + len(seen) + len(removed)
         seen.clear()
-        changes = len(touched) + len(added) + len(removed)
-        if self.states is None or self.timers is None or changes >= self.WHOLE_SHARE * max(len(key_groups), 1):
+        entries = store.size()
+        work = len(touched) * entries / max(len(key_groups), 1) + len(added)  # about what the changes pickle
+        if (
+            self.states is None
+            or self.timers is None
+            or work >= self.WHOLE_SHARE * (entries + timers.pending())
+            or self.changed_keys > len(key_groups)
+        ):
             return self._whole(store, timers, key_groups, now)
         self.incremental += 1
         states, timer_rows = self.states, self.timers
@@ -99,10 +112,6 @@ class ProcessSnapshots:
             timer_rows = timer_rows.join(gone, keys=[WHAT, KEY, TIME], join_type="left anti").select(SCHEMA.names)
         fresh_states = self._state_rows(store.entries_of(touched, now), key_groups)
         fresh_timers = self._timer_rows(sorted(added, key=lambda t: t[1]), key_groups)
-        for key in candidates:
-            if not store.has(key) and not timers.has(key):
-                key_groups.pop(key, None)
-                self.key_bytes.pop(key, None)
         self.states = _merged(states, fresh_states, self.MAX_CHUNKS)
         self.timers = _merged(timer_rows, fresh_timers, self.MAX_CHUNKS)
         return pa.concat_tables([self.states, self.timers])
@@ -111,10 +120,11 @@ class ProcessSnapshots:
         self, store: KeyedStateStore, timers: TimerService, key_groups: dict[Hashable, int], now: int
     ) -> pa.Table:
         self.whole += 1
+        self.changed_keys = 0
         live = store.keys() | timers.keys()
         for key in [k for k in key_groups if k not in live]:
             del key_groups[key]
-        self.key_bytes = {k: b for k, b in self.key_bytes.items() if k in live}
+        self.key_bytes = {k: state_bytes(k) for k in live}  # pickled once per key, not per row
         self.states = self._state_rows(store.snapshot(now), key_groups)
         self.timers = self._timer_rows(timers.snapshot(), key_groups)
         return pa.concat_tables([self.states, self.timers])

@@ -28,12 +28,10 @@ class TimerService:
         self._live: dict[TimeDomain, set[tuple[int, Hashable]]] = {d: set() for d in TimeDomain}
         self._seq = itertools.count()
         self.track_changes = track_changes
-        # `track_changes`: what changed since the caller last took `changes()` (an incremental
-        # snapshot's, taskmanager/state/process_snapshots.py): timers pending now that were not
-        # then, timers pending then that are not now, and each key's number of pending timers
-        self.added: set[Timer] = set()
-        self.removed: set[Timer] = set()
-        self._per_key: dict[Hashable, int] = {}
+        # `track_changes`: the pending timers when the caller last took `changes()` (an
+        # incremental snapshot's, taskmanager/state/process_snapshots.py), compared then with
+        # the pending ones: a set difference in C at each snapshot, nothing per timer
+        self._taken: dict[TimeDomain, set[tuple[int, Hashable]]] = {d: set() for d in TimeDomain}
 
     def register(self, domain: TimeDomain, key: Hashable, timestamp: int) -> bool:
         """Add a timer; False when the same one is already pending."""
@@ -42,13 +40,6 @@ class TimerService:
             return False
         self._live[domain].add(entry)
         heapq.heappush(self._heaps[domain], (entry[0], next(self._seq), key))
-        if self.track_changes:
-            self._per_key[key] = self._per_key.get(key, 0) + 1
-            timer = (domain, entry[0], key)
-            if timer in self.removed:
-                self.removed.discard(timer)
-            else:
-                self.added.add(timer)
         return True
 
     def delete(self, domain: TimeDomain, key: Hashable, timestamp: int) -> bool:
@@ -57,8 +48,6 @@ class TimerService:
         if entry not in self._live[domain]:
             return False
         self._live[domain].discard(entry)  # its heap entry is skipped when it comes up
-        if self.track_changes:
-            self._gone(domain, entry[0], key)
         return True
 
     def due(self, domain: TimeDomain, time: int) -> list[tuple[int, Hashable]]:
@@ -69,35 +58,23 @@ class TimerService:
             if (ts, key) in live:
                 live.discard((ts, key))
                 out.append((ts, key))
-        if self.track_changes:
-            for ts, key in out:
-                self._gone(domain, ts, key)
         return out
 
-    def _gone(self, domain: TimeDomain, ts: int, key: Hashable) -> None:
-        left = self._per_key[key] - 1
-        if left:
-            self._per_key[key] = left
-        else:
-            del self._per_key[key]
-        timer = (domain, ts, key)
-        if timer in self.added:
-            self.added.discard(timer)
-        else:
-            self.removed.add(timer)
+    def changes(self) -> tuple[list[Timer], list[Timer]]:
+        """(added, removed): the timers pending now that were not at the last call, and those
+        pending then that are not now (track_changes only)."""
+        added: list[Timer] = []
+        removed: list[Timer] = []
+        for d in TimeDomain:
+            live, taken = self._live[d], self._taken[d]
+            added += [(d, ts, key) for ts, key in live - taken]
+            removed += [(d, ts, key) for ts, key in taken - live]
+            self._taken[d] = set(live)
+        return added, removed
 
-    def has(self, key: Hashable) -> bool:
-        """Whether `key` has a pending timer (track_changes only)."""
-        return key in self._per_key
-
-    def changes(self) -> tuple[set[Timer], set[Timer]]:
-        """(added, removed) since the last call, emptied (track_changes only)."""
-        changed = self.added, self.removed
-        self.added, self.removed = set(), set()
-        return changed
-
-    def pending(self, domain: TimeDomain) -> int:
-        return len(self._live[domain])
+    def pending(self, domain: TimeDomain | None = None) -> int:
+        """Pending timers of `domain` (None: of both)."""
+        return sum(len(self._live[d]) for d in TimeDomain) if domain is None else len(self._live[domain])
 
     def keys(self) -> set[Hashable]:
         """The keys with a pending timer."""
