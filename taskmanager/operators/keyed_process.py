@@ -110,7 +110,9 @@ class KeyedProcess(Operator):
         # key -> its key group: every key with state or timers on memory (for snapshots), the keys
         # with pending timers on rocksdb (for on_timer's state)
         self.key_groups: dict[Hashable, int] = {}
-        self.seen: set[Hashable] = set()  # memory: keys given to the function since the last snapshot
+        # memory: the keys given to the function since the last snapshot, in process or on_timer:
+        # the only keys whose state it can have changed (ProcessSnapshots)
+        self.seen: set[Hashable] = set()
         self.watermark = MIN_WATERMARK
         self.context = ProcessContext(self)
         self.engine = ctx.engine
@@ -184,6 +186,8 @@ class KeyedProcess(Operator):
                     self.native.delete_timer(kg, domain, ts, key)
                 if self.on_timer_fn is None:
                     continue
+                if self.native is None:
+                    self.seen.add(key)
                 ctx.current_key, ctx.current_kg, ctx.timer_domain = key, kg, domain
                 self.python_calls += 1
                 got = self.on_timer_fn(key, ts, ctx)

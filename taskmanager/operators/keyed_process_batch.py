@@ -76,6 +76,8 @@ class BatchKeyedProcess(KeyedProcess):
             if self.on_timer_fn is None:
                 continue
             keys = [key for _ts, key in due]
+            if self.native is None:
+                self.seen.update(keys)
             columns: dict[str, Any] = {self.keys[0]: keys}
             if len(self.keys) > 1:  # composite keys are tuples: a column each
                 columns = dict(

@@ -64,10 +64,9 @@ class KeyedStateStore:
     def __init__(self, default_ttl_ms: int | None = None, track_changes: bool = False) -> None:
         self.default_ttl_ms = default_ttl_ms
         self._states: dict[str, _State] = {}
-        # `track_changes`: the keys whose entries were read, written, cleared or expired since the
-        # caller last emptied this set (an incremental snapshot's keys to take again,
-        # taskmanager/state/process_snapshots.py). A read counts: a function may change a value
-        # it was handed in place.
+        # `track_changes`: the keys whose entries `cleanup` removed since the caller last emptied
+        # this set. An incremental snapshot takes these keys again, with every key its function
+        # was given, the only ones it can have changed (taskmanager/state/process_snapshots.py).
         self.touched: set[Hashable] | None = set() if track_changes else None
 
     def declare(self, name: str, kind: str, ttl_ms: int | None = None) -> StateDescriptor:
@@ -80,8 +79,6 @@ class KeyedStateStore:
 
     def get(self, name: str, key: Hashable, now: int) -> Any:
         state = self._states[name]
-        if self.touched is not None:
-            self.touched.add(key)
         entry = state.entries.get(key)
         if entry is None:
             return MISSING
@@ -95,21 +92,15 @@ class KeyedStateStore:
         ttl = state.descriptor.ttl_ms
         expires = now + ttl if ttl is not None else None
         state.entries[key] = (value, expires)
-        if self.touched is not None:
-            self.touched.add(key)
         if expires is not None:
             state.writes.append((expires, key))
 
     def clear(self, name: str, key: Hashable) -> None:
         self._states[name].entries.pop(key, None)
-        if self.touched is not None:
-            self.touched.add(key)
 
     # -- many keys at once (the batch form of process functions): as get/put/clear per key
     def get_many(self, name: str, keys: list[Hashable], now: int) -> list[Any]:
         state = self._states[name]
-        if self.touched is not None:
-            self.touched.update(keys)
         if state.descriptor.ttl_ms is None:  # nothing expires: a lookup per key
             get = state.entries.get
             return [get(k, _ABSENT)[0] for k in keys]
@@ -117,8 +108,6 @@ class KeyedStateStore:
 
     def put_many(self, name: str, keys: list[Hashable], values: list[Any], now: int) -> None:
         state = self._states[name]
-        if self.touched is not None:
-            self.touched.update(keys)
         ttl = state.descriptor.ttl_ms
         if ttl is None:
             state.entries.update(zip(keys, [(v, None) for v in values], strict=True))
@@ -131,8 +120,6 @@ class KeyedStateStore:
         pop = self._states[name].entries.pop
         for k in keys:
             pop(k, None)
-        if self.touched is not None:
-            self.touched.update(keys)
 
     def cleanup(self, now: int, budget: int = 1000) -> int:
         """Remove up to about `budget` expired entries, oldest writes first; how many went."""

@@ -7,9 +7,10 @@ it pickles every entry and timer at every barrier: at 200k users about a second 
 thread per checkpoint, growing with the state rather than with the work. `ProcessSnapshots`
 keeps the last snapshot's two parts and builds the next one from what changed since:
 
-- state rows: the last ones without the rows of the keys whose entries were read, written,
-  cleared or expired since (`KeyedStateStore.touched`; a read counts, as a function may change
-  a value it was handed in place), plus those keys' live entries, pickled anew;
+- state rows: the last ones without the rows of every key given to the function since (in
+  `process` or `on_timer`: a function reads and writes the state of its call's keys only, and
+  may change in place a value it was handed) or whose entries the TTL cleanup removed
+  (`KeyedStateStore.touched`), plus those keys' live entries, pickled anew;
 - timer rows: the last ones without the timers fired or deleted since (an anti-join on domain,
   key and timestamp), plus the timers registered since (`TimerService.changes`, a difference of
   the pending timers' sets, so that registering and firing a timer cost nothing more).
@@ -77,14 +78,15 @@ class ProcessSnapshots:
         now: int,
     ) -> pa.Table:
         """The snapshot of `store` and `timers` (both tracking changes) at `now` (ms); `seen`
-        (keys given to the function since the last snapshot) is emptied. A whole snapshot also
+        (every key given to the function since the last snapshot) is emptied. A whole snapshot also
         drops the keys without state or timers from `key_groups`; it comes at least once per
         as many changed keys as there are keys, so that such keys never pile up."""
         assert store.touched is not None and timers.track_changes, "the store and timers must track changes"
-        touched, store.touched = store.touched, set()
-        added, removed = timers.changes()
-        self.changed_keys += len(touched) + len(seen) + len(removed)
+        touched = store.touched | seen  # the keys whose entries may have changed
+        store.touched = set()
         seen.clear()
+        added, removed = timers.changes()
+        self.changed_keys += len(touched) + len(removed)
         entries = store.size()
         work = len(touched) * entries / max(len(key_groups), 1) + len(added)  # about what the changes pickle
         if (
