@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from sluice.key_groups import KEY_GROUP
 from taskmanager.state.keyed_state import KeyedStateStore, StateDescriptor, state_bytes
-from taskmanager.state.timer_service import Timer, TimerService
+from taskmanager.state.timer_service import Changes, TimerService
 
 WHAT, KEY, VALUE, TIME = "__what", "__key", "__value", "__time"  # the snapshot's columns
 STATE_PREFIX, TIMER_PREFIX = "state:", "timer:"
@@ -86,9 +86,10 @@ class ProcessSnapshots:
         store.touched = set()
         seen.clear()
         added, removed = timers.changes()
-        self.changed_keys += len(touched) + len(removed)
+        n_added, n_removed = sum(map(len, added.values())), sum(map(len, removed.values()))
+        self.changed_keys += len(touched) + n_removed
         entries = store.size()
-        work = len(touched) * entries / max(len(key_groups), 1) + len(added)  # about what the changes pickle
+        work = len(touched) * entries / max(len(key_groups), 1) + n_added  # about what the changes pickle
         if (
             self.states is None
             or self.timers is None
@@ -102,18 +103,32 @@ class ProcessSnapshots:
         if stale:
             present = pc.is_in(states.column(KEY), value_set=pa.array(stale, pa.binary()))
             states = states.filter(pc.invert(present))
-        fired = [(f"{TIMER_PREFIX}{d}", self.key_bytes[k], ts) for d, ts, k in removed if k in self.key_bytes]
-        if fired:
+        if n_removed:
+            whats: list[str] = []
+            keys: list[bytes] = []
+            times: list[int] = []
+            known = self.key_bytes
+            for d, pairs in removed.items():
+                what = f"{TIMER_PREFIX}{d}"
+                for ts, key in pairs:
+                    b = known.get(key)
+                    if b is not None:  # else the timer came and went between two snapshots
+                        whats.append(what)
+                        keys.append(b)
+                        times.append(ts)
             gone = pa.table(
                 {
-                    WHAT: pa.array([w for w, _b, _t in fired], pa.string()),
-                    KEY: pa.array([b for _w, b, _t in fired], pa.binary()),
-                    TIME: pa.array([t for _w, _b, t in fired], pa.int64()),
+                    WHAT: pa.array(whats, pa.string()),
+                    KEY: pa.array(keys, pa.binary()),
+                    TIME: pa.array(times, pa.int64()),
                 }
             )
             timer_rows = timer_rows.join(gone, keys=[WHAT, KEY, TIME], join_type="left anti").select(SCHEMA.names)
+        self._known(touched)
+        for pairs in added.values():
+            self._known(key for _ts, key in pairs)
         fresh_states = self._state_rows(store.entries_of(touched, now), key_groups)
-        fresh_timers = self._timer_rows(sorted(added, key=lambda t: t[1]), key_groups)
+        fresh_timers = self._timer_rows(added, key_groups)
         self.states = _merged(states, fresh_states, self.MAX_CHUNKS)
         self.timers = _merged(timer_rows, fresh_timers, self.MAX_CHUNKS)
         return pa.concat_tables([self.states, self.timers])
@@ -128,14 +143,15 @@ class ProcessSnapshots:
             del key_groups[key]
         self.key_bytes = {k: state_bytes(k) for k in live}  # pickled once per key, not per row
         self.states = self._state_rows(store.snapshot(now), key_groups)
-        self.timers = self._timer_rows(timers.snapshot(), key_groups)
+        self.timers = self._timer_rows(timers.pending_pairs(), key_groups)
         return pa.concat_tables([self.states, self.timers])
 
-    def _bytes(self, key: Hashable) -> bytes:
-        b = self.key_bytes.get(key)
-        if b is None:
-            b = self.key_bytes[key] = state_bytes(key)
-        return b
+    def _known(self, keys: Any) -> None:
+        """Pickle the keys not pickled yet (every key of a row must be)."""
+        known = self.key_bytes
+        for key in keys:
+            if key not in known:
+                known[key] = state_bytes(key)
 
     def _state_rows(self, entries: Any, key_groups: dict[Hashable, int]) -> pa.Table:
         kgs: list[int] = []
@@ -144,22 +160,36 @@ class ProcessSnapshots:
         values: list[bytes] = []
         times: list[int | None] = []
         what_of: dict[StateDescriptor, str] = {}
+        known = self.key_bytes
         for descriptor, key, value, expires in entries:
             what = what_of.get(descriptor)
             if what is None:
                 what = what_of[descriptor] = state_what(descriptor)
             kgs.append(key_groups[key])
             whats.append(what)
-            keys.append(self._bytes(key))
+            keys.append(known[key])
             values.append(state_bytes(value))
             times.append(expires)
         return _table(kgs, whats, keys, values, times)
 
-    def _timer_rows(self, pending: list[Timer], key_groups: dict[Hashable, int]) -> pa.Table:
-        kgs = [key_groups[key] for _d, _ts, key in pending]
-        whats = [f"{TIMER_PREFIX}{d}" for d, _ts, _key in pending]
-        keys = [self._bytes(key) for _d, _ts, key in pending]
-        return _table(kgs, whats, keys, [None] * len(pending), [ts for _d, ts, _key in pending])
+    def _timer_rows(self, pending: Changes, key_groups: dict[Hashable, int]) -> pa.Table:
+        kgs: list[int] = []
+        whats: list[str] = []
+        keys: list[bytes] = []
+        times: list[int] = []
+        known = self.key_bytes
+        for d, pairs in pending.items():
+            what = f"{TIMER_PREFIX}{d}"
+            for ts, key in sorted(pairs, key=_timestamp):
+                kgs.append(key_groups[key])
+                whats.append(what)
+                keys.append(known[key])
+                times.append(ts)
+        return _table(kgs, whats, keys, [None] * len(keys), times)
+
+
+def _timestamp(pair: tuple[int, Hashable]) -> int:
+    return pair[0]
 
 
 def _table(kgs: list[int], whats: list[str], keys: list[bytes], values: list[Any], times: list[Any]) -> pa.Table:

@@ -20,6 +20,7 @@ __all__ = ["TimeDomain", "TimerService"]
 
 
 Timer = tuple[TimeDomain, int, Hashable]  # (domain, timestamp, key)
+Changes = dict[TimeDomain, set[tuple[int, Hashable]]]  # (timestamp, key) pairs by domain
 
 
 class TimerService:
@@ -60,15 +61,15 @@ class TimerService:
                 out.append((ts, key))
         return out
 
-    def changes(self) -> tuple[list[Timer], list[Timer]]:
-        """(added, removed): the timers pending now that were not at the last call, and those
-        pending then that are not now (track_changes only)."""
-        added: list[Timer] = []
-        removed: list[Timer] = []
+    def changes(self) -> tuple[Changes, Changes]:
+        """(added, removed), each (timestamp, key) pairs by domain: the timers pending now that
+        were not at the last call, and those pending then that are not now (track_changes
+        only). Set differences of the pairs already held: no new object per timer."""
+        added: Changes = {}
+        removed: Changes = {}
         for d in TimeDomain:
             live, taken = self._live[d], self._taken[d]
-            added += [(d, ts, key) for ts, key in live - taken]
-            removed += [(d, ts, key) for ts, key in taken - live]
+            added[d], removed[d] = live - taken, taken - live
             self._taken[d] = set(live)
         return added, removed
 
@@ -79,6 +80,10 @@ class TimerService:
     def keys(self) -> set[Hashable]:
         """The keys with a pending timer."""
         return {key for live in self._live.values() for _ts, key in live}
+
+    def pending_pairs(self) -> Changes:
+        """The pending timers' (timestamp, key) pairs by domain (the sets themselves: read only)."""
+        return dict(self._live)
 
     def snapshot(self) -> list[tuple[TimeDomain, int, Hashable]]:
         return [(d, ts, key) for d in TimeDomain for ts, key in sorted(self._live[d], key=lambda e: e[0])]
