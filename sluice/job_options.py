@@ -213,7 +213,8 @@ STATE_BACKEND: JobOption[str] = JobOption(
     "memory",
     "memory | rocksdb",
     "where keyed state lives (aggregates, process functions' state and timers, windows with aggregates): "
-    "Python dicts copied whole at each checkpoint (memory), or an embedded RocksDB per task and operator on "
+    "Python dicts, of which a checkpoint pickles again what changed since the last one (aggregates, "
+    "process functions; windows whole) (memory), or an embedded RocksDB per task and operator on "
     "the TaskManager's disk, memory bounded whatever the number of keys (rocksdb; docs/state-backends.md)",
 )
 STATE_BACKEND_INCREMENTAL: JobOption[bool] = JobOption(
