@@ -251,7 +251,8 @@ def test_a_taskmanager_killed_during_a_reconfiguration_leaves_one_configuration(
     cluster.start_taskmanager(2, f"taskmanager-replacement-{address.replace(':', '-')}.log")  # stopped with the cluster
     status = wait_for(cluster, job, lambda s: s["state"] == "RUNNING" and s["restarts"] >= 1, "the restart", 240)
     [r] = status["reconfigurations"]
-    assert r["status"] in ("COMPLETED", "FAILED"), r
+    # the kill may land while the tasks still prepare (ABORTED), after (FAILED) or after Commit
+    assert r["status"] in ("COMPLETED", "FAILED", "ABORTED"), r
     counts_tasks = len(tasks_of(status, "counts sink"))
     assert counts_tasks == (2 if r["status"] == "COMPLETED" else 3), (r, counts_tasks)  # one configuration
     inp.add(events=20_000, files=10)
