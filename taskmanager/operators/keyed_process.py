@@ -307,7 +307,7 @@ class KeyedProcess(Operator):
             self.key_groups[key] = kg
             if self.native is None:
                 self.seen.add(key)
-            if self.native is not None:
+            else:
                 self.native.put_timer(kg, domain, timestamp, key)
 
     def delete_timer(self, domain: TimeDomain, key: Hashable, kg: int, timestamp: int) -> None:

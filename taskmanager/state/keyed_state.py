@@ -67,7 +67,7 @@ class KeyedStateStore:
         # `track_changes`: the keys whose entries `cleanup` removed since the caller last emptied
         # this set. An incremental snapshot takes these keys again, with every key its function
         # was given, the only ones it can have changed (taskmanager/state/process_snapshots.py).
-        self.touched: set[Hashable] | None = set() if track_changes else None
+        self.cleaned_up: set[Hashable] | None = set() if track_changes else None
 
     def declare(self, name: str, kind: str, ttl_ms: int | None = None) -> StateDescriptor:
         """The state `name` of `kind`; declaring it again with another kind or TTL is an error."""
@@ -133,8 +133,8 @@ class KeyedStateStore:
                 if entry is not None and entry[1] == expires:  # not written again since
                     del entries[key]
                     removed += 1
-                    if self.touched is not None:
-                        self.touched.add(key)
+                    if self.cleaned_up is not None:
+                        self.cleaned_up.add(key)
         return removed
 
     def size(self, name: str | None = None) -> int:
@@ -165,8 +165,8 @@ class KeyedStateStore:
 
     def restore(self, entries: Iterator[tuple[StateDescriptor, Hashable, Any, int | None]]) -> None:
         self._states = {}
-        if self.touched is not None:
-            self.touched = set()
+        if self.cleaned_up is not None:
+            self.cleaned_up = set()
         for descriptor, key, value, expires in entries:
             state = self._states.get(descriptor.name)
             if state is None:

@@ -10,7 +10,7 @@ keeps the last snapshot's two parts and builds the next one from what changed si
 - state rows: the last ones without the rows of every key given to the function since (in
   `process` or `on_timer`: a function reads and writes the state of its call's keys only, and
   may change in place a value it was handed) or whose entries the TTL cleanup removed
-  (`KeyedStateStore.touched`), plus those keys' live entries, pickled anew;
+  (`KeyedStateStore.cleaned_up`), plus those keys' live entries, pickled anew;
 - timer rows: the last ones without the timers fired or deleted since (an anti-join on domain,
   key and timestamp), plus the timers registered since (`TimerService.changes`, a difference of
   the pending timers' sets, so that registering and firing a timer cost nothing more).
@@ -81,9 +81,9 @@ class ProcessSnapshots:
         (every key given to the function since the last snapshot) is emptied. A whole snapshot also
         drops the keys without state or timers from `key_groups`; it comes at least once per
         as many changed keys as there are keys, so that such keys never pile up."""
-        assert store.touched is not None and timers.track_changes, "the store and timers must track changes"
-        touched = store.touched | seen  # the keys whose entries may have changed
-        store.touched = set()
+        assert store.cleaned_up is not None and timers.track_changes, "the store and timers must track changes"
+        touched = store.cleaned_up | seen  # the keys whose entries may have changed
+        store.cleaned_up = set()
         seen.clear()
         added, removed = timers.changes()
         n_added, n_removed = sum(map(len, added.values())), sum(map(len, removed.values()))
@@ -103,26 +103,8 @@ class ProcessSnapshots:
         if stale:
             present = pc.is_in(states.column(KEY), value_set=pa.array(stale, pa.binary()))
             states = states.filter(pc.invert(present))
-        if n_removed:
-            whats: list[str] = []
-            keys: list[bytes] = []
-            times: list[int] = []
-            known = self.key_bytes
-            for d, pairs in removed.items():
-                what = f"{TIMER_PREFIX}{d}"
-                for ts, key in pairs:
-                    b = known.get(key)
-                    if b is not None:  # else the timer came and went between two snapshots
-                        whats.append(what)
-                        keys.append(b)
-                        times.append(ts)
-            gone = pa.table(
-                {
-                    WHAT: pa.array(whats, pa.string()),
-                    KEY: pa.array(keys, pa.binary()),
-                    TIME: pa.array(times, pa.int64()),
-                }
-            )
+        if n_removed:  # every removed timer was in the last snapshot: its key is pickled and grouped
+            gone = self._timer_rows(removed, key_groups).select([WHAT, KEY, TIME])
             timer_rows = timer_rows.join(gone, keys=[WHAT, KEY, TIME], join_type="left anti").select(SCHEMA.names)
         self._known(touched)
         for pairs in added.values():

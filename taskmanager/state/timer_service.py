@@ -19,7 +19,6 @@ from sluice.eventtime import TimeDomain
 __all__ = ["TimeDomain", "TimerService"]
 
 
-Timer = tuple[TimeDomain, int, Hashable]  # (domain, timestamp, key)
 Changes = dict[TimeDomain, set[tuple[int, Hashable]]]  # (timestamp, key) pairs by domain
 
 
