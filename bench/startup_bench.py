@@ -2,21 +2,27 @@
 (1 JobManager, 2 TaskManagers x 2 slots) until the leader sees every slot, each TaskManager's
 process start until it registered with its slots, and the first small job's `sluice run`.
 
-    python bench/startup_bench.py [--runs 5] [--before COMMIT] [--events 20000] [--out bench/RESULTS.md]
+    python bench/startup_bench.py [--runs 5] [--before COMMIT] [--conditions NAME,...] [--events 20000]
+                                  [--out bench/RESULTS.md]
 
 Conditions, alternating run by run (the order rotates each round):
 
 - **archive**: this checkout as it is: the Spark JVM maps the class-data sharing archive
   `make install` built (taskmanager/spark_cds.py), the warm-up runs while the slots are offered;
 - **archive off**: the same with `-D spark.cds-archive=off`;
+- **no bytecode**: the same with every Python process (CLI, JobManager, TaskManagers) compiling
+  what it imports from source, as in a venv without .pyc files under PYTHONDONTWRITEBYTECODE
+  (PYTHONPYCACHEPREFIX at an empty directory: no .pyc is found, none is written);
 - **before** (with --before COMMIT): that commit, checked out into a temporary git worktree and
   run from it (PYTHONPATH), the same cluster and job.
 
 Per run: the wall time of `sluice cluster start` (it returns once the leader sees every
-TaskManager with all its slots); per TaskManager, from its process's start (psutil) to its log's
-"registered with leader" line; then `sluice run examples/page_views.py` on --events generated
-events (it returns when the job ended), whose output is checked against the generator's counts;
-then the cluster is stopped. Reported: medians with 95 % bootstrap intervals (bench/stats.py).
+TaskManager with all its slots) and the CPU seconds its processes used until then (the CLI, the
+JobManager, the TaskManagers with their Spark JVMs, ZooKeeper); per TaskManager, from its
+process's start (psutil) to its log's "registered with leader" line; then `sluice run
+examples/page_views.py` on --events generated events (it returns when the job ended), whose output
+is checked against the generator's counts; then the cluster is stopped. Reported: medians with
+95 % bootstrap intervals (bench/stats.py).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import datetime
 import glob
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -49,6 +56,11 @@ MAPPED = "maps the class-data sharing archive"
 
 def log(message: str) -> None:
     print(f"[startup_bench] {message}", file=sys.stderr, flush=True)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _sluice(env: dict[str, str], *args: str, timeout: float = 300) -> float:
@@ -86,6 +98,20 @@ def _registered_after_start(cluster_dir: str) -> tuple[list[float], bool]:
     return out, mapped
 
 
+def _cluster_cpu(cluster_dir: str) -> float:
+    """CPU seconds used so far by the cluster's processes and their children (the JVMs)."""
+    total = 0.0
+    for entry in ClusterFile.read(cluster_dir).processes:
+        try:
+            proc = psutil.Process(entry.pid)
+            for p in [proc, *proc.children(recursive=True)]:
+                times = p.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
 def _final_counts(output_dir: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for path in sorted(glob.glob(os.path.join(output_dir, "*"))):
@@ -102,10 +128,12 @@ def one_run(env: dict[str, str], options: list[str], work: str, run: int, expect
     cluster_dir = os.path.join(work, f"cluster-{run}")
     result: dict = {}
     try:
+        cli_cpu = _children_cpu()
         start_s = _sluice(
             env, "cluster", "start", "--dir", cluster_dir, "--jobmanagers", "1", "--taskmanagers", "2", *options
         )
         result["cluster_start_s"] = start_s
+        result["cluster_start_cpu_s"] = _cluster_cpu(cluster_dir) + _children_cpu() - cli_cpu
         result["taskmanager_ready_s"], result["archive_mapped"] = _registered_after_start(cluster_dir)
         output = os.path.join(work, f"out-{run}")
         result["first_job_s"] = _sluice(
@@ -146,6 +174,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5, help="runs per condition")
     ap.add_argument("--before", default=None, help="a commit to compare against (a temporary git worktree)")
+    ap.add_argument(
+        "--conditions", default=None, help="comma-separated: archive, archive off, no bytecode (default: all)"
+    )
     ap.add_argument("--events", type=int, default=20_000, help="events of the first job")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
@@ -155,7 +186,17 @@ def main() -> int:
     conditions: dict[str, tuple[dict[str, str], list[str]]] = {
         "archive": (base_env, []),
         "archive off": (base_env, ["-D", "spark.cds-archive=off"]),
+        "no bytecode": (
+            {**base_env, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": os.path.join(work, "no-pyc")},
+            [],
+        ),
     }
+    if args.conditions:
+        wanted = [c.strip() for c in args.conditions.split(",")]
+        unknown = [c for c in wanted if c not in conditions]
+        if unknown:
+            raise SystemExit(f"--conditions: unknown {unknown}; choose from {list(conditions)}")
+        conditions = {c: conditions[c] for c in wanted}
     worktree = None
     if args.before:
         worktree = add_worktree(REPO, args.before, os.path.join(work, "before"))
@@ -176,15 +217,15 @@ def main() -> int:
         if worktree:
             remove_worktree(REPO, worktree)
         finish_workdir(work, temp, log)
-    lines = section_head("cluster start and first job: class-data sharing archive and warm-up", command, facts)
+    lines = section_head("cluster start and first job: class-data sharing archive, warm-up, bytecode", command, facts)
     lines += [
         f"{args.runs} runs per condition, alternating (order rotated each round); `sluice cluster start "
         f"--jobmanagers 1 --taskmanagers 2` (2 slots each); first job: examples/page_views.py at "
         f"parallelism 2 on {args.events:,} events, output checked. Seconds, median [95 % interval].",
         "",
-        "| condition | archive mapped | cluster start | TaskManager ready (process start → registered) "
-        "| first job (`sluice run`) |",
-        "|---|---|---|---|---|",
+        "| condition | archive mapped | cluster start | its CPU seconds | TaskManager ready "
+        "(process start → registered) | first job (`sluice run`) |",
+        "|---|---|---|---|---|---|",
     ]
     for name in names:
         runs = results[name]
@@ -192,9 +233,10 @@ def main() -> int:
         if len(mapped) != 1:
             raise SystemExit(f"{name}: the archive was mapped in some runs only")
         start = median_ci(r["cluster_start_s"] for r in runs)
+        cpu = median_ci(r["cluster_start_cpu_s"] for r in runs)
         ready = median_ci(x for r in runs for x in r["taskmanager_ready_s"])
         job = median_ci(r["first_job_s"] for r in runs)
-        cells = [name, "yes" if mapped == {True} else "no", *(fmt_estimate(e, ".2f") for e in (start, ready, job))]
+        cells = [name, "yes" if mapped == {True} else "no", *(fmt_estimate(e, ".2f") for e in (start, cpu, ready, job))]
         lines.append("| " + " | ".join(cells) + " |")
     publish("\n".join(lines) + "\n", args.out, log)
     return 0
