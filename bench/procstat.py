@@ -95,6 +95,16 @@ def _cpu(proc: psutil.Process) -> tuple[float, float]:
     return t.user + t.system, t.children_user + t.children_system
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds used so far by a process and its descendants, the children they reaped
+    included (0 for a process gone)."""
+    try:
+        root = psutil.Process(pid)
+        return sum(sum(_cpu(p)) for p in [root, *root.children(recursive=True)])
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return 0.0
+
+
 def _peak_rss(proc: psutil.Process) -> int:
     """The process's high-water mark (VmHWM) if readable, else its current RSS."""
     try:

@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.join(REPO, "examples"))
 import psutil
 from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main, section_head
 from generate_page_views import generate
+from procstat import tree_cpu
 from stats import fmt_estimate, median_ci
 
 from sluice.cluster_file import ClusterFile
@@ -100,16 +101,7 @@ def _registered_after_start(cluster_dir: str) -> tuple[list[float], bool]:
 
 def _cluster_cpu(cluster_dir: str) -> float:
     """CPU seconds used so far by the cluster's processes and their children (the JVMs)."""
-    total = 0.0
-    for entry in ClusterFile.read(cluster_dir).processes:
-        try:
-            proc = psutil.Process(entry.pid)
-            for p in [proc, *proc.children(recursive=True)]:
-                times = p.cpu_times()
-                total += times.user + times.system
-        except psutil.Error:
-            pass
-    return total
+    return sum(tree_cpu(entry.pid) for entry in ClusterFile.read(cluster_dir).processes)
 
 
 def _final_counts(output_dir: str) -> dict[str, int]:
