@@ -29,7 +29,6 @@ import os
 import platform
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,9 +51,8 @@ from output_check import (
 )
 from stats import fmt_load, load1
 
-from sluice.client import JobManagerClient
-from sluice.cluster_file import ClusterFile
 from sluice.states import ExecutionState, JobStatus, from_proto
+from sluice.testing import LocalCluster
 from sluice.zk.auth import cluster_client
 from sluice.zk.paths import ZkPaths
 
@@ -62,20 +60,6 @@ JOB = os.path.join(REPO, "tests", "integration", "jobs", "endless_counts.py")
 PARALLELISM = 2  # the job's, as submitted below
 KEYS = 50  # endless_counts.py's key: CAST(id % 50 AS STRING)
 TIMES = ("leader", "running", "ckpt")
-
-
-def sluice(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "sluice.cli", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        cwd=REPO,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"sluice {' '.join(args)}: {proc.stderr}")
-    return proc.stdout
 
 
 def expected_counts(offsets: dict[int, int]) -> dict[str, int]:
@@ -144,37 +128,11 @@ def check_output(out: str, log_paths: list[str], job_id: str) -> OutputCheck:
 def one_run(workdir: str, session_timeout: float) -> dict:
     cluster_dir = os.path.join(workdir, "cluster")
     load_start = load1()
-    sluice(
-        "cluster",
-        "start",
-        "--dir",
-        cluster_dir,
-        "--jobmanagers",
-        "2",
-        "--taskmanagers",
-        "2",
-        "--zk-session-timeout",
-        str(session_timeout),
-    )
+    cluster = LocalCluster(cluster_dir, 2, 2, jobmanagers=2, zk_session_timeout=session_timeout, checkout=REPO)
     try:
-        info = ClusterFile.read(cluster_dir).to_json()
-        job_id = (
-            sluice(
-                "run",
-                JOB,
-                "--detach",
-                "--parallelism",
-                "2",
-                "--cluster-dir",
-                cluster_dir,
-                "--",
-                os.path.join(workdir, "out"),
-                "500",
-            )
-            .strip()
-            .splitlines()[-1]
-        )
-        client = JobManagerClient.from_context({"cluster_dir": cluster_dir})  # TLS and credentials of cluster.json
+        info = cluster.start().info
+        job_id = cluster.run(JOB, os.path.join(workdir, "out"), "500", parallelism=PARALLELISM)
+        client = cluster.client()  # TLS and credentials of cluster.json
         client.timeout = 60  # seconds to follow the failover
         deadline = time.monotonic() + 120
         while True:
@@ -222,7 +180,7 @@ def one_run(workdir: str, session_timeout: float) -> dict:
         client.close()
         load_end = load1()
     finally:
-        sluice("cluster", "stop", "--dir", cluster_dir)
+        cluster.stop()
     # checked once the cluster is stopped: the output and the logs no longer change
     logs = sorted(glob.glob(os.path.join(cluster_dir, "log", "taskmanager-*.log")))
     return {

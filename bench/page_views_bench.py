@@ -88,9 +88,9 @@ from generate_page_views import generate
 from output_check import check_sluice_output
 from stats import fmt_load, load1
 
-from sluice.cli.main import _job_dict
-from sluice.client import JobManagerClient, SluiceError
-from sluice.cluster_file import ClusterFile
+from sluice.cli.status import job_dict as _job_dict
+from sluice.client import SluiceError
+from sluice.testing import CliError, LocalCluster, run_cli
 
 
 class BenchError(Exception):
@@ -101,190 +101,51 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def sluice(*args: str, timeout: float = 300, check: bool = True, repo: str = REPO) -> subprocess.CompletedProcess:
-    """Run the CLI capturing its output, from the checkout `repo` (`python -m` puts the working
-    directory first on sys.path: the CLI and the processes it starts run that checkout's code).
-    Interrupted (Ctrl-C, SIGTERM, timeout), the CLI gets SIGINT first so that it cleans up after
-    itself (`cluster start` stops what it started)."""
-    child = subprocess.Popen(
-        [*SLUICE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=repo
-    )
+def sluice(
+    *args: str, timeout: float = 300, check: bool = True, repo: str | None = REPO, cwd: str | None = None
+) -> subprocess.CompletedProcess:
+    """Run the CLI capturing its output, from the checkout `repo` (sluice.testing.run_cli: the CLI and
+    the processes it starts run that checkout's code; interrupted, the CLI gets SIGINT first so that it
+    cleans up after itself). A failure is a BenchError."""
     try:
-        out, err = child.communicate(timeout=timeout)
-    except BaseException:
-        child.send_signal(signal.SIGINT)
-        try:
-            child.communicate(timeout=60)
-        except BaseException:  # noqa: BLE001 — even on ^C or a timeout the child is killed before re-raising
-            child.kill()
-            child.wait()
-        raise
-    proc = subprocess.CompletedProcess(child.args, child.returncode, out, err)
-    if check and proc.returncode != 0:
-        raise BenchError(f"sluice {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-    return proc
+        return run_cli(*args, timeout=timeout, check=check, cwd=cwd or repo or REPO)
+    except CliError as exc:
+        raise BenchError(str(exc)) from None
 
 
 # -- clusters -------------------------------------------------------------------------------------
-class Cluster:
-    """A local cluster started and stopped through the CLI; `stop` makes sure nothing survives."""
+class Cluster(LocalCluster):
+    """sluice.testing.LocalCluster for the benchmarks: its start and stop logged, a CLI failure a
+    BenchError, `repo` the checkout it runs, and `submit` for examples/page_views.py."""
+
+    cli = staticmethod(sluice)
 
     def __init__(
         self, directory: str, taskmanagers: int, slots: int, extra_args: tuple[str, ...] = (), repo: str = REPO
     ):
-        self.dir, self.taskmanagers, self.slots = directory, taskmanagers, slots
-        self.repo = repo  # the checkout whose code the cluster runs (another commit's worktree, say)
-        self.extra_args = tuple(extra_args)  # more `cluster start` flags, e.g. ("-D", "spark.master=local[2]")
-        self.info: dict = {}
-        self.pids: set[int] = set()
-        self.descendants: dict[int, psutil.Process] = {}
-        self._client: JobManagerClient | None = None
+        super().__init__(directory, taskmanagers, slots, extra_args=extra_args, checkout=repo)
 
     def start(self, timeout: float = 400) -> Cluster:
         """`sluice cluster start` in the directory (which resumes a crashed cluster there)."""
         log(f"starting a cluster: {self.taskmanagers} TaskManagers x {self.slots} slots in {self.dir}")
         t0 = time.monotonic()
-        try:
-            sluice(
-                "cluster",
-                "start",
-                "--dir",
-                self.dir,
-                "--taskmanagers",
-                str(self.taskmanagers),
-                "--slots",
-                str(self.slots),
-                *self.extra_args,
-                timeout=timeout,
-                repo=self.repo,
-            )
-        finally:
-            if os.path.exists(ClusterFile.path(self.dir)):
-                self.info = ClusterFile.read(self.dir).to_json()
-                self.pids = {p["pid"] for p in self.info["processes"]}
-                self._remember_descendants()
+        super().start(timeout)
         log(f"cluster ready in {time.monotonic() - t0:.1f}s")
         return self
 
-    def _remember_descendants(self) -> None:
-        for pid in self.pids:
-            try:
-                for child in psutil.Process(pid).children(recursive=True):
-                    self.descendants[child.pid] = child
-            except psutil.NoSuchProcess:
-                pass
-
-    @property
-    def client(self) -> JobManagerClient:
-        if self._client is None:
-            # from cluster.json: the leader's address, ZooKeeper credentials and TLS files
-            self._client = JobManagerClient.from_context({"cluster_dir": self.dir})
-        return self._client
-
-    def status(self, job_id: str) -> dict:
-        return _job_dict(self.client.get(job_id))
-
     def raw(self, job_id: str):
-        return self.client.get(job_id)
+        return self.job(job_id)
 
-    def submit(self, *job_args: str, parallelism: int = 2) -> str:
-        out = (
-            sluice(
-                "run",
-                PAGE_VIEWS,
-                "--detach",
-                "--parallelism",
-                str(parallelism),
-                "--cluster-dir",
-                self.dir,
-                "--",
-                *job_args,
-                timeout=300,
-                repo=self.repo,
-            )
-            .stdout.strip()
-            .splitlines()
-        )
-        return out[-1].strip()
-
-    def cancel(self, job_id: str) -> None:
-        sluice("cancel", job_id, "--cluster-dir", self.dir, timeout=120, check=False, repo=self.repo)
-
-    def taskmanager_pid(self, address: str) -> int:
-        for p in self.info["processes"]:
-            if p["role"] == "taskmanager" and p["address"] == address:
-                return p["pid"]
-        raise BenchError(f"no TaskManager with address {address} in {self.dir}/cluster.json: {self.info['processes']}")
+    def submit(self, *job_args: str, parallelism: int = 2, options: dict[str, str] | None = None) -> str:
+        """examples/page_views.py with these arguments, detached (`options`: job options); the job id."""
+        return self.run(PAGE_VIEWS, *job_args, parallelism=parallelism, options=options)
 
     def stop(self) -> list[int]:
         """`sluice cluster stop`, then SIGKILL whatever of ours survived; returns the pids that had to be killed."""
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:  # noqa: BLE001 — closing a client on teardown; the processes are killed next
-                pass
-            self._client = None
-        if not self.info and not os.path.exists(ClusterFile.path(self.dir)):
-            return self._stop_strays()
-        self._remember_descendants()
-        try:
-            if os.path.exists(ClusterFile.path(self.dir)):
-                proc = sluice("cluster", "stop", "--dir", self.dir, timeout=180, check=False, repo=self.repo)
-                if proc.returncode != 0:
-                    log(f"warning: cluster stop exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-        finally:
-            leftovers = []
-            procs = []
-            for pid in self.pids:
-                try:
-                    procs.append(psutil.Process(pid))
-                except psutil.NoSuchProcess:
-                    pass
-            procs += list(self.descendants.values())
-            for p in procs:
-                try:
-                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                        leftovers.append(p.pid)
-                        p.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            psutil.wait_procs(procs, timeout=10)
-            if leftovers:
-                log(f"warning: killed processes left behind after `cluster stop`: {leftovers}")
-            self.info = {}
-        return leftovers + self._stop_strays()
-
-    def _stop_strays(self) -> list[int]:
-        """Processes of this cluster that cluster.json does not name (a `cluster start` cut short):
-        those whose command line holds this cluster's directory."""
-        me = os.getpid()
-        strays = []
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                if p.pid != me and any(
-                    arg == self.dir or self.dir + os.sep in arg for arg in (p.info["cmdline"] or [])
-                ):
-                    strays.append(p)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        if not strays:
-            return []
-        log(f"stopping processes of {self.dir} not in its cluster.json: {[p.pid for p in strays]}")
-        children = []
-        for p in strays:
-            try:
-                children += p.children(recursive=True)
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _gone, alive = psutil.wait_procs(strays, timeout=15)
-        for p in alive + children:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive + children, timeout=10)
-        return [p.pid for p in strays]
+        leftovers = super().stop()
+        if leftovers:
+            log(f"warning: killed processes left behind after `cluster stop`: {leftovers}")
+        return leftovers
 
 
 # -- one job run -------------------------------------------------------------------------------

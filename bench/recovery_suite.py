@@ -29,9 +29,12 @@ Scenarios (bench/README.md, "Recovery: paired scenarios", says why the pairs are
                     its process group (Python + JVM) gets SIGKILL and a new driver starts at once on the
                     same checkpointLocation.
 
-The job: examples/page_views.py at parallelism 2, checkpoints every 500 ms; the peer: the same running
-count (bench/structured_streaming_bench.py's query), shuffle partitions 2, maxFilesPerTrigger
---max-files-per-trigger, checkpointLocation, one output file per batch. Every run reads the same
+The job: examples/page_views.py at parallelism 2, checkpoints every 500 ms, at most
+--max-files-per-trigger files per source read (`execution.source.max-files-per-read`); the peer: the
+same running count (bench/structured_streaming_bench.py's query), shuffle partitions 2,
+maxFilesPerTrigger --max-files-per-trigger, checkpointLocation, one output file per batch. Both read
+the input in the same steps: a source that reads the whole backlog in one call would finish before
+the kill. Every run reads the same
 --files files of --events events (examples/generate_page_views.py) and runs to its end; its committed
 output is checked exactly (bench/output_check.py: no line twice, counts increasing, final counts equal
 the generator's). The kill comes --kill-after seconds after the run's first committed output.
@@ -78,8 +81,6 @@ from bench_common import begin_run, finish_workdir, fmt, publish, run_main
 from output_check import OutputCheck, check_peer_output, check_sluice_output
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, Usage, excluded
 from stats import Estimate, fmt_estimate, median_ci
-
-from sluice.cluster_file import ClusterFile
 
 DIR_POLL = 0.02  # seconds between output directory listings
 STATUS_POLL = 0.1  # seconds between job status polls
@@ -232,35 +233,28 @@ def _cluster_cls():
     from page_views_bench import Cluster
 
     class SluiceCluster(Cluster):
-        """A page_views_bench Cluster that can also crash every Sluice process at once (ZooKeeper
-        stays) and start again on the same directory, ZooKeeper and cluster id."""
+        """A page_views_bench Cluster whose crash (LocalCluster.crash: every Sluice process at once)
+        keeps its embedded ZooKeeper, and that starts again on the same directory, ZooKeeper and
+        cluster id; stop() ends that ZooKeeper too."""
 
         def __init__(self, directory: str, taskmanagers: int, slots: int, extra_args: tuple[str, ...] = ()):
             super().__init__(directory, taskmanagers, slots, extra_args)
             self.zk_pid: int | None = None
-            self.zookeeper = self.cluster_id = ""
             self.warm_pids: frozenset[int] = frozenset()
             self.restarting = False
 
         def start(self, timeout: float = 400) -> SluiceCluster:
             super().start(timeout)
-            self._note_zookeeper()
+            self.zk_pid = next(iter(super().role_pids("zookeeper")), None)
             return self
 
-        def _note_zookeeper(self) -> None:
-            self.zookeeper, self.cluster_id = self.info["zookeeper"], self.info["cluster_id"]
-            for p in self.info["processes"]:
-                if p["role"] == "zookeeper":
-                    self.zk_pid = p["pid"]
-
         def reload(self) -> dict:
-            self.info = ClusterFile.read(self.dir).to_json()
-            self.pids = {p["pid"] for p in self.info["processes"]}
-            self._remember_descendants()
+            self.refresh()
+            self.remember_children()
             return self.info
 
         def all_pids(self) -> list[int]:
-            pids = [p["pid"] for p in self.info.get("processes", [])]
+            pids = list(self.pids)
             if self.restarting:  # not in a cluster.json yet: every process started for this directory
                 pids += [
                     p.pid
@@ -270,49 +264,16 @@ def _cluster_cls():
             return pids + ([self.zk_pid] if self.zk_pid and self.zk_pid not in pids else [])
 
         def role_pids(self, role: str) -> list[int]:
-            return [p["pid"] for p in self.reload()["processes"] if p["role"] == role]
+            self.reload()
+            return super().role_pids(role)
 
         def wait_full(self, timeout: float) -> None:
-            """Until every TaskManager is registered with all its slots free."""
-            deadline = time.monotonic() + timeout
-            last = ""
-            while time.monotonic() < deadline:
-                try:
-                    ov = self.client.cluster()
-                    if len(ov.taskmanagers) >= self.taskmanagers and ov.free_slots >= self.taskmanagers * self.slots:
-                        self.reload()
-                        return
-                    last = f"{len(ov.taskmanagers)} TaskManagers, {ov.free_slots} free slots"
-                except Exception as exc:  # noqa: BLE001 — a leader between restarts
-                    last = str(exc)
-                time.sleep(0.3)
-            raise RunError(f"cluster {self.dir} not back to full strength within {timeout:.0f}s: {last}")
-
-        def crash(self) -> list[int]:
-            """SIGKILL every Sluice process of the cluster (supervisor first, so it restarts nothing;
-            each TaskManager's process group: its Spark JVM too); ZooKeeper stays."""
-            procs = []
-            for p in sorted(self.info["processes"], key=lambda p: p["role"] != "supervisor"):
-                if p["role"] == "zookeeper":
-                    continue
-                try:
-                    pr = psutil.Process(p["pid"])
-                    procs += [pr, *pr.children(recursive=True)]
-                except psutil.NoSuchProcess:
-                    pass
-            for pr in procs:
-                try:
-                    pr.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            psutil.wait_procs(procs, timeout=15)
-            if self._client is not None:
-                try:
-                    self._client.close()
-                except Exception:  # noqa: BLE001 — its server is gone
-                    pass
-                self._client = None
-            return [p.pid for p in procs]
+            """Until every process runs and every TaskManager is registered with all its slots free."""
+            try:
+                self.wait_whole(timeout)
+            except TimeoutError as exc:
+                raise RunError(str(exc)) from None
+            self.reload()
 
         def restart(self, timeout: float = 400) -> float:
             """`cluster start` on the crashed cluster's directory: it resumes that cluster (same
@@ -382,7 +343,14 @@ def sluice_run(kind: str, cluster, data: str, out: str, expected: dict, args, me
     r: dict = {"kind": kind}
     try:
         job_id = cluster.submit(
-            "--input", data, "--output", out, "--checkpoint-interval", str(CHECKPOINT_MS), parallelism=PARALLELISM
+            "--input",
+            data,
+            "--output",
+            out,
+            "--checkpoint-interval",
+            str(CHECKPOINT_MS),
+            parallelism=PARALLELISM,
+            options={"execution.source.max-files-per-read": str(args.max_files_per_trigger)},
         )
         watch.start()
         r["job_id"] = job_id
@@ -643,8 +611,9 @@ def report(args, facts: dict, command: str, runs: list[dict], notes: list[str], 
     )
     L.append(
         f"Job: page_views over {args.events:,} events in {args.files} files, parallelism {PARALLELISM} "
-        f"(Sluice, checkpoints every {CHECKPOINT_MS} ms) / shuffle partitions {PARALLELISM} and "
-        f"maxFilesPerTrigger {args.max_files_per_trigger} (peer, checkpointLocation); every run to its end. "
+        f"(Sluice, checkpoints every {CHECKPOINT_MS} ms, at most {args.max_files_per_trigger} files per source "
+        f"read) / shuffle partitions {PARALLELISM} and maxFilesPerTrigger {args.max_files_per_trigger} (peer, "
+        "checkpointLocation); every run to its end. "
         f"Kill {args.kill_after:g} s after the run's first committed output. 4 Spark task threads on each "
         "side: Sluice TaskManagers of 1 slot with `local[2]`, two of them running the job; the peer's "
         "standalone cluster 2 executors x 2 cores, its local driver `local[4]`. Seconds from the kill: "
@@ -736,7 +705,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--events", type=int, default=None, help=f"events (full {FULL['events']:,})")
     ap.add_argument("--files", type=int, default=None, help=f"input files (full {FULL['files']})")
     ap.add_argument("--kill-after", type=float, default=None, help="seconds after the first committed output")
-    ap.add_argument("--max-files-per-trigger", type=int, default=4, help="the peer's micro-batch size in files")
+    ap.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        default=4,
+        help="files per step of both: the peer's micro-batch, Sluice's source read",
+    )
     ap.add_argument("--phases", default="ab", help="a: worker failure, b: application failure (default ab)")
     ap.add_argument(
         "--max-foreign-cores",

@@ -12,7 +12,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 from bench_common import write_atomically
 from paired_runs import PEER, RunError, log
@@ -146,31 +146,40 @@ def serve_queries(spec_path: str, app_name: str, build: Callable[[Any, dict], An
 # the parent's side
 # ================================================================================================
 class PeerSide:
-    """The peer's SparkSession in the script's --child process (`script`, set by the subclass); each
-    run is a query handed to it by a go file."""
+    """The peer's SparkSession in the script's --child process (`script`, set by the subclass; by
+    default structured_streaming_bench.py's); each run is a query handed to it by a go file
+    (`go_file(i)`). A suite's subclass adds its launch and its check."""
 
     system = PEER
     script = ""
 
-    def __init__(self, work: str, master: int, timeout: float):
-        self.dir = os.path.join(work, "peer")
+    def __init__(self, work: str, master: int, timeout: float, name: str = "peer"):
+        self.name = name
+        self.dir = os.path.join(work, name)
         os.makedirs(self.dir, exist_ok=True)
         self.master, self.timeout = master, timeout
         self.next = 0
         self.child: Any = None
         self.t_spawn = 0.0
 
-    def spawn(self) -> PeerSide:
+    def go_file(self, i: int) -> str:
+        return os.path.join(self.dir, f"go-{i:04d}.json")
+
+    def spec(self) -> dict:
+        """The child's spec: its master, where its go files are."""
+        return {"master": f"local[{self.master}]", "dir": self.dir}
+
+    def spawn(self) -> Self:
+        """Start the child (its SparkSession starts in the background; `start` waits for it)."""
         from structured_streaming_bench import Child
 
-        self.t_spawn = time.monotonic()
-        spec = {"master": f"local[{self.master}]", "dir": self.dir}
-        self.child = Child(spec, self.dir, "peer", script=self.script)
+        if self.child is None:
+            self.t_spawn = time.monotonic()
+            self.child = Child(self.spec(), self.dir, self.name, script=self.script or None)
         return self
 
-    def start(self) -> PeerSide:
-        if self.child is None:
-            self.spawn()
+    def start(self) -> Self:
+        self.spawn()
         self.child.wait_for("session", self.timeout)
         log(f"peer SparkSession local[{self.master}] ready {time.monotonic() - self.t_spawn:.1f}s after its spawn")
         return self
@@ -190,7 +199,7 @@ class PeerSide:
         i = self.next
         self.next += 1
         ckpt = q["out"] + "-ckpt"
-        write_atomically(os.path.join(self.dir, f"go-{i:04d}.json"), json.dumps({**q, "checkpoint": ckpt}))
+        write_atomically(self.go_file(i), json.dumps({**q, "checkpoint": ckpt}))
 
         def wait() -> dict:
             done = self.child.wait_for("done", self.timeout, query=i)
@@ -226,7 +235,7 @@ class PeerSide:
             return
         try:
             if self.child.proc.poll() is None:
-                write_atomically(os.path.join(self.dir, f"go-{self.next:04d}.json"), json.dumps({"exit": True}))
+                write_atomically(self.go_file(self.next), json.dumps({"exit": True}))
                 self.child.finish(30)
         finally:
             self.child.kill()

@@ -33,7 +33,6 @@ import glob
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
@@ -50,6 +49,7 @@ from procstat import tree_cpu
 from stats import fmt_estimate, median_ci
 
 from sluice.cluster_file import ClusterFile
+from sluice.testing import LocalCluster
 
 REGISTERED = "registered with leader"
 MAPPED = "maps the class-data sharing archive"
@@ -62,25 +62,6 @@ def log(message: str) -> None:
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def _sluice(env: dict[str, str], *args: str, timeout: float = 300) -> float:
-    """Run `sluice ARGS` from the condition's code: `python -m` puts the working directory first
-    on sys.path, so it runs in the condition's checkout (PYTHONPATH), and so do the processes it
-    starts. Its wall seconds; fails on a non-zero exit."""
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "sluice", *args],
-        env=env,
-        cwd=env["PYTHONPATH"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"sluice {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return time.monotonic() - t0
 
 
 def _registered_after_start(cluster_dir: str) -> tuple[list[float], bool]:
@@ -117,49 +98,31 @@ def _final_counts(output_dir: str) -> dict[str, int]:
 
 
 def one_run(env: dict[str, str], options: list[str], work: str, run: int, expected: dict, input_dir: str) -> dict:
-    cluster_dir = os.path.join(work, f"cluster-{run}")
+    """One cluster started and stopped from the condition's code: `python -m` puts the working
+    directory first on sys.path, so the CLI runs in the condition's checkout (PYTHONPATH), and so do
+    the processes it starts."""
+    cluster = LocalCluster(
+        os.path.join(work, f"cluster-{run}"), 2, 2, extra_args=tuple(options), checkout=env["PYTHONPATH"], env=env
+    )
     result: dict = {}
     try:
-        cli_cpu = _children_cpu()
-        start_s = _sluice(
-            env, "cluster", "start", "--dir", cluster_dir, "--jobmanagers", "1", "--taskmanagers", "2", *options
-        )
-        result["cluster_start_s"] = start_s
-        result["cluster_start_cpu_s"] = _cluster_cpu(cluster_dir) + _children_cpu() - cli_cpu
-        result["taskmanager_ready_s"], result["archive_mapped"] = _registered_after_start(cluster_dir)
+        cli_cpu, t0 = _children_cpu(), time.monotonic()
+        cluster.start()
+        result["cluster_start_s"] = time.monotonic() - t0
+        result["cluster_start_cpu_s"] = _cluster_cpu(cluster.dir) + _children_cpu() - cli_cpu
+        result["taskmanager_ready_s"], result["archive_mapped"] = _registered_after_start(cluster.dir)
         output = os.path.join(work, f"out-{run}")
-        result["first_job_s"] = _sluice(
-            env,
-            "run",
-            "--cluster-dir",
-            cluster_dir,
-            "-p",
-            "2",
-            os.path.join(REPO, "examples", "page_views.py"),
-            "--",
-            "--input",
-            input_dir,
-            "--output",
-            output,
+        page_views = os.path.join(REPO, "examples", "page_views.py")
+        t0 = time.monotonic()
+        cluster.sluice(
+            "run", "--cluster-dir", cluster.dir, "-p", "2", page_views, "--", "--input", input_dir, "--output", output
         )
+        result["first_job_s"] = time.monotonic() - t0
         if _final_counts(output) != expected:
             raise RuntimeError(f"run {run}: the first job's counts differ from the input's")
     finally:
-        if os.path.exists(ClusterFile.path(cluster_dir)):
-            _sluice(env, "cluster", "stop", "--dir", cluster_dir, timeout=120)
-        _kill_leftovers(cluster_dir)
+        cluster.stop()
     return result
-
-
-def _kill_leftovers(cluster_dir: str) -> None:
-    """Processes of a `cluster start` that was interrupted before it wrote cluster.json (its
-    ZooKeeper and JobManagers outlive it): every process naming the directory on its command line."""
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if proc.pid != os.getpid() and any(cluster_dir in arg for arg in proc.info["cmdline"] or ()):
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
 
 
 def main() -> int:

@@ -64,7 +64,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -75,6 +75,7 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
+import spark_peer
 from bench_common import aborted, begin_run, finish_workdir, fmt, publish, run_main, write_atomically
 from output_check import check_peer_output, check_sluice_output
 from stats import RESAMPLES, SEED, Estimate, est, fmt_estimate, kept, valid
@@ -401,48 +402,22 @@ class SluiceSide:
         self.cluster.stop()
 
 
-class PeerSide:
+class PeerSide(spark_peer.PeerSide):
     """One SparkSession (local[n]) in structured_streaming_bench's child; each run is a query handed to
-    it through a go file (its JSON: input, output, checkpoint, maxFilesPerTrigger, shuffle partitions)."""
+    it through a go file (its JSON: input, output, checkpoint, maxFilesPerTrigger, shuffle partitions),
+    declared in the child's spec up front (MAX_QUERIES of them)."""
 
     MAX_QUERIES = 1000
 
     def __init__(self, work: str, master: int, timeout: float):
-        self.work, self.master, self.timeout = work, master, timeout
-        self.dir = os.path.join(work, f"peer-local{master}")
-        os.makedirs(self.dir, exist_ok=True)
-        self.next = 0
-        self.child: Any = None  # structured_streaming_bench.Child once started
-        self.t_spawn = 0.0
+        super().__init__(work, master, timeout, name=f"peer-local{master}")
         self.warm = False  # its warm-up run done
 
-    def _go(self, i: int) -> str:
-        return os.path.join(self.dir, f"go-{i:04d}.json")
-
-    def spawn(self) -> PeerSide:
-        """Start the child (its SparkSession starts in the background; `start` waits for it)."""
-        from structured_streaming_bench import Child
-
-        if self.child is not None:
-            return self
-        self.t_spawn = time.monotonic()
-        spec = {
-            "master": f"local[{self.master}]",
-            "queries": [
-                {"go_file": self._go(i), "input": "", "out": "", "checkpoint": ""} for i in range(self.MAX_QUERIES)
-            ],
-        }
-        self.child = Child(spec, self.dir, f"peer-local{self.master}")
-        return self
-
-    def start(self) -> PeerSide:
-        self.spawn()
-        self.child.wait_for("session", self.timeout)
-        log(f"peer SparkSession local[{self.master}] ready in {time.monotonic() - self.t_spawn:.1f}s")
-        return self
-
-    def roots(self) -> list[int]:
-        return [self.child.proc.pid] if self.child is not None and self.child.proc.poll() is None else []
+    def spec(self) -> dict:
+        queries = [
+            {"go_file": self.go_file(i), "input": "", "out": "", "checkpoint": ""} for i in range(self.MAX_QUERIES)
+        ]
+        return {"master": f"local[{self.master}]", "queries": queries}
 
     def launch(self, cfg: PeerConfig, data: Dataset, out: str) -> Callable[[], dict]:
         i = self.next
@@ -457,7 +432,7 @@ class PeerSide:
             "shuffle_partitions": cfg.shuffle,
             "available_now": True,
         }
-        write_atomically(self._go(i), json.dumps(q))
+        write_atomically(self.go_file(i), json.dumps(q))
 
         def wait() -> dict:
             assert self.child is not None
@@ -471,16 +446,6 @@ class PeerSide:
 
     def check(self, out: str, data: Dataset):
         return check_peer_output(out, data.expected)
-
-    def stop(self) -> None:
-        if self.child is None:
-            return
-        try:
-            if self.child.proc.poll() is None:
-                write_atomically(self._go(self.next), json.dumps({"exit": True}))
-                self.child.finish(30)
-        finally:
-            self.child.kill()
 
 
 # ================================================================================================

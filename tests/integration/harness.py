@@ -12,18 +12,17 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import psutil
 from helpers import wait_until
 from kazoo.client import KazooClient
 
-from sluice.client import JobManagerClient, SluiceError
+from sluice import testing
 from sluice.cluster_file import ClusterFile
+from sluice.testing.local_cluster import ENDED, CliError, run_cli
 from sluice.zk.auth import cluster_client
-
-T = TypeVar("T")
 
 SLUICE = [sys.executable, "-m", "sluice.cli"]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,90 +56,32 @@ TEST_PROCESS_OPTIONS = {"spark.warm-up": "false"}
 HA_SESSION_TIMEOUT = 4.0  # seconds: the HA cluster's ZooKeeper sessions (a killed leader's is gone this soon)
 
 
-def sluice(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the CLI capturing its output (a background process holding our pipes would hang this)."""
+def sluice(*args: str, timeout: float = 300, check: bool = True, cwd: str | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI capturing its output (sluice.testing.run_cli, from this checkout); a failure
+    fails the test. Every `cluster start` is counted for the tier's budget."""
     if args[:2] == ("cluster", "start"):
         CLUSTER_STARTS.append(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0])
-    proc = subprocess.run(
-        [*SLUICE, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=REPO
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"sluice {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-    return proc
+    try:
+        return run_cli(*args, timeout=timeout, check=check, cwd=cwd or REPO)
+    except CliError as exc:
+        raise AssertionError(str(exc)) from None
 
 
-class LocalCluster:
-    def __init__(
-        self,
-        directory: str,
-        taskmanagers: int = 2,
-        slots: int = 2,
-        zookeeper: str | None = None,
-        cluster_id: str | None = None,
-        jobmanagers: int = 1,
-        zk_session_timeout: float | None = None,
-        insecure: bool = False,
-        options: dict[str, str] | None = None,
-        spark: str = "local",
-    ):
-        self.options = {**TEST_PROCESS_OPTIONS, **(options or {})}  # process options: `cluster start -D key=value`
-        self.spark = spark  # `cluster start --spark local|standalone|connect`
-        self.dir = str(directory)
-        self.insecure = insecure  # `cluster start --insecure`: plaintext, no certificates
-        self.jobmanagers, self.zk_session_timeout = jobmanagers, zk_session_timeout
-        self.taskmanagers, self.slots = taskmanagers, slots
-        self.zookeeper, self.cluster_id = zookeeper, cluster_id
-        self.info: dict = {}
+class LocalCluster(testing.LocalCluster):
+    """sluice.testing.LocalCluster with the tests' process options (TEST_PROCESS_OPTIONS), its
+    starts counted, more TaskManagers a test starts (start_taskmanager; heal() and stop() end
+    them), and a stop that fails the test when a process survived `cluster stop`."""
+
+    cli = staticmethod(sluice)
+
+    def __init__(self, directory: Any, taskmanagers: int = 2, slots: int = 2, **kwargs: Any):
+        kwargs["options"] = {**TEST_PROCESS_OPTIONS, **(kwargs.get("options") or {})}
+        super().__init__(directory, taskmanagers, slots, **kwargs)
         self.extra: list[subprocess.Popen] = []
-        self._poller: JobManagerClient | None = None  # see polled()
-        self._poller_stamp: int | None = None  # cluster.json's mtime when the poller was made
-
-    def start(self) -> LocalCluster:
-        args = [
-            "cluster",
-            "start",
-            "--dir",
-            self.dir,
-            "--taskmanagers",
-            str(self.taskmanagers),
-            "--slots",
-            str(self.slots),
-            "--jobmanagers",
-            str(self.jobmanagers),
-        ]
-        if self.zk_session_timeout:
-            args += ["--zk-session-timeout", str(self.zk_session_timeout)]
-        if self.zookeeper:
-            args += ["--zookeeper", self.zookeeper]
-        if self.cluster_id:
-            args += ["--cluster-id", self.cluster_id]
-        for key, value in self.options.items():
-            args += ["-D", f"{key}={value}"]
-        if self.insecure:
-            args += ["--insecure"]
-        if self.spark != "local":
-            args += ["--spark", self.spark]
-        try:
-            sluice(*args, timeout=300)
-        finally:
-            if os.path.exists(ClusterFile.path(self.dir)):
-                self.refresh()
-        return self
-
-    def refresh(self) -> None:
-        """Read cluster.json again: the supervisor records there the pid and address of a
-        TaskManager it restarted (so that lookups and `cluster stop` find the new one)."""
-        self.info = ClusterFile.read(self.dir).to_json()
 
     @property
     def pids(self) -> list[int]:
-        return [p["pid"] for p in self.info.get("processes", [])] + [p.pid for p in self.extra]
-
-    def addresses(self, role: str) -> list[str]:
-        return [p["address"] for p in self.info["processes"] if p["role"] == role]
-
-    def pid_of(self, role: str, index: int = 0) -> int:
-        return [p["pid"] for p in self.info["processes"] if p["role"] == role][index]
+        return super().pids + [p.pid for p in self.extra]
 
     def replace_process(self, role: str, pid: int, address: str) -> None:
         """A process of `role` was restarted by the test: record it in cluster.json too, so
@@ -177,44 +118,6 @@ class LocalCluster:
         files = issue_from(os.path.dirname(self.info["tls"]["ca"]), Role.TASKMANAGER, name)
         return ["--tls-ca", files.ca, "--tls-cert", str(files.cert), "--tls-key", str(files.key)]
 
-    def client(self) -> JobManagerClient:
-        return JobManagerClient.from_context({"cluster_dir": self.dir})
-
-    def polled(self, call: Callable[[JobManagerClient], T]) -> T:
-        """`call(client)` on one client kept for this cluster's polls (status, overview): a new
-        client per poll looks the leader up in ZooKeeper and opens a TLS channel, ~11 ms of this
-        process's CPU plus the JobManager's and ZooKeeper's, five times a second in every wait.
-        The kept client follows a failover as any client does; it is replaced after an error and
-        whenever cluster.json changed (a cluster started again has new addresses and ZooKeeper)."""
-        try:
-            stamp = os.stat(ClusterFile.path(self.dir)).st_mtime_ns
-        except FileNotFoundError:
-            stamp = None
-        if stamp != self._poller_stamp:
-            self.close_poller()
-        if self._poller is None:
-            self._poller, self._poller_stamp = self.client(), stamp
-        try:
-            return call(self._poller)
-        except BaseException:
-            self.close_poller()
-            raise
-
-    def close_poller(self) -> None:
-        if self._poller is not None:
-            self._poller.close()
-            self._poller = None
-
-    def run(
-        self, jobfile: str, *job_args: str, parallelism: int | None = None, options: dict[str, str] | None = None
-    ) -> str:
-        """Submit detached through the CLI (`options`: job options, as -D); returns the job id (the last line)."""
-        args = ["run", jobfile, "--detach", "--cluster-dir", self.dir, *option_args(options)]
-        if parallelism:
-            args += ["--parallelism", str(parallelism)]
-        out = sluice(*args, "--", *job_args).stdout.strip().splitlines()
-        return out[-1].strip()
-
     def run_page_views(self, work: Any, *job_args: str, parallelism: int = 2) -> str:
         """Submit the reference job (examples/page_views.py) reading `work`/in and writing
         `work`/out, detached; returns the job id."""
@@ -222,66 +125,32 @@ class LocalCluster:
         inputs, outputs = os.path.join(work, "in"), os.path.join(work, "out")
         return self.run(page_views, "--input", inputs, "--output", outputs, *job_args, parallelism=parallelism)
 
-    def status(self, job_id: str) -> dict:
-        """The job's `sluice status JOB --json` object, rendered by the CLI's own code in this
-        process (a CLI process per poll costs ~0.4 s of CPU; test_day_one runs the real command)."""
-        from sluice.cli.main import _job_dict
-
-        return _job_dict(self.polled(lambda client: client.get(job_id)))
-
     def start_taskmanager(self, slots: int, log_name: str, *options: str) -> subprocess.Popen:
         """One more TaskManager for this cluster (`options`: more of its flags); heal() stops it."""
         log = os.path.join(self.dir, "log", log_name)
+        auth = ["--zk-auth-file", self.info["zookeeper_auth_file"]] if "zookeeper_auth_file" in self.info else []
+        command = [sys.executable, "-m", "taskmanager", "--zookeeper", self.info["zookeeper"]]
+        command += ["--cluster-id", self.info["cluster_id"], "--slots", str(slots), "--log-file", log, *auth]
+        command += self.process_security(os.path.splitext(log_name)[0])
+        command += ["--spark-warm-up", TEST_PROCESS_OPTIONS["spark.warm-up"], *options]
         with open(log, "ab") as out:
             p = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "taskmanager",
-                    "--zookeeper",
-                    self.info["zookeeper"],
-                    "--cluster-id",
-                    self.info["cluster_id"],
-                    "--slots",
-                    str(slots),
-                    "--log-file",
-                    log,
-                    *(
-                        ["--zk-auth-file", self.info["zookeeper_auth_file"]]
-                        if "zookeeper_auth_file" in self.info
-                        else []
-                    ),
-                    *self.process_security(os.path.splitext(log_name)[0]),
-                    *("--spark-warm-up", TEST_PROCESS_OPTIONS["spark.warm-up"]),
-                    *options,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
             )
         self.extra.append(p)
         return p
 
-    def overview(self) -> Any:
-        """The leader's ClusterOverview (TaskManagers, total and free slots)."""
-        return self.polled(lambda client: client.cluster())
-
-    def cancel_running(self, timeout: float = 60) -> list[str]:
-        """Cancel every job that has not ended and wait until each did; the ids cancelled (asked
-        in this process: it runs after every test on the shared cluster)."""
-        from sluice.states import JobStatus, from_proto
-
-        with self.client() as client:
-            running = [j.job_id for j in client.list() if from_proto(JobStatus, j.state) not in ENDED]
-            for job_id in running:
-                try:
-                    client.cancel(job_id)
-                except SluiceError:  # it ended meanwhile
-                    pass
-        for job_id in running:
-            wait_for(self, job_id, lambda s: s["state"] in ENDED, f"the cancel of {job_id}", timeout)
-        return running
+    def _stop_extra(self, timeout: float) -> None:
+        for p in self.extra:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.extra:
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.extra.clear()
 
     def heal(self, timeout: float = 240) -> None:
         """Bring the cluster back to the shape it started with after a test killed or added
@@ -289,87 +158,28 @@ class LocalCluster:
         killed JobManagers, TaskManagers and ZooKeeper are waited for, and it returns once a leader
         sees every TaskManager with every slot free. Fails (naming what is missing) when that does
         not happen in `timeout`."""
-        for p in self.extra:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.extra:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.extra.clear()
-        total = self.taskmanagers * self.slots
-
-        def whole() -> bool:
-            self.refresh()
-            supervised = [p for p in self.info["processes"] if p["role"] in ("zookeeper", "jobmanager", "taskmanager")]
-            if not all(_alive(p["pid"]) and _address_recorded(p) for p in supervised):
-                return False  # the supervisor restarts it, then records its new address (sluice/cli/supervisor.py)
-            try:
-                ov = self.overview()
-            except Exception:  # noqa: BLE001 - a leader that is not serving yet: ask again
-                return False
-            return len(ov.taskmanagers) == self.taskmanagers and ov.total_slots == total == ov.free_slots
-
-        wait_until(
-            whole,
-            timeout,
-            f"every process running, a leader, {self.taskmanagers} TaskManagers with all {total} slots free",
-            interval=0.5,
-        )
-
-    def stop(self) -> None:
-        """`sluice cluster stop`, then make sure: no process of ours survives."""
-        self.close_poller()
-        pids = self.pids
+        self._stop_extra(30)
         try:
-            if self.info:
-                sluice("cluster", "stop", "--dir", self.dir, timeout=120, check=False)
+            self.wait_whole(timeout)
+        except TimeoutError as exc:
+            raise AssertionError(str(exc)) from None
+
+    def stop(self) -> list[int]:
+        """`sluice cluster stop`; fails the test when a process of the cluster survived it."""
+        try:
+            self._stop_extra(15)
         finally:
-            for p in self.extra:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-            for p in self.extra:
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-            leftovers = []
-            for pid in pids:
-                try:
-                    proc = psutil.Process(pid)
-                    if proc.status() != psutil.STATUS_ZOMBIE:
-                        leftovers.append(pid)
-                        for child in proc.children(recursive=True):
-                            child.kill()
-                        proc.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            assert not leftovers, f"processes left behind after cluster stop: {leftovers}"
+            leftovers = super().stop()
+        assert not leftovers, f"processes left behind after cluster stop: {leftovers}"
+        return leftovers
 
 
 @contextlib.contextmanager
 def running_cluster(directory: str, **kwargs: Any) -> Iterator[LocalCluster]:
     """A started LocalCluster (keyword arguments as LocalCluster's), stopped on exit even when
     the start or a test fails: the body of a module-scoped `cluster` fixture."""
-    c = LocalCluster(directory, **kwargs)
-    try:
-        c.start()
+    with testing.running(LocalCluster(directory, **kwargs)) as c:
         yield c
-    finally:
-        c.stop()
-
-
-ENDED = ("FINISHED", "FAILED", "CANCELED")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def wait_for(cluster: LocalCluster, job_id: str, predicate: Any, message: str, timeout: float = 180) -> dict:
@@ -416,20 +226,6 @@ def pid_at(cluster: LocalCluster, address: str, timeout: float = 30) -> int:
         return pid
 
     return wait_until(find, timeout, f"a process at {address} in cluster.json", interval=0.2)
-
-
-def _address_recorded(entry: dict) -> bool:
-    """Whether cluster.json holds the address the process wrote to its --address-file (a restarted
-    one's is recorded by the supervisor once it listens)."""
-    command = entry.get("command") or []
-    if "--address-file" not in command[:-1]:
-        return True
-    path = command[command.index("--address-file") + 1]
-    try:
-        with open(path) as f:
-            return f.readline().strip() == entry["address"]
-    except OSError:
-        return False
 
 
 def kill9(pid: int) -> None:

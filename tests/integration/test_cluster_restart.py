@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 
-import psutil
 import pytest
 from harness import EXAMPLES, LocalCluster, read_counts, sluice, wait_for
 from helpers import wait_until
@@ -19,25 +18,6 @@ sys.path.insert(0, EXAMPLES)
 from generate_page_views import generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
-
-
-def crash(cluster: LocalCluster, keep_zookeeper: bool) -> None:
-    """SIGKILL every process of the cluster (with its Spark JVMs), ZooKeeper too unless kept."""
-    procs = []
-    for p in cluster.info["processes"]:
-        if keep_zookeeper and p["role"] == "zookeeper":
-            continue
-        try:
-            proc = psutil.Process(p["pid"])
-            procs += [proc, *proc.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            pass
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=15)
 
 
 def test_cluster_start_resumes_a_crashed_cluster_and_its_job(tmp_path):
@@ -65,7 +45,7 @@ def test_cluster_start_resumes_a_crashed_cluster_and_its_job(tmp_path):
                 "a completed checkpoint",
                 timeout=180,
             )["last_completed_checkpoint"]
-            crash(cluster, keep_zookeeper)
+            cluster.crash(keep_zookeeper)  # kill -9 of every process, as a machine crash
             arrive(names[10 + 10 * round_ : 20 + 10 * round_])
             started = sluice("cluster", "start", "--dir", cluster.dir, "--taskmanagers", "2", "--slots", "2")
             assert "resuming cluster" in started.stderr, started.stderr
