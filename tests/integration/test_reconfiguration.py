@@ -161,9 +161,19 @@ def test_a_function_swap_switches_the_output_at_one_barrier_and_keeps_the_state(
     wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
 
 
-def rebalance_keys(cluster, job: str) -> subprocess.CompletedProcess:
+def rebalance_keys(cluster, job: str, read: int = 0) -> subprocess.CompletedProcess:
     """`reconfigure --operator counts --rebalance-keys` once the key groups' loads reached the
-    JobManager (with the TaskManagers' heartbeats) and show a move."""
+    JobManager (with the TaskManagers' heartbeats) and show a move. `read`: first wait until the
+    heartbeats say the sources read that many rows and counts took in every (pre-aggregated) row
+    they sent: the loads travel in the same message, so no subtask's load is older than its input."""
+
+    def reported():
+        s = cluster.status(job)
+        sources, counts = tasks_of(s, "page views"), tasks_of(s, "counts sink")
+        sent, took = sum(t["records_sent"] for t in sources), sum(t["records_in"] for t in counts)
+        return sum(t["records_out"] for t in sources) >= read and took == sent
+
+    wait_until(reported, 60, f"{read} rows read and counted, as the heartbeats report")
 
     def rebalanced():
         proc = reconfigure(cluster, job, "--operator", "counts", "--rebalance-keys", check=False)
@@ -204,7 +214,7 @@ def test_rebalance_keys_moves_key_groups_from_the_busiest_subtask_to_the_idlest(
     job = run_page_views(cluster, inp, out, parallelism=2)
     wait_counts(out, inp.expected)
 
-    proc = rebalance_keys(cluster, job)
+    proc = rebalance_keys(cluster, job, read=40_000)
     assert proc.stdout.strip().endswith("COMPLETED") and "moved" in proc.stderr, proc.stderr
     status = cluster.status(job)
     [r] = status["reconfigurations"]
