@@ -152,7 +152,7 @@ class BatchPeer(PeerSide):
         self.next += 1
         t0 = time.monotonic()
         q = {"input": data, "out": out, "shuffle_partitions": shuffle}
-        write_atomically(os.path.join(self.dir, f"go-{i:04d}.json"), json.dumps(q))
+        write_atomically(self.go_file(i), json.dumps(q))
         done = self.child.wait_for("done", self.timeout, query=i)
         if done.get("error"):
             raise RunError(f"the peer's query failed: {done['error']}")

@@ -59,8 +59,19 @@ from dataclasses import dataclass
 import numpy as np
 import paced_latency
 import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
+import spark_peer
 import structured_streaming_bench as ssb
-from bench_common import begin_run, finish_workdir, fmt, notes_lines, pct, publish, run_main, section_head
+from bench_common import (
+    begin_run,
+    finish_workdir,
+    fmt,
+    notes_lines,
+    pct,
+    publish,
+    run_main,
+    section_head,
+    write_atomically,
+)
 from checkpoint_overhead import cluster_roles
 from generate_page_views import generate
 from output_check import check_peer_output, check_sluice_output
@@ -360,33 +371,35 @@ def sluice_run(cluster: pvb.Cluster, setup: Setup, label: str, events: int, file
     )
 
 
-class Peer:
-    """One child process (one SparkSession, warmed by a bounded query); each run is a new query on its
-    own directories, started when the run begins (structured_streaming_bench's `go_file`)."""
+class Peer(spark_peer.PeerSide):
+    """One child process (one SparkSession, warmed by a bounded query, query 0); each run is a new query
+    on its own directories, started when the run begins (structured_streaming_bench's `go_file`)."""
 
     MAX_QUERIES = 40
 
     def __init__(self, work: str, warm_data: str, timeout: float):
-        self.work, self.timeout, self.next = work, timeout, 1
-        self.go = [os.path.join(work, f"peer-go-{k}.json") for k in range(self.MAX_QUERIES + 1)]
-        placeholder = ssb.query_spec(work, work, work, 0, None)
-        queries = [
-            ssb.query_spec(warm_data, os.path.join(work, "peer-warm-ckpt"), os.path.join(work, "peer-warm"), 0, None)
-        ]
-        queries += [{**placeholder, "go_file": self.go[k]} for k in range(1, self.MAX_QUERIES + 1)]
-        self.child = ssb.Child({"queries": queries}, work, "latency-peer")
+        self.work, self.warm_data = work, warm_data
+        super().__init__(work, 0, timeout, name="latency-peer")
+        self.next = 1
+        self.spawn()
+
+    def go_file(self, i: int) -> str:
+        return os.path.join(self.work, f"peer-go-{i}.json")
+
+    def spec(self) -> dict:
+        """Query 0 warms the session on `warm_data`; each later one waits for its go file (the child's
+        default master)."""
+        placeholder = ssb.query_spec(self.work, self.work, self.work, 0, None)
+        warm = os.path.join(self.work, "peer-warm")
+        queries = [ssb.query_spec(self.warm_data, warm + "-ckpt", warm, 0, None)]
+        queries += [{**placeholder, "go_file": self.go_file(k)} for k in range(1, self.MAX_QUERIES + 1)]
+        return {"queries": queries}
 
     def pids(self) -> list[int]:
-        return [self.child.proc.pid] if self.child.proc.poll() is None else []
+        return self.roots()
 
     def ready(self) -> None:
         self.child.wait_for("done", self.timeout, query=0)
-
-    def _say(self, k: int, what: dict) -> None:
-        tmp = self.go[k] + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(what, f)
-        os.replace(tmp, self.go[k])
 
     def run(self, setup: Setup, label: str, events: int, files: int, backlog=False) -> dict:
         k = self.next
@@ -398,7 +411,9 @@ class Peer:
         ckpt = os.path.join(self.work, f"peer-{label}-ckpt")
         until = os.path.join(self.work, f"peer-{label}.stop")
         os.makedirs(watched)
-        self._say(k, {"input": watched, "out": out, "checkpoint": ckpt, "until_file": until})
+        write_atomically(
+            self.go_file(k), json.dumps({"input": watched, "out": out, "checkpoint": ckpt, "until_file": until})
+        )
         self.child.wait_for("started", self.timeout, query=k)
         feeder = Feeder(watched, setup.contents, events, files, setup.file_rate, backlog)
         watcher = Watcher(out)
@@ -423,11 +438,9 @@ class Peer:
         return _result(PEER, label, feeder, watcher, events, setup, usage=usage, check=check)
 
     def close(self) -> None:
-        try:
-            if self.next <= self.MAX_QUERIES and self.child.proc.poll() is None:
-                self._say(self.next, {"exit": True})
-                self.child.finish(60)
-        finally:
+        if self.next <= self.MAX_QUERIES:
+            self.stop()  # the exit go file, then the child's end
+        elif self.child is not None:
             self.child.kill()
 
 

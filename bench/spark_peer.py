@@ -1,8 +1,9 @@
-"""The peer's side of bench/windowed_bench.py and bench/state_bench.py: one SparkSession in the
-script's --child process (bench/structured_streaming_bench.py's Child) serving one query per go file,
-written by the CSV file sink with Trigger.AvailableNow, and the parent's view of it (`PeerSide`, which
-each script subclasses with its own launch), with the readers of the file sink's commit log and of
-Spark's progress."""
+"""The peer's side of every paired suite: one SparkSession in a --child process
+(bench/structured_streaming_bench.py's Child) serving one query per go file, and the parent's view of
+it (`PeerSide`, which the throughput, latency, windowed, state and batch suites subclass with their
+own child spec, launch and check). For windowed_bench.py and state_bench.py also the child itself
+(`serve_queries`: the CSV file sink with Trigger.AvailableNow) and the readers of that sink's commit
+log and of Spark's progress."""
 
 from __future__ import annotations
 
