@@ -184,7 +184,8 @@ def peak_rss(runs: Sequence[dict], role: str) -> int | None:
         for r in runs
         if r.get("usage")
         for k, v in r["usage"].peak_rss.get("sluice", {}).items()
-        if r.get("roles", {}).get(int(k.rsplit(" ", 1)[-1])) == role
+        # keys are "<name> <pid>", and one "<n> small processes, largest" (procstat.py): no role
+        if k.rsplit(" ", 1)[-1].isdigit() and r.get("roles", {}).get(int(k.rsplit(" ", 1)[-1])) == role
     ]
     return max(peaks) if peaks else None
 
