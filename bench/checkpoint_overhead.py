@@ -185,7 +185,7 @@ def peak_rss(runs: Sequence[dict], role: str) -> int | None:
         if r.get("usage")
         for k, v in r["usage"].peak_rss.get("sluice", {}).items()
         # keys are "<name> <pid>", and one "<n> small processes, largest" (procstat.py): no role
-        if k.rsplit(" ", 1)[-1].isdigit() and r.get("roles", {}).get(int(k.rsplit(" ", 1)[-1])) == role
+        if (pid := k.rsplit(" ", 1)[-1]).isdigit() and r.get("roles", {}).get(int(pid)) == role
     ]
     return max(peaks) if peaks else None
 

@@ -102,13 +102,13 @@ def log(msg: str) -> None:
 
 
 def sluice(
-    *args: str, timeout: float = 300, check: bool = True, repo: str | None = REPO, cwd: str | None = None
+    *args: str, timeout: float = 300, check: bool = True, cwd: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """Run the CLI capturing its output, from the checkout `repo` (sluice.testing.run_cli: the CLI and
-    the processes it starts run that checkout's code; interrupted, the CLI gets SIGINT first so that it
-    cleans up after itself). A failure is a BenchError."""
+    """Run the CLI capturing its output, from the checkout `cwd` (this one by default; sluice.testing.run_cli:
+    the CLI and the processes it starts run that checkout's code; interrupted, the CLI gets SIGINT first so
+    that it cleans up after itself). A failure is a BenchError."""
     try:
-        return run_cli(*args, timeout=timeout, check=check, cwd=cwd or repo or REPO)
+        return run_cli(*args, timeout=timeout, check=check, cwd=cwd or REPO, env=env)
     except CliError as exc:
         raise BenchError(str(exc)) from None
 

@@ -176,10 +176,8 @@ class LocalCluster:
         return self
 
     def sluice(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """One CLI command from this cluster's checkout."""
-        if self.env is not None:
-            return type(self).cli(*args, timeout=timeout, check=check, cwd=self.checkout, env=self.env)
-        return type(self).cli(*args, timeout=timeout, check=check, cwd=self.checkout)
+        """One CLI command from this cluster's checkout, in its environment (`cli`: run_cli's arguments)."""
+        return type(self).cli(*args, timeout=timeout, check=check, cwd=self.checkout, env=self.env)
 
     def refresh(self) -> dict[str, Any]:
         """Read cluster.json again (the supervisor records there the pid and address of a process it

@@ -56,13 +56,15 @@ TEST_PROCESS_OPTIONS = {"spark.warm-up": "false"}
 HA_SESSION_TIMEOUT = 4.0  # seconds: the HA cluster's ZooKeeper sessions (a killed leader's is gone this soon)
 
 
-def sluice(*args: str, timeout: float = 300, check: bool = True, cwd: str | None = None) -> subprocess.CompletedProcess:
+def sluice(
+    *args: str, timeout: float = 300, check: bool = True, cwd: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run the CLI capturing its output (sluice.testing.run_cli, from this checkout); a failure
     fails the test. Every `cluster start` is counted for the tier's budget."""
     if args[:2] == ("cluster", "start"):
         CLUSTER_STARTS.append(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0])
     try:
-        return run_cli(*args, timeout=timeout, check=check, cwd=cwd or REPO)
+        return run_cli(*args, timeout=timeout, check=check, cwd=cwd or REPO, env=env)
     except CliError as exc:
         raise AssertionError(str(exc)) from None
 

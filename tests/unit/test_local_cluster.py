@@ -41,9 +41,9 @@ def test_stop_without_cluster_json_ends_the_processes_of_its_directory_and_names
 
 def test_kill_all_kills_only_the_running_and_names_them():
     running, ended = _sleeper(), _sleeper()
+    procs = [psutil.Process(running.pid), psutil.Process(ended.pid)]
     ended.kill()
     ended.wait()
-    procs = [psutil.Process(running.pid)]
     assert kill_all(procs) == [running.pid]
     assert running.wait(5) is not None
     assert kill_all(procs) == []  # nothing left to kill
