@@ -23,6 +23,8 @@ import os
 import sys
 import time
 
+import psutil
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import (
@@ -36,11 +38,28 @@ from bench_common import (
     section_head,
 )
 from page_views_bench import REPO, Cluster, generate, throughput_run
+from procstat import fmt_rss, peak_rss
 from stats import fmt_estimate, median_ci
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def taskmanager_memory(cluster: Cluster) -> tuple[int, int] | None:
+    """(the highest peak RSS of the cluster's TaskManagers since they started, the highest RSS now),
+    or None when none could be read."""
+    peaks, now = [], []
+    for p in cluster.info.get("processes", []):
+        if p["role"] != "taskmanager":
+            continue
+        try:
+            proc = psutil.Process(p["pid"])
+            peaks.append(peak_rss(proc))
+            now.append(proc.memory_info().rss)
+        except psutil.Error:
+            continue
+    return (max(peaks), max(now)) if peaks else None
 
 
 def main() -> int:
@@ -66,6 +85,7 @@ def main() -> int:
     clusters: dict[str, Cluster] = {}
     inputs: dict[int, tuple[str, dict]] = {}
     runs: dict[tuple[str, int], list[dict]] = {}
+    memory: dict[str, tuple[int, int] | None] = {}
     failed = False
     try:
         for per_file in [int(x) for x in args.events_per_file.split(",")]:
@@ -93,7 +113,8 @@ def main() -> int:
         if isinstance(exc, KeyboardInterrupt):
             raise
     finally:
-        for cluster in clusters.values():
+        for name, cluster in clusters.items():
+            memory[name] = taskmanager_memory(cluster)
             cluster.stop()
         remove_worktree(REPO, worktree)
         finish_workdir(work, temp, log)
@@ -124,6 +145,17 @@ def main() -> int:
         if was and now:
             ratio = now / was
             lines.append(f"| {per_file:,} events/file | after / before (time) | {ratio:.2f} | | |")
+    lines += [
+        "",
+        "TaskManager memory per cluster, after every run above and its warm-up (the highest over its "
+        "TaskManagers): peak RSS since start (VmHWM), RSS after the last job.",
+        "",
+        "| condition | peak RSS | RSS after the last job |",
+        "|---|---|---|",
+    ]
+    for name in (before, after):
+        peak, now = memory.get(name) or (None, None)
+        lines.append(f"| {name} | {fmt_rss(peak)} | {fmt_rss(now)} |")
     if failed:
         lines += ["", "The run stopped early (see the log); the figures above are the runs it finished."]
     publish("\n".join(lines) + "\n", args.out, log, append=not args.no_append)

@@ -105,7 +105,7 @@ def tree_cpu(pid: int) -> float:
         return 0.0
 
 
-def _peak_rss(proc: psutil.Process) -> int:
+def peak_rss(proc: psutil.Process) -> int:
     """The process's high-water mark (VmHWM) if readable, else its current RSS."""
     try:
         with open(f"/proc/{proc.pid}/status") as f:
@@ -188,7 +188,7 @@ class ResourceMeter:
                 with proc.oneshot():
                     created = proc.create_time()
                     cpu, reaped = _cpu(proc)
-                    rss = _peak_rss(proc)
+                    rss = peak_rss(proc)
                     key = (pid, created)
                     present.add(key)
                     seen = self._seen.get(key)

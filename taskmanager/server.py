@@ -38,6 +38,7 @@ from sluice.zk.leader_retrieval import LeaderRetriever
 from sluice.zk.paths import ZkPaths
 from taskmanager import local_dir, spark_cds
 from taskmanager.leader_connection import LeaderConnection
+from taskmanager.memory_reclaim import MemoryReclaimer
 from taskmanager.metrics import TaskManagerMetrics
 from taskmanager.network.exchange import DataExchangeServicer
 from taskmanager.network.partition import PartitionManager
@@ -96,6 +97,7 @@ class TaskManagerProcess:
             cancellation_interval=settings.get(config.TASK_CANCELLATION_INTERVAL),
             cancellation_timeout=settings.get(config.TASK_CANCELLATION_TIMEOUT),
             on_fatal=self._fatal,
+            reclaimer=MemoryReclaimer(),
         )
         self.paths = ZkPaths(settings.get(config.CLUSTER_ID))
         # The connection is retried forever once established (a ZooKeeper restart must not end

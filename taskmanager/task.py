@@ -240,6 +240,10 @@ class Task:
         return self._thread.is_alive()
 
     @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    @property
     def thread_ident(self) -> int | None:
         return self._thread.ident
 

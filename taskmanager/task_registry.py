@@ -37,6 +37,7 @@ from sluice import config
 from sluice.states import ExecutionState, FailureCause
 from sluice.v1 import jobmanager_pb2
 from taskmanager import slot_table as st
+from taskmanager.memory_reclaim import MemoryReclaimer
 from taskmanager.metrics import io_proto
 from taskmanager.task import Task
 from taskmanager.task_messages import Failure
@@ -68,6 +69,7 @@ class TaskRegistry:
         cancellation_timeout: float = config.TASK_CANCELLATION_TIMEOUT.default,
         on_fatal: Callable[[str], None] = exit_process,
         clock: Callable[[], float] = time.monotonic,
+        reclaimer: MemoryReclaimer | None = None,
     ) -> None:
         if not cancellation_interval > 0:
             raise ValueError(f"task.cancellation.interval must be > 0, got {cancellation_interval!r}")
@@ -83,6 +85,7 @@ class TaskRegistry:
         self._clock = clock
         self._watched: set[str] = set()  # execution ids with a running watchdog
         self._slot_listeners: list[Callable[[], None]] = []
+        self._reclaimer = reclaimer  # gives an ended task's memory back (taskmanager/memory_reclaim.py)
 
     @property
     def session(self) -> str | None:
@@ -133,6 +136,8 @@ class TaskRegistry:
         if freed:
             for listener in self._slot_listeners:
                 listener()
+        if self._reclaimer is not None:
+            self._reclaimer.task_ended(task.thread, task.tag)
 
     def get(self, execution_id: str) -> Task | None:
         with self._lock:
