@@ -29,7 +29,7 @@ keys and avg existed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Self
 
 import pyarrow as pa
@@ -224,13 +224,22 @@ class KeyedAggregate(Operator):
             put_keys.append(keys[i])
             put_kgs.append(kgs[i])
             put_values.append(new)
-        if put_keys:
-            self.state.put_many(put_keys, put_kgs, put_values)
-            if self.snapshots is not None:
-                self.snapshots.changed(put_keys)
-        if not put_keys or self.batch:  # an update stream: only keys whose value changed
+        if not put_keys:
             return None
-        return Batch(batch.engine, table=self._rows(put_keys, put_values, self._key_types, self._partial_types))
+        self.state.put_many(put_keys, put_kgs, put_values)
+        tracking = self.snapshots is not None and self.snapshots.tracking
+        if self.batch and not tracking:
+            return None
+        key_arrays = self._key_arrays(put_keys, self._key_types)
+        partial_arrays = self._partial_arrays(put_values, self._partial_types)
+        if tracking:  # the next snapshot patches the last one with these rows (SnapshotCache)
+            assert self.snapshots is not None and isinstance(self.state, MemoryKeyedValues)
+            changed = self._snapshot_columns(key_arrays, pa.array(put_kgs, pa.int32()), partial_arrays)
+            self.snapshots.changed(changed, len(self.state))
+        if self.batch:
+            return None
+        # an update stream: only keys whose value changed
+        return Batch(batch.engine, table=self._rows(key_arrays, partial_arrays, put_values))
 
     def end_input(self) -> Batch | None:
         """BATCH: every key's final value, once (streaming: nothing, the updates went out)."""
@@ -241,33 +250,45 @@ class KeyedAggregate(Operator):
         for key, _kg, values in self.state.items():
             keys.append(key)
             entries.append(values)
-        # the types of the last batch seen; none after a restore without input: Arrow infers them
-        key_types = self._key_types or [None] * len(self.keys)
-        partial_types = self._partial_types or [None] * len(self.partials)
-        return Batch(self.engine, table=self._rows(keys, entries, key_types, partial_types))
+        key_arrays = self._key_arrays(keys, self._key_types)
+        return Batch(
+            self.engine, table=self._rows(key_arrays, self._partial_arrays(entries, self._partial_types), entries)
+        )
 
-    def _rows(
-        self,
-        keys: Sequence[Any],
-        entries: Sequence[Sequence[Any]],
-        key_types: Sequence[pa.DataType | None],
-        partial_types: Sequence[pa.DataType | None],
-    ) -> pa.Table:
-        """The output rows of `keys` with their partials `entries`: key columns, then one
-        column per aggregate (an avg's mean of its sum and count)."""
+    def _key_arrays(self, keys: Sequence[Any], types: Sequence[pa.DataType | None] | None) -> list[pa.Array]:
+        """One array per key column of `keys` (of `types`: the last batch's; None after a restore
+        without input: Arrow infers them)."""
         nk = len(self.keys)
-        columns: dict[str, Any] = {}
-        for k, name in enumerate(self.keys):
-            values = keys if nk == 1 else [key[k] for key in keys]
-            columns[name] = pa.array(values, type=key_types[k])
+        types = types or [None] * nk
+        return [pa.array(keys if nk == 1 else [key[k] for key in keys], type=types[k]) for k in range(nk)]
+
+    def _partial_arrays(
+        self, entries: Sequence[Sequence[Any]], types: Sequence[pa.DataType | None] | None
+    ) -> list[pa.Array]:
+        """One array per partial column of `entries` (types as in `_key_arrays`)."""
+        types = types or [None] * len(self.partials)
+        return [pa.array([e[j] for e in entries], type=types[j]) for j in range(len(self.partials))]
+
+    def _rows(self, key_arrays: list[pa.Array], partials: list[pa.Array], entries: Sequence[Sequence[Any]]) -> pa.Table:
+        """The output rows: the key columns, then one column per aggregate (a partial's own array,
+        an avg the mean of its sum and count, from `entries`)."""
+        columns: dict[str, Any] = dict(zip(self.keys, key_arrays, strict=True))
         j = 0
         for out, (fn, _c) in self.aggs.items():
             if fn == "avg":
                 columns[out] = pa.array([_mean(e[j], e[j + 1]) for e in entries], pa.float64())
                 j += 2
             else:
-                columns[out] = pa.array([e[j] for e in entries], type=partial_types[j])
+                columns[out] = partials[j]
                 j += 1
+        return pa.table(columns)
+
+    def _snapshot_columns(self, key_arrays: list[pa.Array], kgs: pa.Array, partials: list[pa.Array]) -> pa.Table:
+        """A snapshot's table: the key columns, the key group, one column per partial."""
+        columns: dict[str, Any] = dict(zip(self.keys, key_arrays, strict=True))
+        columns[KEY_GROUP] = kgs
+        for (col, _m), array in zip(self.partials, partials, strict=True):
+            columns[col] = array
         return pa.table(columns)
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -306,36 +327,26 @@ class KeyedAggregate(Operator):
 
     def snapshot_table(self) -> pa.Table:
         """A consistent copy of the state as rows (taken on the task thread; written elsewhere).
-        The memory backend's is the last one patched with the keys put since (SnapshotCache)."""
+        The memory backend's is the last one patched with the rows put since (SnapshotCache)."""
         if self.snapshots is None or not isinstance(self.state, MemoryKeyedValues):
-            return self._snapshot_rows(None)
-        return self.snapshots.take(self._snapshot_rows, len(self.state))
+            return self._snapshot_rows()
+        return self.snapshots.take(self._snapshot_rows)
 
-    def _snapshot_rows(self, only: Collection[Hashable] | None) -> pa.Table:
-        """The snapshot rows of the keys `only` (None: every key)."""
+    def _snapshot_rows(self) -> pa.Table:
+        """The snapshot rows of every key, with the types of the batches seen (when there were any)."""
         keys: list[Any] = []
         kgs: list[int] = []
         entries: list[tuple[Any, ...]] = []
-        items: Iterator[tuple[Any, int, tuple[Any, ...]]]
-        if only is None:
-            items = self.state.items()
-        else:
-            assert isinstance(self.state, MemoryKeyedValues)
-            items = self.state.items_of(only)
-        for key, kg, values in items:
+        for key, kg, values in self.state.items():
             keys.append(key)
             kgs.append(kg)
             entries.append(values)
-        columns: dict[str, Any] = {}
-        if len(self.keys) == 1:
-            columns[self.keys[0]] = keys
-        else:
-            for k, name in enumerate(self.keys):
-                columns[name] = [key[k] for key in keys]
-        columns[KEY_GROUP] = pa.array(kgs, pa.int32())
-        for j, (col, _m) in enumerate(self.partials):
-            columns[col] = [e[j] for e in entries]
-        return pa.table(columns)
+        try:
+            key_arrays = self._key_arrays(keys, self._key_types)
+            partials = self._partial_arrays(entries, self._partial_types)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):  # values of other batches' types
+            key_arrays, partials = self._key_arrays(keys, None), self._partial_arrays(entries, None)
+        return self._snapshot_columns(key_arrays, pa.array(kgs, pa.int32()), partials)
 
     def restore_table(self, table: pa.Table | None) -> None:
         self.state.clear()
