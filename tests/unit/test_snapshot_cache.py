@@ -53,7 +53,7 @@ def test_random_updates_snapshot_exactly_the_state_one_and_two_column_keys():
         rows = rows_of(state, key_columns)
         for _checkpoint in range(40):
             for _batch in range(rng.choice([0, 1, 3])):  # batches between checkpoints, a key in several
-                updates = {}
+                updates: dict = {}
                 for _ in range(rng.choice([1, 3, 30])):
                     k = rng.randrange(60)
                     key = f"/u{k}" if len(key_columns) == 1 else (f"c{k % 7}", None if k == 13 else f"d{k % 5}")
