@@ -109,10 +109,11 @@ demo: install
 # Benchmarks (bench/README.md): Sluice and Spark Structured Streaming on the same
 # data, alternating run by run; each script appends one generated section to
 # bench/RESULTS.md. bench-quick (~3 minutes) is the throughput suite's small
-# matched pair; bench (~45 minutes) is the reference run: throughput (sweeps,
-# sizes, headline), paired recovery, checkpoint overhead, latency at fixed rates.
+# matched pair; bench (~55 minutes) is the reference run: throughput (sweeps,
+# sizes, headline), paired recovery, checkpoint overhead, latency at fixed rates,
+# windows, process-function forms, and the key-cardinality sweep.
 # Every script runs even if one before it failed; the target fails if any did.
-BENCH_SUITES = throughput_suite recovery_suite checkpoint_overhead latency_suite windowed_bench process_forms_bench
+BENCH_SUITES = throughput_suite recovery_suite checkpoint_overhead latency_suite windowed_bench process_forms_bench key_sweep
 
 bench-quick: install
 	$(BIN)/python bench/throughput_suite.py --quick
