@@ -3,7 +3,7 @@ where does a task thread's time go per source batch (Spark call, Arrow
 conversion, combiner, key-group split, state merge, sink, checkpoints, data
 exchange, idle)?
 
-    python bench/profile_hot_path.py [--events 2000000] [--files 40] [--rate 100] [--reference-runs 2]
+    python bench/profile_hot_path.py [--events 2000000] [--files 40] [--urls 10000] [--rate 100] [--reference-runs 2]
                                      [--blocking] [--out bench/RESULTS.md] [--workdir DIR] [--keep-workdir]
                                      [--no-append]
 
@@ -281,7 +281,8 @@ def report(args, facts, command, job, refs, warm, res, batches, logged, spies) -
         f"pyspark {facts['pyspark']}, {facts['java']}; load average at start {facts['load']}.",
         "",
         f"Job: examples/page_views.py, parallelism 2, checkpoints every 1000 ms, on 2 TaskManagers x 2 slots; "
-        f"{args.events:,} events in {args.files} files (generate(seed=7)); **{batches} source batches** "
+        f"{args.events:,} events in {args.files} files (generate(seed=7), {args.urls:,} urls); "
+        f"**{batches} source batches** "
         f"(logged batch time {logged:.2f} s in total).",
         "",
         "| run | py-spy | submit→FINISHED s | events/s | counts correct |",
@@ -362,6 +363,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=40)
+    ap.add_argument("--urls", type=int, default=10_000, help="the pool of urls (Zipf-drawn): the job's keys")
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     ap.add_argument(
         "--reference-runs",
@@ -382,7 +384,7 @@ def main() -> int:
     failed = True
     try:
         data = os.path.join(work, "events")
-        expected = generate(data, events=args.events, files=args.files, urls=10_000, seed=7)
+        expected = generate(data, events=args.events, files=args.files, urls=args.urls, seed=7)
         log(f"generated {args.events} events in {args.files} files in {work}")
         cluster.start()
 
