@@ -9,7 +9,7 @@ import threading
 import weakref
 
 from helpers import wait_until
-from test_task_registry import DEADLINE, Fatal, Reports, StubbornTask
+from task_thread_scripts import DEADLINE, Fatal, Reports, StubbornTask
 
 from taskmanager.memory_reclaim import MemoryReclaimer, reclaim
 from taskmanager.task_registry import TaskRegistry
@@ -22,21 +22,24 @@ def registry(reclaimer: MemoryReclaimer) -> tuple[TaskRegistry, Fatal]:
     return tasks, fatal
 
 
-def run_one(tasks: TaskRegistry, eid: str) -> weakref.ref:
-    """Deploy a task that ends as soon as it is released, release it; a weak reference to it."""
+def run_one(tasks: TaskRegistry, eid: str) -> tuple[weakref.ref, threading.Thread]:
+    """Deploy a task that ends as soon as it is released, release it; a weak reference to it and its thread."""
     task = tasks.deploy(0, "job-a", eid, lambda: StubbornTask(eid, Reports(), blocking=True))
     assert isinstance(task, StubbornTask)
     task.start()
     assert task.started.wait(DEADLINE)
+    thread = task.thread
     task.release.set()
-    return weakref.ref(task)
+    return weakref.ref(task), thread
 
 
 def test_an_ended_tasks_cycles_are_freed_once_its_thread_is_gone():
     seen_alive: list[bool] = []
     threads: list[threading.Thread] = []
+    ready = threading.Event()  # the test holds no reference to the task any more
 
     def recording_reclaim() -> None:
+        assert ready.wait(DEADLINE)
         seen_alive.extend(t.is_alive() for t in threads)
         reclaim()
 
@@ -44,8 +47,9 @@ def test_an_ended_tasks_cycles_are_freed_once_its_thread_is_gone():
     tasks, _ = registry(reclaimer)
     gc.disable()  # only the reclaimer's collection may free the task (it is cyclic garbage)
     try:
-        ref = run_one(tasks, "a/0")
-        threads.append(ref().thread)  # type: ignore[union-attr]
+        ref, thread = run_one(tasks, "a/0")
+        threads.append(thread)
+        ready.set()
         wait_until(lambda: reclaimer.rounds == 1, DEADLINE, "a reclaim after the task ended")
         assert seen_alive == [False]  # reclaimed only after the task's thread was gone
         assert ref() is None, "the ended task (and what it held) is still in memory"
