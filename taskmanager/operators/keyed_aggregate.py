@@ -116,21 +116,21 @@ def _fold_batch(
 
 
 def _fold_into(
-    entries: dict[Any, tuple[int, tuple[Any, ...]]],
+    entries: dict[Any, tuple[Any, ...]],
     keys: Sequence[Any],
     kgs: Sequence[int],
     partials: Sequence[Sequence[Any]],
     merges: Sequence[str],
 ) -> Changes:
-    """`_fold_batch` into the memory backend's dict in one pass: each key's entry is written
-    right after it was read (its hash slot still in the CPU's cache; a separate write pass
-    missed the cache again on a large state), and one count or sum folds without a call per
-    key. What it returns and writes is what `_fold_batch` plus `put_many` would."""
+    """`_fold_batch` into the memory backend's dict (key -> (key group, *values)) in one pass: each
+    key's entry is written right after it was read (its hash slot still in the CPU's cache; a
+    separate write pass missed the cache again on a large state), and one count or sum folds
+    without a call per key. What it returns and writes is what `_fold_batch` plus `put_many` would."""
     if len(merges) != 1 or merges[0] not in ("count", "sum"):
-        olds = [None if (e := entries.get(k)) is None else e[1] for k in keys]
+        olds = [None if (e := entries.get(k)) is None else e[1:] for k in keys]
         changes = _fold_batch(olds, keys, kgs, partials, merges)
         for key, kg, value in zip(*changes, strict=True):
-            entries[key] = (kg, value)
+            entries[key] = (kg, *value)
         return changes
     put_keys: list[Any] = []
     put_kgs: list[int] = []
@@ -139,22 +139,21 @@ def _fold_into(
     for key, kg, v in zip(keys, kgs, partials[0], strict=True):
         entry = get(key)
         if entry is None:
-            new: tuple[Any, ...] = (v,)  # a new key: an update even when the partial is null
+            total = v  # a new key: an update even when the partial is null
         else:
-            old = entry[1][0]
+            old = entry[1]
             if v is None:
                 continue  # nothing to add: the value stays
             if old is None:
-                new = (v,)
+                total = v
             else:
                 total = old + v
                 if total == old:
                     continue  # as `_fold_batch`: an unchanged value is no update
-                new = (total,)
-        entries[key] = (kg, new)
+        entries[key] = (kg, total)
         put_keys.append(key)
         put_kgs.append(kg)
-        put_values.append(new)
+        put_values.append((total,))
     return put_keys, put_kgs, put_values
 
 
