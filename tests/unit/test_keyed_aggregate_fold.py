@@ -1,7 +1,7 @@
-"""The memory backend's one-pass fold (its dict: key -> (key group, *values)) (`_fold_into`) writes and reports exactly what the generic
-read-fold-write path (`_fold_batch`, then `put_many`) does, for every aggregate function, null
-partials and values, new keys, and sums that do not change a value (zero, or a float too small to
-move a large one)."""
+"""The memory backend's one-pass fold (`_fold_into`, into its dict of key -> (key group, *values))
+writes and reports exactly what the generic read-fold-write path (`_fold_batch`, then `put_many`)
+does, for every aggregate function, null partials and values, new keys, and sums that do not change
+a value (zero, or a float too small to move a large one)."""
 
 from __future__ import annotations
 
