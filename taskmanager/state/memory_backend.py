@@ -6,7 +6,7 @@ written to checkpoint storage by the task (sluice/checkpoints/storage.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from taskmanager.state.backend import KeyedValues
@@ -35,14 +35,6 @@ class MemoryKeyedValues(KeyedValues):
     def items(self) -> Iterator[tuple[Any, int, tuple[Any, ...]]]:
         for key, entry in self.entries.items():
             yield key, entry[0], entry[1:]
-
-    def items_of(self, keys: Iterable[Any]) -> Iterator[tuple[Any, int, tuple[Any, ...]]]:
-        """(key, key group, values) of each of `keys` present."""
-        entries = self.entries
-        for key in keys:
-            entry = entries.get(key)
-            if entry is not None:
-                yield key, entry[0], entry[1:]
 
     def clear(self) -> None:
         self.entries = {}
