@@ -115,48 +115,6 @@ def _fold_batch(
     return put_keys, put_kgs, put_values
 
 
-def _fold_into(
-    entries: dict[Any, tuple[Any, ...]],
-    keys: Sequence[Any],
-    kgs: Sequence[int],
-    partials: Sequence[Sequence[Any]],
-    merges: Sequence[str],
-) -> Changes:
-    """`_fold_batch` into the memory backend's dict (key -> (key group, *values)) in one pass: each
-    key's entry is written right after it was read (its hash slot still in the CPU's cache; a
-    separate write pass missed the cache again on a large state), and one count or sum folds
-    without a call per key. What it returns and writes is what `_fold_batch` plus `put_many` would."""
-    if len(merges) != 1 or merges[0] not in ("count", "sum"):
-        olds = [None if (e := entries.get(k)) is None else e[1:] for k in keys]
-        changes = _fold_batch(olds, keys, kgs, partials, merges)
-        for key, kg, value in zip(*changes, strict=True):
-            entries[key] = (kg, *value)
-        return changes
-    put_keys: list[Any] = []
-    put_kgs: list[int] = []
-    put_values: list[tuple[Any, ...]] = []
-    get = entries.get
-    for key, kg, v in zip(keys, kgs, partials[0], strict=True):
-        entry = get(key)
-        if entry is None:
-            total = v  # a new key: an update even when the partial is null
-        else:
-            old = entry[1]
-            if v is None:
-                continue  # nothing to add: the value stays
-            if old is None:
-                total = v
-            else:
-                total = old + v
-                if total == old:
-                    continue  # as `_fold_batch`: an unchanged value is no update
-        entries[key] = (kg, total)
-        put_keys.append(key)
-        put_kgs.append(kg)
-        put_values.append((total,))
-    return put_keys, put_kgs, put_values
-
-
 def _grouped(table: pa.Table, keys: list[str], specs: list[Any]) -> tuple[list[Any], list[Any]]:
     """Arrow group_by: (the key columns, the aggregated columns in `specs` order), by position
     (two specs may produce the same name, and Arrow versions differ in where keys go)."""
@@ -279,8 +237,9 @@ class KeyedAggregate(Operator):
         self._key_types = [c.type for c in key_cols[:nk]]
         self._partial_types = [c.type for c in merged]
         merges = [m for _c, m in self.partials]
-        if isinstance(self.state, MemoryKeyedValues):
-            put_keys, put_kgs, put_values = _fold_into(self.state.entries, keys, kgs, partials, merges)
+        if isinstance(self.state, MemoryKeyedValues) and len(merges) == 1 and merges[0] in ("count", "sum"):
+            # one pass over the dict, no call per key (MemoryKeyedValues.add_many)
+            put_keys, put_kgs, put_values = self.state.add_many(keys, kgs, partials[0])
         else:
             put_keys, put_kgs, put_values = _fold_batch(self.state.get_many(keys, kgs), keys, kgs, partials, merges)
             if put_keys:

@@ -32,6 +32,40 @@ class MemoryKeyedValues(KeyedValues):
         for key, kg, value in zip(keys, kgs, values, strict=True):
             entries[key] = (kg, *value)
 
+    def add_many(
+        self, keys: Sequence[Any], kgs: Sequence[int], values: Sequence[Any]
+    ) -> tuple[list[Any], list[int], list[tuple[Any, ...]]]:
+        """A count's or sum's partials added to keys of one value each, in one pass: each key's
+        entry is written right after it was read (its hash slot still in the CPU's cache; a
+        separate write pass missed the cache again on a large state). Returns the keys whose value
+        changed, their key groups and new values, as the keyed aggregate's generic fold followed by
+        `put_many` would (taskmanager/operators/keyed_aggregate.py `_fold_batch`): a new key is
+        an update even with a null value; a null, or a sum that leaves the value equal, is none."""
+        put_keys: list[Any] = []
+        put_kgs: list[int] = []
+        put_values: list[tuple[Any, ...]] = []
+        entries = self.entries
+        get = entries.get
+        for key, kg, v in zip(keys, kgs, values, strict=True):
+            entry = get(key)
+            if entry is None:
+                total = v
+            else:
+                old = entry[1]
+                if v is None:
+                    continue
+                if old is None:
+                    total = v
+                else:
+                    total = old + v
+                    if total == old:
+                        continue
+            entries[key] = (kg, total)
+            put_keys.append(key)
+            put_kgs.append(kg)
+            put_values.append((total,))
+        return put_keys, put_kgs, put_values
+
     def items(self) -> Iterator[tuple[Any, int, tuple[Any, ...]]]:
         for key, entry in self.entries.items():
             yield key, entry[0], entry[1:]
