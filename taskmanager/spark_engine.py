@@ -44,6 +44,35 @@ from taskmanager import spark_cds
 
 log = logging.getLogger("sluice.taskmanager.spark")
 
+_WARM_UP_ROWS = "".join(f'{{"k": "k{i % 7}", "v": {i}}}\n' for i in range(200))
+
+
+def warm_up_input(directory: str | None = None) -> str:
+    """The warm-up's input file: one fixed file per user and content, written once by
+    rename, so that a TaskManager killed during its warm-up leaves nothing behind and
+    TaskManagers on one machine share the file."""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(_WARM_UP_ROWS.encode()).hexdigest()[:12]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    path = os.path.join(directory or tempfile.gettempdir(), f"sluice-warm-up-{uid}-{digest}.jsonl")
+    try:
+        with open(path) as f:
+            if f.read() == _WARM_UP_ROWS:
+                return path
+    except OSError:
+        pass
+    staging = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        with open(staging, "w") as f:
+            f.write(_WARM_UP_ROWS)
+        os.replace(staging, path)
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+    return path
+
 
 class SparkEngine:
     def __init__(
@@ -139,20 +168,14 @@ class SparkEngine:
         and Arrow transfer of a fresh JVM cost seconds (code generation, JIT; class loading
         too without the class-data sharing archive, taskmanager/spark_cds.py). A TaskManager
         runs it in the background while it offers its slots."""
-        import tempfile
-
         from pyspark.sql import functions as F
 
         t0 = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="sluice-warmup-") as d:
-            path = os.path.join(d, "warmup.jsonl")
-            with open(path, "w") as f:
-                f.writelines(f'{{"k": "k{i % 7}", "v": {i}}}\n' for i in range(200))
-            df = self.spark.read.schema("k string, v long").json([path])
-            df.select("k", key_groups.spark_key_group("k", 128), "v").toArrow()
-            df.groupBy("k").agg(F.count(F.lit(1)), F.sum("v")).toArrow()
-            self.spark.createDataFrame(pa.table({"k": ["a"], "v": [1]})).selectExpr("k", "v + 1 AS w").toArrow()
-            self.spark.range(0, 1000, 2).selectExpr("CAST(id % 5 AS STRING) AS k").toArrow()
+        df = self.spark.read.schema("k string, v long").json([warm_up_input()])
+        df.select("k", key_groups.spark_key_group("k", 128), "v").toArrow()
+        df.groupBy("k").agg(F.count(F.lit(1)), F.sum("v")).toArrow()
+        self.spark.createDataFrame(pa.table({"k": ["a"], "v": [1]})).selectExpr("k", "v + 1 AS w").toArrow()
+        self.spark.range(0, 1000, 2).selectExpr("CAST(id % 5 AS STRING) AS k").toArrow()
         log.info("Spark warmed up in %.1fs", time.monotonic() - t0)
 
     # -- the JVM's life ------------------------------------------------------------------------
