@@ -65,6 +65,7 @@ PURE_CORES: dict[str, str] = {
     "jobmanager.master.deployment": "task deployment descriptors, restore states, partition ids and tags",
     "jobmanager.job_listing": "ListJobs paging and summaries; the cluster overview",
     "taskmanager.operators.malformed_checks": "what makes a CSV or JSON row malformed beyond Spark's parser",
+    "taskmanager.state.changelog": "which files an incremental keyed-aggregate checkpoint writes and references",
 }
 
 

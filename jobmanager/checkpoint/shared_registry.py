@@ -2,10 +2,11 @@
 
 An incremental rocksdb checkpoint (taskmanager/state/rocksdb_backend.py) uploads an SST file
 once, to `<dir>/<job-id>/shared/`, and every later checkpoint of the same database that still
-has the file references it. A shared file may be deleted only when no retained checkpoint
-references it. Pure (no I/O): the JobMaster (jobmanager/job_master.py) registers every
-completed checkpoint's handles, asks what to delete when it discards one, and deletes the
-files it is told to.
+has the file references it; an incremental memory-backend checkpoint of a keyed aggregate
+(taskmanager/state/changelog.py) references its chain's files there the same way. A shared
+file may be deleted only when no retained checkpoint references it. Pure (no I/O): the JobMaster
+(jobmanager/job_master.py) registers every completed checkpoint's handles, asks what to delete
+when it discards one, and deletes the files it is told to.
 
 * `register(n, handles)`: checkpoint n completed (or a restore made it the job's base);
   each shared file it references gains one reference.
@@ -38,9 +39,15 @@ def shared_files(handle: object) -> set[str]:
     out: set[str] = set()
     if isinstance(handle, Mapping):
         for h in (handle.get("keyed") or {}).values():
-            if isinstance(h, Mapping) and h.get("backend") == StateBackend.ROCKSDB:
+            if _shares(h):
                 out.update(str(p) for p in (h.get("shared") or {}).values())
     return out
+
+
+def _shares(h: object) -> bool:
+    """A keyed handle that references shared files: a rocksdb database's, or a memory-backend
+    chain's (sluice/checkpoints/changelog_files.py)."""
+    return isinstance(h, Mapping) and (h.get("backend") == StateBackend.ROCKSDB or "chain" in h)
 
 
 def new_files(handle: object) -> set[str]:
@@ -48,7 +55,7 @@ def new_files(handle: object) -> set[str]:
     out: set[str] = set()
     if isinstance(handle, Mapping):
         for h in (handle.get("keyed") or {}).values():
-            if isinstance(h, Mapping) and h.get("backend") == StateBackend.ROCKSDB:
+            if _shares(h):
                 shared = h.get("shared") or {}
                 out.update(str(shared[n]) for n in h.get("new") or [] if n in shared)
     return out

@@ -9,7 +9,9 @@ sluice/checkpoints/storage.py):
 
 (a rocksdb handle, taskmanager/state/rocksdb_backend.py, adds "backend", "private",
 "shared" and "new": its "path" is a directory, its private files lie inside the
-checkpoint's directory and its shared ones inside the job's `<dir>/<job-id>/shared/`)
+checkpoint's directory and its shared ones inside the job's `<dir>/<job-id>/shared/`;
+a memory-backend chain, sluice/checkpoints/changelog_files.py, has no "path" but a "chain"
+of its shared files)
 
 The JobManager writes the handles into `_metadata` and a restore hands them
 to the tasks, which read the keyed state files they name. So a handle is
@@ -33,6 +35,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from sluice import key_groups
+from sluice.checkpoints import changelog_files
 from sluice.states import StateBackend
 
 MAX_STATE_HANDLE_BYTES = 4 * 1024 * 1024  # a handle carries pointers and small inline state only
@@ -81,11 +84,14 @@ def parse(
         where = f"state_handle.keyed.{op_id}"
         if op_id not in operator_ids:
             raise InvalidStateHandle(f"state_handle.keyed: {op_id!r} is not an operator of this task")
-        if not isinstance(h, dict) or not isinstance(h.get("path"), str):
-            raise InvalidStateHandle(f"{where}: expected an object with a path")
-        path = h["path"]
-        if "\0" in path or ".." in path.split("/") or not resolve(path).startswith(base):
-            raise InvalidStateHandle(f"{where}.path: {path!r} is not inside the checkpoint directory {base}")
+        if isinstance(h, dict) and "chain" in h:
+            _check_chain(h, where, shared_base(checkpoint_dir, resolve), resolve)
+        else:
+            if not isinstance(h, dict) or not isinstance(h.get("path"), str):
+                raise InvalidStateHandle(f"{where}: expected an object with a path")
+            path = h["path"]
+            if "\0" in path or ".." in path.split("/") or not resolve(path).startswith(base):
+                raise InvalidStateHandle(f"{where}.path: {path!r} is not inside the checkpoint directory {base}")
         if not key_groups.is_range(h.get("key_groups"), max_parallelism):
             raise InvalidStateHandle(f"{where}.key_groups: expected [lo, hi] with 0 <= lo <= hi < {max_parallelism}")
         for count in ("rows", "size", "full_size"):
@@ -102,10 +108,37 @@ def shared_base(checkpoint_dir: str, resolve: Callable[[str], str]) -> str:
     return resolve(posixpath.dirname(checkpoint_dir.rstrip("/")) + "/shared").rstrip("/") + "/"
 
 
+def _check_chain(h: dict[str, Any], where: str, shared: str, resolve: Callable[[str], str]) -> None:
+    """A memory-backend chain (sluice/checkpoints/changelog_files.py): its files shared ones,
+    oldest first, and the key columns they are merged by."""
+    chain, columns = h["chain"], h.get("key_columns")
+    if (
+        not isinstance(chain, list)
+        or not 1 <= len(chain) <= changelog_files.MAX_CHAIN
+        or not all(isinstance(p, str) for p in chain)
+    ):
+        raise InvalidStateHandle(f"{where}.chain: expected a list of 1 to {changelog_files.MAX_CHAIN} paths")
+    if (
+        not isinstance(columns, list)
+        or not 1 <= len(columns) <= changelog_files.MAX_KEY_COLUMNS
+        or not all(isinstance(c, str) and c for c in columns)
+    ):
+        raise InvalidStateHandle(f"{where}.key_columns: expected a list of column names")
+    _check_files(h, where, {"shared": shared}, resolve)
+    if not set(chain) <= set(h.get("shared", {}).values()):
+        raise InvalidStateHandle(f"{where}.chain: every file must be one of its shared files")
+
+
 def _check_native(h: dict[str, Any], where: str, base: str, shared: str, resolve: Callable[[str], str]) -> None:
     """A rocksdb handle (taskmanager/state/rocksdb_backend.py): its own files inside the
     checkpoint directory, its shared files inside the job's shared directory, plain file names."""
-    for part, inside in (("private", base), ("shared", shared)):
+    _check_files(h, where, {"private": base, "shared": shared}, resolve)
+
+
+def _check_files(h: dict[str, Any], where: str, parts: dict[str, str], resolve: Callable[[str], str]) -> None:
+    """Each of `parts` (name -> the directory its files lie in) an object of plain file name ->
+    path inside that directory; "new" names some of the shared ones."""
+    for part, inside in parts.items():
         files = h.get(part, {})
         if not isinstance(files, dict):
             raise InvalidStateHandle(f"{where}.{part}: expected an object of file name -> path")

@@ -128,9 +128,18 @@ def to_savepoint_metadata(path: str, m: dict[str, Any]) -> dict[str, Any]:
                         state.get("key_groups"), graph.MAX_MAX_PARALLELISM
                     ):
                         raise bad(f"operator {op_id!r} subtask {subtask}: keyed state without a key-group range")
+                    top = max(top, state["key_groups"][1])
+                    if "chain" in state:  # an incremental memory checkpoint's files (changelog_files.py)
+                        entry["keyed"].append(
+                            _chain(
+                                state,
+                                scheme,
+                                f"retained checkpoint {path}: {METADATA} operator {op_id!r} subtask {subtask}: ",
+                            )
+                        )
+                        continue
                     if not isinstance(state.get("path"), str) or not state["path"]:
                         raise bad(f"operator {op_id!r} subtask {subtask}: keyed state without a path")
-                    top = max(top, state["key_groups"][1])
                     if state.get("backend") == StateBackend.ROCKSDB:
                         entry["keyed"].append({**state, "no_claim": True})  # read, never referenced again
                     else:
@@ -153,4 +162,21 @@ def to_savepoint_metadata(path: str, m: dict[str, Any]) -> dict[str, Any]:
         "max_parallelism": recorded_max,  # None: not recorded; then every key group must be below the job's
         "key_group_top": top,
         "operators": operators,
+    }
+
+
+def _chain(state: dict[str, Any], scheme: str, where: str) -> dict[str, Any]:
+    """A chain handle of a retained checkpoint, its files read by URI."""
+    chain, columns = state.get("chain"), state.get("key_columns")
+    if not isinstance(chain, list) or not chain or not all(isinstance(p, str) and p for p in chain):
+        raise NotACheckpoint(f"{where}keyed state with a malformed chain of files")
+    if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
+        raise NotACheckpoint(f"{where}keyed state without its key columns")
+    return {
+        "chain": chain,
+        "chain_uris": [_uri(scheme, p) for p in chain],
+        "key_columns": columns,
+        "key_groups": state["key_groups"],
+        "rows": state.get("rows", 0),
+        "size": state.get("full_size", state.get("size", 0)),
     }

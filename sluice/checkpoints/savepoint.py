@@ -5,7 +5,9 @@ A savepoint is a directory:
     <target>/savepoint-<job8>-<token>/_metadata         JSON, written last (its presence = complete)
     <target>/savepoint-<job8>-<token>/state/<n>.arrow   keyed state files, copied from the checkpoint
     <target>/savepoint-<job8>-<token>/state/<n>/<file>  rocksdb state: every file of one database
-                                                       (shared ones too: a savepoint is self-contained)
+                                                       (shared ones too: a savepoint is self-contained);
+                                                       an incremental memory checkpoint's chain of
+                                                       files, as <i>.arrow (its "chain" lists them)
 
 `_metadata` holds no absolute path, so the directory may be copied or moved anywhere:
 
@@ -38,7 +40,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from sluice import graph, key_groups
-from sluice.checkpoints import retained
+from sluice.checkpoints import changelog_files, retained
 from sluice.checkpoints.rescale import RescaleError, redistribute
 from sluice.states import StateBackend
 from sluice.storage import resolve
@@ -108,6 +110,21 @@ def plan(checkpoint: dict[str, Any], job: common_pb2.JobGraph) -> Plan:
                         "backend": StateBackend.ROCKSDB,
                         "file": rel,
                         "files": [name for name, _path in names],
+                        "key_groups": h["key_groups"],
+                        "rows": h.get("rows", 0),
+                        "size": h.get("full_size", h.get("size", 0)),
+                    }
+                )
+                continue
+            if changelog_files.is_chain(h):  # every file of the chain, in its order
+                rel = f"state/{len(files)}"
+                chain = [f"{i}.arrow" for i in range(len(h["chain"]))]
+                files += [(path, f"{rel}/{name}") for path, name in zip(h["chain"], chain, strict=True)]
+                keyed.append(
+                    {
+                        "file": rel,
+                        "chain": chain,
+                        "key_columns": h["key_columns"],
                         "key_groups": h["key_groups"],
                         "rows": h.get("rows", 0),
                         "size": h.get("full_size", h.get("size", 0)),
@@ -265,11 +282,20 @@ def _check(path: str, m: Any) -> None:
             if not key_groups.is_range(h.get("key_groups"), m["max_parallelism"]):
                 raise bad(f"{where}: keyed key_groups {h.get('key_groups')!r} out of range")
             if h.get("backend") == StateBackend.ROCKSDB:
-                names = h.get("files")
-                if not isinstance(names, list) or not all(
-                    isinstance(n, str) and n and "/" not in n and n not in (".", "..") and "\0" not in n for n in names
-                ):
+                if not _plain_names(h.get("files")):
                     raise bad(f"{where}: rocksdb state {rel!r} must list the plain names of its files")
+            elif "chain" in h:
+                columns = h.get("key_columns")
+                if not _plain_names(h["chain"]) or not 1 <= len(h["chain"]) <= changelog_files.MAX_CHAIN:
+                    raise bad(f"{where}: keyed state {rel!r} must list the plain names of its chain's files")
+                if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
+                    raise bad(f"{where}: keyed state {rel!r} must name its key columns")
+
+
+def _plain_names(names: object) -> bool:
+    return isinstance(names, list) and all(
+        isinstance(n, str) and n and "/" not in n and n not in (".", "..") and "\0" not in n for n in names
+    )
 
 
 def restore_states(
@@ -317,9 +343,19 @@ def _restore_handle(h: dict[str, Any], file_uri: Callable[[str], str] | None) ->
                 "files": h["files"],
                 "key_groups": h["key_groups"],
             }
+        if "chain" in h:
+            paths = [f"{h['file']}/{name}" for name in h["chain"]]
+            return {
+                "chain": paths,
+                "chain_uris": [file_uri(p) for p in paths],
+                "key_columns": h["key_columns"],
+                "key_groups": h["key_groups"],
+            }
         return {"uri": file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
     if native:
         return dict(h)  # a checkpoint's database: its own and shared files by absolute path
+    if "chain" in h:  # a checkpoint's chain of files, read by absolute path (or URI: a retained checkpoint's)
+        return {k: h[k] for k in ("chain", "chain_uris", "key_columns", "key_groups") if k in h}
     out = {"path": h["path"], "key_groups": h["key_groups"]}
     if "uri" in h:  # a retained checkpoint's file, possibly on another file system than the job's checkpoints
         out["uri"] = h["uri"]

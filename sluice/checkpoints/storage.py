@@ -7,6 +7,8 @@ Layout under `state.checkpoints.dir`:
     <dir>/<job-id>/chk-<n>/<operator>/<subtask>/<file>    rocksdb backend: a database's own files
     <dir>/<job-id>/shared/<operator>/<uuid>.sst           rocksdb, incremental: SST files that later
                                                           checkpoints reference (docs/state-backends.md)
+    <dir>/<job-id>/shared/<operator>/<uuid>.arrow         memory, incremental: a keyed aggregate's chain
+                                                          of files (sluice/checkpoints/changelog_files.py)
 Small state (source offsets, pending sink commits) travels inline in the
 task's state handle, which the JobManager stores in `_metadata`.
 """
@@ -20,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from sluice.checkpoints import changelog_files
 from sluice.key_groups import KEY_GROUP
 from sluice.storage import resolve
 
@@ -79,22 +82,36 @@ class CheckpointStorage:
             hlo, hhi = h["key_groups"]
             if hhi < lo or hlo > hi:
                 continue
+            if changelog_files.is_chain(h):
+                files = [self._readable(h, i) for i in range(len(h["chain"]))]
+                tables = [self._rows_of(fs, path, lo, hi, owned) for fs, path in files]
+                merged = changelog_files.merge(tables, h["key_columns"])
+                if merged is not None:
+                    parts.append(merged)
+                continue
             # A savepoint's file (sluice/checkpoints/savepoint.py) is named by "uri": the savepoint
             # may live on another file system than this job's checkpoints.
             fs, path = resolve(h["uri"]) if "uri" in h else (self.fs, h["path"])
-            try:
-                with fs.open_input_file(path) as f:
-                    table = pa.ipc.open_file(f).read_all()
-            except (OSError, pa.ArrowInvalid) as exc:
-                raise CheckpointCorrupt(f"cannot read keyed state {h.get('uri', path)}: {exc}") from None
-            kg = table.column(KEY_GROUP)
-            if owned is not None:
-                parts.append(table.filter(pc.is_in(kg, pa.array(owned, kg.type))))
-            else:
-                parts.append(table.filter(pc.and_(pc.greater_equal(kg, lo), pc.less_equal(kg, hi))))
+            parts.append(self._rows_of(fs, path, lo, hi, owned, h.get("uri", path)))
         if not parts:
             return None
-        return pa.concat_tables(parts)
+        return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+
+    def _readable(self, h: dict, i: int) -> tuple[Any, str]:
+        """The file system and path of chain file `i` of `h` (by URI in a savepoint or retained checkpoint)."""
+        uris = h.get("chain_uris")
+        return resolve(uris[i]) if uris else (self.fs, h["chain"][i])
+
+    @staticmethod
+    def _rows_of(fs: Any, path: str, lo: int, hi: int, owned: list[int] | None, name: str = "") -> pa.Table:
+        try:
+            table = changelog_files.read_table(fs, path)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise CheckpointCorrupt(f"cannot read keyed state {name or path}: {exc}") from None
+        kg = table.column(KEY_GROUP)
+        if owned is not None:
+            return table.filter(pc.is_in(kg, pa.array(owned, kg.type)))
+        return table.filter(pc.and_(pc.greater_equal(kg, lo), pc.less_equal(kg, hi)))
 
     # -- JobManager side --------------------------------------------------------------------
     def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> str:

@@ -42,6 +42,8 @@ from taskmanager.spark_engine import Batch
 from taskmanager.state import backend as state_backend
 from taskmanager.state import rocksdb_backend
 from taskmanager.state.backend import KeyedValues, NativeRestore, StateBackendConfig
+from taskmanager.state.changelog import KeyedChangelog
+from taskmanager.state.changelog_upload import ChainUpload
 from taskmanager.state.memory_backend import MemoryKeyedValues
 from taskmanager.state.rocksdb_backend import RocksDBKeyedValues
 from taskmanager.state.snapshot_cache import SnapshotCache
@@ -203,8 +205,13 @@ class KeyedAggregate(Operator):
         self.tag = tag
         # key (a value, or a tuple of several) -> (key group, (partial, ...)), in the job's state backend
         self.state: KeyedValues = state_backend.create(backend, tag)
-        # memory backend: the last snapshot and the keys put since, so a checkpoint costs the changes
-        self.snapshots = SnapshotCache(self.keys) if isinstance(self.state, MemoryKeyedValues) else None
+        # memory backend: a checkpoint costs the changes. Incremental (the default): each writes the
+        # rows changed since the last completed one (KeyedChangelog); else the last snapshot is kept
+        # and patched with them, and written whole (SnapshotCache)
+        memory = isinstance(self.state, MemoryKeyedValues)
+        incremental = backend is None or backend.incremental
+        self.changelog = KeyedChangelog(self.keys) if memory and incremental else None
+        self.snapshots = SnapshotCache(self.keys) if memory and not incremental else None
         self.batch = batch  # BATCH: emit every key's final value once, at end_input
         self.engine = engine
         # the Arrow types of the key columns and partials, from the batches seen (for end_input's rows)
@@ -246,15 +253,16 @@ class KeyedAggregate(Operator):
                 self.state.put_many(put_keys, put_kgs, put_values)
         if not put_keys:
             return None
-        tracking = self.snapshots is not None and self.snapshots.tracking
+        changes = self.changelog if self.changelog is not None else self.snapshots
+        tracking = changes is not None and changes.tracking
         if self.batch and not tracking:
             return None
         key_arrays = self._key_arrays(put_keys, self._key_types)
         partial_arrays = self._partial_arrays(put_values, self._partial_types)
-        if tracking:  # the next snapshot patches the last one with these rows (SnapshotCache)
-            assert self.snapshots is not None and isinstance(self.state, MemoryKeyedValues)
+        if tracking:  # the next checkpoint writes or patches with these rows (KeyedChangelog, SnapshotCache)
+            assert changes is not None and isinstance(self.state, MemoryKeyedValues)
             changed = self._snapshot_columns(key_arrays, pa.array(put_kgs, pa.int32()), partial_arrays)
-            self.snapshots.changed(changed, len(self.state))
+            changes.changed(changed, len(self.state))
         if self.batch:
             return None
         # an update stream: only keys whose value changed
@@ -314,6 +322,10 @@ class KeyedAggregate(Operator):
     def snapshot(self, checkpoint_id: int) -> OperatorSnapshot:
         if isinstance(self.state, RocksDBKeyedValues):  # a RocksDB checkpoint, uploaded by the task
             return OperatorSnapshot(native=self.state.snapshot(checkpoint_id))
+        if self.changelog is not None:  # a chain of files, the new one uploaded by the task
+            assert isinstance(self.state, MemoryKeyedValues)
+            write = self.changelog.take(checkpoint_id, len(self.state), self._snapshot_rows)
+            return OperatorSnapshot(native=ChainUpload(write, self.tag))
         return OperatorSnapshot(keyed=self.snapshot_table())
 
     def restore(self, state: OperatorSnapshot) -> None:
@@ -340,6 +352,8 @@ class KeyedAggregate(Operator):
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.state.notify_checkpoint_complete(checkpoint_id)
+        if self.changelog is not None:
+            self.changelog.confirm(checkpoint_id)
 
     def dispose(self) -> None:
         self.state.close()
@@ -371,6 +385,8 @@ class KeyedAggregate(Operator):
         self.state.clear()
         if self.snapshots is not None:
             self.snapshots.reset()
+        if self.changelog is not None:
+            self.changelog.reset()
         if table is None:
             return
         keys = self._key_list([table.column(k) for k in self.keys])

@@ -18,7 +18,7 @@ from sluice.key_groups import key_group_range
 from taskmanager.operators.base import OperatorContext, OperatorSnapshot
 from taskmanager.operators.keyed_aggregate import KEY_GROUP, KeyedAggregate
 from taskmanager.spark_engine import Batch
-from taskmanager.state.backend import NativeRestore, StateBackendConfig
+from taskmanager.state.backend import NativeRestore, StateBackendConfig, is_native
 from taskmanager.state.rocksdb_backend import (
     RocksDBKeyedValues,
     decode_key,
@@ -163,7 +163,10 @@ def test_a_keyed_aggregate_restores_across_backends(tmp_path: Any, first: str, s
     restored = aggregate(tmp_path, second, "b")
     if snap.native is not None:
         h = snap.native.upload(storage.fs, storage.checkpoint_dir(1), storage.shared_dir(), "agg", 0, (0, MAXP - 1))
-        restored.restore(OperatorSnapshot(native=NativeRestore([h], FS, (0, MAXP - 1), None, str(tmp_path / "s"))))
+        if is_native(h):
+            restored.restore(OperatorSnapshot(native=NativeRestore([h], FS, (0, MAXP - 1), None, str(tmp_path / "s"))))
+        else:  # the memory backend's incremental checkpoint: a chain of Arrow files
+            restored.restore(OperatorSnapshot(keyed=storage.read_keyed_state([h], (0, MAXP - 1))))
     else:
         restored.restore(OperatorSnapshot(keyed=snap.keyed))
     out = restored.process(partials([("x", 1, 1, 3.0, 1)]))

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from taskmanager.operators.keyed_aggregate import KEY_GROUP, KeyedAggregate
 from taskmanager.spark_engine import Batch
+from taskmanager.state.backend import StateBackendConfig
 from taskmanager.state.snapshot_cache import SnapshotCache
 
 
@@ -118,7 +119,9 @@ def test_a_null_key_is_replaced_not_repeated():
 
 
 def test_the_operator_snapshot_is_patched_and_earlier_snapshots_stay_as_they_were():
-    op = KeyedAggregate({"key": "url", "aggs": {"n": ("count", "*")}}, "count by url")
+    op = KeyedAggregate(  # checkpoints written whole (state.backend.incremental: false)
+        {"key": "url", "aggs": {"n": ("count", "*")}}, "count by url", backend=StateBackendConfig("memory", False)
+    )
 
     def feed(keys):
         table = pa.table(
