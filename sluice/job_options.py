@@ -222,8 +222,9 @@ STATE_BACKEND_INCREMENTAL: JobOption[bool] = JobOption(
     _boolean,
     True,
     "true | false",
-    "rocksdb: a checkpoint uploads only the state files the last completed one lacks and references the "
-    "rest (false: every file, every checkpoint)",
+    "rocksdb, and a keyed aggregate on memory: a checkpoint uploads only the state files (memory: the "
+    "changed keys' rows) the last completed one lacks and references the rest (false: everything, every "
+    "checkpoint)",
     "true",
 )
 

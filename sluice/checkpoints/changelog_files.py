@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 ROW = "__chain_row"  # the row number of the last-row-per-key step
 MAX_CHAIN = 64  # files one handle may list (the writer compacts long before: taskmanager/state/changelog.py)
@@ -43,13 +44,32 @@ def last_per_key(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
 
 
 def merge(tables: Sequence[pa.Table], key_columns: Sequence[str]) -> pa.Table | None:
-    """The state a chain's tables (oldest first) make: each key's newest row."""
+    """The state a chain's tables (oldest first; the first one holds each key once) make: each
+    key's newest row. The later tables' newest rows replace the first's by an anti-join, so the
+    first, by far the largest, is neither hashed nor sorted: a filter and a concatenation."""
     parts = [t for t in tables if t.num_rows]
     if not parts:
         return tables[0] if tables else None
     if len(parts) == 1:
         return parts[0]
-    return last_per_key(pa.concat_tables(parts, promote_options="permissive"), key_columns)
+    columns = list(key_columns)
+    base = parts[0]
+    fresh = pa.concat_tables(parts[1:], promote_options="permissive")
+    if len(parts) > 2:
+        fresh = last_per_key(fresh, columns)
+    try:
+        if len(columns) == 1:
+            present = pc.is_in(base.column(columns[0]), value_set=fresh.column(columns[0]), skip_nulls=False)
+            kept = base.filter(pc.invert(present))
+        elif any(fresh.column(c).null_count for c in columns):  # a null in a composite key joins nothing
+            kept = None
+        else:
+            kept = base.join(fresh.select(columns), keys=columns, join_type="left anti").select(base.column_names)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):  # e.g. key types that differ
+        kept = None
+    if kept is None:
+        return last_per_key(pa.concat_tables([base, fresh], promote_options="permissive"), columns)
+    return pa.concat_tables([kept, fresh], promote_options="permissive")
 
 
 def write_table(fs: Any, path: str, table: pa.Table) -> int:

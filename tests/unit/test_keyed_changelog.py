@@ -198,3 +198,33 @@ def test_a_late_confirmation_of_a_checkpoint_a_later_one_subsumed_is_not_built_o
     log.changed(rows_of(state, ["a"]), 2)
     fourth = log.take(4, 2, lambda: rows_of(state))
     assert fourth.step == Step.WHOLE and as_dict(fourth.table) == {"a": 3, "b": 2}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_merging_a_chain_keeps_each_keys_newest_row(seed: int) -> None:
+    rng = random.Random(seed)
+    composite = seed % 2 == 0
+    keys = ["a", "b"] if composite else ["a"]
+
+    def key() -> tuple[Any, ...]:
+        a = rng.choice([None, "x", "y", "z"])
+        return (a, rng.choice([None, 1, 2])) if composite else (a,)
+
+    def table(entries: dict[tuple[Any, ...], int], wide: bool = False) -> pa.Table:
+        cols = list(zip(*entries, strict=True)) if entries else [[] for _ in keys]
+        kinds = [pa.large_string() if wide else pa.string(), pa.int64()]
+        data = {k: pa.array(list(cols[i]), kinds[i]) for i, k in enumerate(keys)}
+        return pa.table({**data, "v": pa.array(list(entries.values()), pa.int64())})
+
+    expected: dict[tuple[Any, ...], int] = {}
+    base = {key(): rng.randrange(100) for _ in range(10)}
+    expected.update(base)
+    chain = [table(base)]
+    for _ in range(rng.randrange(1, 4)):
+        delta = {key(): rng.randrange(100) for _ in range(rng.randrange(0, 5))}
+        expected.update(delta)
+        chain.append(table(delta, wide=rng.random() < 0.2))  # another string type: merged all the same
+    merged = merge(chain, keys)
+    assert merged is not None
+    got = list(zip(*(merged.column(k).to_pylist() for k in keys), merged.column("v").to_pylist(), strict=True))
+    assert len(got) == len(expected) and {g[:-1]: g[-1] for g in got} == expected
