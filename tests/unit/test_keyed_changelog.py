@@ -211,7 +211,7 @@ def test_merging_a_chain_keeps_each_keys_newest_row(seed: int) -> None:
         return (a, rng.choice([None, 1, 2])) if composite else (a,)
 
     def table(entries: dict[tuple[Any, ...], int], wide: bool = False) -> pa.Table:
-        cols = list(zip(*entries, strict=True)) if entries else [[] for _ in keys]
+        cols: list[Any] = list(zip(*entries, strict=True)) if entries else [[] for _ in keys]
         kinds = [pa.large_string() if wide else pa.string(), pa.int64()]
         data = {k: pa.array(list(cols[i]), kinds[i]) for i, k in enumerate(keys)}
         return pa.table({**data, "v": pa.array(list(entries.values()), pa.int64())})
