@@ -12,9 +12,10 @@ after it. At a barrier the task thread takes one of three steps, decided here:
   thread (reading them back), once the chain's changes hold as many rows as the state or the chain
   is `MAX_FILES` long. The task thread pays what changed; the O(state) merge runs off it.
 * WHOLE: every key's row, built from the state on the task thread (`rows()`): the first
-  checkpoint after a restore (a task that starts empty starts from an empty chain instead), after changes were dropped (`MAX_PENDING_SHARE`), when the changed
-  rows do not fit the chain's schema, and when a later checkpoint, still unconfirmed, dropped a
-  file of the confirmed chain (below).
+  checkpoint after a restore (a task that starts empty starts from an empty chain instead),
+  after changes were dropped (`MAX_PENDING_SHARE`), when the changed rows do not fit the chain's
+  schema, and when a later checkpoint, still unconfirmed, dropped a file of the confirmed chain
+  (below).
 
 Why no checkpoint references a deleted file: the JobManager deletes a shared file when no
 retained checkpoint references it, and the files of an aborted checkpoint at once
