@@ -210,9 +210,7 @@ class KeyedAggregate(Operator):
         # and patched with them, and written whole (SnapshotCache)
         memory = isinstance(self.state, MemoryKeyedValues)
         incremental = backend is None or backend.incremental
-        self.changelog = KeyedChangelog(self.keys) if memory and incremental else None
-        if self.changelog is not None:
-            self.changelog.start_empty()  # a restore resets it
+        self.changelog = KeyedChangelog(self.keys) if memory and incremental and not batch else None
         self.snapshots = SnapshotCache(self.keys) if memory and not incremental else None
         self.batch = batch  # BATCH: emit every key's final value once, at end_input
         self.engine = engine

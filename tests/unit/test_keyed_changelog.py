@@ -75,8 +75,6 @@ def test_every_completed_checkpoint_restores_its_barrier_state_under_random_outc
     names = (f"f{i}.arrow" for i in itertools.count())
     log = KeyedChangelog(KEYS, new_name=lambda: next(names))
     log.MAX_FILES = rng.choice([2, 3, 8])
-    if seed % 2:  # a task that starts empty: its first checkpoint is built from the changes
-        log.start_empty()
     storage, registry = Storage(), SharedStateRegistry()
     state: dict[Any, int] = {}
     completed: tuple[int, dict[str, Any], dict[str, Any]] | None = None
@@ -230,15 +228,3 @@ def test_merging_a_chain_keeps_each_keys_newest_row(seed: int) -> None:
     assert merged is not None
     got = list(zip(*(merged.column(k).to_pylist() for k in keys), merged.column("v").to_pylist(), strict=True))
     assert len(got) == len(expected) and {g[:-1]: g[-1] for g in got} == expected
-
-
-def test_a_task_that_starts_empty_builds_its_first_checkpoint_from_the_changes() -> None:
-    log = KeyedChangelog(KEYS)
-    log.start_empty()
-    state: dict[Any, int] = {}
-    for batch in (["a", "b"], ["b", "c"]):
-        for k in batch:
-            state[k] = state.get(k, 0) + 1
-        log.changed(rows_of(state, batch), len(state))
-    first = log.take(1, len(state), lambda: pytest.fail("the state's dict was read"))
-    assert first.step == Step.DELTA and len(first.chain) == 1 and as_dict(first.table) == {"a": 1, "b": 2, "c": 1}
