@@ -9,8 +9,9 @@ after it. At a barrier the task thread takes one of three steps, decided here:
   (`confirm`), each key's newest row; the chain is that checkpoint's chain plus one file. Costs
   what changed, not the state.
 * COMPACT: the same rows, merged with the completed chain's files into one new base by the upload
-  thread (reading them back), once the chain's changes hold as many rows as the state or the chain
-  is `MAX_FILES` long. The task thread pays what changed; the O(state) merge runs off it.
+  thread (reading them back), once the chain holds as many replaced rows as the state has keys
+  (a state that grows by new keys adds none) or is `MAX_FILES` long. The task thread pays what
+  changed; the O(state) merge runs off it.
 * WHOLE: every key's row, built from the state on the task thread (`rows()`): the first
   checkpoint (building it from the changes instead would hold every row put since the start:
   measured, a 5 M-key job's TaskManager peaked 0.2 GiB higher, bench/README.md), after a
@@ -85,7 +86,7 @@ class KeyedChangelog:
     """The chains of this task's checkpoints and the rows changed since the last completed one."""
 
     MAX_FILES = 8  # a chain this long is compacted (a restore reads at most this many files)
-    COMPACT_SHARE = 1.0  # ... as is one whose changes hold this many times the state's keys
+    COMPACT_SHARE = 1.0  # ... as is one holding this many times the state's keys in replaced rows
     MAX_PENDING_SHARE = 2.0  # changes beyond this many times the state's keys are dropped (WHOLE next)
     MAX_IN_FLIGHT = 16  # unconfirmed checkpoints remembered (failed ones are never confirmed)
 
@@ -180,8 +181,10 @@ class KeyedChangelog:
         chain = self.confirmed.chain
         if delta.num_rows == 0:
             return ChainWrite(checkpoint_id, Step.DELTA, None, None, (), chain, size, self.key_columns)
-        changes = sum(f.rows for f in chain[1:]) + delta.num_rows
-        if len(chain) + 1 > self.MAX_FILES or changes > self.COMPACT_SHARE * max(size, 1):
+        # rows in the chain's change files that a newer row replaced: every change row but one per
+        # key added since the base (a keyed aggregate never drops a key, so those are size - base rows)
+        replaced = sum(f.rows for f in chain[1:]) + delta.num_rows - (size - (chain[0].rows if chain else 0))
+        if len(chain) + 1 > self.MAX_FILES or replaced > self.COMPACT_SHARE * max(size, 1):
             base = ChainFile(self.new_name(), size)
             return ChainWrite(checkpoint_id, Step.COMPACT, delta, base.name, chain, (base,), size, self.key_columns)
         file = ChainFile(self.new_name(), delta.num_rows)

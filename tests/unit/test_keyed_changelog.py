@@ -228,3 +228,19 @@ def test_merging_a_chain_keeps_each_keys_newest_row(seed: int) -> None:
     assert merged is not None
     got = list(zip(*(merged.column(k).to_pylist() for k in keys), merged.column("v").to_pylist(), strict=True))
     assert len(got) == len(expected) and {g[:-1]: g[-1] for g in got} == expected
+
+
+def test_a_state_that_grows_by_new_keys_compacts_only_at_the_chain_length() -> None:
+    names = (f"f{i}.arrow" for i in itertools.count())
+    log = KeyedChangelog(KEYS, new_name=lambda: next(names))
+    state = {f"u{i}": 1 for i in range(10)}
+    log.take(1, len(state), lambda: rows_of(state))
+    log.confirm(1)
+    steps = []
+    for n in range(2, 2 + log.MAX_FILES):
+        fresh = [f"n{n}-{i}" for i in range(50)]  # each checkpoint adds five times the first state
+        state.update(dict.fromkeys(fresh, 1))
+        log.changed(rows_of(state, fresh), len(state))
+        steps.append(log.take(n, len(state), lambda: rows_of(state)).step)
+        log.confirm(n)
+    assert steps == [Step.DELTA] * (log.MAX_FILES - 1) + [Step.COMPACT]
