@@ -29,6 +29,7 @@ keys and avg existed.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -367,18 +368,25 @@ class KeyedAggregate(Operator):
 
     def _snapshot_rows(self) -> pa.Table:
         """The snapshot rows of every key, with the types of the batches seen (when there were any)."""
-        keys: list[Any] = []
-        kgs: list[int] = []
-        entries: list[tuple[Any, ...]] = []
-        for key, kg, values in self.state.items():
-            keys.append(key)
-            kgs.append(kg)
-            entries.append(values)
+        if isinstance(self.state, MemoryKeyedValues):  # column by column, no Python statement per key
+            keys, (kgs, *values) = self.state.columns(1 + len(self.partials))
+            key_columns = (
+                [keys]
+                if len(self.keys) == 1
+                else [list(map(operator.itemgetter(i), keys)) for i in range(len(self.keys))]
+            )
+        else:
+            keys, kgs, entries = [], [], []
+            for key, kg, entry in self.state.items():
+                keys.append(key)
+                kgs.append(kg)
+                entries.append(entry)
+            key_columns = [keys] if len(self.keys) == 1 else [[k[i] for k in keys] for i in range(len(self.keys))]
+            values = [[e[j] for e in entries] for j in range(len(self.partials))]
         try:
-            key_arrays = self._key_arrays(keys, self._key_types)
-            partials = self._partial_arrays(entries, self._partial_types)
+            key_arrays, partials = _arrays(key_columns, self._key_types), _arrays(values, self._partial_types)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):  # values of other batches' types
-            key_arrays, partials = self._key_arrays(keys, None), self._partial_arrays(entries, None)
+            key_arrays, partials = _arrays(key_columns, None), _arrays(values, None)
         return self._snapshot_columns(key_arrays, pa.array(kgs, pa.int32()), partials)
 
     def restore_table(self, table: pa.Table | None) -> None:
@@ -393,6 +401,12 @@ class KeyedAggregate(Operator):
         kgs = table.column(KEY_GROUP).to_pylist()
         values = [table.column(col).to_pylist() for col, _m in self.partials]
         self.state.put_many(keys, kgs, [tuple(v[i] for v in values) for i in range(len(keys))])
+
+
+def _arrays(columns: Sequence[list[Any]], types: Sequence[pa.DataType | None] | None) -> list[pa.Array]:
+    """One Arrow array per column of plain values (of `types`: None, or a None in it, lets Arrow infer)."""
+    types = types or [None] * len(columns)
+    return [pa.array(c, type=t) for c, t in zip(columns, types, strict=True)]
 
 
 def _mean(total: Any, count: Any) -> float | None:

