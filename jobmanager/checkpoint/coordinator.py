@@ -512,6 +512,20 @@ class CheckpointCoordinator:
                 len(p.acks),
                 len(self.executions),
                 p.failure,
+                sum(full_size(h, s) for h, s in p.acks.values()),
             )
             for p in self._history
         ]
+
+
+def full_size(handle: object, size: int) -> int:
+    """The bytes of the whole state an acknowledged `handle` holds: its `size` (what the task
+    wrote), with each incremental keyed handle's `full_size` (its earlier files too) in place of
+    its own `size`."""
+    keyed = handle.get("keyed") if isinstance(handle, dict) else None
+    if not isinstance(keyed, dict):
+        return size
+    for h in keyed.values():
+        if isinstance(h, dict) and is_int(h.get("full_size")) and is_int(h.get("size")):
+            size += h["full_size"] - h["size"]
+    return max(size, 0)

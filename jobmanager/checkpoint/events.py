@@ -231,3 +231,4 @@ class CheckpointStats:
     acks: int
     expected: int
     failure: str = ""
+    full_size: int = 0  # the whole state, files written by earlier checkpoints included (incremental)

@@ -267,6 +267,7 @@ def job_info(s: JobSnapshot) -> common_pb2.JobInfo:
             trigger_ms=int(s.now_ms - (s.monotonic_now - st.trigger_time) * 1000),
             duration_ms=int((end - st.trigger_time) * 1000),
             size_bytes=st.size,
+            full_size_bytes=st.full_size,
             failure=st.failure,
             acks=st.acks,
             expected=st.expected,

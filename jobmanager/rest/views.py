@@ -312,7 +312,7 @@ def _checkpoint(c: common_pb2.CheckpointStats, savepoint_ids: set[int]) -> dict[
         "trigger_timestamp": c.trigger_ms,
         "latest_ack_timestamp": c.trigger_ms + c.duration_ms if c.duration_ms else -1,
         "end_to_end_duration": c.duration_ms,
-        "state_size": c.size_bytes,
+        "state_size": c.full_size_bytes or c.size_bytes,  # the whole state; checkpointed: what it wrote
         "checkpointed_size": c.size_bytes,
         "num_subtasks": c.expected,
         "num_acknowledged_subtasks": c.acks,

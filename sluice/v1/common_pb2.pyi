@@ -436,7 +436,7 @@ class ExceptionEntry(_message.Message):
     def __init__(self, time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., task: _Optional[str] = ..., cause: _Optional[str] = ..., traceback: _Optional[str] = ..., restarted: _Optional[bool] = ...) -> None: ...
 
 class CheckpointStats(_message.Message):
-    __slots__ = ("checkpoint_id", "status", "trigger_ms", "duration_ms", "size_bytes", "failure", "acks", "expected")
+    __slots__ = ("checkpoint_id", "status", "trigger_ms", "duration_ms", "size_bytes", "failure", "acks", "expected", "full_size_bytes")
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_MS_FIELD_NUMBER: _ClassVar[int]
@@ -445,6 +445,7 @@ class CheckpointStats(_message.Message):
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     ACKS_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    FULL_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     status: CheckpointStatus
     trigger_ms: int
@@ -453,4 +454,5 @@ class CheckpointStats(_message.Message):
     failure: str
     acks: int
     expected: int
-    def __init__(self, checkpoint_id: _Optional[int] = ..., status: _Optional[_Union[CheckpointStatus, str]] = ..., trigger_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure: _Optional[str] = ..., acks: _Optional[int] = ..., expected: _Optional[int] = ...) -> None: ...
+    full_size_bytes: int
+    def __init__(self, checkpoint_id: _Optional[int] = ..., status: _Optional[_Union[CheckpointStatus, str]] = ..., trigger_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure: _Optional[str] = ..., acks: _Optional[int] = ..., expected: _Optional[int] = ..., full_size_bytes: _Optional[int] = ...) -> None: ...

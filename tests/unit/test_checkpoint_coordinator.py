@@ -26,6 +26,7 @@ from jobmanager.checkpoint.coordinator import (
     TasksLost,
     Tick,
     TriggerCheckpoint,
+    full_size,
 )
 from jobmanager.checkpoint.id_counter import InMemoryCheckpointIDCounter
 from sluice.states import AckOutcome, CheckpointStatus
@@ -77,18 +78,18 @@ def test_normal_completion_persists_before_announcing():
     c.handle(Tick(10))
     assert ack(c, SRC[0], 1, 11, size=5) == [AckResult(SRC[0], 1, AckOutcome.SUCCESS)]
     assert ack(c, SRC[1], 1, 11, size=6) == [AckResult(SRC[1], 1, AckOutcome.SUCCESS)]
-    assert c.history() == [CheckpointStats(1, CheckpointStatus.IN_PROGRESS, 10, None, 11, 2, 3, "")]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.IN_PROGRESS, 10, None, 11, 2, 3, "", 11)]
     assert ack(c, SINK[0], 1, 12, size=7) == [
         AckResult(SINK[0], 1, AckOutcome.SUCCESS),
         PersistCheckpoint(1, handles(1), False),
     ]
-    assert c.history() == [CheckpointStats(1, CheckpointStatus.PERSISTING, 10, None, 18, 3, 3, "")]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.PERSISTING, 10, None, 18, 3, 3, "", 18)]
     assert c.latest_completed() is None
     assert c.handle(Tick(500)) == []  # PERSISTING never times out; nothing new is triggered
     assert c.handle(CheckpointPersisted(1, 501)) == [NotifyComplete(1, ALL, False)]
     done = CompletedCheckpoint(1, handles(1), 10, 501, 18, False)
     assert c.latest_completed() == done and c.completed() == [done]
-    assert c.history() == [CheckpointStats(1, CheckpointStatus.COMPLETED, 10, 501, 18, 3, 3, "")]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.COMPLETED, 10, 501, 18, 3, 3, "", 18)]
 
 
 def test_handles_are_in_execution_order_whatever_the_ack_order():
@@ -173,7 +174,7 @@ def test_timeout_aborts_and_the_next_tick_triggers():
     assert c.handle(Tick(39.9)) == []
     reason = "checkpoint 1 expired after 30s (1/3 acks)"
     assert c.handle(Tick(40)) == [NotifyAborted(1, ALL, reason), DiscardCheckpoint(1)]
-    assert c.history() == [CheckpointStats(1, CheckpointStatus.FAILED, 10, 40, 4, 1, 3, reason)]
+    assert c.history() == [CheckpointStats(1, CheckpointStatus.FAILED, 10, 40, 4, 1, 3, reason, 4)]
     assert c.handle(Tick(40.5)) == [TriggerCheckpoint(2, 40.5, SRC, False)]
 
 
@@ -372,10 +373,18 @@ def test_history_records_every_checkpoint_newest_last():
     c.handle(Tick(30))
     ack(c, SRC[1], 3, 31, size=3)
     assert c.history() == [
-        CheckpointStats(1, CheckpointStatus.COMPLETED, 10, 11, 3, 3, 3, ""),
-        CheckpointStats(2, CheckpointStatus.FAILED, 20, 21, 0, 0, 3, f"checkpoint 2 declined by {SRC[0]}: nope"),
-        CheckpointStats(3, CheckpointStatus.IN_PROGRESS, 30, None, 3, 1, 3, ""),
+        CheckpointStats(1, CheckpointStatus.COMPLETED, 10, 11, 3, 3, 3, "", 3),
+        CheckpointStats(2, CheckpointStatus.FAILED, 20, 21, 0, 0, 3, f"checkpoint 2 declined by {SRC[0]}: nope", 0),
+        CheckpointStats(3, CheckpointStatus.IN_PROGRESS, 30, None, 3, 1, 3, "", 3),
     ]
+
+
+def test_an_incremental_handle_counts_its_earlier_files_in_the_full_size():
+    incremental = {"keyed": {"agg": {"chain": ["a", "b"], "size": 100, "full_size": 5000}, "map": {"size": 7}}}
+    assert full_size(incremental, 120) == 5020  # the task wrote 120 bytes; the state it holds is 5,020
+    assert full_size({"keyed": {"agg": {"size": 100}}}, 120) == 120  # written whole
+    assert full_size("not a handle", 9) == 9
+    assert full_size({"keyed": {"agg": {"size": "x", "full_size": 10**6}}}, 9) == 9  # a malformed one adds nothing
 
 
 def test_history_is_bounded_to_the_last_fifty():

@@ -78,7 +78,9 @@ def job_info() -> common_pb2.JobInfo:
     info.checkpoints.add(checkpoint_id=1, status=done, trigger_ms=NOW - 5000, duration_ms=120, size_bytes=2048)
     info.checkpoints[-1].acks, info.checkpoints[-1].expected = 4, 4
     info.checkpoints.add(checkpoint_id=2, status=common_pb2.CHECKPOINT_STATUS_FAILED, failure="declined")
-    info.checkpoints.add(checkpoint_id=3, status=done, trigger_ms=NOW - 1000, duration_ms=80, size_bytes=4096)
+    info.checkpoints.add(
+        checkpoint_id=3, status=done, trigger_ms=NOW - 1000, duration_ms=80, size_bytes=4096, full_size_bytes=10240
+    )
     info.exceptions.add(
         time_ms=NOW - 30_000,
         attempt=0,
@@ -264,7 +266,9 @@ def test_checkpoints_history_newest_first_with_counts_and_latest():
     assert [h["id"] for h in out["history"]] == [3, 2, 1]
     assert out["counts"] == {"restored": 0, "total": 3, "in_progress": 0, "completed": 2, "failed": 1}
     latest = out["latest"]["completed"]
-    assert latest["id"] == 3 and latest["is_savepoint"] is True and latest["state_size"] == 4096
+    assert latest["id"] == 3 and latest["is_savepoint"] is True
+    assert latest["state_size"] == 10240 and latest["checkpointed_size"] == 4096  # incremental: wrote 4 KiB of 10
+    assert out["history"][2]["state_size"] == 2048  # a checkpoint without a full size: what it wrote
     assert latest["end_to_end_duration"] == 80 and out["latest"]["failed"]["failure_message"] == "declined"
     assert out["history"][2]["num_acknowledged_subtasks"] == 4 and out["history"][2]["num_subtasks"] == 4
     assert out["summary"]["end_to_end_duration"] == {"min": 80, "max": 120, "avg": 100}
