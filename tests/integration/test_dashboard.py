@@ -248,6 +248,8 @@ def test_rest_api_reads_the_running_and_the_failed_job(cluster, jobs, api):
     latest = checkpoints["latest"]["completed"]
     assert latest["status"] == "COMPLETED" and latest["num_acknowledged_subtasks"] == latest["num_subtasks"] == 4
     assert latest["state_size"] > 0 and latest["end_to_end_duration"] >= 0
+    # incremental keyed state: the whole state a checkpoint holds, at least what it wrote itself
+    assert latest["state_size"] >= latest["checkpointed_size"] > 0
 
     tm_ids = {t["id"] for t in client.get(f"{base}/taskmanagers").json()["taskmanagers"]}
     source = job["vertices"][0]["id"]
