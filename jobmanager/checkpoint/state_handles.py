@@ -84,7 +84,7 @@ def parse(
         where = f"state_handle.keyed.{op_id}"
         if op_id not in operator_ids:
             raise InvalidStateHandle(f"state_handle.keyed: {op_id!r} is not an operator of this task")
-        if isinstance(h, dict) and "chain" in h:
+        if isinstance(h, dict) and changelog_files.is_chain(h):
             _check_chain(h, where, shared_base(checkpoint_dir, resolve), resolve)
         else:
             if not isinstance(h, dict) or not isinstance(h.get("path"), str):
@@ -118,11 +118,7 @@ def _check_chain(h: dict[str, Any], where: str, shared: str, resolve: Callable[[
         or not all(isinstance(p, str) for p in chain)
     ):
         raise InvalidStateHandle(f"{where}.chain: expected a list of 1 to {changelog_files.MAX_CHAIN} paths")
-    if (
-        not isinstance(columns, list)
-        or not 1 <= len(columns) <= changelog_files.MAX_KEY_COLUMNS
-        or not all(isinstance(c, str) and c for c in columns)
-    ):
+    if not changelog_files.valid_key_columns(columns):
         raise InvalidStateHandle(f"{where}.key_columns: expected a list of column names")
     _check_files(h, where, {"shared": shared}, resolve)
     if not set(chain) <= set(h.get("shared", {}).values()):

@@ -34,6 +34,15 @@ def is_chain(handle: Mapping[str, Any]) -> bool:
     return "chain" in handle
 
 
+def valid_key_columns(columns: object) -> bool:
+    """A chain handle's key columns: 1 to MAX_KEY_COLUMNS non-empty names."""
+    return (
+        isinstance(columns, list)
+        and 1 <= len(columns) <= MAX_KEY_COLUMNS
+        and all(isinstance(c, str) and c for c in columns)
+    )
+
+
 def last_per_key(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     """The last row of each key of `table` (rows later in the table are newer), in no
     particular order. Null key values form their own key, as in a group-by."""

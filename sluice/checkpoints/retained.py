@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 from sluice import graph, key_groups
+from sluice.checkpoints import changelog_files
 from sluice.states import StateBackend
 
 METADATA = "_metadata"
@@ -129,7 +130,7 @@ def to_savepoint_metadata(path: str, m: dict[str, Any]) -> dict[str, Any]:
                     ):
                         raise bad(f"operator {op_id!r} subtask {subtask}: keyed state without a key-group range")
                     top = max(top, state["key_groups"][1])
-                    if "chain" in state:  # an incremental memory checkpoint's files (changelog_files.py)
+                    if changelog_files.is_chain(state):  # an incremental memory checkpoint's files (changelog_files.py)
                         entry["keyed"].append(
                             _chain(
                                 state,
@@ -170,7 +171,7 @@ def _chain(state: dict[str, Any], scheme: str, where: str) -> dict[str, Any]:
     chain, columns = state.get("chain"), state.get("key_columns")
     if not isinstance(chain, list) or not chain or not all(isinstance(p, str) and p for p in chain):
         raise NotACheckpoint(f"{where}keyed state with a malformed chain of files")
-    if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
+    if not changelog_files.valid_key_columns(columns):
         raise NotACheckpoint(f"{where}keyed state without its key columns")
     return {
         "chain": chain,

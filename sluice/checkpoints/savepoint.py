@@ -284,11 +284,10 @@ def _check(path: str, m: Any) -> None:
             if h.get("backend") == StateBackend.ROCKSDB:
                 if not _plain_names(h.get("files")):
                     raise bad(f"{where}: rocksdb state {rel!r} must list the plain names of its files")
-            elif "chain" in h:
-                columns = h.get("key_columns")
+            elif changelog_files.is_chain(h):
                 if not _plain_names(h["chain"]) or not 1 <= len(h["chain"]) <= changelog_files.MAX_CHAIN:
                     raise bad(f"{where}: keyed state {rel!r} must list the plain names of its chain's files")
-                if not isinstance(columns, list) or not columns or not all(isinstance(c, str) and c for c in columns):
+                if not changelog_files.valid_key_columns(h.get("key_columns")):
                     raise bad(f"{where}: keyed state {rel!r} must name its key columns")
 
 
@@ -343,7 +342,7 @@ def _restore_handle(h: dict[str, Any], file_uri: Callable[[str], str] | None) ->
                 "files": h["files"],
                 "key_groups": h["key_groups"],
             }
-        if "chain" in h:
+        if changelog_files.is_chain(h):
             paths = [f"{h['file']}/{name}" for name in h["chain"]]
             return {
                 "chain": paths,
@@ -354,7 +353,9 @@ def _restore_handle(h: dict[str, Any], file_uri: Callable[[str], str] | None) ->
         return {"uri": file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
     if native:
         return dict(h)  # a checkpoint's database: its own and shared files by absolute path
-    if "chain" in h:  # a checkpoint's chain of files, read by absolute path (or URI: a retained checkpoint's)
+    if changelog_files.is_chain(
+        h
+    ):  # a checkpoint's chain of files, read by absolute path (or URI: a retained checkpoint's)
         return {k: h[k] for k in ("chain", "chain_uris", "key_columns", "key_groups") if k in h}
     out = {"path": h["path"], "key_groups": h["key_groups"]}
     if "uri" in h:  # a retained checkpoint's file, possibly on another file system than the job's checkpoints

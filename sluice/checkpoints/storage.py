@@ -65,9 +65,7 @@ class CheckpointStorage:
         directory = f"{self.checkpoint_dir(checkpoint_id)}/{operator_id}"
         self.fs.create_dir(directory, recursive=True)
         path = f"{directory}/{subtask}.arrow"
-        with self.fs.open_output_stream(path) as out, pa.ipc.new_file(out, table.schema) as writer:
-            writer.write_table(table)
-        size = self.fs.get_file_info(path).size
+        size = changelog_files.write_table(self.fs, path, table)
         return {"path": path, "key_groups": list(key_groups), "rows": table.num_rows, "size": size}
 
     def read_keyed_state(

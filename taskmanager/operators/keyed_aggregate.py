@@ -286,16 +286,23 @@ class KeyedAggregate(Operator):
     def _key_arrays(self, keys: Sequence[Any], types: Sequence[pa.DataType | None] | None) -> list[pa.Array]:
         """One array per key column of `keys` (of `types`: the last batch's; None after a restore
         without input: Arrow infers them)."""
-        nk = len(self.keys)
-        types = types or [None] * nk
-        return [pa.array(keys if nk == 1 else [key[k] for key in keys], type=types[k]) for k in range(nk)]
+        return _arrays(self._key_columns(keys), types)
+
+    def _key_columns(self, keys: Sequence[Any]) -> list[Sequence[Any]]:
+        """`keys` (values, or tuples for a composite key) as one sequence per key column."""
+        if len(self.keys) == 1:
+            return [keys]
+        return [list(map(operator.itemgetter(i), keys)) for i in range(len(self.keys))]
+
+    def _partial_columns(self, entries: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """`entries` (tuples of partials) as one list per partial column."""
+        return [list(map(operator.itemgetter(j), entries)) for j in range(len(self.partials))]
 
     def _partial_arrays(
         self, entries: Sequence[Sequence[Any]], types: Sequence[pa.DataType | None] | None
     ) -> list[pa.Array]:
         """One array per partial column of `entries` (types as in `_key_arrays`)."""
-        types = types or [None] * len(self.partials)
-        return [pa.array([e[j] for e in entries], type=types[j]) for j in range(len(self.partials))]
+        return _arrays(self._partial_columns(entries), types)
 
     def _rows(self, key_arrays: list[pa.Array], partials: list[pa.Array], entries: Sequence[Sequence[Any]]) -> pa.Table:
         """The output rows: the key columns, then one column per aggregate (a partial's own array,
@@ -370,19 +377,14 @@ class KeyedAggregate(Operator):
         """The snapshot rows of every key, with the types of the batches seen (when there were any)."""
         if isinstance(self.state, MemoryKeyedValues):  # column by column, no Python statement per key
             keys, (kgs, *values) = self.state.columns(1 + len(self.partials))
-            key_columns = (
-                [keys]
-                if len(self.keys) == 1
-                else [list(map(operator.itemgetter(i), keys)) for i in range(len(self.keys))]
-            )
         else:
             keys, kgs, entries = [], [], []
             for key, kg, entry in self.state.items():
                 keys.append(key)
                 kgs.append(kg)
                 entries.append(entry)
-            key_columns = [keys] if len(self.keys) == 1 else [[k[i] for k in keys] for i in range(len(self.keys))]
-            values = [[e[j] for e in entries] for j in range(len(self.partials))]
+            values = self._partial_columns(entries)
+        key_columns = self._key_columns(keys)
         try:
             key_arrays, partials = _arrays(key_columns, self._key_types), _arrays(values, self._partial_types)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):  # values of other batches' types
@@ -403,7 +405,7 @@ class KeyedAggregate(Operator):
         self.state.put_many(keys, kgs, [tuple(v[i] for v in values) for i in range(len(keys))])
 
 
-def _arrays(columns: Sequence[list[Any]], types: Sequence[pa.DataType | None] | None) -> list[pa.Array]:
+def _arrays(columns: Sequence[Sequence[Any]], types: Sequence[pa.DataType | None] | None) -> list[pa.Array]:
     """One Arrow array per column of plain values (of `types`: None, or a None in it, lets Arrow infer)."""
     types = types or [None] * len(columns)
     return [pa.array(c, type=t) for c, t in zip(columns, types, strict=True)]
