@@ -1,15 +1,15 @@
 """The TaskManager's working directory: local files that live as long as the process.
 
-One fresh directory per process, `<system temp dir>/sluice-tm-<resource id>-<random>`
-(the system temp dir honours TMPDIR), holding a `pid` file (the pid, then the host name). Blocking result
-partitions (BATCH) keep their files under it (`partitions/`,
-taskmanager/network/blocking_partition.py). The process removes it when it
-stops; a process that could not (kill -9, a crash) leaves it behind, and the
-next TaskManager to start on the machine (its supervisor restarts it, or any
-other) removes every such directory of the same user and host whose pid no
-longer runs (a directory of another host, seen through a shared temp dir, is
-left alone: its pid means nothing here).
-"""
+One fresh directory per process, `<system temp dir>/sluice-tm-<resource id>-<random>` (the
+system temp dir honours TMPDIR), holding a `pid` file (the pid, then the host name).
+Blocking result partitions (BATCH) keep their files under it (`partitions/`,
+taskmanager/network/blocking_partition.py), and its Spark driver its scratch files
+(`spark/`: the block manager's, pyspark's and the artifact directories;
+spark_engine.spark_scratch_conf). The process removes it when it stops; a process that could
+not (kill -9, a crash) leaves it behind, and the next TaskManager to start on the machine
+(its supervisor restarts it, or any other) removes every such directory of the same user and
+host whose pid no longer runs (a directory of another host, seen through a shared temp dir,
+is left alone: its pid means nothing here)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import tempfile
 log = logging.getLogger("sluice.taskmanager")
 
 PID_FILE = "pid"
+SPARK_DIR = "spark"  # Spark's scratch space (spark.local.dir, the JVM's java.io.tmpdir)
 PREFIX = "sluice-tm-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 

@@ -21,6 +21,7 @@ and call run(settings).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import uuid
@@ -117,9 +118,12 @@ class TaskManagerProcess:
         # Spark first: launching its JVM forks this process, which must not happen
         # while gRPC's threads are running.
         log.info("TaskManager %s with %d slots: starting Spark", self.resource_id, self.slots)
-        self.engine.start(warm_up="background" if self._spark_warm_up else "off")
+        self.work_dir = local_dir.create(self.resource_id)  # Spark's scratch space is in it
+        self.engine.start(
+            warm_up="background" if self._spark_warm_up else "off",
+            local_dir=os.path.join(self.work_dir, local_dir.SPARK_DIR),
+        )
         threading.Thread(target=self._watch_spark_jvm, name="spark-jvm-watch", daemon=True).start()
-        self.work_dir = local_dir.create(self.resource_id)
         self.partitions = PartitionManager(self.work_dir)
         log.info("TaskManager %s: working directory %s", self.resource_id, self.work_dir)
         server = self.server = rpc.Server(
@@ -239,8 +243,6 @@ class TaskManagerProcess:
         if self.server is not None:
             self.server.stop(grace=2)
         self.partitions.close()  # blocking partitions: their files go
-        if self.work_dir is not None:
-            local_dir.remove(self.work_dir)
         if self.metrics_server is not None:
             self.metrics_server.stop()
         try:
@@ -249,6 +251,8 @@ class TaskManagerProcess:
         except Exception:  # noqa: BLE001 — shutting down: nothing left to tell
             pass
         self.engine.stop()
+        if self.work_dir is not None:  # after Spark, whose scratch files are in it
+            local_dir.remove(self.work_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
