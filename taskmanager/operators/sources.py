@@ -132,9 +132,6 @@ class ReadBudget:
     # call reads and projects page-views JSON at ~31 MB/s here (bench/spark_call_costs.py). Starting
     # at one file instead cost a 1 M-event job ~35 % of its time in small calls (bench/README.md).
     FIRST_PACE = 32 * 1024 * 1024  # bytes per second
-    # streaming: a backlog's rest this small (a share of the budget) joins the call instead of
-    # paying a call's fixed cost alone (~0.1-0.2 s here: bench/spark_call_costs.py)
-    TAIL = 0.25
 
     def __init__(self, target: float, fixed: int | None = None, max_files: int = DEFAULT_READS.max_files) -> None:
         self.target = target  # seconds one call should take
@@ -151,16 +148,11 @@ class ReadBudget:
         count, total = 0, 0
         # BATCH: never over the budget; streaming: the nearest fit (a file counts in if half of it fits)
         share = 1.0 if self.fixed is not None else 0.5
-        allowed = files[: self.max_files]
-        for path in allowed:
+        for path in files[: self.max_files]:
             size = sizes.get(path, 0)
             if count and total + share * size > self.budget:
                 break
             count, total = count + 1, total + size
-        if self.fixed is None and count < len(allowed):
-            rest = sum(sizes.get(path, 0) for path in allowed[count:])
-            if rest <= self.TAIL * self.budget:
-                count, total = len(allowed), total + rest
         self.last_bytes = total
         return max(count, 1)
 
@@ -217,9 +209,7 @@ class FileSource(Source):
     plus a part per byte, fitted over the last calls' own times (the batch through
     the chain, minus waits for room downstream); the budget is what takes `target`
     seconds (the job's `execution.source.batch-duration`), at most 4x and at least
-    half the bytes of the last call; the first call assumes ~32 MB/s. When what would be left
-    of the backlog after a call is at most a quarter of the budget, that call reads it too
-    (a call then takes up to ~1.25x the target). A call reads at
+    half the bytes of the last call; the first call assumes ~32 MB/s. A call reads at
     most `execution.source.max-files-per-read` files (256) in either mode. A checkpoint
     barrier waits for at most one batch. BATCH mode reads up to a fixed byte budget
     instead (`byte_budget`).

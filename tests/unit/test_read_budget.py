@@ -92,17 +92,3 @@ def test_a_fixed_cost_near_the_target_gets_small_calls_and_one_over_it_one_file(
     taken = run(ReadBudget(target=1.0), 8, fixed=0.8, per_mb=0.05)
     assert abs(call_seconds(taken[-1] * FILE, fixed=0.8, per_mb=0.05) - 1.0) <= 0.06, taken
     assert run(ReadBudget(target=0.001), 4) == [1, 1, 1, 1]  # 1 ms: a file per call
-
-
-def test_a_small_rest_of_the_backlog_joins_the_call_instead_of_a_call_of_its_own():
-    # 32 MiB of budget: a backlog of 36 files is read in one call, not 32 then 4 ...
-    assert ReadBudget(target=1.0).take(FILES[:36], SIZES) == 36
-    # ... one of 41 in two (the rest, 9 MiB, is over a quarter of the budget) ...
-    assert ReadBudget(target=1.0).take(FILES[:41], SIZES) == 32
-    # ... and the joined rest is counted as read, so the next budget learns from it
-    budget = ReadBudget(target=1.0)
-    budget.take(FILES[:36], SIZES)
-    assert budget.last_bytes == 36 * FILE
-    # BATCH's fixed budget is never exceeded, and max-files-per-read still caps a call
-    assert ReadBudget(target=1.0, fixed=32 * FILE).take(FILES[:36], SIZES) == 32
-    assert ReadBudget(target=1.0, max_files=33).take(FILES[:36], SIZES) == 33
