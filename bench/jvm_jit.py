@@ -20,7 +20,6 @@ sums the others. Medians over the repeats.
 from __future__ import annotations
 
 import argparse
-import collections
 import glob
 import json
 import os
@@ -54,10 +53,10 @@ def thread_kind(name: str) -> str:
     return "work"
 
 
-def jvm_cpu(pid: int) -> collections.Counter:
+def jvm_cpu(pid: int) -> dict[str, float]:
     """CPU seconds (user + system) of a process's live threads, by `thread_kind`."""
     tick = os.sysconf("SC_CLK_TCK")
-    out: collections.Counter = collections.Counter()
+    out = dict.fromkeys(KINDS, 0.0)
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:

@@ -45,6 +45,7 @@ PURE_CORES: dict[str, str] = {
     "jobmanager.connectors.coordinator": "split assignment of a connector source, per subtask, with its valve",
     "sluice.checkpoints.retained": "a retained checkpoint's directory read as a savepoint",
     "sluice.checkpoints.rescale": "inline operator state moved to another parallelism",
+    "sluice.checkpoints.shared_names": "a shared state file's name, and the checkpoint id it carries",
     "sluice.cli.spark_plan": "the argv, environment and readiness lines of a local Spark cluster",
     "sluice.connectors.enumerators": "the built-in split enumerators the JobManager runs",
     "sluice.key_partitioning": "which edges stay keyed; the validator's rule for keyed sinks",

@@ -21,6 +21,10 @@ when it discards one, and deletes the files it is told to.
   that the restored one does not (inside the job's `shared/` directory only), and those go
   with them. New uploads of the new attempt are never among them: they are in no old
   checkpoint's metadata.
+* Uploads no registered checkpoint ever listed (a task's that never acknowledged, or whose
+  checkpoint aborted before its acknowledgement arrived) go the same way: at that start,
+  `orphaned` gives every shared file uploaded for an id handed out before the attempt that
+  the restored checkpoint does not reference (the id is in the file's name).
 
 Checkpoints are discarded oldest first, so a file is released only after every older
 checkpoint that might hold it unregistered has already gone.
@@ -31,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sluice.checkpoints.shared_names import checkpoint_of
 from sluice.states import StateBackend
 
 
@@ -64,6 +69,22 @@ def new_files(handle: object) -> set[str]:
 def metadata_handles(metadata: Mapping[str, Any]) -> list[object]:
     """Every task's state handle in a checkpoint's `_metadata` (jobmanager/checkpoint/metadata.py)."""
     return [h for by_subtask in metadata.get("tasks", {}).values() for h in by_subtask.values()]
+
+
+def orphaned(paths: Iterable[str], kept: frozenset[str], upper: int, shared_dir: str) -> list[str]:
+    """The shared files among `paths` (a listing of `shared_dir`) that no checkpoint can need once
+    an attempt restored from a checkpoint whose files are `kept` starts with checkpoint ids from
+    `upper`: uploaded for an id below `upper` (sluice/checkpoints/shared_names.py) and not kept.
+    Every older checkpoint but the restored one is discarded then, and the new attempt's tasks
+    build only on the restored one. A name without an id, or a path outside `shared_dir`, is
+    never returned. Sorted."""
+    prefix = shared_dir.rstrip("/") + "/"
+    out = []
+    for path in paths:
+        cid = checkpoint_of(path)
+        if cid is not None and cid < upper and path not in kept and path.startswith(prefix) and "/../" not in path:
+            out.append(path)
+    return sorted(out)
 
 
 def left_behind(handles: Iterable[object], kept: frozenset[str], shared_dir: str) -> list[str]:

@@ -26,7 +26,13 @@ from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
 from jobmanager.checkpoint.savepoints import SavepointRequest, SavepointRequests
-from jobmanager.checkpoint.shared_registry import SharedStateRegistry, left_behind, metadata_handles
+from jobmanager.checkpoint.shared_registry import (
+    SharedStateRegistry,
+    left_behind,
+    metadata_handles,
+    orphaned,
+    shared_files,
+)
 from jobmanager.master.ports import JobHost
 from sluice import graph, job_options
 from sluice.checkpoints import savepoint as sp
@@ -126,7 +132,7 @@ class Checkpointing:
             storage, keep, upper = self.storage_checked(), self.latest.checkpoint_id, self.counter.get()
             dropped = [c for c in self.shared_state.registered() if c != keep and c < upper]
             files = [f for c in dropped for f in self.shared_state.discard(c)]
-            kept = self.shared_state.files_of(keep)
+            kept, tag = self.shared_state.files_of(keep), self.host.tag
 
             def clean() -> None:  # only ids handed out before this attempt's coordinator
                 for cid in storage.list_checkpoints():
@@ -140,6 +146,19 @@ class Checkpointing:
                         storage.delete_files(left_behind(handles, kept, storage.shared_dir()))
                         storage.discard(cid)
                 storage.delete_files(files)
+                # uploads no registered checkpoint listed (tasks that never acknowledged), by the id
+                # in their names; the restored checkpoint's files from its own metadata as well, so
+                # that a registry that does not know it cannot make its files look unneeded
+                try:
+                    restored = frozenset(
+                        f for h in metadata_handles(storage.read_metadata(keep)) for f in shared_files(h)
+                    )
+                except CheckpointCorrupt:
+                    return  # its metadata is not here (a checkpoint of another job, or unreadable): keep all
+                gone = orphaned(storage.list_shared(), kept | restored, upper, storage.shared_dir())
+                if gone:
+                    log.info("%s %d orphaned shared state files go: %s", tag, len(gone), ", ".join(gone[:5]))
+                    storage.delete_files(gone)
 
             self.host.run_io(clean, _ignore)
         self.coordinator = cc.CheckpointCoordinator(

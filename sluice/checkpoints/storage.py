@@ -5,10 +5,11 @@ Layout under `state.checkpoints.dir`:
     <dir>/<job-id>/chk-<n>/<operator>/<subtask>.arrow     keyed state of one subtask (Arrow IPC,
                                                           with its key group per row)
     <dir>/<job-id>/chk-<n>/<operator>/<subtask>/<file>    rocksdb backend: a database's own files
-    <dir>/<job-id>/shared/<operator>/<uuid>.sst           rocksdb, incremental: SST files that later
+    <dir>/<job-id>/shared/<operator>/<n>-<uuid>.sst       rocksdb, incremental: SST files that later
                                                           checkpoints reference (docs/state-backends.md)
-    <dir>/<job-id>/shared/<operator>/<uuid>.arrow         memory, incremental: a keyed aggregate's chain
+    <dir>/<job-id>/shared/<operator>/<n>-<uuid>.arrow     memory, incremental: a keyed aggregate's chain
                                                           of files (sluice/checkpoints/changelog_files.py)
+    (<n>: the checkpoint a shared file was uploaded for: sluice/checkpoints/shared_names.py)
 Small state (source offsets, pending sink commits) travels inline in the
 task's state handle, which the JobManager stores in `_metadata`.
 """
@@ -45,6 +46,14 @@ class CheckpointStorage:
         again (taskmanager/state/rocksdb_backend.py); the JobManager deletes each when no
         retained checkpoint needs it (jobmanager/checkpoint/shared_registry.py)."""
         return f"{self.job_dir}/shared"
+
+    def list_shared(self) -> list[str]:
+        """Every file under the shared directory (any depth), sorted."""
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.shared_dir(), recursive=True, allow_not_found=True))
+        except FileNotFoundError:
+            return []
+        return sorted(i.path for i in infos if i.type == pafs.FileType.File)
 
     def delete_files(self, paths: list[str]) -> None:
         """Delete shared state files (best effort: one already gone is fine)."""

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import uuid
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
 from sluice.checkpoints.changelog_files import last_per_key
+from sluice.checkpoints.shared_names import new_shared_name
 
 
 class Step(enum.StrEnum):
@@ -90,9 +90,10 @@ class KeyedChangelog:
     MAX_PENDING_SHARE = 2.0  # changes beyond this many times the state's keys are dropped (WHOLE next)
     MAX_IN_FLIGHT = 16  # unconfirmed checkpoints remembered (failed ones are never confirmed)
 
-    def __init__(self, key_columns: Sequence[str], new_name: Callable[[], str] | None = None) -> None:
+    def __init__(self, key_columns: Sequence[str], new_name: Callable[[int], str] | None = None) -> None:
         self.key_columns = tuple(key_columns)
-        self.new_name = new_name or (lambda: f"{uuid.uuid4().hex}.arrow")
+        # a checkpoint's new file's name, from its id (sluice/checkpoints/shared_names.py)
+        self.new_name = new_name or (lambda checkpoint_id: new_shared_name(checkpoint_id, ".arrow"))
         self.confirmed: Taken | None = None  # the last checkpoint known complete
         self.in_flight: dict[int, Taken] = {}  # taken, not confirmed (yet)
         # rows put since the confirmed checkpoint, oldest first, each tagged with the checkpoint
@@ -173,7 +174,7 @@ class KeyedChangelog:
     def _whole(self, checkpoint_id: int, size: int, table: pa.Table) -> ChainWrite:
         self.schema = table.schema
         self.segments, self.pending_rows, self.valid = [], 0, True
-        base = ChainFile(self.new_name(), table.num_rows)
+        base = ChainFile(self.new_name(checkpoint_id), table.num_rows)
         return ChainWrite(checkpoint_id, Step.WHOLE, table, base.name, (), (base,), size, self.key_columns)
 
     def _on_confirmed(self, checkpoint_id: int, size: int, delta: pa.Table) -> ChainWrite:
@@ -185,7 +186,7 @@ class KeyedChangelog:
         # key added since the base (a keyed aggregate never drops a key, so those are size - base rows)
         replaced = sum(f.rows for f in chain[1:]) + delta.num_rows - (size - (chain[0].rows if chain else 0))
         if len(chain) + 1 > self.MAX_FILES or replaced > self.COMPACT_SHARE * max(size, 1):
-            base = ChainFile(self.new_name(), size)
+            base = ChainFile(self.new_name(checkpoint_id), size)
             return ChainWrite(checkpoint_id, Step.COMPACT, delta, base.name, chain, (base,), size, self.key_columns)
-        file = ChainFile(self.new_name(), delta.num_rows)
+        file = ChainFile(self.new_name(checkpoint_id), delta.num_rows)
         return ChainWrite(checkpoint_id, Step.DELTA, delta, file.name, (), (*chain, file), size, self.key_columns)

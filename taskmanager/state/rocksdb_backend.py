@@ -17,7 +17,7 @@ linked) into `<db dir>-chk-<n>`; then, off the task thread, `RocksDBSnapshot.upl
 
 * incremental (`state.backend.incremental`, the default): an SST file already uploaded
   for a *completed* checkpoint is referenced again; a new one is uploaded once to
-  `<job dir>/shared/<operator>/<uuid>.sst`. The rest (MANIFEST, CURRENT, OPTIONS, ...)
+  `<job dir>/shared/<operator>/<checkpoint id>-<uuid>.sst`. The rest (MANIFEST, CURRENT, OPTIONS, ...)
   goes to the checkpoint's own `chk-<n>/<operator>/<subtask>/`.
 * full: every file goes to `chk-<n>/<operator>/<subtask>/`.
 
@@ -48,13 +48,13 @@ import pickle
 import shutil
 import struct
 import threading
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import pyarrow.fs as pafs
 import rocksdict
 
+from sluice.checkpoints.shared_names import new_shared_name
 from sluice.storage import resolve
 from taskmanager.state.backend import ROCKSDB, KeyedValues, StateBackendConfig
 
@@ -377,7 +377,7 @@ class RocksDBSnapshot:
                         continue
                     directory = f"{shared_dir}/{operator_id}"
                     fs.create_dir(directory, recursive=True)
-                    target = f"{directory}/{uuid.uuid4().hex}.sst"
+                    target = f"{directory}/{new_shared_name(self.checkpoint_id, '.sst')}"
                     shared[name] = target
                     new.append(name)
                 else:

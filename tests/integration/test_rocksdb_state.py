@@ -10,7 +10,8 @@ The job is examples/page_views.py with `state.backend: rocksdb`
   out of the old databases; the savepoint is self-contained (every file copied) and the final
   counts are exact;
 - kill -9 of a TaskManager: the job restores its RocksDB databases from the latest checkpoint
-  and the committed counts are exact, no line twice.
+  and the committed counts are exact, no line twice; a shared file no checkpoint lists (a
+  killed task's upload) is removed when the restored attempt starts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from harness import (
 )
 from helpers import wait_until
 from page_view_jobs import Input, wait_counts
+
+from sluice.checkpoints.shared_names import new_shared_name
 
 pytestmark = pytest.mark.integration
 
@@ -133,6 +136,14 @@ def test_kill_9_of_a_taskmanager_restores_rocksdb_state_exactly(cluster, tmp_pat
     wait_counts(out, inp.expected)
     wait_for(cluster, job, lambda s: s["last_completed_checkpoint"] and s["state"] == "RUNNING", "a checkpoint")
     inp.add(events=60_000, files=30)
+    # what a task killed between its upload and its acknowledgement leaves: a shared file that no
+    # checkpoint lists, uploaded for checkpoint 1; beside it one of a name without an id (kept)
+    (shared,) = glob.glob(os.path.join(checkpoint_root(cluster, job), "shared", "*"))  # the keyed count's
+    orphan = os.path.join(shared, new_shared_name(1, ".sst"))
+    legacy = os.path.join(shared, "0123456789abcdef0123456789abcdef.sst")
+    for path in (orphan, legacy):
+        with open(path, "wb") as f:
+            f.write(b"not a table")
     status = cluster.status(job)
     address = next(t["taskmanager"] for t in status["tasks"])
     kill_process_tree(pid_at(cluster, address))
@@ -143,6 +154,12 @@ def test_kill_9_of_a_taskmanager_restores_rocksdb_state_exactly(cluster, tmp_pat
         "the job to restart from a checkpoint",
         timeout=240,
     )
+    # the restored attempt's start removes the orphan, and nothing a retained checkpoint lists
+    assert wait_until(lambda: not os.path.exists(orphan), timeout=60, message="the orphaned shared file removed")
+    assert os.path.exists(legacy)
+    for meta in retained(checkpoint_root(cluster, job)).values():
+        for h in rocksdb_handles(meta):
+            assert all(os.path.isfile(p) for p in h["shared"].values()), h
     inp.add(events=20_000, files=5)
     lines = wait_counts(out, inp.expected, timeout=240)
     assert_update_stream(lines)

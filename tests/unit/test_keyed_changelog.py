@@ -73,7 +73,7 @@ class Storage:
 def test_every_completed_checkpoint_restores_its_barrier_state_under_random_outcomes(seed: int) -> None:
     rng = random.Random(seed)
     names = (f"f{i}.arrow" for i in itertools.count())
-    log = KeyedChangelog(KEYS, new_name=lambda: next(names))
+    log = KeyedChangelog(KEYS, new_name=lambda _id: next(names))
     log.MAX_FILES = rng.choice([2, 3, 8])
     storage, registry = Storage(), SharedStateRegistry()
     state: dict[Any, int] = {}
@@ -110,7 +110,7 @@ def test_every_completed_checkpoint_restores_its_barrier_state_under_random_outc
 
 def test_a_checkpoint_writes_only_the_changed_keys_and_compacts_when_changes_reach_the_state() -> None:
     names = (f"f{i}.arrow" for i in itertools.count())
-    log = KeyedChangelog(KEYS, new_name=lambda: next(names))
+    log = KeyedChangelog(KEYS, new_name=lambda _id: next(names))
     state = {f"u{i}": 1 for i in range(100)}
     first = log.take(1, len(state), lambda: rows_of(state))
     assert first.step == Step.WHOLE and first.table is not None and first.table.num_rows == 100
@@ -142,7 +142,7 @@ def test_nothing_changed_writes_nothing_and_keeps_the_chain() -> None:
 
 def test_a_new_base_still_unconfirmed_makes_the_next_checkpoint_whole() -> None:
     names = (f"f{i}.arrow" for i in itertools.count())
-    log = KeyedChangelog(KEYS, new_name=lambda: next(names))
+    log = KeyedChangelog(KEYS, new_name=lambda _id: next(names))
     log.MAX_FILES = 1
     state = {"a": 1, "b": 1}
     log.take(1, 2, lambda: rows_of(state))
@@ -182,7 +182,7 @@ def test_rows_of_another_schema_make_a_whole_checkpoint() -> None:
 
 def test_a_late_confirmation_of_a_checkpoint_a_later_one_subsumed_is_not_built_on() -> None:
     names = (f"f{i}.arrow" for i in itertools.count())
-    log = KeyedChangelog(KEYS, new_name=lambda: next(names))
+    log = KeyedChangelog(KEYS, new_name=lambda _id: next(names))
     state = {"a": 1, "b": 1}
     log.take(1, 2, lambda: rows_of(state))
     log.confirm(1)
@@ -232,7 +232,7 @@ def test_merging_a_chain_keeps_each_keys_newest_row(seed: int) -> None:
 
 def test_a_state_that_grows_by_new_keys_compacts_only_at_the_chain_length() -> None:
     names = (f"f{i}.arrow" for i in itertools.count())
-    log = KeyedChangelog(KEYS, new_name=lambda: next(names))
+    log = KeyedChangelog(KEYS, new_name=lambda _id: next(names))
     state = {f"u{i}": 1 for i in range(10)}
     log.take(1, len(state), lambda: rows_of(state))
     log.confirm(1)
