@@ -37,7 +37,7 @@ from jobmanager.job_master import JobMaster
 from jobmanager.leader.driver import LeadershipLostError
 from jobmanager.master.exception_history import TRACEBACK_LIMIT, bounded
 from jobmanager.master.ports import JobHandle
-from jobmanager.master.status import TaskRecords
+from jobmanager.master.status import StaleLoads, TaskRecords
 from jobmanager.recovery import HaStores, read_ha_stores, savepoint_of
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import slot_pool as sp
@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from jobmanager.leader.guarded_transaction import GuardedTransaction
 
 log = logging.getLogger("sluice.jobmanager")
+# a key rebalance waits up to this many heartbeat intervals (+ 1 s) for loads reported after its
+# request, polling every REBALANCE_LOAD_POLL seconds off the lock (docs/reconfiguration.md)
+REBALANCE_LOAD_WAIT = 2
+REBALANCE_LOAD_POLL = 0.05
 
 HeartbeatMetrics = tuple[str, str, TaskRecords]  # (job id, execution id, record counters) of one task
 
@@ -246,15 +250,31 @@ class Dispatcher:
         new_job: common_pb2.JobGraph | None,
         rebalance_keys: bool = False,
     ) -> str:
-        """Start a live reconfiguration of a running job (docs/reconfiguration.md); its id."""
+        """Start a live reconfiguration of a running job (docs/reconfiguration.md); its id. A key
+        rebalance plans on key-group loads the TaskManagers reported after this request: it
+        waits (off the lock) up to REBALANCE_LOAD_WAIT heartbeat intervals for them."""
         self._require_leader()
         if new_job is not None:
             graph.validate(new_job)  # JobValidationError naming the field
-        with self._lock:
-            if job_id not in self._jobs and job_id in self._results:
-                ended = from_proto(JobStatus, self._results[job_id].state)
-                raise ValueError(f"job {job_id} already ended {ended}")
-            return self._job(job_id).reconfigure(operator, parallelism, new_job, self.clock(), rebalance_keys)
+        asked = self.clock()
+        wait = REBALANCE_LOAD_WAIT * self.heartbeat_interval + 1.0
+        waited_until = time.monotonic() + wait
+        while True:
+            with self._lock:
+                if job_id not in self._jobs and job_id in self._results:
+                    ended = from_proto(JobStatus, self._results[job_id].state)
+                    raise ValueError(f"job {job_id} already ended {ended}")
+                job = self._job(job_id)
+                try:
+                    since = asked if rebalance_keys else None
+                    return job.reconfigure(operator, parallelism, new_job, self.clock(), rebalance_keys, since)
+                except StaleLoads as exc:
+                    stale = exc
+            if time.monotonic() >= waited_until:
+                raise ValueError(
+                    f"{stale}, and none came within {wait:.1f} s of it; a TaskManager may be slow or lost: try again"
+                ) from None
+            time.sleep(REBALANCE_LOAD_POLL)
 
     def job_graph(self, job_id: str) -> common_pb2.JobGraph:
         self._require_leader()
@@ -356,13 +376,14 @@ class Dispatcher:
             tm = self._pool.registered(resource_id)
             if tm is not None and tm.identity != fencing.bound_name(identity):
                 raise NotOwner(f"TaskManager {resource_id!r} is registered by another identity")
-            actions = self._pool.handle(sp.HeartbeatReceived(resource_id, self.clock(), held))
+            now = self.clock()
+            actions = self._pool.handle(sp.HeartbeatReceived(resource_id, now, held))
             if any(isinstance(a, sp.UnknownTaskManager) for a in actions):
                 return False
             self._pool_actions(actions)  # a slot the report freed may go to a waiting job
             for job_id, eid, records in metrics:
                 if (job := self._jobs.get(job_id)) is not None:
-                    job.on_heartbeat(resource_id, eid, records)
+                    job.on_heartbeat(resource_id, eid, records._replace(heartbeat_at=now))
             return True
 
     def _owned(self, job: JobMaster, execution_id: str, identity: Identity | None, resource_id: str = "") -> bool:

@@ -248,7 +248,10 @@ class JobMaster:
         reported = records
         if not reported.heartbeat and previous is not None:  # a state report has no rates or loads: keep the last
             reported = reported._replace(
-                io=previous.io, key_group_records=previous.key_group_records, heartbeat=previous.heartbeat
+                io=previous.io,
+                key_group_records=previous.key_group_records,
+                heartbeat=previous.heartbeat,
+                heartbeat_at=previous.heartbeat_at,
             )
         self.metrics[eid] = reported
         if end_of_input and state == ExecutionState.RUNNING:
@@ -346,9 +349,11 @@ class JobMaster:
         new_job: common_pb2.JobGraph | None,
         now: float,
         rebalance_keys: bool = False,
+        loads_since: float | None = None,
     ) -> str:
         """Start a live reconfiguration; its id. ValueError (ReconfigurationError) saying why it
-        cannot be made now; the job is untouched then."""
+        cannot be made now; the job is untouched then. A key rebalance plans on key-group loads
+        reported at or after `loads_since` (StaleLoads while one is older)."""
         if self.terminal:
             raise ValueError(f"job {self.job_id} already ended {self.final_state}")
         coordinator = self.coordinator
@@ -370,7 +375,7 @@ class JobMaster:
                 f"job {self.job_id} reads connector sources ({', '.join(sorted(self.splits.by_operator))}): "
                 "their split assignment is per subtask and cannot be reconfigured live yet (docs/connectors.md)"
             )
-        load = self._key_group_load(operator) if rebalance_keys else None
+        load = self._key_group_load(operator, loads_since) if rebalance_keys else None
         plan = make_plan(self.job, operator, parallelism, new_job, slots=len(self.graph.slots), key_group_load=load)
         rid = uuid.uuid4().hex[:12]
         run = ReconfigurationRun(self, rid, plan, f"{self.graph.attempt_tag}.r{len(self.reconfigurations) + 1}", now)
@@ -379,10 +384,12 @@ class JobMaster:
         run.start()
         return rid
 
-    def _key_group_load(self, operator: str) -> dict[int, int]:
-        """Input rows per key group of the task running `operator`, from the last heartbeats."""
+    def _key_group_load(self, operator: str, since: float | None = None) -> dict[int, int]:
+        """Input rows per key group of the task running `operator`, from the last heartbeats
+        (each arrived at or after `since`: StaleLoads otherwise)."""
         chain = self.chain_of.get(operator)
-        return key_group_load(self.job_id, operator, chain.id if chain else None, self.graph.executions, self.metrics)
+        chain_id = chain.id if chain else None
+        return key_group_load(self.job_id, operator, chain_id, self.graph.executions, self.metrics, since)
 
     # -- the ReconfigurationPort (jobmanager/reconfiguration/port.py) -------------------------------
     @property

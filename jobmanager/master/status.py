@@ -40,6 +40,7 @@ class TaskRecords(NamedTuple):
     key_group_records: tuple[tuple[int, int], ...] = ()  # a keyed task's input rows per key group (heartbeats)
     io: common_pb2.TaskIOMetrics | None = None  # rates, time shares, queues (heartbeats; docs/monitoring.md)
     heartbeat: bool = False  # from a heartbeat (which carries the key-group loads), not only a state report
+    heartbeat_at: float | None = None  # the JobManager's clock when that heartbeat arrived
 
 
 def task_records(m: Any) -> TaskRecords:
@@ -109,16 +110,23 @@ def task_rows(
     return rows
 
 
+class StaleLoads(ValueError):
+    """Some subtask's key-group load was last reported before the time asked for."""
+
+
 def key_group_load(
     job_id: str,
     operator: str,
     chain_id: str | None,
     executions: Mapping[str, eg.Execution],
     metrics: Mapping[str, TaskRecords],
+    since: float | None = None,
 ) -> dict[int, int]:
     """Input rows per key group of the tasks of chain `chain_id` (running `operator`), from their
-    last heartbeats; ValueError while one has not reported its load yet."""
+    last heartbeats; ValueError while one has not reported its load yet, StaleLoads while one's
+    last heartbeat arrived before `since` (the JobManager's clock)."""
     load: dict[int, int] = {}
+    stale: list[int] = []
     for eid, ex in executions.items():
         if chain_id is not None and ex.chain_id == chain_id:
             records = metrics.get(eid, TaskRecords())
@@ -127,7 +135,14 @@ def key_group_load(
                     f"job {job_id}: the key-group load of subtask {ex.subtask} of {operator!r} has not "
                     "reached the JobManager yet (heartbeats carry it); try again in a moment"
                 )
+            if since is not None and (records.heartbeat_at is None or records.heartbeat_at < since):
+                stale.append(ex.subtask)
             load.update(records.key_group_records)
+    if stale:
+        raise StaleLoads(
+            f"job {job_id}: the key-group loads of subtask(s) {', '.join(map(str, sorted(stale)))} of {operator!r} "
+            "were last reported before the request (heartbeats carry them)"
+        )
     return load
 
 
