@@ -39,6 +39,14 @@ _SYNTAX_CALLS = frozenset(("try_cast",))
 _DIALECT = Spark()
 
 
+# levels of parentheses, brackets, braces and CASE an expression may nest: sqlglot's parser recurses
+# ~20 Python frames per level and ran out of stack at 43-54 levels here (a RecursionError, which
+# reached a client as INTERNAL); deeper than any expression a job needs
+MAX_NESTING = 32
+_OPENERS = {TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE, TokenType.CASE}
+_CLOSERS = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE, TokenType.END}
+
+
 class ExpressionError(ValueError):
     """An expression that is refused; the message says why and what to fix."""
 
@@ -51,20 +59,38 @@ def check(text: str, columns: Sequence[str]) -> exp.Expr:
         tokens = _DIALECT.tokenize(text)
     except TokenError as exc:
         raise ExpressionError(f"does not parse as Spark SQL: {_first_line(exc)}") from None
-    if any(t.comments for t in tokens):
+    if not tokens or any(t.comments for t in tokens):
         raise ExpressionError("holds a comment (-- or /* */); remove it")
+    _check_nesting(tokens)
     _check_calls(tokens)
     try:
         parsed = sqlglot.parse(text, read="spark")
+        statements = [p for p in parsed if p is not None]
+        if len(statements) != 1:
+            raise ExpressionError(f"holds {len(statements)} expressions (separated by ';'); give exactly one")
+        tree = statements[0]
+        _check_tree(tree)
+        _check_columns(tree, columns)
     except ParseError as exc:
         raise ExpressionError(f"does not parse as Spark SQL: {_parse_message(exc)}") from None
-    statements = [p for p in parsed if p is not None]
-    if len(statements) != 1:
-        raise ExpressionError(f"holds {len(statements)} expressions (separated by ';'); give exactly one")
-    tree = statements[0]
-    _check_tree(tree)
-    _check_columns(tree, columns)
+    except RecursionError:  # nesting without brackets (a long run of NOT): deeper than the parser's stack
+        raise ExpressionError("nests too deeply to be checked; write it with fewer nested operators") from None
     return tree
+
+
+def _check_nesting(tokens: Sequence[sqlglot.tokens.Token]) -> None:
+    depth = deepest = 0
+    for t in tokens:
+        if t.token_type in _OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t.token_type in _CLOSERS:
+            depth -= 1
+    if deepest > MAX_NESTING:
+        raise ExpressionError(
+            f"nests {deepest} levels of parentheses, brackets or CASE deep; at most {MAX_NESTING}: "
+            "split it into several steps (select, then where)"
+        )
 
 
 def _check_calls(tokens: Sequence[sqlglot.tokens.Token]) -> None:

@@ -77,6 +77,8 @@ def sql_to_job(
         statements = [s for s in sqlglot.parse(query, read="spark") if s is not None]
     except (ParseError, TokenError) as exc:
         raise SqlError(f"the query does not parse as Spark SQL: {str(exc).strip().splitlines()[0][:300]}") from None
+    except RecursionError:  # sqlglot recurses per nesting level (jobmanager/declarative/expressions.py)
+        raise SqlError("the query nests too deeply to be parsed; write it with fewer nested parentheses") from None
     if len(statements) != 1:
         raise SqlError(f"give one query; this holds {len(statements)} statements")
     select = statements[0]
