@@ -37,7 +37,8 @@ from jobmanager.job_master import JobMaster
 from jobmanager.leader.driver import LeadershipLostError
 from jobmanager.master.exception_history import TRACEBACK_LIMIT, bounded
 from jobmanager.master.ports import JobHandle
-from jobmanager.master.status import StaleLoads, TaskRecords
+from jobmanager.master.status import TaskRecords
+from jobmanager.reconfiguration.runner import retry_until_fresh
 from jobmanager.recovery import HaStores, read_ha_stores, savepoint_of
 from jobmanager.scheduler import execution_graph as eg
 from jobmanager.scheduler import slot_pool as sp
@@ -53,10 +54,6 @@ if TYPE_CHECKING:
     from jobmanager.leader.guarded_transaction import GuardedTransaction
 
 log = logging.getLogger("sluice.jobmanager")
-# a key rebalance waits up to this many heartbeat intervals (+ 1 s) for loads reported after its
-# request, polling every REBALANCE_LOAD_POLL seconds off the lock (docs/reconfiguration.md)
-REBALANCE_LOAD_WAIT = 2
-REBALANCE_LOAD_POLL = 0.05
 
 HeartbeatMetrics = tuple[str, str, TaskRecords]  # (job id, execution id, record counters) of one task
 
@@ -201,13 +198,8 @@ class Dispatcher:
         with self._lock:
             self._require_leader()
             self._jobs[job_id] = master
-            log.info(
-                "[job %s] submitted %r: %d tasks in %d slots",
-                job_id,
-                job.name,
-                sum(c.parallelism for c in master.chains),
-                master.slots_required,
-            )
+            tasks = sum(c.parallelism for c in master.chains)
+            log.info("[job %s] submitted %r: %d tasks in %d slots", job_id, job.name, tasks, master.slots_required)
             master.start(self.clock())
         return job_id
 
@@ -228,19 +220,19 @@ class Dispatcher:
     def cancel(self, job_id: str) -> JobStatus:
         self._require_leader()
         with self._lock:
-            if job_id not in self._jobs and job_id in self._results:
-                ended = from_proto(JobStatus, self._results[job_id].state)
-                raise ValueError(f"job {job_id} already ended {ended}")
-            return self._job(job_id).cancel(self.clock())
+            return self._running_job(job_id).cancel(self.clock())
+
+    def _running_job(self, job_id: str) -> JobMaster:
+        """The JobMaster of `job_id` (under the lock); ValueError when the job already ended."""
+        if job_id not in self._jobs and job_id in self._results:
+            raise ValueError(f"job {job_id} already ended {from_proto(JobStatus, self._results[job_id].state)}")
+        return self._job(job_id)
 
     def trigger_savepoint(self, job_id: str, target: str, stop: bool) -> str:
         """Request a savepoint of a running job (`stop`: then stop it); the request id."""
         self._require_leader()
         with self._lock:
-            if job_id not in self._jobs and job_id in self._results:
-                ended = from_proto(JobStatus, self._results[job_id].state)
-                raise ValueError(f"job {job_id} already ended {ended}")
-            return self._job(job_id).trigger_savepoint(target, stop, self.clock())
+            return self._running_job(job_id).trigger_savepoint(target, stop, self.clock())
 
     def reconfigure(
         self,
@@ -250,31 +242,18 @@ class Dispatcher:
         new_job: common_pb2.JobGraph | None,
         rebalance_keys: bool = False,
     ) -> str:
-        """Start a live reconfiguration of a running job (docs/reconfiguration.md); its id. A key
-        rebalance plans on key-group loads the TaskManagers reported after this request: it
-        waits (off the lock) up to REBALANCE_LOAD_WAIT heartbeat intervals for them."""
+        """Start a live reconfiguration of a running job (docs/reconfiguration.md); its id."""
         self._require_leader()
         if new_job is not None:
             graph.validate(new_job)  # JobValidationError naming the field
-        asked = self.clock()
-        wait = REBALANCE_LOAD_WAIT * self.heartbeat_interval + 1.0
-        waited_until = time.monotonic() + wait
-        while True:
+        since = self.clock() if rebalance_keys else None  # a key rebalance plans on loads reported after this
+
+        def attempt() -> str:
             with self._lock:
-                if job_id not in self._jobs and job_id in self._results:
-                    ended = from_proto(JobStatus, self._results[job_id].state)
-                    raise ValueError(f"job {job_id} already ended {ended}")
-                job = self._job(job_id)
-                try:
-                    since = asked if rebalance_keys else None
-                    return job.reconfigure(operator, parallelism, new_job, self.clock(), rebalance_keys, since)
-                except StaleLoads as exc:
-                    stale = exc
-            if time.monotonic() >= waited_until:
-                raise ValueError(
-                    f"{stale}, and none came within {wait:.1f} s of it; a TaskManager may be slow or lost: try again"
-                ) from None
-            time.sleep(REBALANCE_LOAD_POLL)
+                job = self._running_job(job_id)
+                return job.reconfigure(operator, parallelism, new_job, self.clock(), rebalance_keys, since)
+
+        return retry_until_fresh(attempt, self.heartbeat_interval)  # off the lock between attempts
 
     def job_graph(self, job_id: str) -> common_pb2.JobGraph:
         self._require_leader()
@@ -376,14 +355,13 @@ class Dispatcher:
             tm = self._pool.registered(resource_id)
             if tm is not None and tm.identity != fencing.bound_name(identity):
                 raise NotOwner(f"TaskManager {resource_id!r} is registered by another identity")
-            now = self.clock()
-            actions = self._pool.handle(sp.HeartbeatReceived(resource_id, now, held))
+            actions = self._pool.handle(sp.HeartbeatReceived(resource_id, self.clock(), held))
             if any(isinstance(a, sp.UnknownTaskManager) for a in actions):
                 return False
             self._pool_actions(actions)  # a slot the report freed may go to a waiting job
             for job_id, eid, records in metrics:
                 if (job := self._jobs.get(job_id)) is not None:
-                    job.on_heartbeat(resource_id, eid, records._replace(heartbeat_at=now))
+                    job.on_heartbeat(resource_id, eid, records, self.clock())
             return True
 
     def _owned(self, job: JobMaster, execution_id: str, identity: Identity | None, resource_id: str = "") -> bool:

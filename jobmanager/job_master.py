@@ -267,11 +267,11 @@ class JobMaster:
                 run.handle(rp.Running(eid, now), now)
         return not any(isinstance(a, eg.Ignored) for a in actions)
 
-    def on_heartbeat(self, resource_id: str, eid: str, records: TaskRecords) -> None:
-        """A heartbeat's counters of `eid`: taken only from the TaskManager it runs on, until it ends."""
+    def on_heartbeat(self, resource_id: str, eid: str, records: TaskRecords, now: float | None = None) -> None:
+        """A heartbeat's counters of `eid` (arrived at `now`), from the TaskManager it runs on, until it ends."""
         ex = self.graph.executions.get(eid)
         if ex is not None and ex.slot is not None and ex.slot.resource_id == resource_id and not ex.state.terminal:
-            self.metrics[eid] = records  # its final report has the final counts; a heartbeat may be older
+            self.metrics[eid] = records._replace(heartbeat_at=now)  # a final report's counts are newer
 
     def on_deploy_failed(self, eid: str, error: str, now: float) -> None:
         if eid in self.graph.executions:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, assert_never
 
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata
 from jobmanager.master.deployment import output_descriptor
+from jobmanager.master.status import StaleLoads
 from jobmanager.reconfiguration import protocol as rp
 from jobmanager.reconfiguration.plan import Plan
 from jobmanager.reconfiguration.port import ReconfigurationPort
@@ -35,6 +37,28 @@ _STATUS = {
     rp.Phase.FAILED: ReconfigurationStatus.FAILED,
     rp.Phase.ABORTED: ReconfigurationStatus.ABORTED,
 }
+
+
+# a key rebalance waits up to this many heartbeat intervals (+ 1 s) for loads reported after its
+# request, trying again every FRESH_LOADS_POLL seconds (docs/reconfiguration.md)
+FRESH_LOADS_WAIT = 2
+FRESH_LOADS_POLL = 0.05
+
+
+def retry_until_fresh(attempt: Callable[[], str], heartbeat_interval: float) -> str:
+    """`attempt()` (which takes the caller's lock itself) again while it raises StaleLoads, up to
+    FRESH_LOADS_WAIT heartbeat intervals and a second; then a ValueError naming the stale subtasks."""
+    wait = FRESH_LOADS_WAIT * heartbeat_interval + 1.0
+    until = time.monotonic() + wait
+    while True:
+        try:
+            return attempt()
+        except StaleLoads as exc:
+            if time.monotonic() >= until:
+                raise ValueError(
+                    f"{exc}, and none came within {wait:.1f} s of it; a TaskManager may be slow or lost: try again"
+                ) from None
+        time.sleep(FRESH_LOADS_POLL)
 
 
 def _now_ms() -> int:
