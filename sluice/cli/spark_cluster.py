@@ -63,9 +63,11 @@ def start(mode: str, cluster_dir: str, log_dir: str, cores: int, taskmanagers: i
         return out
     deadline = time.monotonic() + timeout
     home, python = spark_home(), sys.executable
+    scratch = os.path.join(cluster_dir, "spark-scratch")  # the Spark processes' scratch files (spark_plan.base_env)
+    os.makedirs(scratch, exist_ok=True)
     try:
         if mode == "standalone":
-            m = _launch(spark_plan.master(home, log_dir, python), log_dir)
+            m = _launch(spark_plan.master(home, log_dir, python, scratch), log_dir)
             out.processes.append(m)
             url = _wait_for(m, spark_plan.master_url, deadline, "the Spark master to serve")
             m.address, m.extra["url"] = spark_plan.host_port(url), url
@@ -73,7 +75,8 @@ def start(mode: str, cluster_dir: str, log_dir: str, cores: int, taskmanagers: i
             work_dir = os.path.join(cluster_dir, "spark-work")
             os.makedirs(work_dir, exist_ok=True)
             memory = EXECUTOR_MEMORY_MB * max(1, taskmanagers) + 512
-            w = _launch(spark_plan.worker(home, log_dir, python, url, 0, max(1, cores), memory, work_dir), log_dir)
+            plan = spark_plan.worker(home, log_dir, python, url, 0, max(1, cores), memory, work_dir, scratch)
+            w = _launch(plan, log_dir)
             out.processes.append(w)
             _wait_for(
                 w,
@@ -85,7 +88,7 @@ def start(mode: str, cluster_dir: str, log_dir: str, cores: int, taskmanagers: i
             _record_ui(w)
             out.url = url
         else:
-            c = _launch(spark_plan.connect_server(home, log_dir, python, max(1, cores)), log_dir)
+            c = _launch(spark_plan.connect_server(home, log_dir, python, max(1, cores), scratch_dir=scratch), log_dir)
             out.processes.append(c)
             url = _wait_for(c, spark_plan.connect_url, deadline, "the Spark Connect server to listen")
             c.address, c.extra["url"] = spark_plan.host_port(url), url

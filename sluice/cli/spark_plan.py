@@ -64,12 +64,15 @@ def spark_class(spark_home: str) -> str:
     return os.path.join(spark_home, "bin", "spark-class")
 
 
-def base_env(spark_home: str, log_dir: str, python: str) -> dict[str, str]:
+def base_env(spark_home: str, log_dir: str, python: str, scratch_dir: str | None = None) -> dict[str, str]:
     """What every Spark process of the cluster gets on top of the caller's environment: pyspark's
     own installation as SPARK_HOME, the loopback only, logs in the cluster's log directory, the
     foreground (spark-class, not the daemon scripts, so the pid is the JVM's), and `python` for
-    the Python workers that executors and the Connect server start."""
-    return {
+    the Python workers that executors and the Connect server start. `scratch_dir`: where they
+    and the executors a worker starts (which inherit its environment) keep scratch files —
+    SPARK_LOCAL_DIRS, and the JVMs' java.io.tmpdir through JAVA_TOOL_OPTIONS (native libraries
+    unpacked there) — so that a killed one leaves them in the cluster's directory, not /tmp."""
+    env = {
         "SPARK_HOME": spark_home,
         "SPARK_LOCAL_IP": HOST,
         "SPARK_LOG_DIR": log_dir,
@@ -78,10 +81,15 @@ def base_env(spark_home: str, log_dir: str, python: str) -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": python,
         "PYARROW_IGNORE_TIMEZONE": "1",
     }
+    if scratch_dir is not None:
+        env["SPARK_LOCAL_DIRS"] = scratch_dir
+        if not any(c.isspace() for c in scratch_dir):  # the JVM splits JAVA_TOOL_OPTIONS at blanks
+            env["JAVA_TOOL_OPTIONS"] = f"-Djava.io.tmpdir={scratch_dir}"
+    return env
 
 
-def master(spark_home: str, log_dir: str, python: str) -> Launch:
-    env = base_env(spark_home, log_dir, python)
+def master(spark_home: str, log_dir: str, python: str, scratch_dir: str | None = None) -> Launch:
+    env = base_env(spark_home, log_dir, python, scratch_dir)
     # the REST submission server would take its fixed port 6066; nothing here submits through it
     env["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"
     argv = [spark_class(spark_home), MASTER_CLASS, "--host", HOST, "--port", "0", "--webui-port", "0"]
@@ -89,7 +97,15 @@ def master(spark_home: str, log_dir: str, python: str) -> Launch:
 
 
 def worker(
-    spark_home: str, log_dir: str, python: str, master_url: str, index: int, cores: int, memory_mb: int, work_dir: str
+    spark_home: str,
+    log_dir: str,
+    python: str,
+    master_url: str,
+    index: int,
+    cores: int,
+    memory_mb: int,
+    work_dir: str,
+    scratch_dir: str | None = None,
 ) -> Launch:
     """A worker offering `cores` and `memory_mb` to the applications (one per TaskManager) that the
     master places on it; executors run in `work_dir` (their stdout/stderr land there too)."""
@@ -97,7 +113,7 @@ def worker(
         raise SparkPlanError(f"a Spark worker needs at least 1 core and 512 MB, got {cores} and {memory_mb} MB")
     if not master_url.startswith("spark://"):
         raise SparkPlanError(f"a Spark worker needs the master's spark:// URL, got {master_url!r}")
-    env = base_env(spark_home, log_dir, python)
+    env = base_env(spark_home, log_dir, python, scratch_dir)
     argv = [
         spark_class(spark_home),
         WORKER_CLASS,
@@ -118,12 +134,14 @@ def worker(
     return Launch("spark-worker", argv, env, f"spark-worker-{index}.log")
 
 
-def connect_server(spark_home: str, log_dir: str, python: str, cores: int, driver_memory: str = "2g") -> Launch:
+def connect_server(
+    spark_home: str, log_dir: str, python: str, cores: int, driver_memory: str = "2g", scratch_dir: str | None = None
+) -> Launch:
     """A Spark Connect server (the connect jar ships in pyspark's jars/) whose own Spark is
     local[cores]; its gRPC port is picked by the kernel and read back from its log."""
     if cores < 1:
         raise SparkPlanError(f"a Spark Connect server needs at least 1 core, got {cores}")
-    env = base_env(spark_home, log_dir, python)
+    env = base_env(spark_home, log_dir, python, scratch_dir)
     argv = [
         spark_class(spark_home),
         SUBMIT_CLASS,
@@ -186,4 +204,8 @@ def host_port(url: str) -> str:
 
 
 def merged_env(base: Mapping[str, str], launch: Launch) -> dict[str, str]:
-    return {**base, **launch.env}
+    """The caller's environment with the launch's on top; JAVA_TOOL_OPTIONS of both are kept."""
+    env = {**base, **launch.env}
+    if base.get("JAVA_TOOL_OPTIONS") and "JAVA_TOOL_OPTIONS" in launch.env:
+        env["JAVA_TOOL_OPTIONS"] = f"{base['JAVA_TOOL_OPTIONS']} {launch.env['JAVA_TOOL_OPTIONS']}"
+    return env

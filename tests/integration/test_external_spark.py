@@ -99,6 +99,12 @@ def test_standalone_cluster_runs_page_views_exactly_on_executors(standalone, tmp
     assert len(jvms) >= 4
     listening = [(p.pid, c.laddr.ip) for p in jvms for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN]
     assert listening and all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for _pid, ip in listening), listening
+    # master, worker and executors keep their scratch files in the cluster's directory, not /tmp
+    scratch = os.path.join(standalone.dir, "spark-scratch")
+    spark_jvms = [psutil.Process(master[0]["pid"]), psutil.Process(worker[0]["pid"]), *executors(worker[0]["pid"])]
+    for p in spark_jvms:  # the TaskManager's driver keeps its own in the TaskManager's working directory
+        assert f"-Djava.io.tmpdir={scratch}" in p.environ().get("JAVA_TOOL_OPTIONS", ""), p.cmdline()[:3]
+    assert os.listdir(scratch), "the executor's block manager directory"
 
 
 def test_kill_9_of_an_executor_mid_job_is_retried_by_spark_and_output_stays_exact(standalone, tmp_path):

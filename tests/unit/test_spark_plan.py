@@ -109,3 +109,18 @@ def test_mode_is_one_of_local_standalone_connect():
     assert [spark_plan.check_mode(m) for m in spark_plan.MODES] == ["local", "standalone", "connect"]
     with pytest.raises(spark_plan.SparkPlanError, match="expected one of local, standalone, connect"):
         spark_plan.check_mode("yarn")
+
+
+def test_scratch_files_go_to_the_given_directory_and_the_callers_java_options_stay():
+    for launch in (
+        spark_plan.master(HOME, LOGS, PY, "/c/spark-scratch"),
+        spark_plan.worker(HOME, LOGS, PY, "spark://127.0.0.1:42343", 0, 2, 1024, "/c/spark-work", "/c/spark-scratch"),
+        spark_plan.connect_server(HOME, LOGS, PY, 2, scratch_dir="/c/spark-scratch"),
+    ):
+        assert launch.env["SPARK_LOCAL_DIRS"] == "/c/spark-scratch", launch.role
+        assert launch.env["JAVA_TOOL_OPTIONS"] == "-Djava.io.tmpdir=/c/spark-scratch", launch.role
+        merged = spark_plan.merged_env({"JAVA_TOOL_OPTIONS": "-Xss2m", "PATH": "/bin"}, launch)
+        assert merged["JAVA_TOOL_OPTIONS"] == "-Xss2m -Djava.io.tmpdir=/c/spark-scratch" and merged["PATH"] == "/bin"
+    assert "SPARK_LOCAL_DIRS" not in spark_plan.master(HOME, LOGS, PY).env  # none given: Spark's defaults
+    spaced = spark_plan.master(HOME, LOGS, PY, "/c/my cluster/spark-scratch").env
+    assert spaced["SPARK_LOCAL_DIRS"] == "/c/my cluster/spark-scratch" and "JAVA_TOOL_OPTIONS" not in spaced
