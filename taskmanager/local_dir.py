@@ -9,7 +9,8 @@ spark_engine.spark_scratch_conf). The process removes it when it stops; a proces
 not (kill -9, a crash) leaves it behind, and the next TaskManager to start on the machine
 (its supervisor restarts it, or any other) removes every such directory of the same user and
 host whose pid no longer runs (a directory of another host, seen through a shared temp dir,
-is left alone: its pid means nothing here)."""
+is left alone: its pid means nothing here), and every one without a pid file for longer than
+NO_PID_GRACE (a dead TaskManager's Spark JVM can re-create `spark/` after the removal)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ import re
 import shutil
 import socket
 import tempfile
+import time
 
 log = logging.getLogger("sluice.taskmanager")
 
 PID_FILE = "pid"
 SPARK_DIR = "spark"  # Spark's scratch space (spark.local.dir, the JVM's java.io.tmpdir)
+NO_PID_GRACE = 60.0  # seconds after which a directory without a pid file is no TaskManager's start
 PREFIX = "sluice-tm-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -63,11 +66,18 @@ def _remove_stale(base: str) -> None:
         try:
             if not os.path.isdir(path) or os.path.islink(path) or os.stat(path).st_uid != os.getuid():
                 continue
+            if not os.path.exists(os.path.join(path, PID_FILE)):
+                # being created (the pid file follows within microseconds), or re-created without
+                # one by a killed TaskManager's Spark JVM that outlived its removal: gone when old
+                if time.time() - os.stat(path).st_mtime > NO_PID_GRACE:
+                    log.info("removing the working directory %s, which has no pid file", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                continue
             with open(os.path.join(path, PID_FILE)) as f:
                 fields = f.read().split()
             pid, host = int(fields[0]), fields[1] if len(fields) > 1 else socket.gethostname()
         except (OSError, ValueError, IndexError):
-            continue  # not ours, or being created: leave it
+            continue  # not ours, or unreadable: leave it
         if host == socket.gethostname() and pid > 0 and pid != os.getpid() and not _alive(pid):
             log.info("removing the working directory %s left by an earlier TaskManager (pid %d)", path, pid)
             shutil.rmtree(path, ignore_errors=True)

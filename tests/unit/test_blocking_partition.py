@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 import grpc
@@ -560,6 +561,11 @@ def test_the_working_directory_is_fresh_and_replaces_those_dead_processes_left(t
     (other / local_dir.PID_FILE).write_text(str(dead_pid))
     starting = tmp_path / "sluice-tm-tm_3-starting"  # no pid written yet
     starting.mkdir()
+    # no pid file for longer than a start takes: re-created by a killed TaskManager's Spark JVM
+    recreated = tmp_path / "sluice-tm-tm_5-recreated"
+    (recreated / local_dir.SPARK_DIR).mkdir(parents=True)
+    old = time.time() - local_dir.NO_PID_GRACE - 5
+    os.utime(recreated, (old, old))
     unrelated = tmp_path / "something-else"
     unrelated.mkdir()
     (unrelated / local_dir.PID_FILE).write_text(str(dead_pid))
@@ -568,7 +574,7 @@ def test_the_working_directory_is_fresh_and_replaces_those_dead_processes_left(t
     (elsewhere / local_dir.PID_FILE).write_text(f"{dead_pid}\nnot-{socket.gethostname()}\n")
 
     path = local_dir.create("tm/1", base=str(tmp_path))
-    assert not stale.exists() and not other.exists()
+    assert not stale.exists() and not other.exists() and not recreated.exists()
     assert live.exists() and starting.exists() and unrelated.exists() and elsewhere.exists()
     assert os.path.dirname(path) == str(tmp_path) and os.path.basename(path).startswith("sluice-tm-tm_1-")
     pid_file = (tmp_path / os.path.basename(path) / local_dir.PID_FILE).read_text()
