@@ -161,19 +161,22 @@ def test_a_function_swap_switches_the_output_at_one_barrier_and_keeps_the_state(
     wait_for(cluster, job, lambda s: s["state"] == "CANCELED", "the cancel")
 
 
-def rebalance_keys(cluster, job: str, read: int = 0) -> subprocess.CompletedProcess:
+def rebalance_keys(cluster, job: str, read: int | None = None) -> subprocess.CompletedProcess:
     """`reconfigure --operator counts --rebalance-keys` once the key groups' loads reached the
-    JobManager (with the TaskManagers' heartbeats) and show a move. `read`: first wait until the
-    heartbeats say the sources read that many rows and counts took in every (pre-aggregated) row
-    they sent: the loads travel in the same message, so no subtask's load is older than its input."""
+    JobManager (with the TaskManagers' heartbeats) and show a move. `read` (a job whose counts
+    are chained with their sink, "counts sink"): first wait until the heartbeats say the sources
+    read that many rows and counts took in every (pre-aggregated) row they sent, so that no row is
+    still on its way when the JobManager takes the loads (it takes them from heartbeats that
+    arrive after the request)."""
 
     def reported():
         s = cluster.status(job)
         sources, counts = tasks_of(s, "page views"), tasks_of(s, "counts sink")
         sent, took = sum(t["records_sent"] for t in sources), sum(t["records_in"] for t in counts)
-        return sum(t["records_out"] for t in sources) >= read and took == sent
+        return sum(t["records_out"] for t in sources) >= (read or 0) and took == sent
 
-    wait_until(reported, 60, f"{read} rows read and counted, as the heartbeats report")
+    if read is not None:
+        wait_until(reported, 60, f"{read} rows read and counted, as the heartbeats report")
 
     def rebalanced():
         proc = reconfigure(cluster, job, "--operator", "counts", "--rebalance-keys", check=False)
