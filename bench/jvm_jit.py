@@ -48,7 +48,7 @@ def thread_kind(name: str) -> str:
     and its GC threads `GC Thread#N`, `G1 ...`)."""
     if "CompilerThre" in name:
         return "jit"
-    if name.startswith(("GC Thread", "G1 ", "VM Periodic")) or re.match(r"G1\w", name):
+    if name.startswith(("GC Thread", "G1 ")) or re.match(r"G1\w", name):
         return "gc"
     return "work"
 

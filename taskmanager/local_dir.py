@@ -5,7 +5,7 @@ system temp dir honours TMPDIR), holding a `pid` file (the pid, then the host na
 Blocking result partitions (BATCH) keep their files under it (`partitions/`,
 taskmanager/network/blocking_partition.py), and its Spark driver its scratch files
 (`spark/`: the block manager's, pyspark's and the artifact directories;
-spark_engine.spark_scratch_conf). The process removes it when it stops; a process that could
+SparkEngine.start). The process removes it when it stops; a process that could
 not (kill -9, a crash) leaves it behind, and the next TaskManager to start on the machine
 (its supervisor restarts it, or any other) removes every such directory of the same user and
 host whose pid no longer runs (a directory of another host, seen through a shared temp dir,

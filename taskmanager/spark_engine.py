@@ -74,16 +74,6 @@ def warm_up_input(directory: str | None = None) -> str:
     return path
 
 
-def spark_scratch_conf(local_dir: str) -> dict[str, str]:
-    """Spark's scratch space under `local_dir`, the TaskManager's working directory
-    (taskmanager/local_dir.py): the block manager's `blockmgr-*`, the `spark-*` directories
-    of the driver and of pyspark, and, through the JVM's `java.io.tmpdir` (set with the
-    driver's Java options), the `artifacts-*` ones. A TaskManager killed with its JVM then
-    leaves them inside the directory that the next TaskManager on the host removes, not
-    loose in the system temp dir. A `spark.local.dir` set in the process's Spark options wins."""
-    return {"spark.local.dir": local_dir}
-
-
 def _java_option_value(value: str) -> str:
     """`value` as one argument of a Java options string (Spark splits it at blanks unless quoted)."""
     if not any(c.isspace() or c in "\"'\\" for c in value):
@@ -116,7 +106,12 @@ class SparkEngine:
         `background` (a TaskManager offers its slots meanwhile: a task that arrives first
         pays the same one-time costs itself, sharing the CPU with the warm-up) or not at all
         (`off`, the process option spark.warm-up: each kind of call pays them when first made).
-        `local_dir`: where the driver keeps its scratch files (`spark_scratch_conf`)."""
+        `local_dir`: the driver's scratch space, in the TaskManager's working directory
+        (taskmanager/local_dir.py): `spark.local.dir` (the block manager's `blockmgr-*`, the
+        driver's and pyspark's `spark-*`) and the JVM's `java.io.tmpdir` (the `artifacts-*`,
+        unpacked native libraries). A TaskManager killed with its JVM then leaves them inside the
+        directory that the next TaskManager on the host removes, not loose in the system temp
+        dir. A `spark.local.dir` in the engine's own conf wins, and then neither is set."""
         if warm_up not in ("now", "background", "off"):
             raise ValueError(f"warm_up must be now, background or off, not {warm_up!r}")
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
@@ -149,11 +144,10 @@ class SparkEngine:
         if self.remote:
             # a Connect session can only set SQL options; the server owns its driver and executors
             defaults = {k: v for k, v in defaults.items() if k.startswith("spark.sql.")}
-        if local_dir is not None and not self.remote:
-            defaults.update(spark_scratch_conf(local_dir))
         conf = {**defaults, **self.conf}
         if local_dir is not None and not self.remote and "spark.local.dir" not in self.conf:
-            os.makedirs(local_dir, exist_ok=True)
+            os.makedirs(local_dir, exist_ok=True)  # java.io.tmpdir must exist; Spark makes its own dirs
+            conf["spark.local.dir"] = local_dir
             conf = spark_cds.with_java_options(conf, f"-Djava.io.tmpdir={_java_option_value(local_dir)}")
         if self.cds_archive:
             conf = spark_cds.with_java_options(conf, spark_cds.java_options(self.cds_archive))

@@ -78,11 +78,10 @@ def orphaned(paths: Iterable[str], kept: frozenset[str], upper: int, shared_dir:
     Every older checkpoint but the restored one is discarded then, and the new attempt's tasks
     build only on the restored one. A name without an id, or a path outside `shared_dir`, is
     never returned. Sorted."""
-    prefix = shared_dir.rstrip("/") + "/"
     out = []
     for path in paths:
         cid = checkpoint_of(path)
-        if cid is not None and cid < upper and path not in kept and path.startswith(prefix) and "/../" not in path:
+        if cid is not None and cid < upper and path not in kept and _inside(path, shared_dir):
             out.append(path)
     return sorted(out)
 
@@ -90,9 +89,13 @@ def orphaned(paths: Iterable[str], kept: frozenset[str], upper: int, shared_dir:
 def left_behind(handles: Iterable[object], kept: frozenset[str], shared_dir: str) -> list[str]:
     """The shared files a dropped checkpoint's handles reference that the checkpoint kept does
     not, and that lie inside `shared_dir` (a path elsewhere is never deleted), sorted."""
-    prefix = shared_dir.rstrip("/") + "/"
     files = set().union(*(shared_files(h) for h in handles))
-    return sorted(f for f in files if f not in kept and f.startswith(prefix) and "/../" not in f)
+    return sorted(f for f in files if f not in kept and _inside(f, shared_dir))
+
+
+def _inside(path: str, shared_dir: str) -> bool:
+    """Whether `path` lies inside `shared_dir` (a path elsewhere is never deleted)."""
+    return path.startswith(shared_dir.rstrip("/") + "/") and "/../" not in path
 
 
 class SharedStateRegistry:

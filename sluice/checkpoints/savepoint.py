@@ -353,9 +353,8 @@ def _restore_handle(h: dict[str, Any], file_uri: Callable[[str], str] | None) ->
         return {"uri": file_uri(h["file"]), "path": h["file"], "key_groups": h["key_groups"]}
     if native:
         return dict(h)  # a checkpoint's database: its own and shared files by absolute path
-    if changelog_files.is_chain(
-        h
-    ):  # a checkpoint's chain of files, read by absolute path (or URI: a retained checkpoint's)
+    # a checkpoint's chain of files, read by absolute path (or URI: a retained checkpoint's)
+    if changelog_files.is_chain(h):
         return {k: h[k] for k in ("chain", "chain_uris", "key_columns", "key_groups") if k in h}
     out = {"path": h["path"], "key_groups": h["key_groups"]}
     if "uri" in h:  # a retained checkpoint's file, possibly on another file system than the job's checkpoints
