@@ -61,7 +61,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, REPO)
 
-from bench_common import begin_run, finish_workdir, fmt, notes_lines, publish, run_main, section_head, write_atomically
+from bench_common import begin_run, finish_workdir, fmt, publish, run_main, write_atomically
+from markdown import notes_lines, section_head
 from paired_runs import MEASURED, OTHERS, RunError, log, usage_figures
 from spark_peer import SPARK_SETTINGS, PeerSide
 from stats import RESAMPLES, SEED, Estimate, fmt_estimate, kept, median_ci, valid

@@ -27,16 +27,8 @@ import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (
-    add_worktree,
-    begin_run,
-    finish_workdir,
-    fmt,
-    publish,
-    remove_worktree,
-    run_main,
-    section_head,
-)
+from bench_common import add_worktree, begin_run, finish_workdir, fmt, publish, remove_worktree, run_main
+from markdown import section_head
 from page_views_bench import REPO, Cluster, generate, throughput_run
 from procstat import fmt_rss, peak_rss
 from stats import fmt_estimate, median_ci

@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import psutil
@@ -120,19 +119,6 @@ def append_results(path: str, section: str) -> None:
         f.write(section)
 
 
-def section_head(title: str, command: str, facts: dict) -> list[str]:
-    """A section's first lines: `## <UTC time> — title`, the command with its commit, the machine."""
-    return [
-        f"## {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC — {title}",
-        "",
-        f"Command: `{command}` at commit {facts['commit']}",
-        "",
-        f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, Python {facts['python']}, "
-        f"{facts['java']}, pyspark {facts['pyspark']}, load average at start {facts['load']}.",
-        "",
-    ]
-
-
 def publish(section: str, path: str, log, append: bool = True) -> None:
     """Print a finished section and append it to the results file (what every script ends with;
     `append` False: print it only, a script's --no-append)."""
@@ -153,11 +139,6 @@ def add_worktree(repo: str, commit: str, path: str) -> str:
 def remove_worktree(repo: str, path: str) -> None:
     """Remove a worktree `add_worktree` made (whatever state it is in)."""
     subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", path], check=False)
-
-
-def notes_lines(notes) -> list[str]:
-    """A section's closing "Notes:" list, as Markdown lines (none without notes)."""
-    return ["Notes:", "", *(f"- {n}" for n in notes), ""] if notes else []
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
 import psutil
-from bench_common import begin_run, finish_workdir, fmt, notes_lines, pct, publish, run_main, section_head, size
+from bench_common import begin_run, finish_workdir, fmt, pct, publish, run_main, size
+from markdown import notes_lines, section_head
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, excluded, fmt_rss
 from stats import Estimate, fmt_estimate, median_ci
 

@@ -39,8 +39,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
-from bench_common import begin_run, finish_workdir, fmt, notes_lines, publish, run_main, section_head
+from bench_common import begin_run, finish_workdir, fmt, publish, run_main
 from generate_page_views import generate
+from markdown import notes_lines, section_head
 from page_views_bench import BenchError, Cluster, log, throughput_run
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, excluded
 from stats import fmt_estimate, median_ci

@@ -34,7 +34,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
 import pyarrow as pa
-from bench_common import begin_run, finish_workdir, publish, run_main, section_head
+from bench_common import begin_run, finish_workdir, publish, run_main
+from markdown import section_head
 from stats import fmt_estimate, median_ci
 
 from sluice.graph import Partitioning

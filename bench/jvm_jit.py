@@ -30,7 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import begin_run, finish_workdir, fmt, median, publish, run_main, section_head
+from bench_common import begin_run, finish_workdir, fmt, median, publish, run_main
+from markdown import section_head
 from page_views_bench import REPO, generate
 
 sys.path.insert(0, REPO)

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 
 import checkpoint_overhead as co
 import throughput_suite as ts  # (also puts the repo and examples/ on sys.path)
-from bench_common import aborted, begin_run, finish_workdir, fmt, publish, run_main, section_head
+from bench_common import aborted, begin_run, finish_workdir, fmt, publish, run_main
+from markdown import section_head
 from stats import Estimate, fmt_estimate, median_ci
 
 log = ts.log

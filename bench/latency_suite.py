@@ -61,19 +61,10 @@ import paced_latency
 import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
 import spark_peer
 import structured_streaming_bench as ssb
-from bench_common import (
-    begin_run,
-    finish_workdir,
-    fmt,
-    notes_lines,
-    pct,
-    publish,
-    run_main,
-    section_head,
-    write_atomically,
-)
+from bench_common import begin_run, finish_workdir, fmt, pct, publish, run_main, write_atomically
 from checkpoint_overhead import cluster_roles
 from generate_page_views import generate
+from markdown import notes_lines, section_head
 from output_check import check_peer_output, check_sluice_output
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, Usage, excluded, fmt_rss
 from stats import CONFIDENCE, RESAMPLES, SEED, Estimate, fmt_estimate

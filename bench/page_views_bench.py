@@ -73,18 +73,9 @@ DIR_POLL = 0.02  # seconds between output directory listings (recovery)
 
 sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, REPO)
-from bench_common import (
-    begin_run,
-    finish_workdir,
-    fmt,
-    median,
-    notes_lines,
-    pct,
-    publish,
-    run_main,
-    size,
-)
+from bench_common import begin_run, finish_workdir, fmt, median, pct, publish, run_main, size
 from generate_page_views import generate
+from markdown import notes_lines
 from output_check import check_sluice_output
 from stats import fmt_load, load1
 

@@ -10,8 +10,8 @@ bench/procstat.py, and the report's common cells.
   peer's shuffle tuning, the script's job or workload ("item") specifics in a few hooks;
   `timed_launch`, `usage_figures` and `close_run` serve bench/throughput_suite.py's runs too;
 - the command line both scripts share and `conduct`: a script's main loop (warm-up, tuning, rounds
-  that alternate the systems), teardown and the section appended to bench/RESULTS.md;
-- report helpers: estimates and the cells both reports print.
+  that alternate the systems, in bench/run_matrix.py's order), teardown and the section appended to
+  bench/RESULTS.md; the cells both reports print are in bench/paired_report.py.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench_common import aborted, finish_workdir, fmt, publish, size
-from stats import Estimate, est, fmt_estimate, kept, median_ci, valid
+from run_matrix import matrix, warm_ups
 
 if TYPE_CHECKING:
     from spark_peer import PeerSide
@@ -473,18 +473,15 @@ def conduct(
             bench.sides[SLUICE] = sluice_side(bench.work, 1, 2, 2, args.job_timeout).start()
         if PEER in systems:
             bench.sides[PEER].start()
-        for item in items:
-            for s in systems:
-                bench.run(s, item, "warm-up", shuffle=shuffle[0] if s == PEER else None)
+        for cell in warm_ups(systems, items):
+            bench.run(cell.system, cell.item, cell.phase, shuffle=shuffle[0] if cell.system == PEER else None)
         if after_warmup is not None:
             after_warmup()
         if PEER in systems:
             bench.tune_peer(list(items), shuffle)
         log(f"{runs} measured runs per system and {noun}, alternating {', '.join(systems)}")
-        for _ in range(runs):
-            for item in items:
-                for s in systems:
-                    bench.run(s, item, "measured")
+        for cell in matrix(systems, items, runs):
+            bench.run(cell.system, cell.item, cell.phase)
     except BaseException as exc:
         interrupted = aborted(bench, exc, "the cluster and the SparkSession", log)
         raise
@@ -530,82 +527,3 @@ def shuffle_text(bench: PairedBench, candidates: Sequence[int], label: Callable[
 # ================================================================================================
 # report
 # ================================================================================================
-def fmt_bytes_est(e: Estimate) -> str:
-    if e.median is None:
-        return "—"
-    if e.low is None or e.high is None:
-        return f"{size(e.median)} (1 run)"
-    return f"{size(e.median)} [{size(e.low)}–{size(e.high)}]"
-
-
-def ratio_of(a: float | None, b: float | None) -> float | None:
-    return a / b if a and b else None
-
-
-def check_banner(runs: Iterable[dict]) -> list[str]:
-    return (
-        ["**OUTPUT CHECK FAILED** (see the notes).", ""]
-        if any(r.get("check") and not r["check_ok"] for r in runs)
-        else []
-    )
-
-
-def summary_groups(
-    runs: Iterable[dict], key: str, names: Iterable[str]
-) -> Iterator[tuple[str, str, dict[str, list[dict]], Estimate, float | None]]:
-    """The summary table's rows: per item (`key` of a run: its name) and system that has measured runs,
-    (item, system, the item's measured runs per system, the system's events/s, the ratio Sluice/peer
-    of the median events/s)."""
-    measured = [r for r in runs if r["phase"] == "measured"]
-    for name in names:
-        rs = {s: [r for r in measured if r[key] == name and r["system"] == s] for s in (SLUICE, PEER)}
-        rate = {s: est(rs[s], "rate") for s in rs}
-        ratio = ratio_of(rate[SLUICE].median, rate[PEER].median)
-        for s in (SLUICE, PEER):
-            if rs[s]:
-                yield name, s, rs, rate[s], ratio
-
-
-def summary_cells(runs_s: Sequence[dict], rate: Estimate, ratio: float | None, system: str) -> str:
-    """A summary row's common cells, from the run counts to CPU per million events."""
-    return (
-        f"{len(kept(runs_s))}/{len(valid(runs_s))}/{len(runs_s)} | "
-        f"{fmt_estimate(rate)} | {fmt(ratio) if system == SLUICE else ''} | "
-        f"{fmt_estimate(median_ci(r['rate'] for r in valid(runs_s)))} | "
-        f"{fmt_estimate(est(runs_s, 'window'), '.2f')} | "
-        f"{fmt_estimate(est(runs_s, 'startup'), '.2f')} | {fmt_estimate(est(runs_s, 'cpu_per_m'), '.2f')}"
-    )
-
-
-def state_summary(runs_s: Sequence[dict], system: str) -> str:
-    state = fmt_bytes_est(est(runs_s, "state_peak"))
-    if system == PEER:
-        return f"memory {state}; disk {fmt_bytes_est(est(runs_s, 'state_disk'))}"
-    return f"checkpoint {state}"
-
-
-def run_cells(r: dict, error_chars: int, check_chars: int) -> tuple[str, str, str]:
-    """A run row's (configuration, state, output check) cells."""
-    state = (
-        f"checkpoint {size(r.get('state_peak'))}"
-        if r["system"] == SLUICE
-        else f"memory {size(r.get('state_peak'))}, disk {size(r.get('state_disk'))}"
-    )
-    out = "yes" if r["check_ok"] else ("**NO**" if r.get("check") else "failed")
-    if r.get("error"):
-        out += f": {r['error'][:error_chars]}"
-    elif r.get("check") and not r["check_ok"]:
-        out += f": {r['check'][:check_chars]}"
-    elif r.get("window_error"):
-        out += f" (no window: {r['window_error']})"
-    cfg = "1 TM x 2 slots, p=2" if r["system"] == SLUICE else f"local[2], shuffle {r.get('shuffle')}"
-    return cfg, state, out
-
-
-def timing_cells(r: dict) -> str:
-    """A run row's window, events/s, startup and CPU cells."""
-    return f"{fmt(r['window'])} | {fmt(r['rate'], ',.0f')} | {fmt(r['startup'])} | {fmt(r.get('cpu_per_m'))}"
-
-
-def foreign_cell(r: dict) -> str:
-    return f"{fmt(r.get('foreign_cores'))}{' (excluded)' if r.get('excluded') else ''}"

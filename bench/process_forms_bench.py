@@ -42,7 +42,8 @@ sys.path[:0] = [CODE, os.path.join(CODE, "examples")]
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
-from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main, section_head
+from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main
+from markdown import section_head
 from stats import fmt_estimate, median_ci
 
 from sluice.graph import OperatorKind

@@ -78,16 +78,8 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from bench_common import (
-    SOURCE_BATCH,
-    _commit,
-    begin_run,
-    finish_workdir,
-    notes_lines,
-    publish,
-    run_main,
-    section_head,
-)
+from bench_common import SOURCE_BATCH, _commit, begin_run, finish_workdir, publish, run_main
+from markdown import notes_lines, section_head
 from page_views_bench import SLUICE, BenchError, Cluster, DirWatch, log, sluice
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, excluded
 from stats import Estimate, fmt_estimate, load1, median_ci

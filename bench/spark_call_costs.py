@@ -34,7 +34,8 @@ from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import begin_run, finish_workdir, fmt, publish, run_main, section_head
+from bench_common import begin_run, finish_workdir, fmt, publish, run_main
+from markdown import section_head
 from page_views_bench import REPO, generate
 from stats import fmt_estimate, median_ci
 

@@ -43,8 +43,9 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
 import psutil
-from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main, section_head
+from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main
 from generate_page_views import generate
+from markdown import section_head
 from procstat import tree_cpu
 from stats import fmt_estimate, median_ci
 

@@ -46,17 +46,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_common import (
-    LOG_TIME,
-    SOURCE_BATCH,
-    SOURCE_SNAPSHOT,
-    begin_run,
-    finish_workdir,
-    publish,
-    run_main,
-    section_head,
-    size,
-)
+from bench_common import LOG_TIME, SOURCE_BATCH, SOURCE_SNAPSHOT, begin_run, finish_workdir, publish, run_main, size
+from markdown import section_head
 from page_views_bench import Cluster, sluice
 from stats import fmt_estimate, median_ci
 

@@ -92,10 +92,13 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
+import paired_report
 import paired_runs
 import spark_peer
-from bench_common import begin_run, fmt, notes_lines, run_main, section_head, size
-from paired_runs import PEER, SLUICE, fmt_bytes_est, log, read_rows
+from bench_common import begin_run, fmt, run_main, size
+from markdown import notes_lines, section_head
+from paired_report import fmt_bytes_est
+from paired_runs import PEER, SLUICE, log, read_rows
 from stats import est, fmt_estimate
 
 PAGE_SCHEMA = "url string, user long, ts long"
@@ -592,18 +595,18 @@ class Bench(paired_runs.PairedBench):
 # report
 # ================================================================================================
 def run_row(r: dict) -> str:
-    cfg, state, out = paired_runs.run_cells(r, 200, 200)
+    cfg, state, out = paired_report.run_cells(r, 200, 200)
     return (
-        f"| {r['n']} | {r['phase']} | {r['job']} | {r['system']} | {cfg} | {paired_runs.timing_cells(r)} | {state} | "
+        f"| {r['n']} | {r['phase']} | {r['job']} | {r['system']} | {cfg} | {paired_report.timing_cells(r)} | {state} | "
         f"{size(r.get('rss_py'))} + {size(r.get('rss_jvm'))} | {fmt(r.get('output_rows'), ',')} | "
-        f"{fmt(r.get('late_dropped'), ',')} | {paired_runs.foreign_cell(r)} | {out} |"
+        f"{fmt(r.get('late_dropped'), ',')} | {paired_report.foreign_cell(r)} | {out} |"
     )
 
 
 def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: Sequence[str]) -> str:
     jobs: dict[str, Job] = plan["jobs"]
     L = section_head("Keyed state: Sluice vs Spark Structured Streaming", command, facts)
-    L += paired_runs.check_banner(runs)
+    L += paired_report.check_banner(runs)
     if "dedup" in jobs:
         L.append(
             f"**dedup**: {plan['dedup_events']:,} page views ({plan['dedup_files']} files) of {plan['users']:,} users "
@@ -652,12 +655,12 @@ def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: S
         "startup s | CPU s per M events | CPU ratio P/S | state (peak) | RSS Python + JVM | output rows |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for j, s, rs, rate, ratio in paired_runs.summary_groups(runs, "job", jobs):
-        cpu_ratio = paired_runs.ratio_of(est(rs[PEER], "cpu_per_m").median, est(rs[SLUICE], "cpu_per_m").median)
+    for j, s, rs, rate, ratio in paired_report.summary_groups(runs, "job", jobs):
+        cpu_ratio = paired_report.ratio_of(est(rs[PEER], "cpu_per_m").median, est(rs[SLUICE], "cpu_per_m").median)
         rss = f"{fmt_bytes_est(est(rs[s], 'rss_py'))} + {fmt_bytes_est(est(rs[s], 'rss_jvm'))}"
         L.append(
-            f"| {j} | {s} | {paired_runs.summary_cells(rs[s], rate, ratio, s)} | "
-            f"{fmt(cpu_ratio) if s == SLUICE else ''} | {paired_runs.state_summary(rs[s], s)} | {rss} | "
+            f"| {j} | {s} | {paired_report.summary_cells(rs[s], rate, ratio, s)} | "
+            f"{fmt(cpu_ratio) if s == SLUICE else ''} | {paired_report.state_summary(rs[s], s)} | {rss} | "
             f"{fmt_estimate(est(rs[s], 'output_rows'), ',.0f')} |"
         )
     L.append("")

@@ -67,9 +67,11 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
+import paired_report
 import paired_runs
 import spark_peer
-from bench_common import begin_run, fmt, notes_lines, run_main, section_head
+from bench_common import begin_run, fmt, run_main
+from markdown import notes_lines, section_head
 from paired_runs import PEER, SLUICE, log
 from stats import est, fmt_estimate
 
@@ -333,19 +335,19 @@ class Bench(paired_runs.PairedBench):
 # report
 # ================================================================================================
 def run_row(r: dict, workloads: dict[str, Workload]) -> str:
-    cfg, state, out = paired_runs.run_cells(r, 120, 160)
+    cfg, state, out = paired_report.run_cells(r, 120, 160)
     return (
         f"| {r['n']} | {r['phase']} | {workloads[r['workload']].label} | {r['system']} | {cfg} | "
-        f"{paired_runs.timing_cells(r)} | {state} | "
+        f"{paired_report.timing_cells(r)} | {state} | "
         f"{fmt(r.get('output_rows'), ',')} | {fmt(r.get('unemitted'), ',')} | {fmt(r.get('late_dropped'), ',')} | "
-        f"{paired_runs.foreign_cell(r)} | {out} |"
+        f"{paired_report.foreign_cell(r)} | {out} |"
     )
 
 
 def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: Sequence[str]) -> str:
     workloads: dict[str, Workload] = plan["workloads"]
     L = section_head("Event-time windows: Sluice vs Spark Structured Streaming", command, facts)
-    L += paired_runs.check_banner(runs)
+    L += paired_report.check_banner(runs)
     L.append(
         f"Input: {plan['events']:,} events ({plan['files']} files, {plan['urls']:,} urls, seed {SEED}), timestamps "
         f"out of order by up to {plan['disorder_ms']:,} ms; both systems' out-of-orderness bound "
@@ -379,10 +381,10 @@ def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: S
         "startup s | CPU s per M events | state (peak) | output windows | unemitted |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for w, s, rs, rate, ratio in paired_runs.summary_groups(runs, "workload", workloads):
+    for w, s, rs, rate, ratio in paired_report.summary_groups(runs, "workload", workloads):
         L.append(
-            f"| {workloads[w].label} | {s} | {paired_runs.summary_cells(rs[s], rate, ratio, s)} | "
-            f"{paired_runs.state_summary(rs[s], s)} | {fmt_estimate(est(rs[s], 'output_rows'), ',.0f')} | "
+            f"| {workloads[w].label} | {s} | {paired_report.summary_cells(rs[s], rate, ratio, s)} | "
+            f"{paired_report.state_summary(rs[s], s)} | {fmt_estimate(est(rs[s], 'output_rows'), ',.0f')} | "
             f"{'—' if s == SLUICE else fmt_estimate(est(rs[s], 'unemitted'), ',.0f')} |"
         )
     L.append("")

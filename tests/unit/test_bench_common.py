@@ -10,12 +10,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import bench_common
 
 
-def test_notes_close_a_section_only_when_there_are_some():
-    assert bench_common.notes_lines([]) == []
-    lines = bench_common.notes_lines(["took 3 s", "one run failed"])
-    assert lines == ["Notes:", "", "- took 3 s", "- one run failed", ""]
-
-
 def test_publish_starts_a_new_results_file_with_its_header_and_appends_after(tmp_path, capsys):
     out = str(tmp_path / "RESULTS.md")
     said: list[str] = []

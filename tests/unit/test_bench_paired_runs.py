@@ -14,7 +14,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import paired_runs
 from bench_common import aborted, write_atomically
-from paired_runs import PEER, SLUICE, read_rows, run_cells, shuffle_text, summary_groups
+from paired_report import run_cells, summary_groups
+from paired_runs import PEER, SLUICE, read_rows, shuffle_text
 from stats import est, kept, median_ci, valid
 
 
