@@ -3,7 +3,7 @@ without starting Spark in the JobManager (docs/declarative-jobs.md, "How express
 
 Generated, not written: `python -m jobmanager.declarative.spark_functions > jobmanager/declarative/spark_functions.py`
 lists `spark.catalog.listFunctions()` of a local SparkSession (it needs pyspark and a JVM; run it
-again after a Spark upgrade: tests/unit/test_declarative_jobs.py fails when SPARK_VERSION is not
+again after a Spark upgrade: tests/unit/test_declarative_job_checks.py fails when SPARK_VERSION is not
 the installed pyspark's). Operators (`+`, `<=>`, ...) are left out: they are syntax, not names.
 """
 
