@@ -251,6 +251,17 @@ class ZooKeeperHaServices:
             pass  # already published (a retried write)
         return subsumed
 
+    def remove_checkpoint(self, guard: Guard, job_id: str, checkpoint_id: int) -> None:
+        """Drop the pointer of a checkpoint about to be deleted (jobmanager/checkpoint/restart_sweep.py),
+        guarded by our leadership; a pointer already gone is fine."""
+        path = self.paths.checkpoint(job_id, checkpoint_id)
+        if self.client.exists(path) is None:
+            return
+        try:
+            guard().delete(path).commit()
+        except NoNodeError:
+            pass  # dropped meanwhile by a newer checkpoint's retention
+
     def put_job_metrics(self, guard: Guard, job_id: str, metrics: common_pb2.JobMetrics) -> None:
         """A job's counters (JobInfo.metrics), replaced as they change; a new leader reads them."""
         path = f"{self.paths.job(job_id)}/metrics"

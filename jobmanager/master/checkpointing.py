@@ -17,6 +17,7 @@ and come back through the JobMaster's `run_io`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -25,14 +26,9 @@ from typing import Any, assert_never
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
+from jobmanager.checkpoint.restart_sweep import RestartSweep
 from jobmanager.checkpoint.savepoints import SavepointRequest, SavepointRequests
-from jobmanager.checkpoint.shared_registry import (
-    SharedStateRegistry,
-    left_behind,
-    metadata_handles,
-    orphaned,
-    shared_files,
-)
+from jobmanager.checkpoint.shared_registry import SharedStateRegistry
 from jobmanager.master.ports import JobHost
 from sluice import graph, job_options
 from sluice.checkpoints import savepoint as sp
@@ -95,6 +91,8 @@ class Checkpointing:
         # coordinators of ended attempts, newest last: their checkpoints stay in the status
         self._past: list[cc.CheckpointCoordinator] = []
         self.end_of_input: set[str] = set()
+        # checkpoints whose _metadata and pointer are being written, by id: set once the write ended
+        self._persisting: dict[int, threading.Event] = {}
         self.savepoints = SavepointRequests()
         self.savepoints_dir = job_options.SAVEPOINTS_DIR.read(config) or (
             f"{ckpt_dir.rstrip('/')}/savepoints" if ckpt_dir else None
@@ -129,38 +127,22 @@ class Checkpointing:
         if config is None:
             return  # checkpointing is off
         if self.latest is not None:  # an earlier attempt or leader may have left other checkpoints
-            storage, keep, upper = self.storage_checked(), self.latest.checkpoint_id, self.counter.get()
+            keep, upper = self.latest.checkpoint_id, self.counter.get()
+            self._persisting = {c: e for c, e in self._persisting.items() if not e.is_set()}
             dropped = [c for c in self.shared_state.registered() if c != keep and c < upper]
-            files = [f for c in dropped for f in self.shared_state.discard(c)]
-            kept, tag = self.shared_state.files_of(keep), self.host.tag
-
-            def clean() -> None:  # only ids handed out before this attempt's coordinator
-                for cid in storage.list_checkpoints():
-                    if cid != keep and cid < upper:
-                        # an older leader's checkpoint this registry never knew: its shared files
-                        # from its own metadata (docs/state-backends.md, shared-file lifetime)
-                        try:
-                            handles = metadata_handles(storage.read_metadata(cid))
-                        except CheckpointCorrupt:
-                            handles = []
-                        storage.delete_files(left_behind(handles, kept, storage.shared_dir()))
-                        storage.discard(cid)
-                storage.delete_files(files)
-                # uploads no registered checkpoint listed (tasks that never acknowledged), by the id
-                # in their names; the restored checkpoint's files from its own metadata as well, so
-                # that a registry that does not know it cannot make its files look unneeded
-                try:
-                    restored = frozenset(
-                        f for h in metadata_handles(storage.read_metadata(keep)) for f in shared_files(h)
-                    )
-                except CheckpointCorrupt:
-                    return  # its metadata is not here (a checkpoint of another job, or unreadable): keep all
-                gone = orphaned(storage.list_shared(), kept | restored, upper, storage.shared_dir())
-                if gone:
-                    log.info("%s %d orphaned shared state files go: %s", tag, len(gone), ", ".join(gone[:5]))
-                    storage.delete_files(gone)
-
-            self.host.run_io(clean, _ignore)
+            gateway, job_id = self.host.gateway, self.host.job_id
+            ha = gateway.ha
+            sweep = RestartSweep(
+                self.storage_checked(),
+                keep,
+                upper,
+                self.shared_state.files_of(keep),
+                [f for c in dropped for f in self.shared_state.discard(c)],
+                list(self._persisting.values()),
+                None if ha is None else lambda cid: ha.remove_checkpoint(gateway.guard, job_id, cid),
+                self.host.tag,
+            )
+            self.host.run_io(sweep, _ignore)
         self.coordinator = cc.CheckpointCoordinator(
             self.host.job_id, config, self.counter, sources, executions, now, restored=self.latest
         )
@@ -326,14 +308,20 @@ class Checkpointing:
         plan = sp.plan(content, job) if target else None
         written: list[str] = []
 
+        ended = self._persisting[cid] = threading.Event()  # a restart's sweep waits for it
+
         def persist() -> None:
-            path = storage.write_metadata(cid, content)
-            if plan is not None:  # the savepoint copy, before the checkpoint counts
-                written.append(sp.write(plan, storage.fs, target, job_id))
-            if ha is not None:  # the pointer in ZooKeeper, guarded by our leadership
-                ha.add_checkpoint(gateway.guard, job_id, cid, path, retained)
+            try:
+                path = storage.write_metadata(cid, content)
+                if plan is not None:  # the savepoint copy, before the checkpoint counts
+                    written.append(sp.write(plan, storage.fs, target, job_id))
+                if ha is not None:  # the pointer in ZooKeeper, guarded by our leadership
+                    ha.add_checkpoint(gateway.guard, job_id, cid, path, retained)
+            finally:
+                ended.set()
 
         def done(error: Exception | None) -> None:
+            self._persisting.pop(cid, None)
             if self.coordinator is not coordinator:
                 return  # a newer attempt: this result no longer matters
             now = time.monotonic()
