@@ -106,3 +106,13 @@ def format_size(size: int) -> str:
         if size % SIZE_UNITS[unit] == 0:
             return f"{size // SIZE_UNITS[unit]}{unit}"
     return f"{size}b"
+
+
+def format_bytes(n: float) -> str:
+    """Bytes for people to read: `512 B`, `3 KiB`, `12 MiB`, `1.5 GiB` (the CLI's checkpoint
+    tables, benchmark reports)."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -31,6 +31,7 @@ from rich.text import Text
 
 from sluice.client import JobManagerClient, SluiceError, _exception_line
 from sluice.states import CheckpointStatus, JobStatus, from_proto
+from sluice.units import format_bytes
 from sluice.v1 import common_pb2
 
 POLL = 0.25  # seconds between two GetJob calls while watching: a short job's end shows at once
@@ -60,15 +61,6 @@ def backpressure_level(backpressured_ms_per_second: float) -> str:
     if backpressured_ms_per_second <= LOW_AT_MOST:
         return "LOW"
     return "HIGH"
-
-
-def format_size(n: float) -> str:
-    """Bytes as `512 B`, `3 KiB`, `12 MiB`, `1.5 GiB`."""
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def format_rate(per_second: float) -> str:
@@ -173,7 +165,7 @@ def checkpoint_text(c: LastCheckpoint | None) -> str:
     if c is None:
         return "none yet"
     age = "" if c.age_s is None else f", {format_age(c.age_s)} ago"
-    return f"{c.checkpoint_id}{age}, took {c.duration_ms} ms, {format_size(c.size_bytes)}"
+    return f"{c.checkpoint_id}{age}, took {c.duration_ms} ms, {format_bytes(c.size_bytes)}"
 
 
 def backpressure_text(s: Summary) -> str:
@@ -219,7 +211,7 @@ def checkpoint_line(ck: common_pb2.CheckpointStats, s: Summary) -> str:
     """One plain line for a checkpoint that ended, with the job's rates and backpressure then."""
     status = from_proto(CheckpointStatus, ck.status)
     if status == CheckpointStatus.COMPLETED:
-        what = f"checkpoint {ck.checkpoint_id} completed in {ck.duration_ms} ms, {format_size(ck.size_bytes)}"
+        what = f"checkpoint {ck.checkpoint_id} completed in {ck.duration_ms} ms, {format_bytes(ck.size_bytes)}"
     else:
         what = f"checkpoint {ck.checkpoint_id} {status}" + (f": {ck.failure}" if ck.failure else "")
     return f"{what}; {rates_text(s)}; backpressure {backpressure_text(s)}"

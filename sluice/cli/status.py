@@ -24,6 +24,7 @@ from sluice.states import (
     SavepointStatus,
     from_proto,
 )
+from sluice.units import format_bytes
 from sluice.v1 import common_pb2
 
 
@@ -212,7 +213,7 @@ def print_status(console: Console, info: common_pb2.JobInfo, job: common_pb2.Job
                 str(ck["id"]),
                 styled(ck["status"]),
                 f"{ck['duration_ms']} ms",
-                format_size(ck["size_bytes"]),
+                format_bytes(ck["size_bytes"]),
                 f"{ck['acks']}/{ck['expected']}",
             )
         console.print(ct)
@@ -238,15 +239,6 @@ def print_exceptions(console: Console, entries: list[dict[str, Any]], last: int 
             "yes" if e["restarted"] else "[red]no[/red]",
         )
     console.print(et)
-
-
-def format_size(n: float) -> str:
-    """Bytes as `512 B`, `3 KiB`, `12 MiB`, `1.5 GiB` (checkpoint tables, benchmark reports)."""
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 COLORS: dict[str, str] = {

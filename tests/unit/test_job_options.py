@@ -123,6 +123,15 @@ def test_format_duration_round_trips(seconds, text):
     assert units.parse_duration(text) == pytest.approx(seconds)
 
 
+def test_format_bytes_picks_the_unit_people_read():
+    assert [units.format_bytes(n) for n in (512, 3 * 1024, 12 << 20, 3 << 29)] == [
+        "512 B",
+        "3 KiB",
+        "12 MiB",
+        "1.5 GiB",
+    ]
+
+
 def test_format_size():
     assert [units.format_size(n) for n in (64 << 20, 1 << 30, 100, 0, 1536)] == ["64mb", "1gb", "100b", "0", "1536b"]
 
