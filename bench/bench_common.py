@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 import psutil
 
-from sluice.cli.status import format_size
+from sluice.units import format_bytes
 
 # TaskManager log lines the benchmarks read (their formats: taskmanager/task.py's SOURCE_BATCH_LOG and
 # SOURCE_SNAPSHOT_LOG, and the file sink's commit line)
@@ -99,7 +99,7 @@ def pct(xs, q):
 
 
 def size(n) -> str:
-    return "—" if n is None else format_size(n)
+    return "—" if n is None else format_bytes(n)
 
 
 RESULTS_HEADER = """# Sluice benchmark results
