@@ -14,6 +14,8 @@ each --events-per-file size (examples/generate_page_views.py; 12,500 is the thro
 a large keyed state). Per run: submission to FINISHED (the JobManager's timestamps) and events/s;
 every output is checked exactly (bench/output_check.py) and a run that fails the check is reported
 and left out. Medians with bootstrap 95 % intervals (bench/stats.py).
+
+The run order and the section: bench/before_after_report.py.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import add_worktree, begin_run, finish_workdir, fmt, publish, remove_worktree, run_main
-from markdown import section_head
-from page_views_bench import REPO, Cluster, generate, throughput_run
-from procstat import fmt_rss, peak_rss
-from stats import fmt_estimate, median_ci
+from page_views_runs import REPO, Cluster, throughput_run  # first: puts the repo and examples/ on sys.path
+
+# isort: split
+from before_after_report import run_order, section
+from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main
+from generate_page_views import generate
+from procstat import peak_rss
+from run_matrix import MEASURED
 
 
 def log(message: str) -> None:
@@ -54,7 +59,7 @@ def taskmanager_memory(cluster: Cluster) -> tuple[int, int] | None:
     return (max(peaks), max(now)) if peaks else None
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True, help="the commit to compare against (a temporary git worktree)")
     ap.add_argument("--runs", type=int, default=5, help="measured runs per condition and input")
@@ -69,7 +74,11 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     ap.add_argument("--no-append", action="store_true", help="print the section only")
     ap.add_argument("--workdir", default=None)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-before-after-", log)
     worktree = add_worktree(REPO, args.before, os.path.join(work, "before"))
     after = f"after ({facts['commit']})"
@@ -87,18 +96,16 @@ def main() -> int:
         for name, repo in ((after, REPO), (before, worktree)):
             directory = os.path.join(work, "cluster-" + name.split()[0])
             clusters[name] = Cluster(directory, args.taskmanagers, args.slots, repo=repo).start()
-        names = [after, before]
-        for r in range(args.runs + 1):  # round 0: the uncounted warm-up job of each cluster
-            order = names if r % 2 == 0 else names[::-1]
-            for per_file, (path, expected) in inputs.items():
-                for name in order:
-                    out = os.path.join(work, f"out-{name.split()[0]}-{per_file}-{r}")
-                    got = throughput_run(
-                        clusters[name], path, out, args.checkpoint_interval, args.events, expected, args.job_timeout
-                    )
-                    log(f"round {r} {name} {per_file}/file: {got['submit_to_end']:.2f}s counts ok {got['counts_ok']}")
-                    if r > 0:
-                        runs.setdefault((name, per_file), []).append(got)
+        for cell in run_order([after, before], list(inputs), args.runs):  # round 0: the uncounted warm-ups
+            name, per_file, r = cell.system, cell.item, cell.round
+            path, expected = inputs[per_file]
+            out = os.path.join(work, f"out-{name.split()[0]}-{per_file}-{r}")
+            got = throughput_run(
+                clusters[name], path, out, args.checkpoint_interval, args.events, expected, args.job_timeout
+            )
+            log(f"round {r} {name} {per_file}/file: {got['submit_to_end']:.2f}s counts ok {got['counts_ok']}")
+            if cell.phase == MEASURED:
+                runs.setdefault((name, per_file), []).append(got)
     except BaseException as exc:  # the runs so far are reported; the clusters always stop
         failed = True
         log(f"stopped: {type(exc).__name__}: {exc}")
@@ -110,47 +117,8 @@ def main() -> int:
             cluster.stop()
         remove_worktree(REPO, worktree)
         finish_workdir(work, temp, log)
-    lines = section_head(args.title, command, facts)
-    distinct = len(next(iter(inputs.values()))[1]) if inputs else 0
-    lines += [
-        f"examples/page_views.py at parallelism 2 on {args.events:,} events "
-        f"({distinct:,} distinct urls of {args.urls:,}), "
-        f"{args.taskmanagers} TaskManager(s) x {args.slots} slots per cluster, checkpoints every "
-        f"{args.checkpoint_interval} ms; {args.runs} runs per condition and input, alternating. "
-        "Submission to FINISHED, median [95 % interval]; events/s from the median.",
-        "",
-        "| input | condition | seconds | events/s | runs (output exact) |",
-        "|---|---|---|---|---|",
-    ]
-    for per_file in inputs:
-        medians: dict[str, float | None] = {}
-        for name in (before, after):
-            exact = [g for g in runs.get((name, per_file), []) if g["counts_ok"]]
-            est = median_ci(g["submit_to_end"] for g in exact)
-            medians[name] = est.median
-            rate = fmt(args.events / est.median, ",.0f") if est.median else "—"
-            lines.append(
-                f"| {per_file:,} events/file | {name} | {fmt_estimate(est, '.2f')} | {rate} | "
-                f"{len(exact)} of {len(runs.get((name, per_file), []))} |"
-            )
-        was, now = medians[before], medians[after]
-        if was and now:
-            ratio = now / was
-            lines.append(f"| {per_file:,} events/file | after / before (time) | {ratio:.2f} | | |")
-    lines += [
-        "",
-        "TaskManager memory per cluster, after every run above and its warm-up (the highest over its "
-        "TaskManagers): peak RSS since start (VmHWM), RSS after the last job.",
-        "",
-        "| condition | peak RSS | RSS after the last job |",
-        "|---|---|---|",
-    ]
-    for name in (before, after):
-        peak, now = memory.get(name) or (None, None)
-        lines.append(f"| {name} | {fmt_rss(peak)} | {fmt_rss(now)} |")
-    if failed:
-        lines += ["", "The run stopped early (see the log); the figures above are the runs it finished."]
-    publish("\n".join(lines) + "\n", args.out, log, append=not args.no_append)
+    text = section(args, command, facts, (before, after), inputs, runs, memory, failed)
+    publish(text, args.out, log, append=not args.no_append)
     return 1 if failed else 0
 
 

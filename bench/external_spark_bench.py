@@ -22,8 +22,8 @@ computed when the input was generated. CPU seconds are those of the measured
 cluster's processes (TaskManager, JobManager, ZooKeeper and the Spark processes
 with their executors), from bench/procstat.py's ResourceMeter, which also gives
 the foreign cores of the load rule. Medians with 95 % bootstrap intervals
-(bench/stats.py); the section goes to bench/RESULTS.md, interpretation to
-bench/README.md.
+(bench/stats.py); the section (bench/external_spark_report.py) goes to
+bench/RESULTS.md, interpretation to bench/README.md.
 """
 
 from __future__ import annotations
@@ -33,24 +33,27 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
-from bench_common import begin_run, finish_workdir, fmt, publish, run_main
+from bench_common import begin_run, finish_workdir, publish, run_main
+from external_spark_report import report
 from generate_page_views import generate
-from markdown import notes_lines, section_head
-from page_views_bench import BenchError, Cluster, log, throughput_run
+from page_views_runs import BenchError, Cluster, log, throughput_run
 from procstat import FOREIGN_CORES_LIMIT, ResourceMeter, excluded
-from stats import fmt_estimate, median_ci
+from run_matrix import Cell, Order, matrix, warm_ups
 
 SYSTEMS = ("local", "standalone", "connect")
 RESULTS = os.path.join(HERE, "RESULTS.md")
+JOB = "page views"  # the one item of the run matrix: every run is the same job on the same input
+TIMEOUT = 600  # seconds a run may take
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5, help="measured runs per system (default 5)")
     ap.add_argument("--events", type=int, default=400_000)
@@ -73,7 +76,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--keep-workdir", action="store_true")
     ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--quick", action="store_true", help="smoke size: 2 runs of 100k events")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.quick:
         a.runs, a.events, a.files = 2, 100_000, 20
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
@@ -100,56 +103,91 @@ def wait_for_quiet(roots: dict, limit: float, patience: float) -> None:
         log(f"  waiting for a quieter machine: foreign {foreign:.2f} cores")
 
 
+def run_order(systems: list[str], runs: int) -> list[Cell[str]]:
+    """The measured runs in order: every round runs every system, the order turned by one each round
+    (local standalone connect | standalone connect local | ...)."""
+    return matrix(systems, [JOB], runs, systems_order=Order.ROTATE)
+
+
+class Runner:
+    """The clusters (one per system, started once), the input and its expected counts; `run` one cell."""
+
+    def __init__(self, a: argparse.Namespace, work: str, data: str, expected: dict):
+        self.a, self.work, self.data, self.expected = a, work, data, expected
+        self.clusters: dict[str, Cluster] = {}
+
+    def start(self) -> None:
+        for system in self.a.systems:
+            c = Cluster(os.path.join(self.work, f"cluster-{system}"), 1, 2, ("--spark", system))
+            self.clusters[system] = c.start()
+
+    def roots(self) -> dict[str, Callable[[], Iterable[int]]]:
+        """Each cluster's processes, looked up anew at each sample (a process restarted is followed)."""
+
+        def pids_now(c: Cluster) -> Callable[[], Iterable[int]]:
+            return lambda: c.pids
+
+        return {s: pids_now(c) for s, c in self.clusters.items()}
+
+    def warm_up(self) -> None:
+        """One unmeasured run per cluster: the first job on a fresh Spark compiles and loads classes."""
+        for cell in warm_ups(list(self.clusters), [JOB]):
+            log(f"warm-up run on {cell.system}")
+            out = os.path.join(self.work, f"out-warmup-{cell.system}")
+            r = throughput_run(
+                self.clusters[cell.system], self.data, out, self.a.interval, self.a.events, self.expected, TIMEOUT
+            )
+            if not r["counts_ok"]:
+                raise BenchError(f"warm-up on {cell.system}: output not exact: {r['output_check']}")
+
+    def run(self, cell: Cell[str]) -> dict[str, Any]:
+        """One measured run, metered: its figures, CPU seconds, foreign cores and the load rule's verdict."""
+        a, system = self.a, cell.system
+        out = os.path.join(self.work, f"out-{system}-{cell.round - 1}")
+        roots = self.roots()
+        wait_for_quiet(roots, a.max_foreign_cores, a.quiet_wait)
+        meter = ResourceMeter(roots).start()
+        try:
+            r = throughput_run(self.clusters[system], self.data, out, a.interval, a.events, self.expected, TIMEOUT)
+        finally:
+            usage = meter.stop()
+        r.update(
+            system=system,
+            round=cell.round,
+            cpu_s=usage.cpu_s.get(system, 0.0),
+            foreign_cores=usage.foreign_cores(),
+            excluded=excluded(usage, a.max_foreign_cores or None),
+        )
+        log(
+            f"round {cell.round} {system}: {r['throughput']:,.0f} events/s in {r['submit_to_end']:.2f}s, "
+            f"CPU {r['cpu_s']:.1f}s, foreign {r['foreign_cores']:.2f} cores, exact {r['counts_ok']}"
+            + (" (excluded)" if r["excluded"] else "")
+        )
+        return r
+
+    def stop(self) -> None:
+        for c in self.clusters.values():
+            c.stop()
+
+
 def main() -> int:
     a = parse_args()
     command, facts, temp, work = begin_run(REPO, a.workdir, "sluice-external-spark-", log)
     data = os.path.join(work, "in")
     log(f"generating {a.events:,} events in {a.files} files")
-    expected = generate(data, events=a.events, files=a.files, urls=5_000, seed=19)
-    clusters: dict[str, Cluster] = {}
+    runner = Runner(a, work, data, generate(data, events=a.events, files=a.files, urls=5_000, seed=19))
     runs: list[dict] = []
     notes: list[str] = []
     failed = False
     try:
-        for system in a.systems:
-            c = Cluster(os.path.join(work, f"cluster-{system}"), 1, 2, ("--spark", system))
-            clusters[system] = c.start()
-
-        def pids_now(c: Cluster) -> Callable[[], Iterable[int]]:
-            return lambda: c.pids
-
-        roots = {s: pids_now(c) for s, c in clusters.items()}
-        for system, c in clusters.items():  # warm-up: the first job on a fresh Spark compiles and loads classes
-            log(f"warm-up run on {system}")
-            r = throughput_run(c, data, os.path.join(work, f"out-warmup-{system}"), a.interval, a.events, expected, 600)
+        runner.start()
+        runner.warm_up()
+        for cell in run_order(a.systems, a.runs):
+            r = runner.run(cell)
+            runs.append(r)
             if not r["counts_ok"]:
-                raise BenchError(f"warm-up on {system}: output not exact: {r['output_check']}")
-        for rnd in range(a.runs):
-            order = a.systems[rnd % len(a.systems) :] + a.systems[: rnd % len(a.systems)]
-            for system in order:
-                out = os.path.join(work, f"out-{system}-{rnd}")
-                wait_for_quiet(roots, a.max_foreign_cores, a.quiet_wait)
-                meter = ResourceMeter(roots).start()
-                try:
-                    r = throughput_run(clusters[system], data, out, a.interval, a.events, expected, 600)
-                finally:
-                    usage = meter.stop()
-                r.update(
-                    system=system,
-                    round=rnd + 1,
-                    cpu_s=usage.cpu_s.get(system, 0.0),
-                    foreign_cores=usage.foreign_cores(),
-                    excluded=excluded(usage, a.max_foreign_cores or None),
-                )
-                runs.append(r)
-                log(
-                    f"round {rnd + 1} {system}: {r['throughput']:,.0f} events/s in {r['submit_to_end']:.2f}s, "
-                    f"CPU {r['cpu_s']:.1f}s, foreign {r['foreign_cores']:.2f} cores, exact {r['counts_ok']}"
-                    + (" (excluded)" if r["excluded"] else "")
-                )
-                if not r["counts_ok"]:
-                    failed = True
-                    notes.append(f"round {rnd + 1} {system}: output not exact: {r['output_check']}")
+                failed = True
+                notes.append(f"round {cell.round} {cell.system}: output not exact: {r['output_check']}")
     except Exception as exc:  # noqa: BLE001 — report what ran, then fail
         failed = True
         log(f"aborting: {type(exc).__name__}: {exc}")
@@ -159,64 +197,11 @@ def main() -> int:
         failed = True
         notes.append("interrupted")
     finally:
-        for c in clusters.values():
-            c.stop()
+        runner.stop()
     if runs:
         publish(report(a, command, facts, runs, notes), a.results, log)
     finish_workdir(work, temp and not a.keep_workdir and not failed, log)
     return 1 if failed else 0
-
-
-def report(a: argparse.Namespace, command: str, facts: dict, runs: list[dict], notes: list[str]) -> str:
-    lines = section_head(
-        "page views: TaskManagers on local Spark vs a Spark standalone cluster vs Spark Connect", command, facts
-    )
-    lines += [
-        f"{a.events:,} events in {a.files} files, 1 TaskManager x 2 slots per cluster, parallelism 2, checkpoints "
-        f"every {a.interval} ms; {a.runs} measured runs per system after one warm-up, alternating (order rotating "
-        "per round). Throughput = events / (submitted -> ended); CPU = the measured cluster's processes, Spark's "
-        f"included. Load rule: runs with more than {a.max_foreign_cores or 'no limit'} foreign cores left out.",
-        "",
-        "| system | throughput (events/s), median [95 % CI] | time (s) | CPU s per run | runs kept / run | exact "
-        "| throughput of every exact run, load rule off |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    est: dict[str, float | None] = {}
-    every: dict[str, float | None] = {}
-    for system in a.systems:
-        rs = [r for r in runs if r["system"] == system]
-        kept = [r for r in rs if r["counts_ok"] and not r["excluded"]]
-        thr = median_ci([r["throughput"] for r in kept], excluded=len(rs) - len(kept))
-        est[system] = thr.median
-        lines.append(
-            f"| {system} | {fmt_estimate(thr)} | "
-            f"{fmt_estimate(median_ci([r['submit_to_end'] for r in kept]), '.2f')} | "
-            f"{fmt_estimate(median_ci([r['cpu_s'] for r in kept]), '.1f')} | {len(kept)} / {len(rs)} | "
-            f"{sum(r['counts_ok'] for r in rs)} of {len(rs)} | "
-            f"{fmt_estimate(median_ci([r['throughput'] for r in rs if r['counts_ok']]))} |"
-        )
-        every[system] = median_ci([r["throughput"] for r in rs if r["counts_ok"]]).median
-    lines.append("")
-    for label, medians in (("runs the load rule kept", est), ("every exact run", every)):
-        base = medians.get("local")
-        for system in a.systems:
-            value = medians.get(system)
-            if system != "local" and base and value:
-                lines.append(f"- {system} / local throughput, ratio of medians over {label}: {value / base:.2f}")
-    lines += [
-        "",
-        "| round | system | time (s) | events/s | CPU s | foreign cores | restarts | exact |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in runs:
-        lines.append(
-            f"| {r['round']} | {r['system']} | {r['submit_to_end']:.2f} | {r['throughput']:,.0f} | "
-            f"{fmt(r['cpu_s'], '.1f')} | "
-            f"{fmt(r['foreign_cores'])}{' (excluded)' if r['excluded'] else ''} | {r['restarts']} | "
-            f"{'yes' if r['counts_ok'] else 'NO'} |"
-        )
-    lines += ["", *notes_lines(notes)]
-    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ each source subtask emitted; `expected_counts` counts their keys as
 endless_counts.py does). A violation fails the run. Each run records the
 1-minute load average at its start and end.
 Medians over the runs, appended to RESULTS.md. Goal: job running again
-within the ZooKeeper session timeout + 2 s.
+within the ZooKeeper session timeout + 2 s. The section is written by
+bench/failover_report.py.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from kazoo.exceptions import NoNodeError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from bench_common import SOURCE_SNAPSHOT, fmt, median
+from bench_common import SOURCE_SNAPSHOT
+from failover_report import describe, report  # describe: also bench/compare.py's, through this module
 from output_check import (
     OutputCheck,
     Violation,
@@ -49,7 +51,7 @@ from output_check import (
     part_checkpoint,
     part_subtask,
 )
-from stats import fmt_load, load1
+from stats import load1
 
 from sluice.states import ExecutionState, JobStatus, from_proto
 from sluice.testing import LocalCluster
@@ -59,7 +61,6 @@ from sluice.zk.paths import ZkPaths
 JOB = os.path.join(REPO, "tests", "integration", "jobs", "endless_counts.py")
 PARALLELISM = 2  # the job's, as submitted below
 KEYS = 50  # endless_counts.py's key: CAST(id % 50 AS STRING)
-TIMES = ("leader", "running", "ckpt")
 
 
 def expected_counts(offsets: dict[int, int]) -> dict[str, int]:
@@ -191,14 +192,6 @@ def one_run(workdir: str, session_timeout: float) -> dict:
     }
 
 
-def describe(r: dict) -> str:
-    """One run in a line: its times from the kill, its output check and its load."""
-    return (
-        ", ".join(f"{k} {r[k]:.2f}s" for k in TIMES if k in r)
-        + f"; output {r['output_check'].describe()}; load {fmt_load(r)}"
-    )
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
@@ -214,39 +207,19 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         print(f"run {i + 1}: {describe(r)}", flush=True)
         runs.append(r)
-    med = {k: median(r.get(k) for r in runs) for k in TIMES}
-    lines = [
-        f"\n## JobManager failover after kill -9 of the leader — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n",
-        f"Machine: {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM, "
-        f"Python {platform.python_version()}. Command: `python bench/failover_bench.py --runs {args.runs} "
-        f"--zk-session-timeout {args.zk_session_timeout}`. 2 JobManagers, 2 TaskManagers x 2 slots, "
-        "unbounded keyed count at parallelism 2, checkpoints every 500 ms. Output exactly once: the committed "
-        "lines after the cancel, no (key, count) line twice, counts increasing, each key's last count the "
-        "generator's at the checkpoint that committed it (bench/output_check.py).\n",
-        "| run | new leader in ZooKeeper (s) | job RUNNING again (s) | first checkpoint after restore (s) | "
-        "output exactly once | load, 1 min, start→end |",
-        "|---|---|---|---|---|---|",
-    ]
-    for i, r in enumerate(runs, 1):
-        lines.append(
-            f"| {i} | "
-            + " | ".join(f"{r[k]:.2f}" if k in r else "–" for k in TIMES)
-            + f" | {'yes' if r['output_check'].ok else '**NO**'} | {fmt_load(r)} |"
-        )
-    lines.append("| **median** | " + " | ".join(f"**{fmt(med[k])}**" for k in TIMES) + " | | |")
-    goal = args.zk_session_timeout + 2
-    lines.append(
-        f"\nGoal: job RUNNING again within session timeout + 2 s = {goal:.1f} s: "
-        f"{'met' if med['running'] is not None and med['running'] <= goal else 'missed'} "
-        f"(median {fmt(med['running'])} s).\n"
-    )
-    bad = [(i, r["output_check"]) for i, r in enumerate(runs, 1) if not r["output_check"].ok]
-    lines += [f"**OUTPUT CHECK FAILED**, run {i}: {check.describe()}\n" for i, check in bad]
-    text = "\n".join(lines)
+    text = report(runs, args.runs, args.zk_session_timeout, machine(), datetime.now(UTC))
     print(text)
     with open(args.out, "a") as f:
         f.write(text + "\n")
-    return 1 if bad else 0
+    return 0 if all(r["output_check"].ok for r in runs) else 1
+
+
+def machine() -> str:
+    """This machine in a sentence, for the report."""
+    return (
+        f"Machine: {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM, "
+        f"Python {platform.python_version()}."
+    )
 
 
 def read_leader_info(zk, path) -> bytes | None:

@@ -17,8 +17,8 @@ RecordWriter into 3 subpartitions, timed from the call to the last subpartition 
   where that threshold comes from).
 
 The two alternate run by run (spark first in odd runs, arrow first in even ones); both routings
-are checked to be identical. Reported: median seconds per batch with a 95 % bootstrap interval,
-and rows/s at the median.
+are checked to be identical. Reported (bench/hash_exchange_report.py): median seconds per batch
+with a 95 % bootstrap interval, and rows/s at the median.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ sys.path.insert(0, REPO)
 
 import pyarrow as pa
 from bench_common import begin_run, finish_workdir, publish, run_main
-from markdown import section_head
-from stats import fmt_estimate, median_ci
+from hash_exchange_report import ROUTINGS, report
+from run_matrix import Cell, Order, matrix
 
 from sluice.graph import Partitioning
 from taskmanager.network import record_writer
@@ -78,6 +78,12 @@ def route(engine: SparkEngine, table: pa.Table, via: str) -> tuple[float, list[l
     return seconds, urls
 
 
+def order(rows: int, runs: int) -> list[Cell[int]]:
+    """The runs of one batch size: both routings per round, spark first in odd rounds, arrow first in
+    even ones."""
+    return matrix(ROUTINGS, [rows], runs, systems_order=Order.ROTATE)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default="1000,10000,50000", help="batch sizes, comma-separated")
@@ -93,34 +99,19 @@ def main() -> int:
     try:
         for rows in sizes:
             table = update_batch(rows)
-            for run in range(args.runs):
-                order = ("spark", "arrow") if run % 2 == 0 else ("arrow", "spark")
-                routed = {}
-                for via in order:
-                    seconds, routed[via] = route(engine, table, via)
-                    results.setdefault((rows, via), []).append(seconds)
-                if routed["spark"] != routed["arrow"]:
-                    raise SystemExit(f"the two routings differ for {rows} rows")
+            routed: dict[str, list[list[str]]] = {}
+            for cell in order(rows, args.runs):
+                seconds, routed[cell.system] = route(engine, table, cell.system)
+                results.setdefault((rows, cell.system), []).append(seconds)
+                if len(routed) == len(ROUTINGS):  # the round's both routings
+                    if routed["spark"] != routed["arrow"]:
+                        raise SystemExit(f"the two routings differ for {rows} rows")
+                    routed.clear()
             log(f"{rows} rows done")
     finally:
         engine.stop()
         finish_workdir(work, temp, log)
-    lines = section_head("hash exchange of an Arrow batch: key groups by Spark or in Python", command, facts)
-    lines += [
-        f"{args.runs} runs per system and size, alternating; {SUBTASKS} subpartitions; routings identical in "
-        "every run.",
-        "",
-        "| rows per batch | spark: s per batch | arrow: s per batch | spark rows/s | arrow rows/s |",
-        "|---|---|---|---|---|",
-    ]
-    for rows in sizes:
-        s, a = median_ci(results[(rows, "spark")]), median_ci(results[(rows, "arrow")])
-        assert s.median is not None and a.median is not None, "every size has at least one run"
-        lines.append(
-            f"| {rows:,} | {fmt_estimate(s, '.4f')} | {fmt_estimate(a, '.4f')} | "
-            f"{rows / s.median:,.0f} | {rows / a.median:,.0f} |"
-        )
-    publish("\n".join(lines) + "\n", args.out, log)
+    publish(report(facts, command, sizes, args.runs, results, SUBTASKS), args.out, log)
     return 0
 
 

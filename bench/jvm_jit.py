@@ -20,28 +20,25 @@ sums the others. Medians over the repeats.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_common import begin_run, finish_workdir, fmt, median, publish, run_main
-from markdown import section_head
-from page_views_bench import REPO, generate
+from markdown import section_head, table
+from page_views_runs import REPO
+from run_matrix import Cell, Order, matrix
+from spark_call_costs import SCHEMA, log, subtask_input
 
 sys.path.insert(0, REPO)
-SCHEMA = "url string, user long, ts long"
 DEFAULT_OPTIONS = "default=;c1-only=-XX:TieredStopAtLevel=1;no-tiers=-XX:-TieredCompilation"
 KINDS = ("work", "jit", "gc")
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def thread_kind(name: str) -> str:
@@ -120,39 +117,75 @@ def child_session(options: str, files: list[str], path: str, calls: int) -> list
         engine.stop()
 
 
-def report(results: dict[str, list[list[dict]]], events: int, nfiles: int, calls: int, args, command, facts) -> str:
+def set_row(name: str, options: str, sessions: Sequence[list[dict]]) -> list:
+    """An option set's medians over its sessions: the first call's wall, calls 2..N's wall and JVM
+    CPU by kind, the JIT's share of that CPU, the last call's wall and JIT CPU."""
+
+    def med(f):
+        return median([f(s) for s in sessions])
+
+    rest = {k: med(lambda s, k=k: sum(c[k] for c in s[1:])) for k in ("wall", *KINDS)}
+    cpu = sum(rest[k] for k in KINDS)
+    return [
+        f"{name}: `{options or '(none)'}`",
+        fmt(med(lambda s: s[0]["wall"])),
+        fmt(rest["wall"]),
+        fmt(rest["work"]),
+        fmt(rest["jit"]),
+        fmt(rest["gc"]),
+        f"{fmt(100 * rest['jit'] / cpu if cpu else None, '.0f')} %",
+        fmt(med(lambda s: s[-1]["wall"])),
+        fmt(med(lambda s: s[-1]["jit"])),
+    ]
+
+
+def call_row(i: int, results: dict[str, list[list[dict]]]) -> list:
+    """Call `i` (0-based) of each set's first session: wall s / jit CPU s."""
+    return [i + 1, *(f"{fmt(s[0][i]['wall'])} / {fmt(s[0][i]['jit'])}" for s in results.values())]
+
+
+SET_HEADER = (
+    "JVM options", "call 1 wall s", "calls 2..N wall s", "work CPU s", "jit CPU s", "gc CPU s",
+    "jit share of JVM CPU", "last call wall s", "last call jit CPU s",
+)  # fmt: skip
+
+
+def report(
+    results: dict[str, list[list[dict]]],
+    sets: Sequence[tuple[str, str]],
+    events: int,
+    nfiles: int,
+    calls: int,
+    repeats: int,
+    command: str,
+    facts: dict,
+) -> str:
+    """The section: per option set (`sets`: (name, options)), the medians over its sessions
+    (`results`: name -> per session, per call, wall s and JVM CPU s by kind); then call by call."""
+    options: dict[str, str] = {}
+    for name, o in sets:
+        options.setdefault(name, o)
     lines = section_head("the Spark JVM's JIT compiler over a TaskManager's first source calls", command, facts)
     lines += [
         f"One source subtask's share of page views at parallelism 2 ({nfiles} files, {events:,} events) read "
-        f"{calls} times in one fresh, warmed-up SparkSession (local[2]) per JVM option set; {args.repeats} "
+        f"{calls} times in one fresh, warmed-up SparkSession (local[2]) per JVM option set; {repeats} "
         "sessions per set, the sets alternating. JVM CPU seconds from /proc by thread kind: jit = the JIT "
         "compiler threads, gc = GC threads, work = every other thread (Spark's executors first). Medians "
         "over the sessions.",
         "",
-        "| JVM options | call 1 wall s | calls 2..N wall s | work CPU s | jit CPU s | gc CPU s | jit share of JVM CPU "
-        "| last call wall s | last call jit CPU s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *table(SET_HEADER, [set_row(name, options[name], sessions) for name, sessions in results.items()]),
+        "",
+        "Per call (wall s / jit CPU s), the first session of each set:",
+        "",
+        *table(("call", *results), [call_row(i, results) for i in range(calls)]),
     ]
-    for name, sessions in results.items():
-
-        def med(f, sessions=sessions):
-            return median([f(s) for s in sessions])
-
-        rest = {k: med(lambda s, k=k: sum(c[k] for c in s[1:])) for k in ("wall", *KINDS)}
-        cpu = sum(rest[k] for k in KINDS)
-        options = next(o for n, o in parse_options(args.options) if n == name) or "(none)"
-        lines.append(
-            f"| {name}: `{options}` | {fmt(med(lambda s: s[0]['wall']))} | {fmt(rest['wall'])} | "
-            f"{fmt(rest['work'])} | {fmt(rest['jit'])} | {fmt(rest['gc'])} | "
-            f"{fmt(100 * rest['jit'] / cpu if cpu else None, '.0f')} % | {fmt(med(lambda s: s[-1]['wall']))} | "
-            f"{fmt(med(lambda s: s[-1]['jit']))} |"
-        )
-    lines += ["", "Per call (wall s / jit CPU s), the first session of each set:", ""]
-    lines += ["| call | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
-    for i in range(calls):
-        cells = [f"{fmt(s[0][i]['wall'])} / {fmt(s[0][i]['jit'])}" for s in results.values()]
-        lines.append(f"| {i + 1} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def session_order(sets: Sequence[tuple[str, str]], repeats: int) -> list[Cell[tuple[str, str]]]:
+    """The sessions in order: `repeats` rounds of every option set, forward in the first round,
+    backward in the second, and so on."""
+    return matrix([""], sets, repeats, items_order=Order.REVERSE)
 
 
 def parse_options(text: str) -> list[tuple[str, str]]:
@@ -188,17 +221,15 @@ def main() -> int:
     command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-jvm-jit-", log)
     results: dict[str, list[list[dict]]] = {name: [] for name, _ in sets}
     try:
-        path = os.path.join(work, "in")
-        generate(path, events=args.events, files=max(2, args.events // args.events_per_file))
-        files = sorted(glob.glob(os.path.join(path, "*.jsonl")))[0::2]
-        for r in range(args.repeats):
-            for name, options in sets if r % 2 == 0 else list(reversed(sets)):
-                rows = session(options, files, path, args.calls)
-                results[name].append(rows)
-                log(f"repeat {r + 1}, {name}: calls 2..N {sum(c['wall'] for c in rows[1:]):.2f} s wall")
+        path, files = subtask_input(work, args.events, args.events_per_file)
+        for cell in session_order(sets, args.repeats):
+            name, options = cell.item
+            rows = session(options, files, path, args.calls)
+            results[name].append(rows)
+            log(f"repeat {cell.round}, {name}: calls 2..N {sum(c['wall'] for c in rows[1:]):.2f} s wall")
     finally:
         finish_workdir(work, temp, log)
-    section = report(results, args.events // 2, len(files), args.calls, args, command, facts)
+    section = report(results, sets, args.events // 2, len(files), args.calls, args.repeats, command, facts)
     publish(section, args.out, log, append=not args.no_append)
     return 0
 

@@ -30,8 +30,10 @@ import shutil
 import threading
 import time
 
-import page_views_bench as pvb  # (also puts the repo and examples/ on sys.path)
-import structured_streaming_bench as ssb
+import page_views_recovery
+import page_views_runs
+import structured_streaming_child
+import structured_streaming_runs
 from generate_page_views import generate
 from output_check import check_peer_output, check_sluice_output
 
@@ -69,7 +71,7 @@ class Feeder(threading.Thread):
             self.arrival.append(time.monotonic())
 
 
-class Watcher(pvb.DirWatch):
+class Watcher(page_views_recovery.DirWatch):
     """The recovery benchmark's output-directory watch (a listing every DIR_POLL s), which also reads
     each new (or rewritten) visible file once; seen[marker index] = monotonic time."""
 
@@ -125,7 +127,7 @@ def figures(feeder: Feeder, watcher: Watcher, counts_ok: bool, **extra) -> dict:
 
 
 def run_sluice(
-    cluster: pvb.Cluster,
+    cluster: page_views_runs.Cluster,
     staged: str,
     names: list[str],
     expected: dict,
@@ -150,7 +152,7 @@ def run_sluice(
     deadline = time.monotonic() + timeout
     while cluster.status(job_id)["state"] != "RUNNING":
         if time.monotonic() > deadline:
-            raise pvb.BenchError(f"paced job {job_id} not RUNNING after {timeout:.0f}s")
+            raise page_views_runs.BenchError(f"paced job {job_id} not RUNNING after {timeout:.0f}s")
         time.sleep(0.1)
     feeder, watcher = Feeder(staged, watched, names, rate), Watcher(out)
     watcher.start()
@@ -182,13 +184,16 @@ def run_peer(
     os.makedirs(watched)
     spec = {
         "queries": [
-            ssb.query_spec(
+            structured_streaming_runs.query_spec(
                 warm_data, os.path.join(work, "peer-paced-warm-ckpt"), os.path.join(work, "peer-paced-warm"), 0, None
             ),
-            {**ssb.query_spec(watched, os.path.join(work, "peer-paced-ckpt"), out, 0, None), "until_file": until},
+            {
+                **structured_streaming_runs.query_spec(watched, os.path.join(work, "peer-paced-ckpt"), out, 0, None),
+                "until_file": until,
+            },
         ]
     }
-    child = ssb.Child(spec, work, "paced")
+    child = structured_streaming_child.Child(spec, work, "paced")
     try:
         child.wait_for("started", timeout, query=1)
         feeder, watcher = Feeder(staged, watched, names, rate), Watcher(out)

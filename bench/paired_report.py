@@ -1,5 +1,6 @@
 """The report cells bench/windowed_bench.py and bench/state_bench.py share (their runs: bench/paired_runs.py):
-a run's and a system's summary cells, the output-check banner, state sizes with their intervals."""
+a system's summary cells and a run's cells (each a list, for bench/markdown.py's `table`, with the
+headers of those columns), the output-check banner, state sizes with their intervals. Pure."""
 
 from __future__ import annotations
 
@@ -23,10 +24,9 @@ def ratio_of(a: float | None, b: float | None) -> float | None:
 
 
 def check_banner(runs: Iterable[dict]) -> list[str]:
+    """A section's first block when an output check failed (empty when none did)."""
     return (
-        ["**OUTPUT CHECK FAILED** (see the notes).", ""]
-        if any(r.get("check") and not r["check_ok"] for r in runs)
-        else []
+        ["**OUTPUT CHECK FAILED** (see the notes)."] if any(r.get("check") and not r["check_ok"] for r in runs) else []
     )
 
 
@@ -46,15 +46,28 @@ def summary_groups(
                 yield name, s, rs, rate[s], ratio
 
 
-def summary_cells(runs_s: Sequence[dict], rate: Estimate, ratio: float | None, system: str) -> str:
-    """A summary row's common cells, from the run counts to CPU per million events."""
-    return (
-        f"{len(kept(runs_s))}/{len(valid(runs_s))}/{len(runs_s)} | "
-        f"{fmt_estimate(rate)} | {fmt(ratio) if system == SLUICE else ''} | "
-        f"{fmt_estimate(median_ci(r['rate'] for r in valid(runs_s)))} | "
-        f"{fmt_estimate(est(runs_s, 'window'), '.2f')} | "
-        f"{fmt_estimate(est(runs_s, 'startup'), '.2f')} | {fmt_estimate(est(runs_s, 'cpu_per_m'), '.2f')}"
-    )
+SUMMARY_HEAD = [
+    "runs kept/valid/all",
+    "events/s",
+    "ratio S/P",
+    "events/s, every valid run",
+    "window s",
+    "startup s",
+    "CPU s per M events",
+]
+
+
+def summary_cells(runs_s: Sequence[dict], rate: Estimate, ratio: float | None, system: str) -> list[str]:
+    """A summary row's common cells (SUMMARY_HEAD), from the run counts to CPU per million events."""
+    return [
+        f"{len(kept(runs_s))}/{len(valid(runs_s))}/{len(runs_s)}",
+        fmt_estimate(rate),
+        fmt(ratio) if system == SLUICE else "",
+        fmt_estimate(median_ci(r["rate"] for r in valid(runs_s))),
+        fmt_estimate(est(runs_s, "window"), ".2f"),
+        fmt_estimate(est(runs_s, "startup"), ".2f"),
+        fmt_estimate(est(runs_s, "cpu_per_m"), ".2f"),
+    ]
 
 
 def state_summary(runs_s: Sequence[dict], system: str) -> str:
@@ -82,9 +95,25 @@ def run_cells(r: dict, error_chars: int, check_chars: int) -> tuple[str, str, st
     return cfg, state, out
 
 
-def timing_cells(r: dict) -> str:
-    """A run row's window, events/s, startup and CPU cells."""
-    return f"{fmt(r['window'])} | {fmt(r['rate'], ',.0f')} | {fmt(r['startup'])} | {fmt(r.get('cpu_per_m'))}"
+TIMING_HEAD = ["window s", "events/s", "startup s", "CPU s per M"]
+
+
+def run_head(noun: str) -> list[str]:
+    """A run table's first columns, up to the run's state (`noun`: the column naming its item; the
+    cells: `run_start`)."""
+    return ["run", "phase", noun, "system", "configuration", *TIMING_HEAD, "state"]
+
+
+def run_start(r: dict, item: str, error_chars: int, check_chars: int) -> tuple[list[str], str]:
+    """A run row's first cells (`run_head`'s columns; `item`: the run's item as the table names it)
+    and its output-check cell (`run_cells`), which the tables put last."""
+    cfg, state, out = run_cells(r, error_chars, check_chars)
+    return [str(r["n"]), r["phase"], item, r["system"], cfg, *timing_cells(r), state], out
+
+
+def timing_cells(r: dict) -> list[str]:
+    """A run row's window, events/s, startup and CPU cells (TIMING_HEAD)."""
+    return [fmt(r["window"]), fmt(r["rate"], ",.0f"), fmt(r["startup"]), fmt(r.get("cpu_per_m"))]
 
 
 def foreign_cell(r: dict) -> str:

@@ -1,7 +1,7 @@
 """What bench/windowed_bench.py and bench/state_bench.py share: Sluice on one local cluster and the
 peer (Spark Structured Streaming, bench/spark_peer.py) run the same job over the same input,
 alternating run by run, each run timed from the outside (bench/window.py) with the load rule of
-bench/procstat.py, and the report's common cells.
+bench/procstat.py.
 
 - readers (pure): headerless CSV output files, the window's end among commit times;
 - `SluiceSide`: a local cluster, jobs submitted with the CLI (each script subclasses it, and
@@ -101,7 +101,7 @@ class SluiceSide:
     command_in_errors = True
 
     def __init__(self, work: str, taskmanagers: int, slots: int, parallelism: int, timeout: float):
-        from page_views_bench import Cluster
+        from page_views_runs import Cluster
 
         self.cluster = Cluster(os.path.join(work, f"cluster-{taskmanagers}x{slots}"), taskmanagers, slots)
         self.parallelism, self.timeout = parallelism, timeout
@@ -119,7 +119,7 @@ class SluiceSide:
 
     def submit(self, path: str, args: Sequence[str]) -> Callable[[], dict]:
         """`sluice run path --detach` with the job's `args`; the wait follows the job to its end."""
-        from page_views_bench import sluice
+        from page_views_runs import sluice
 
         cmd = ("run", path, "--detach", "--parallelism", str(self.parallelism), "--cluster-dir", self.cluster.dir)
         self.last_command = "sluice " + " ".join((*cmd, "--", *args))
@@ -127,7 +127,7 @@ class SluiceSide:
         job_id = proc.stdout.strip().splitlines()[-1].strip()
 
         def wait() -> dict:
-            from page_views_bench import follow
+            from page_views_runs import follow
 
             r = follow(self.cluster, job_id, self.timeout, time.time())
             if r["state"] != "FINISHED":
@@ -491,7 +491,7 @@ def conduct(
                 side.stop()
             except BaseException as exc:  # noqa: BLE001 — teardown goes on to the other side
                 log(f"warning: stopping {name}: {exc}")
-        from structured_streaming_bench import Child
+        from structured_streaming_child import Child
 
         Child.kill_all()
         if PEER in systems:
@@ -522,8 +522,3 @@ def shuffle_text(bench: PairedBench, candidates: Sequence[int], label: Callable[
         + "; ".join(f"{label(r[bench.item_key])} at {r['shuffle']}: {fmt(r['rate'], ',.0f')} events/s" for r in tuned)
         + ")"
     )
-
-
-# ================================================================================================
-# report
-# ================================================================================================

@@ -20,6 +20,10 @@ form changes (state_bench.py measures whole jobs on a cluster).
 --before COMMIT: the operator code of COMMIT too (a temporary git worktree), for an operator
 change's before/after figures: every measured run is then a child process importing one of the two
 checkouts' code, the two alternating run by run, and the outputs of both must be the same.
+
+Order (`run_order`): a warm-up round, then --runs rounds; each round runs every (checkout, form)
+once, forward in even rounds and backward in odd ones. The section is
+bench/process_forms_bench_report.py's.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import TypeVar
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -43,8 +48,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main
-from markdown import section_head
-from stats import fmt_estimate, median_ci
+from process_forms_bench_report import DISORDER_MS, FORMS, SEED, THIS, report
+from run_matrix import Order, items_only
 
 from sluice.graph import OperatorKind
 from sluice.key_groups import KEY_GROUP
@@ -52,9 +57,7 @@ from taskmanager.operators.base import OperatorContext
 from taskmanager.operators.keyed_process import KeyedProcess
 from taskmanager.spark_engine import Batch
 
-DISORDER_MS, SEED = 2_000, 7
-FORMS = ("per-key", "batch")
-THIS = "this checkout"
+T = TypeVar("T")
 
 
 def child_run(code: str, form: str, data: str, checkpoint_every: int, ttl_ms: int) -> tuple[dict, str]:
@@ -100,9 +103,9 @@ def one_run(form: str, tables: list[pa.Table], checkpoint_every: int, ttl_ms: in
 
     snapshots = 0.0
     start = time.process_time()
-    for i, table in enumerate(tables):
-        emit(op.process(Batch(None, table=table)))
-        emit(op.on_watermark(int(np.max(table.column("ts").to_numpy())) - DISORDER_MS))
+    for i, t in enumerate(tables):
+        emit(op.process(Batch(None, table=t)))
+        emit(op.on_watermark(int(np.max(t.column("ts").to_numpy())) - DISORDER_MS))
         if (i + 1) % checkpoint_every == 0:
             t0 = time.process_time()
             op.snapshot(i + 1)
@@ -112,48 +115,37 @@ def one_run(form: str, tables: list[pa.Table], checkpoint_every: int, ttl_ms: in
     return {"form": form, "cpu": cpu, "snapshots": snapshots, "calls": op.python_calls, "rows": len(rows)}, rows
 
 
-def report(command: str, facts: dict, args: argparse.Namespace, runs: list[dict], events: int) -> str:
-    lines = section_head("Keyed process function: per-key form vs batch form (operator only)", command, facts)
-    lines += [
-        f"{events:,} page views ({args.files} batches) of {args.users:,} users (seed {SEED}, out of order by up to "
-        f"{DISORDER_MS:,} ms); examples/dedup.py's rule (first event per user within {args.ttl_ms:,} ms of event "
-        "time) as "
-        f"`FirstWithinTtl` (per key) and `FirstWithinTtlBatch` (batch form); memory backend, a snapshot every "
-        f"{args.checkpoint_every} batches; forms alternating run by run, one uncounted warm-up run each. CPU = this "
-        "process's CPU seconds for the whole input. Medians with percentile-bootstrap 95 % intervals.",
-        "",
-        "| form | runs | CPU s | of it snapshots, s | events/s of CPU | calls into user code | rows out |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    medians: dict[str, float | None] = {}
-    for code, form in dict.fromkeys((r["code"], r["form"]) for r in runs):
-        mine = [r for r in runs if r["form"] == form and r["code"] == code]
-        cpu = median_ci(r["cpu"] for r in mine)
-        medians[f"{code} {form}"] = cpu.median
-        lines.append(
-            f"| {code}: {form} | {len(mine)} | {fmt_estimate(cpu, '.2f')} | "
-            f"{fmt_estimate(median_ci(r['snapshots'] for r in mine), '.2f')} | "
-            f"{fmt_estimate(median_ci(events / r['cpu'] for r in mine))} | {mine[0]['calls']:,} | {mine[0]['rows']:,} |"
-        )
-    per_key, batch = medians.get(f"{THIS} per-key"), medians.get(f"{THIS} batch")
-    if per_key and batch:
-        lines += ["", f"Batch form against the per-key form, median CPU: {per_key / batch:.2f}x less."]
-    for form in FORMS:
-        now, before = medians.get(f"{THIS} {form}"), medians.get(f"before {args.before} {form}")
-        if now and before:
-            lines += ["", f"{form}: this checkout against {args.before}, median CPU: {before / now:.2f}x less."]
-    lines += [
-        "",
-        "### Every run",
-        "",
-        "| run | code | form | CPU s | snapshots s | calls |",
-        "|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {i} | {r['code']} | {r['form']} | {r['cpu']:.2f} | {r['snapshots']:.2f} | {r['calls']:,} |"
-        for i, r in enumerate(runs, 1)
-    ]
-    return "\n".join(lines) + "\n"
+def run_order(conditions: list[T], runs: int) -> list[tuple[int, T]]:
+    """(round, condition) in run order: round 0 warms up, rounds 1 to `runs` are measured; each round
+    runs every condition once, forward in even rounds and backward in odd ones."""
+    order = items_only(conditions, runs + 1, Order.REVERSE)
+    return [(k // len(conditions), c) for k, c in enumerate(order)]
+
+
+def measure(
+    args: argparse.Namespace, codes: list[tuple[str, str]], forms: list[str], data: str, tables: list[pa.Table]
+) -> list[dict]:
+    """Every run (`codes`: (label, checkout); a child process per run when there is more than this
+    one); the outputs must all be the same. Returns the measured runs."""
+    runs: list[dict] = []
+    reference: str | None = None
+    for i, (code, form) in run_order([(code, form) for code in codes for form in forms], args.runs):
+        label, root = code
+        if len(codes) > 1:
+            run, output = child_run(root, form, data, args.checkpoint_every, args.ttl_ms)
+        else:
+            run, rows = one_run(form, tables, args.checkpoint_every, args.ttl_ms)
+            output = digest(rows)
+        if reference is None:
+            reference = output
+        elif output != reference:
+            raise SystemExit(f"{label}: the {form} form's output differs from the first run's (run {i})")
+        run["code"] = label
+        which = "warm-up" if i == 0 else f"run {i}"
+        log(f"{which}: {label} {form} {run['cpu']:.2f}s CPU, {run['calls']:,} calls")
+        if i:
+            runs.append(run)
+    return runs
 
 
 def main() -> int:
@@ -195,26 +187,8 @@ def main() -> int:
         )
         tables = batches(data)
         events = sum(t.num_rows for t in tables)
-        runs: list[dict] = []
-        reference: str | None = None
         codes = [(THIS, REPO), *([(f"before {args.before}", worktree)] if worktree else [])]
-        conditions = [(code, form) for code in codes for form in forms]
-        for i in range(args.runs + 1):  # the first round warms up
-            for (label, root), form in conditions if i % 2 == 0 else reversed(conditions):
-                if worktree:
-                    run, output = child_run(root, form, data, args.checkpoint_every, args.ttl_ms)
-                else:
-                    run, rows = one_run(form, tables, args.checkpoint_every, args.ttl_ms)
-                    output = digest(rows)
-                if reference is None:
-                    reference = output
-                elif output != reference:
-                    raise SystemExit(f"{label}: the {form} form's output differs from the first run's (run {i})")
-                run["code"] = label
-                which = "warm-up" if i == 0 else f"run {i}"
-                log(f"{which}: {label} {form} {run['cpu']:.2f}s CPU, {run['calls']:,} calls")
-                if i:
-                    runs.append(run)
+        runs = measure(args, codes, forms, data, tables)
         publish(report(command, facts, args, runs, events), args.out, log, append=args.out != "-")
     finally:
         if worktree:

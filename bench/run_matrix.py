@@ -7,6 +7,8 @@ process, a warmer cache, a throttled core) falls on both systems alike. The orde
 - `Order.SAME`: the same order every round (items, and within each item the systems as given);
 - `Order.ROTATE` (systems): the systems' order turned by one for every round and item, so that
   each system goes first equally often (A B, B A, A B, ...);
+- `Order.ALTERNATE` (systems): the systems' order turned by one every round, the same for every
+  item of a round (round 1: A B at every item, round 2: B A at every item, ...);
 - `Order.REVERSE` (items): the items forward in even rounds and backward in odd ones, so that a
   slow drift over a round does not always favour the first item.
 """
@@ -25,6 +27,7 @@ WARM_UP, MEASURED = "warm-up", "measured"
 class Order(enum.StrEnum):
     SAME = "same"
     ROTATE = "rotate"
+    ALTERNATE = "alternate"
     REVERSE = "reverse"
 
 
@@ -54,13 +57,13 @@ def matrix(
     """The measured runs in order: `runs` rounds, each running every item on every system."""
     if items_order not in (Order.SAME, Order.REVERSE):
         raise ValueError(f"items are ordered {Order.SAME} or {Order.REVERSE}, not {items_order}")
-    if systems_order not in (Order.SAME, Order.ROTATE):
-        raise ValueError(f"systems are ordered {Order.SAME} or {Order.ROTATE}, not {systems_order}")
+    if systems_order not in (Order.SAME, Order.ROTATE, Order.ALTERNATE):
+        raise ValueError(f"systems are ordered {Order.SAME}, {Order.ROTATE} or {Order.ALTERNATE}, not {systems_order}")
     cells: list[Cell[T]] = []
     for r in range(runs):
         order = list(items) if items_order is Order.SAME or r % 2 == 0 else list(reversed(items))
         for i, item in enumerate(order):
-            turn = r + i if systems_order is Order.ROTATE else 0
+            turn = {Order.ROTATE: r + i, Order.ALTERNATE: r}.get(systems_order, 0)
             cells += [Cell(s, item, r + 1) for s in _turned(systems, turn)]
     return cells
 

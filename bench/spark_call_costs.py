@@ -27,16 +27,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import glob
+import itertools
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from page_views_runs import REPO  # first: puts the repo and examples/ on sys.path
+
+# isort: split
 from bench_common import begin_run, finish_workdir, fmt, publish, run_main
-from markdown import section_head
-from page_views_bench import REPO, generate
+from generate_page_views import generate
+from markdown import section_head, table
+from run_matrix import MEASURED, WARM_UP, Cell, Order, matrix
 from stats import fmt_estimate, median_ci
 
 sys.path.insert(0, REPO)
@@ -45,6 +50,56 @@ SCHEMA = "url string, user long, ts long"
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def subtask_input(work: str, events: int, events_per_file: int) -> tuple[str, list[str]]:
+    """One source subtask's share of page views at parallelism 2: `events` page views generated
+    under work/in, `events_per_file` a file (at least 2 files); (that directory, every other file)."""
+    path = os.path.join(work, "in")
+    generate(path, events=events, files=max(2, events // events_per_file))
+    return path, sorted(glob.glob(os.path.join(path, "*.jsonl")))[0::2]
+
+
+def plan_order(names: Sequence[str], runs: int) -> list[Cell[None]]:
+    """The plans' runs in order: `runs` + 1 rounds, each plan once a round, the order turned by one
+    every round (a b c, b c a, c a b, ...). Round 0 warms each plan's code up: not counted."""
+    cells = matrix(names, [None], runs + 1, systems_order=Order.ROTATE)
+    return [dataclasses.replace(c, round=c.round - 1, phase=WARM_UP if c.round == 1 else MEASURED) for c in cells]
+
+
+def timed_rounds(named: Mapping[str, Callable[[], object]], runs: int) -> dict[str, list[float]]:
+    """Each plan's seconds per counted run, the plans run in `plan_order`."""
+    names = list(named)
+    times: dict[str, list[float]] = {}
+    for r, cells in itertools.groupby(plan_order(names, runs), key=lambda c: c.round):
+        for c in cells:
+            t0 = time.monotonic()
+            named[c.system]()
+            took = time.monotonic() - t0
+            if c.phase == MEASURED:
+                times.setdefault(c.system, []).append(took)
+        log(f"round {r}: " + ", ".join(f"{n} {times.get(n, [0])[-1]:.2f}s" for n in names))
+    return times
+
+
+def plan_row(name: str, seconds: Sequence[float], events: int) -> list:
+    est = median_ci(seconds)
+    return [name, fmt_estimate(est, ".3f"), fmt(events / est.median, ",.0f") if est.median else None]
+
+
+def report(
+    names: Sequence[str], times: dict[str, list[float]], nfiles: int, events: int, runs: int, command, facts
+) -> str:
+    """The section: per plan, seconds per run (median [95 % interval]) and events/s."""
+    lines = section_head("a file source's Spark call, plan by plan", command, facts)
+    lines += [
+        f"One source subtask's share of page views at parallelism 2: {nfiles} files, {events:,} events, "
+        f"read in one warm SparkSession (local[2]); {runs} runs per plan, order rotated each round. "
+        "Seconds per run, median [95 % interval]; events/s from the median.",
+        "",
+        *table(("plan", "seconds", "events/s"), [plan_row(n, times.get(n, []), events) for n in names]),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def plans(engine, payload: dict, files: list[str]) -> dict[str, Callable[[], object]]:
@@ -91,42 +146,19 @@ def main() -> int:
     from taskmanager.spark_engine import SparkEngine
 
     engine = SparkEngine(slots=2)
-    times: dict[str, list[float]] = {}
     try:
-        path = os.path.join(work, "in")
-        generate(path, events=args.events, files=max(2, args.events // args.events_per_file))
-        files = sorted(glob.glob(os.path.join(path, "*.jsonl")))[0::2]
+        path, files = subtask_input(work, args.events, args.events_per_file)
         events = args.events // 2
         engine.start()  # warmed up, as a TaskManager's
         payload = {"format": "json", "path": path, "schema": SCHEMA, "options": {}}
         named = plans(engine, payload, files)
         names = list(named)
-        for r in range(args.runs + 1):  # round 0 warms each plan's code up: not counted
-            order = names[r % len(names) :] + names[: r % len(names)]
-            for name in order:
-                t0 = time.monotonic()
-                named[name]()
-                took = time.monotonic() - t0
-                if r > 0:
-                    times.setdefault(name, []).append(took)
-            log(f"round {r}: " + ", ".join(f"{n} {times.get(n, [0])[-1]:.2f}s" for n in names))
+        times = timed_rounds(named, args.runs)
     finally:
         engine.stop()
         finish_workdir(work, temp, log)
-    lines = section_head("a file source's Spark call, plan by plan", command, facts)
-    lines += [
-        f"One source subtask's share of page views at parallelism 2: {len(files)} files, {events:,} events, "
-        f"read in one warm SparkSession (local[2]); {args.runs} runs per plan, order rotated each round. "
-        "Seconds per run, median [95 % interval]; events/s from the median.",
-        "",
-        "| plan | seconds | events/s |",
-        "|---|---|---|",
-    ]
-    for name in names:
-        est = median_ci(times.get(name, []))
-        rate = fmt(events / est.median, ",.0f") if est.median else "—"
-        lines.append(f"| {name} | {fmt_estimate(est, '.3f')} | {rate} |")
-    publish("\n".join(lines) + "\n", args.out, log, append=not args.no_append)
+    section = report(names, times, len(files), events, args.runs, command, facts)
+    publish(section, args.out, log, append=not args.no_append)
     return 0
 
 

@@ -1,9 +1,9 @@
 """The peer's side of every paired suite: one SparkSession in a --child process
-(bench/structured_streaming_bench.py's Child) serving one query per go file, and the parent's view of
+(bench/structured_streaming_child.py's Child) serving one query per go file, and the parent's view of
 it (`PeerSide`, which the throughput, latency, windowed, state and batch suites subclass with their
 own child spec, launch and check). For windowed_bench.py and state_bench.py also the child itself
-(`serve_queries`: the CSV file sink with Trigger.AvailableNow) and the readers of that sink's commit
-log and of Spark's progress."""
+(`serve_queries`: the CSV file sink with Trigger.AvailableNow; `go_queries`, the go files it reads)
+and the readers of that sink's commit log and of Spark's progress."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -19,7 +19,7 @@ from bench_common import write_atomically
 from paired_runs import PEER, RunError, log
 
 SPARK_LOG = "_spark_metadata"
-# structured_streaming_bench.py's settings (those of taskmanager/spark_engine.py)
+# structured_streaming_child.py's settings (those of taskmanager/spark_engine.py)
 SPARK_SETTINGS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -81,25 +81,52 @@ def dir_size(path: str) -> int:
 # ================================================================================================
 # the child: one SparkSession, one query per go file
 # ================================================================================================
-def serve_queries(spec_path: str, app_name: str, build: Callable[[Any, dict], Any], survive_errors: bool) -> int:
-    """A script's --child mode: one SparkSession (master from the spec), then for each go file
-    `<dir>/go-NNNN.json` the streaming DataFrame `build(spark, query spec)` written by the CSV file
-    sink with Trigger.AvailableNow, its batches' progress reported in its `done` event, until a go
-    file says exit. `survive_errors`: a failed query is reported in its `done` event (`error`) and
-    the session serves the next; otherwise the child dies of it."""
-    from structured_streaming_bench import _progress, child_spec, emit, spark_session
+def go_path(directory: str, i: int) -> str:
+    """The go file of a child's query `i`: `<directory>/go-NNNN.json`."""
+    return os.path.join(directory, f"go-{i:04d}.json")
 
-    spec = child_spec(spec_path)
-    spark = spark_session(app_name, spec["master"], SPARK_SETTINGS)
+
+def go_queries(directory: str) -> Iterator[tuple[int, dict]]:
+    """In a --child: (i, query spec) for each go file `go_path(directory, i)`, i from 0, each waited
+    for, until one says exit."""
     i = 0
     while True:
-        go = os.path.join(spec["dir"], f"go-{i:04d}.json")
+        go = go_path(directory, i)
         while not os.path.exists(go):
             time.sleep(0.005)
         with open(go) as f:
             q = json.load(f)
         if q.get("exit"):
-            break
+            return
+        yield i, q
+        i += 1
+
+
+def progress_entry(p: dict) -> dict:
+    """What a `done` event of `serve_queries` tells of one micro-batch's progress."""
+    return {
+        "batchId": p.get("batchId"),
+        "numInputRows": p.get("numInputRows", 0),
+        "triggerExecution": p.get("durationMs", {}).get("triggerExecution"),
+        "watermark": p.get("eventTime", {}).get("watermark"),
+        "state": [
+            {k: s.get(k) for k in ("numRowsTotal", "memoryUsedBytes", "numRowsDroppedByWatermark")}
+            for s in p.get("stateOperators", [])
+        ],
+    }
+
+
+def serve_queries(spec_path: str, app_name: str, build: Callable[[Any, dict], Any], survive_errors: bool) -> int:
+    """A script's --child mode: one SparkSession (master from the spec), then for each go file
+    (`go_queries`) the streaming DataFrame `build(spark, query spec)` written by the CSV file
+    sink with Trigger.AvailableNow, its batches' progress reported in its `done` event, until a go
+    file says exit. `survive_errors`: a failed query is reported in its `done` event (`error`) and
+    the session serves the next; otherwise the child dies of it."""
+    from structured_streaming_child import _progress, child_spec, emit, spark_session
+
+    spec = child_spec(spec_path)
+    spark = spark_session(app_name, spec["master"], SPARK_SETTINGS)
+    for i, q in go_queries(spec["dir"]):
         spark.conf.set("spark.sql.shuffle.partitions", str(int(q["shuffle_partitions"])))
         t_def = time.monotonic()
         query = (
@@ -119,25 +146,11 @@ def serve_queries(spec_path: str, app_name: str, build: Callable[[Any, dict], An
             if not survive_errors:
                 raise
             emit("done", query=i, error=f"{type(exc).__name__}: {exc}".split("\n")[0][:400], progress=[])
-            i += 1
             continue
         t_done = time.monotonic()
-        progress = [
-            {
-                "batchId": p.get("batchId"),
-                "numInputRows": p.get("numInputRows", 0),
-                "triggerExecution": p.get("durationMs", {}).get("triggerExecution"),
-                "watermark": p.get("eventTime", {}).get("watermark"),
-                "state": [
-                    {k: s.get(k) for k in ("numRowsTotal", "memoryUsedBytes", "numRowsDroppedByWatermark")}
-                    for s in p.get("stateOperators", [])
-                ],
-            }
-            for p in _progress(query)
-        ]
+        progress = [progress_entry(p) for p in _progress(query)]
         query.stop()
         emit("done", query=i, processing=t_done - t_started, progress=progress)
-        i += 1
     spark.stop()
     emit("exit")
     return 0
@@ -164,7 +177,7 @@ class PeerSide:
         self.t_spawn = 0.0
 
     def go_file(self, i: int) -> str:
-        return os.path.join(self.dir, f"go-{i:04d}.json")
+        return go_path(self.dir, i)
 
     def spec(self) -> dict:
         """The child's spec: its master, where its go files are."""
@@ -172,7 +185,7 @@ class PeerSide:
 
     def spawn(self) -> Self:
         """Start the child (its SparkSession starts in the background; `start` waits for it)."""
-        from structured_streaming_bench import Child
+        from structured_streaming_child import Child
 
         if self.child is None:
             self.t_spawn = time.monotonic()

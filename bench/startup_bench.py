@@ -22,7 +22,7 @@ JobManager, the TaskManagers with their Spark JVMs, ZooKeeper); per TaskManager,
 process's start (psutil) to its log's "registered with leader" line; then `sluice run
 examples/page_views.py` on --events generated events (it returns when the job ended), whose output
 is checked against the generator's counts; then the cluster is stopped. Reported: medians with
-95 % bootstrap intervals (bench/stats.py).
+95 % bootstrap intervals (bench/stats.py), by bench/startup_report.py.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -45,9 +46,9 @@ sys.path.insert(0, os.path.join(REPO, "examples"))
 import psutil
 from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main
 from generate_page_views import generate
-from markdown import section_head
 from procstat import tree_cpu
-from stats import fmt_estimate, median_ci
+from run_matrix import Order, matrix
+from startup_report import report
 
 from sluice.cluster_file import ClusterFile
 from sluice.testing import LocalCluster
@@ -126,7 +127,7 @@ def one_run(env: dict[str, str], options: list[str], work: str, run: int, expect
     return result
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5, help="runs per condition")
     ap.add_argument("--before", default=None, help="a commit to compare against (a temporary git worktree)")
@@ -136,8 +137,12 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=20_000, help="events of the first job")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
-    args = ap.parse_args()
-    command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-startup-", log)
+    return ap.parse_args()
+
+
+def conditions_of(selected: str | None, work: str) -> dict[str, tuple[dict[str, str], list[str]]]:
+    """The conditions (name -> the environment and `cluster start` options of its runs), all or the
+    comma-separated `selected` ones in that order."""
     base_env = {**os.environ, "PYTHONPATH": REPO}
     conditions: dict[str, tuple[dict[str, str], list[str]]] = {
         "archive": (base_env, []),
@@ -147,12 +152,25 @@ def main() -> int:
             [],
         ),
     }
-    if args.conditions:
-        wanted = [c.strip() for c in args.conditions.split(",")]
-        unknown = [c for c in wanted if c not in conditions]
-        if unknown:
-            raise SystemExit(f"--conditions: unknown {unknown}; choose from {list(conditions)}")
-        conditions = {c: conditions[c] for c in wanted}
+    if not selected:
+        return conditions
+    wanted = [c.strip() for c in selected.split(",")]
+    unknown = [c for c in wanted if c not in conditions]
+    if unknown:
+        raise SystemExit(f"--conditions: unknown {unknown}; choose from {list(conditions)}")
+    return {c: conditions[c] for c in wanted}
+
+
+def run_order(names: Sequence[str], runs: int) -> list[tuple[int, str]]:
+    """(round, condition) of each run in order: every condition once a round, the first turned by one
+    each round (A B C, B C A, C A B, ...)."""
+    return [(c.round, c.system) for c in matrix(names, [None], runs, systems_order=Order.ROTATE)]
+
+
+def main() -> int:
+    args = parse_args()
+    command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-startup-", log)
+    conditions = conditions_of(args.conditions, work)
     worktree = None
     if args.before:
         worktree = add_worktree(REPO, args.before, os.path.join(work, "before"))
@@ -160,41 +178,17 @@ def main() -> int:
     input_dir = os.path.join(work, "in")
     expected = dict(generate(input_dir, events=args.events, files=4, urls=1000, seed=5))
     results: dict[str, list[dict]] = {name: [] for name in conditions}
-    names = list(conditions)
     try:
-        for r in range(args.runs):
-            order = names[r % len(names) :] + names[: r % len(names)]
-            for name in order:
-                env, options = conditions[name]
-                got = one_run(env, options, work, len(sum(results.values(), [])), expected, input_dir)
-                results[name].append(got)
-                log(f"round {r + 1} {name}: {json.dumps(got, default=lambda x: round(x, 2))}")
+        for n, (round_, name) in enumerate(run_order(list(conditions), args.runs)):
+            env, options = conditions[name]
+            got = one_run(env, options, work, n, expected, input_dir)
+            results[name].append(got)
+            log(f"round {round_} {name}: {json.dumps(got, default=lambda x: round(x, 2))}")
     finally:
         if worktree:
             remove_worktree(REPO, worktree)
         finish_workdir(work, temp, log)
-    lines = section_head("cluster start and first job: class-data sharing archive, warm-up, bytecode", command, facts)
-    lines += [
-        f"{args.runs} runs per condition, alternating (order rotated each round); `sluice cluster start "
-        f"--jobmanagers 1 --taskmanagers 2` (2 slots each); first job: examples/page_views.py at "
-        f"parallelism 2 on {args.events:,} events, output checked. Seconds, median [95 % interval].",
-        "",
-        "| condition | archive mapped | cluster start | its CPU seconds | TaskManager ready "
-        "(process start → registered) | first job (`sluice run`) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name in names:
-        runs = results[name]
-        mapped = {r["archive_mapped"] for r in runs}
-        if len(mapped) != 1:
-            raise SystemExit(f"{name}: the archive was mapped in some runs only")
-        start = median_ci(r["cluster_start_s"] for r in runs)
-        cpu = median_ci(r["cluster_start_cpu_s"] for r in runs)
-        ready = median_ci(x for r in runs for x in r["taskmanager_ready_s"])
-        job = median_ci(r["first_job_s"] for r in runs)
-        cells = [name, "yes" if mapped == {True} else "no", *(fmt_estimate(e, ".2f") for e in (start, cpu, ready, job))]
-        lines.append("| " + " | ".join(cells) + " |")
-    publish("\n".join(lines) + "\n", args.out, log)
+    publish(report(results, args.runs, args.events, command, facts), args.out, log)
     return 0
 
 

@@ -26,7 +26,8 @@ Measured per run, from the outside:
 
 Systems alternate run by run (memory, rocksdb-incremental, rocksdb-full, memory, ...); every run
 on a fresh cluster, so each peak RSS is that run's. Medians with 95 % bootstrap intervals
-(bench/stats.py); the load rule of the other benchmarks applies (bench/README.md).
+(bench/stats.py); the load rule of the other benchmarks applies (bench/README.md). The section
+appended to --out is bench/state_backend_bench_report.py's.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,10 +48,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_common import LOG_TIME, SOURCE_BATCH, SOURCE_SNAPSHOT, begin_run, finish_workdir, publish, run_main, size
-from markdown import section_head
-from page_views_bench import Cluster, sluice
-from stats import fmt_estimate, median_ci
+from bench_common import (
+    LOG_TIME,
+    SOURCE_BATCH,
+    SOURCE_SNAPSHOT,
+    begin_run,
+    finish_workdir,
+    median,
+    publish,
+    run_main,
+    size,
+)
+from page_views_runs import Cluster, sluice
+from run_matrix import Cell, matrix
+from state_backend_bench_report import report
 
 JOB = os.path.join(HERE, "jobs", "state_keys.py")
 MULT = 2654435761
@@ -168,62 +180,102 @@ def rate(batches: list[tuple[float, int, int]], lo: int, hi: int) -> float | Non
     return rows / span if span > 0 else None
 
 
-def one_run(args: Any, work: str, system: str, index: int) -> dict:
+def launch(cluster: Cluster, args: Any, system: str, updates: int, out: str) -> str:
+    """Submit bench/jobs/state_keys.py with `system`'s backend; returns the job's id."""
     backend, full = SYSTEMS[system]
+    job_args = ["--keys", str(args.keys), "--updates", str(updates), "--output", out, "--backend", backend]
+    job_args += ["--interval", str(args.interval_ms), "--sample", str(SAMPLE), "--batch", str(args.batch)]
+    if full:
+        job_args.append("--full")
+    proc = sluice("run", JOB, "--detach", "--parallelism", "1", "--cluster-dir", cluster.dir, "--", *job_args)
+    return proc.stdout.strip().splitlines()[-1].strip()
+
+
+@dataclass
+class Watched:
+    """What `watch` saw of a job: its last status, the peak RSS per TaskManager pid, every completed
+    checkpoint (by id), when the kill and the recovery were (None: not made, not seen)."""
+
+    status: dict = field(default_factory=dict)
+    rss: dict[int, int] = field(default_factory=dict)
+    checkpoints: dict[int, dict] = field(default_factory=dict)
+    killed_at: float | None = None
+    recovered_at: float | None = None
+
+
+def watch(cluster: Cluster, job_id: str, args: Any, updates: int, what: str) -> Watched:
+    """Poll the job every 0.5 s to its end: TaskManagers' peak RSS, completed checkpoints, and with
+    --kill the kill -9 of the keyed count's TaskManager half way through the updates and the recovery."""
+    w = Watched()
+    deadline = time.monotonic() + args.job_timeout
+    while True:
+        for pid in taskmanager_pids(cluster):
+            w.rss[pid] = max(w.rss.get(pid, 0), peak_rss(pid))
+        status = w.status = cluster.status(job_id)
+        for c in status["checkpoints"]:
+            if c["status"] == "COMPLETED":
+                w.checkpoints.setdefault(c["id"], {**c, "seen": time.time()})
+        if status["state"] in ("FINISHED", "FAILED", "CANCELED"):
+            return w
+        if args.kill and w.killed_at is None and status["state"] == "RUNNING":
+            batches = source_batches(cluster, job_id)
+            if batches and batches[-1][2] >= args.keys + updates // 2 and w.checkpoints:
+                address = next(t["taskmanager"] for t in status["tasks"] if t["chain_id"] == "counts")
+                pid = next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
+                w.rss[pid] = max(w.rss.get(pid, 0), peak_rss(pid))
+                kill_tree(pid)
+                w.killed_at = time.time()
+                log(f"{what}: killed TaskManager {pid} at offset {batches[-1][2]:,}")
+        if w.killed_at is not None and w.recovered_at is None and status["restarts"] >= 1:
+            if status["state"] == "RUNNING" and all(t["state"] == "RUNNING" for t in status["tasks"]):
+                w.recovered_at = time.time()
+        if time.monotonic() > deadline:
+            raise RunError(f"job {job_id} did not end within {args.job_timeout}s")
+        time.sleep(0.5)
+
+
+def checkpoint_figures(cluster: Cluster, job_id: str, keys: int, w: Watched) -> dict:
+    """The run's checkpoint figures: sizes and durations of the update-phase ones (those whose previous
+    completed checkpoint already held the whole load), the largest, the rows between them."""
+    ckpts = sorted(w.checkpoints.values(), key=lambda c: c["id"])
+    offsets = source_snapshots(cluster, job_id)
+    update_ckpts = [c for prev, c in zip(ckpts, ckpts[1:], strict=False) if offsets.get(prev["id"], 0) >= keys]
+    return {
+        "ckpt_sizes": [c["size_bytes"] for c in update_ckpts],
+        "ckpt_durations": [c["duration_ms"] / 1000 for c in update_ckpts],
+        "max_ckpt_size": max((c["size_bytes"] for c in ckpts), default=None),
+        "max_ckpt_duration": max((c["duration_ms"] / 1000 for c in ckpts), default=None),
+        "checkpoints": len(ckpts),
+        # rows between consecutive update-phase checkpoints, as a share of the keys
+        "updates_per_checkpoint": [
+            (offsets[c["id"]] - offsets[p["id"]]) / keys
+            for p, c in zip(ckpts, ckpts[1:], strict=False)
+            if c in update_ckpts and c["id"] in offsets and p["id"] in offsets
+        ],
+    }
+
+
+def one_run(args: Any, work: str, system: str, index: int) -> dict:
+    """One run of `system` on a fresh cluster of its own: the job, watched to its end, its sample of
+    counts checked, its figures."""
     updates = args.keys * args.updates_pct // 100
+    what = f"{system} run {index}"
     cluster = Cluster(os.path.join(work, f"{system}-{index}"), 2, 1)
     try:
         cluster.start()
         out = os.path.join(work, f"out-{system}-{index}")
-        job_args = ["--keys", str(args.keys), "--updates", str(updates), "--output", out, "--backend", backend]
-        job_args += ["--interval", str(args.interval_ms), "--sample", str(SAMPLE), "--batch", str(args.batch)]
-        if full:
-            job_args.append("--full")
         launched = time.time()
-        proc = sluice("run", JOB, "--detach", "--parallelism", "1", "--cluster-dir", cluster.dir, "--", *job_args)
-        job_id = proc.stdout.strip().splitlines()[-1].strip()
-        log(f"{system} run {index}: job {job_id}")
-        rss: dict[int, int] = {}
-        checkpoints: dict[int, dict] = {}
-        killed_at = recovered_at = None
-        deadline = time.monotonic() + args.job_timeout
-        while True:
-            for pid in taskmanager_pids(cluster):
-                rss[pid] = max(rss.get(pid, 0), peak_rss(pid))
-            status = cluster.status(job_id)
-            for c in status["checkpoints"]:
-                if c["status"] == "COMPLETED":
-                    checkpoints.setdefault(c["id"], {**c, "seen": time.time()})
-            if status["state"] in ("FINISHED", "FAILED", "CANCELED"):
-                break
-            if args.kill and killed_at is None and status["state"] == "RUNNING":
-                batches = source_batches(cluster, job_id)
-                if batches and batches[-1][2] >= args.keys + updates // 2 and checkpoints:
-                    address = next(t["taskmanager"] for t in status["tasks"] if t["chain_id"] == "counts")
-                    pid = next(p["pid"] for p in cluster.info["processes"] if p["address"] == address)
-                    rss[pid] = max(rss.get(pid, 0), peak_rss(pid))
-                    kill_tree(pid)
-                    killed_at = time.time()
-                    log(f"{system} run {index}: killed TaskManager {pid} at offset {batches[-1][2]:,}")
-            if killed_at is not None and recovered_at is None and status["restarts"] >= 1:
-                if status["state"] == "RUNNING" and all(t["state"] == "RUNNING" for t in status["tasks"]):
-                    recovered_at = time.time()
-            if time.monotonic() > deadline:
-                raise RunError(f"job {job_id} did not end within {args.job_timeout}s")
-            time.sleep(0.5)
+        job_id = launch(cluster, args, system, updates, out)
+        log(f"{what}: job {job_id}")
+        w = watch(cluster, job_id, args, updates, what)
         ended = time.time()
-        if status["state"] != "FINISHED":
-            raise RunError(f"job {job_id} ended {status['state']}: {status.get('failure')}")
+        if w.status["state"] != "FINISHED":
+            raise RunError(f"job {job_id} ended {w.status['state']}: {w.status.get('failure')}")
         got, want = read_sample(out), expected_sample(args.keys, updates)
         exact = got == want
         if not exact:
-            wrong = [k for k in want if got.get(k) != want[k]][:5]
-            log(f"{system} run {index}: WRONG counts for keys {wrong}")
+            log(f"{what}: WRONG counts for keys {[k for k in want if got.get(k) != want[k]][:5]}")
         batches = source_batches(cluster, job_id)
-        ckpts = sorted(checkpoints.values(), key=lambda c: c["id"])
-        # update-phase checkpoints: the previous completed one already held the whole load
-        offsets = source_snapshots(cluster, job_id)
-        update_ckpts = [c for prev, c in zip(ckpts, ckpts[1:], strict=False) if offsets.get(prev["id"], 0) >= args.keys]
         r = {
             "system": system,
             "job_id": job_id,
@@ -231,98 +283,26 @@ def one_run(args: Any, work: str, system: str, index: int) -> dict:
             "wall": ended - launched,
             "load_rate": rate(batches, 0, args.keys),
             "update_rate": rate(batches, args.keys, args.keys + updates),
-            "peak_rss": max(rss.values()) if rss else None,
-            "ckpt_sizes": [c["size_bytes"] for c in update_ckpts],
-            "ckpt_durations": [c["duration_ms"] / 1000 for c in update_ckpts],
-            "max_ckpt_size": max((c["size_bytes"] for c in ckpts), default=None),
-            "max_ckpt_duration": max((c["duration_ms"] / 1000 for c in ckpts), default=None),
-            "checkpoints": len(ckpts),
+            "peak_rss": max(w.rss.values()) if w.rss else None,
+            **checkpoint_figures(cluster, job_id, args.keys, w),
             "restore": next(reversed(restores(cluster, job_id)), None) if args.kill else None,
-            "recovery": (recovered_at - killed_at) if killed_at and recovered_at else None,
-            # rows between consecutive update-phase checkpoints, as a share of the keys
-            "updates_per_checkpoint": [
-                (offsets[c["id"]] - offsets[p["id"]]) / args.keys
-                for p, c in zip(ckpts, ckpts[1:], strict=False)
-                if c in update_ckpts and c["id"] in offsets and p["id"] in offsets
-            ],
+            "recovery": (w.recovered_at - w.killed_at) if w.killed_at and w.recovered_at else None,
         }
         log(
-            f"{system} run {index}: {'exact' if exact else 'WRONG'}, load {r['load_rate'] or 0:,.0f}/s, "
+            f"{what}: {'exact' if exact else 'WRONG'}, load {r['load_rate'] or 0:,.0f}/s, "
             f"updates {r['update_rate'] or 0:,.0f}/s, peak RSS {size(r['peak_rss'])}, "
-            f"{len(update_ckpts)} update-phase checkpoints median {size(_med(r['ckpt_sizes']))} "
-            f"{_med(r['ckpt_durations']) or 0:.2f}s, restore {r['restore']}, recovery {r['recovery']}"
+            f"{len(r['ckpt_sizes'])} update-phase checkpoints median {size(median(r['ckpt_sizes']))} "
+            f"{median(r['ckpt_durations']) or 0:.2f}s, restore {r['restore']}, recovery {r['recovery']}"
         )
         return r
     finally:
         cluster.stop()
 
 
-def _med(xs: list[float]) -> float | None:
-    return float(np.median(xs)) if xs else None
-
-
-def report(args: Any, command: str, facts: dict, runs: list[dict]) -> str:
-    lines = section_head("state backends at scale (bench/state_backend_bench.py)", command, facts)
-    updates = args.keys * args.updates_pct // 100
-    lines += [
-        f"Job: {args.keys:,} distinct keys, then {updates:,} updates spread over them, keyed count at parallelism 1 "
-        f"on 2 TaskManagers x 1 slot, checkpoints every {args.interval_ms} ms, generator batches of {args.batch:,}"
-        f"{'; kill -9 of the keyed count TaskManager half way through the updates' if args.kill else ''}.",
-        "",
-        "| system | runs (exact) | load rows/s | update rows/s | peak TM RSS | update-phase ckpt size "
-        "| update-phase ckpt duration s | largest ckpt | restore s | kill -> running s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for system in [s for s in SYSTEMS if any(r["system"] == s for r in runs)]:
-        rs = [r for r in runs if r["system"] == system]
-
-        def est(key: str, rs: list[dict] = rs) -> Any:
-            return median_ci([r[key] for r in rs])
-
-        def est_med(key: str, rs: list[dict] = rs) -> Any:
-            return median_ci([_med(r[key]) for r in rs])
-
-        lines.append(
-            f"| {system} | {len(rs)} ({sum(r['exact'] for r in rs)}) | {fmt_estimate(est('load_rate'))} "
-            f"| {fmt_estimate(est('update_rate'))} | {_size_est(est('peak_rss'))} | {_size_est(est_med('ckpt_sizes'))} "
-            f"| {fmt_estimate(est_med('ckpt_durations'), '.2f')} | {_size_est(est('max_ckpt_size'))} "
-            f"| {fmt_estimate(est('restore'), '.2f')} | {fmt_estimate(est('recovery'), '.1f')} |"
-        )
-    lines += ["", "Per run:", ""]
-    for r in runs:
-        lines.append(
-            f"- {r['system']} job {r['job_id']}: {'exact' if r['exact'] else 'WRONG'}, wall {r['wall']:.0f} s, "
-            f"{r['checkpoints']} checkpoints, update-phase sizes {[size(s) for s in r['ckpt_sizes']]}, "
-            f"rows between update-phase checkpoints {[f'{100 * x:.1f} %' for x in r['updates_per_checkpoint']]} "
-            "of the keys"
-        )
-    inc = [x for r in runs if r["system"] == "rocksdb-incremental" for x in r["ckpt_sizes"]]
-    full = [x for r in runs if r["system"] == "rocksdb-full" for x in r["ckpt_sizes"]]
-    if inc and full:
-        lines += [
-            "",
-            f"Incremental / full update-phase checkpoint size: median {np.median(inc) / np.median(full):.1%}, "
-            f"mean {np.mean(inc) / np.mean(full):.1%} (compactions make some incremental checkpoints large).",
-        ]
-    between = [x for r in runs if r["system"] == "rocksdb-incremental" for x in r["updates_per_checkpoint"]]
-    if between:
-        lines.append(
-            f"Rows between two update-phase checkpoints (rocksdb-incremental): median {np.median(between):.1%} "
-            "of the keys."
-        )
-    mem = [r["load_rate"] for r in runs if r["system"] == "memory" and r["load_rate"]]
-    rdb = [r["load_rate"] for r in runs if r["system"] == "rocksdb-incremental" and r["load_rate"]]
-    if mem and rdb:
-        lines.append(f"rocksdb-incremental load throughput / memory: {np.median(rdb) / np.median(mem):.0%}.")
-    return "\n".join(lines) + "\n"
-
-
-def _size_est(e: Any) -> str:
-    if e.median is None:
-        return "—"
-    if e.low is None:
-        return f"{size(e.median)} ({e.n} run)"
-    return f"{size(e.median)} [{size(e.low)}–{size(e.high)}]"
+def run_order(systems: list[str], runs: int) -> list[Cell[str]]:
+    """The systems alternate run by run: `runs` rounds, each running every system once in the order
+    given (every run on a fresh cluster of its own)."""
+    return matrix(systems, [JOB], runs)
 
 
 def main() -> int:
@@ -348,15 +328,15 @@ def main() -> int:
     command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-state-backends-", log)
     runs: list[dict] = []
     try:
-        for i in range(args.runs):
-            for system in systems:  # alternating, run by run
-                try:
-                    runs.append(one_run(args, work, system, i))
-                except RunError as exc:
-                    log(f"{system} run {i} failed: {exc}")
+        for cell in run_order(systems, args.runs):
+            i = cell.round - 1
+            try:
+                runs.append(one_run(args, work, cell.system, i))
+            except RunError as exc:
+                log(f"{cell.system} run {i} failed: {exc}")
     finally:
         if runs:
-            publish(report(args, command, facts, runs), args.out, log)
+            publish(report(args, command, facts, runs, list(SYSTEMS)), args.out, log)
         finish_workdir(work, temp, log)
     return 0 if runs and all(r["exact"] for r in runs) else 1
 

@@ -46,7 +46,9 @@ bound of both systems is the disorder, so no event is late on either.
   system exposes when its watermark passed an end without instrumenting it).
 
 Quick (--quick): 200,000 events, 2 runs per system and workload, the peer at 2 shuffle partitions.
-Appends one section to bench/RESULTS.md ("Event-time windows").
+Appends one section to bench/RESULTS.md ("Event-time windows"). This file declares the suite (the
+peer's query, the two sides, the runs, the command line); the workloads and the output check are in
+bench/windowed_bench_workload.py, the section in bench/windowed_bench_report.py.
 """
 
 from __future__ import annotations
@@ -55,8 +57,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,160 +68,14 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-import paired_report
 import paired_runs
 import spark_peer
-from bench_common import begin_run, fmt, run_main
-from markdown import notes_lines, section_head
+from bench_common import begin_run, run_main
 from paired_runs import PEER, SLUICE, log
-from stats import est, fmt_estimate
+from windowed_bench_report import report
+from windowed_bench_workload import EVENTS_PER_FILE, SEED, WORKLOADS, WindowCheck, Workload, check_windows, read_lines
 
 SCHEMA = "url string, user long, ts long"
-COLUMNS = ["url", "window_start", "window_end", "count"]
-KEY = ["url", "window_start", "window_end"]
-EVENTS_PER_FILE = 12_500
-SEED = 7
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    size_ms: int
-    slide_ms: int
-
-    @property
-    def label(self) -> str:
-        if self.size_ms == self.slide_ms:
-            return f"tumbling {self.size_ms / 1000:g} s"
-        return f"sliding {self.size_ms / 1000:g} s every {self.slide_ms / 1000:g} s"
-
-
-WORKLOADS = {"tumbling": Workload("tumbling", 10_000, 10_000), "sliding": Workload("sliding", 60_000, 10_000)}
-
-
-# ================================================================================================
-# the output check (pure)
-# ================================================================================================
-@dataclass
-class WindowCheck:
-    """The committed windows against the expected ones. `complete`: every expected window must be
-    there (Sluice); otherwise only emitted windows are judged, and those with an end at or below
-    `emitted_through` must be there (the peer's final watermark)."""
-
-    rows: int = 0  # lines read
-    expected: int = 0  # expected (url, window) rows
-    duplicates: int = 0  # rows whose (url, window) is on another row too
-    unexpected: int = 0  # (url, window) never expected
-    wrong: int = 0  # count differs from the expected one
-    missing: int = 0  # expected windows not committed (complete) / unemitted (peer)
-    missing_due: int = 0  # peer: unemitted although their end is at or below emitted_through
-    malformed: int = 0
-    complete: bool = True
-    emitted_through: int | None = None
-    samples: list[str] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        bad = self.duplicates or self.unexpected or self.wrong or self.malformed or self.error
-        if self.complete:
-            return not bad and not self.missing and self.rows > 0
-        return not bad and not self.missing_due
-
-    def describe(self) -> str:
-        if self.error:
-            return f"VIOLATION: {self.error}"
-        if not self.ok:
-            parts = [
-                f"{n} {what}"
-                for n, what in (
-                    (self.malformed, "malformed lines"),
-                    (self.duplicates, "lines of a window committed twice"),
-                    (self.unexpected, "windows never expected"),
-                    (self.wrong, "wrong counts"),
-                    (self.missing if self.complete else self.missing_due, "expected windows missing"),
-                )
-                if n
-            ] or ["no output"]
-            return "VIOLATION: " + ", ".join(parts) + (f"; e.g. {'; '.join(self.samples[:3])}" if self.samples else "")
-        if self.complete:
-            return f"exact: all {self.expected:,} windows once, every count exact"
-        return (
-            f"exact: {self.rows:,} windows emitted once, every count exact; {self.missing:,} of {self.expected:,} "
-            "unemitted (end above the final watermark)"
-        )
-
-
-def _frame(rows: Any) -> Any:
-    import pandas as pd
-
-    return rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=COLUMNS)
-
-
-def check_windows(got: Any, expected: Any, complete: bool = True, emitted_through: int | None = None) -> WindowCheck:
-    """Judge committed window rows `got` (a DataFrame or (url, window_start, window_end, count) tuples)
-    against `expected` (the same columns: generate_page_views.window_count_table)."""
-    import pandas as pd
-
-    got, expected = _frame(got), _frame(expected)
-    r = WindowCheck(rows=len(got), expected=len(expected), complete=complete, emitted_through=emitted_through)
-    got = got.copy()
-    for c in COLUMNS[1:]:
-        got[c] = pd.to_numeric(got[c], errors="coerce")
-    bad = got[COLUMNS[1:]].isna().any(axis=1) | got["url"].isna()
-    r.malformed = int(bad.sum())
-    if r.malformed:
-        r.samples.append(f"malformed line {','.join(map(str, got[bad].iloc[0].tolist()))}")
-    got = got[~bad].astype({c: "int64" for c in COLUMNS[1:]})
-    got["url"] = got["url"].astype(str)
-    dup = got.duplicated(KEY, keep=False)
-    r.duplicates = int(dup.sum())
-    if r.duplicates:
-        d = got[dup].sort_values(KEY).head(2)
-        r.samples.append(f"twice: {' and '.join(_row(x) for x in d.itertuples(index=False))}")
-    m = got.drop_duplicates(KEY).merge(
-        expected.astype({c: "int64" for c in COLUMNS[1:]}),
-        on=KEY,
-        how="outer",
-        suffixes=("", "_expected"),
-        indicator=True,
-    )
-    unexpected = m[m["_merge"] == "left_only"]
-    missing = m[m["_merge"] == "right_only"]
-    both = m[m["_merge"] == "both"]
-    wrong = both[both["count"] != both["count_expected"]]
-    r.unexpected, r.missing, r.wrong = len(unexpected), len(missing), len(wrong)
-    if emitted_through is not None:
-        r.missing_due = int((missing["window_end"] <= emitted_through).sum())
-    elif not complete:
-        r.missing_due = 0
-    if r.unexpected:
-        r.samples.append(f"never expected: {_row(unexpected.iloc[0])}")
-    if r.wrong:
-        w = wrong.iloc[0]
-        r.samples.append(f"count {int(w['count'])}, expected {int(w['count_expected'])}: {_key(w)}")
-    if complete and r.missing:
-        r.samples.append(f"missing: {_key(missing.iloc[0])} (expected {int(missing.iloc[0]['count_expected'])})")
-    if not complete and r.missing_due:
-        due = missing[missing["window_end"] <= emitted_through].iloc[0]
-        r.samples.append(f"not emitted although its end <= the final watermark {emitted_through}: {_key(due)}")
-    return r
-
-
-def _key(row: Any) -> str:
-    return f"({row['url']}, {int(row['window_start'])}, {int(row['window_end'])})"
-
-
-def _row(row: Any) -> str:
-    if hasattr(row, "_asdict"):
-        row = row._asdict()
-    return f"{_key(row)} = {int(row['count'])}"
-
-
-def read_lines(paths: Iterable[str]) -> tuple[Any, dict[str, int]]:
-    """The CSV lines `url,window_start,window_end,count` of `paths` (headerless) as one DataFrame of
-    strings, and the number of lines per path."""
-    return paired_runs.read_rows(paths, COLUMNS, strict=True)
 
 
 # ================================================================================================
@@ -332,81 +187,6 @@ class Bench(paired_runs.PairedBench):
 
 
 # ================================================================================================
-# report
-# ================================================================================================
-def run_row(r: dict, workloads: dict[str, Workload]) -> str:
-    cfg, state, out = paired_report.run_cells(r, 120, 160)
-    return (
-        f"| {r['n']} | {r['phase']} | {workloads[r['workload']].label} | {r['system']} | {cfg} | "
-        f"{paired_report.timing_cells(r)} | {state} | "
-        f"{fmt(r.get('output_rows'), ',')} | {fmt(r.get('unemitted'), ',')} | {fmt(r.get('late_dropped'), ',')} | "
-        f"{paired_report.foreign_cell(r)} | {out} |"
-    )
-
-
-def report(facts: dict, command: str, runs: Sequence[dict], plan: dict, notes: Sequence[str]) -> str:
-    workloads: dict[str, Workload] = plan["workloads"]
-    L = section_head("Event-time windows: Sluice vs Spark Structured Streaming", command, facts)
-    L += paired_report.check_banner(runs)
-    L.append(
-        f"Input: {plan['events']:,} events ({plan['files']} files, {plan['urls']:,} urls, seed {SEED}), timestamps "
-        f"out of order by up to {plan['disorder_ms']:,} ms; both systems' out-of-orderness bound "
-        f"{plan['disorder_ms']:,} ms. "
-        "Count per url and window (aligned to epoch 0). Sluice: 1 TaskManager x 2 slots, parallelism 2, "
-        f"`examples/windowed_page_views.py`, checkpoints every {plan['checkpoint_interval']} ms. Peer: local[2], "
-        "`withWatermark` + `groupBy(window(...), url).count()`, append mode, CSV file sink, Trigger.AvailableNow "
-        f"(maxFilesPerTrigger unset); shuffle partitions {plan['shuffle_text']}."
-    )
-    L.append("")
-    L.append(
-        "Window = first read of an input file (inotify IN_ACCESS) → commit of the last output holding a result "
-        "line (Sluice: the rename of its part; peer: the rename of `_spark_metadata/<batch>` that commits its "
-        "files); events/s = events / window; startup = launch → first read; CPU = the measured system's processes "
-        "from the first read to the end seen by the harness, per million events. State: Sluice the largest "
-        "completed checkpoint of the run (`size_bytes`); peer the largest `memoryUsedBytes` of its state operator "
-        "(StreamingQueryProgress) and its checkpoint's `state/` on disk at the end. Output check: Sluice every "
-        "expected (url, window) committed once with its exact count; peer every emitted window exact and once, "
-        "every window whose end is at or below its final watermark emitted, the rest *unemitted* (append mode "
-        "keeps them in state when the bounded input ends). Medians with percentile-bootstrap 95 % intervals over the "
-        f"kept runs (load rule: other processes above {plan['max_foreign_cores']} cores on average exclude a run); "
-        "ratio Sluice/peer of the median events/s (above 1: Sluice faster); *every valid run*: the same median with "
-        "the load rule off (this machine is shared). Late dropped: Sluice `records_late_dropped`, peer "
-        "`numRowsDroppedByWatermark` (0 expected: the bound is the disorder). Latency from the watermark passing a "
-        "window's end to the commit of its row: not measured (the peer's bounded AvailableNow run passes every "
-        "window's end at once, in its final no-data batch)."
-    )
-    L.append("")
-    L += [
-        "| workload | system | runs kept/valid/all | events/s | ratio S/P | events/s, every valid run | window s | "
-        "startup s | CPU s per M events | state (peak) | output windows | unemitted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for w, s, rs, rate, ratio in paired_report.summary_groups(runs, "workload", workloads):
-        L.append(
-            f"| {workloads[w].label} | {s} | {paired_report.summary_cells(rs[s], rate, ratio, s)} | "
-            f"{paired_report.state_summary(rs[s], s)} | {fmt_estimate(est(rs[s], 'output_rows'), ',.0f')} | "
-            f"{'—' if s == SLUICE else fmt_estimate(est(rs[s], 'unemitted'), ',.0f')} |"
-        )
-    L.append("")
-    L.append(
-        "Expected windows: "
-        + "; ".join(f"{workloads[w].label} {n:,} (url, window) rows" for w, n in plan["expected_rows"].items())
-        + "."
-    )
-    L.append("")
-    L += ["### Every run", ""]
-    L += [
-        "| run | phase | workload | system | configuration | window s | events/s | startup s | CPU s per M | state | "
-        "output windows | unemitted | late dropped | foreign cores | output exact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    L += [run_row(r, workloads) for r in runs]
-    L.append("")
-    L += notes_lines(notes)
-    return "\n".join(L) + "\n"
-
-
-# ================================================================================================
 # main
 # ================================================================================================
 def sluice_ready() -> str | None:
@@ -422,7 +202,7 @@ def sluice_ready() -> str | None:
     return None
 
 
-def main() -> int:
+def parse_args() -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="200,000 events, 2 runs per system and workload")
@@ -433,7 +213,29 @@ def main() -> int:
     ap.add_argument("--workloads", default="tumbling,sliding", help=f"any of {', '.join(WORKLOADS)}")
     paired_runs.add_peer_args(ap, "workload")
     paired_runs.add_run_args(ap, 900, skip_sluice_help="the peer only (e.g. before the Sluice job exists)")
-    args = ap.parse_args()
+    return ap, ap.parse_args()
+
+
+def generate_input(work: str, args: argparse.Namespace, events: int, workloads: dict[str, Workload]) -> dict:
+    """The input files, generated into `work`, and each workload's expected windows: a plan's facts and
+    the `input` directory and `expected` counts (by workload) the runs need."""
+    from generate_page_views import expected_windows, generate
+
+    data = os.path.join(work, "input")
+    files = max(1, -(-events // EVENTS_PER_FILE))
+    t0 = time.monotonic()
+    generate(data, events=events, files=files, urls=args.urls, seed=SEED, disorder_ms=args.disorder_ms)
+    expected = {w.name: expected_windows(data, w.size_ms, w.slide_ms) for w in workloads.values()}
+    log(
+        f"generated {events:,} events in {files} files, disorder {args.disorder_ms} ms; expected "
+        + ", ".join(f"{w}: {len(e):,} windows" for w, e in expected.items())
+        + f" ({time.monotonic() - t0:.1f}s)"
+    )
+    return {"input": data, "files": files, "expected": expected}
+
+
+def main() -> int:
+    ap, args = parse_args()
     if args.child:
         return child_main(args.child)
     runs, shuffle = paired_runs.runs_and_shuffle(args)
@@ -450,28 +252,17 @@ def main() -> int:
 
     command, facts, temp, work = begin_run(REPO, args.workdir, "windowed-bench-", log)
     t_begin = time.monotonic()
-    from generate_page_views import expected_windows, generate
-
-    data = os.path.join(work, "input")
-    files = max(1, -(-events // EVENTS_PER_FILE))
-    t0 = time.monotonic()
-    generate(data, events=events, files=files, urls=args.urls, seed=SEED, disorder_ms=args.disorder_ms)
-    expected = {w.name: expected_windows(data, w.size_ms, w.slide_ms) for w in workloads.values()}
-    log(
-        f"generated {events:,} events in {files} files, disorder {args.disorder_ms} ms; expected "
-        + ", ".join(f"{w}: {len(e):,} windows" for w, e in expected.items())
-        + f" ({time.monotonic() - t0:.1f}s)"
-    )
-    bench = Bench(args, work, data, events, expected)
+    made = generate_input(work, args, events, workloads)
+    bench = Bench(args, work, made["input"], events, made["expected"])
     plan = {
         "workloads": workloads,
         "events": events,
-        "files": files,
+        "files": made["files"],
         "urls": args.urls,
         "disorder_ms": args.disorder_ms,
         "checkpoint_interval": args.checkpoint_interval,
         "max_foreign_cores": args.max_foreign_cores or "off",
-        "expected_rows": {w: len(e) for w, e in expected.items()},
+        "expected_rows": {w: len(e) for w, e in made["expected"].items()},
         "shuffle_text": "",
     }
     return paired_runs.conduct(

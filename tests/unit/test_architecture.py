@@ -413,6 +413,24 @@ def test_no_module_is_over_600_lines():
     )
 
 
+def test_no_bench_test_or_example_module_is_over_600_lines():
+    """The same limit for the code around the product: the benchmark harness and its suites, the
+    tests and their helpers, the examples (generated `_pb2` modules aside)."""
+    files = [p for d in ("bench", "tests", "examples") for p in (ROOT / d).rglob("*.py") if "_pb2" not in p.name]
+    assert len(files) > 200, "the scan found the wrong files"
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in files
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, (
+        f"files over {MAX_MODULE_LINES} lines: "
+        + ", ".join(f"{rel} ({n} lines)" for rel, n in sorted(long.items()))
+        + '. Split a suite into its declaration, its runs and its report (bench/README.md "Harness"), '
+        "a test module by concern with shared helpers in a module without the test_ prefix."
+    )
+
+
 def test_no_class_has_more_than_25_attributes():
     classes = classes_and_attributes(_product_trees())
     assert len(classes) > 100, "the scan found no classes"

@@ -104,3 +104,61 @@ def test_the_peer_sides_run_their_own_script():
     assert issubclass(state_bench.PeerSide, spark_peer.PeerSide)
     assert issubclass(windowed_bench.SluiceSide, paired_runs.SluiceSide)
     assert not windowed_bench.SluiceSide.command_in_errors and state_bench.SluiceSide.command_in_errors
+
+
+def test_conduct_runs_warm_ups_tuning_and_alternating_rounds_in_the_suites_order(tmp_path):
+    """windowed_bench.py's and state_bench.py's order (`conduct`, in bench/run_matrix.py's terms):
+    written out for 2 items, 2 rounds and 2 shuffle candidates."""
+    import argparse
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Item:
+        name: str
+
+    class Side:
+        def __init__(self, *args):
+            pass
+
+        def spawn(self):
+            return self
+
+        def start(self):
+            return self
+
+        def stop(self):
+            pass
+
+    made: list[tuple] = []
+
+    class Bench(paired_runs.PairedBench):
+        def run(self, system, item, phase, shuffle=None, **extra):
+            made.append((phase, item.name, system, shuffle))
+            return {"rate": 100.0 if shuffle == 2 else 50.0, "ok": True}
+
+    args = argparse.Namespace(job_timeout=1.0, out="-", keep_workdir=False)
+    bench = Bench(args, str(tmp_path))
+    code = paired_runs.conduct(
+        bench,
+        [SLUICE, PEER],
+        (Side, Side),  # type: ignore[arg-type]  # stand-ins for the two sides: nothing starts
+        [Item("a"), Item("b")],
+        2,
+        [2, 200],
+        noun="item",
+        plan={},
+        label=str,
+        report=lambda: "",
+        after_warmup=lambda: made.append(("after warm-up",)),
+        temp=False,
+        t_begin=0.0,
+    )
+    assert code == 0 and bench.shuffle == {"a": 2, "b": 2}
+    S, P = SLUICE, PEER
+    assert made == [
+        ("warm-up", "a", S, None), ("warm-up", "a", P, 2), ("warm-up", "b", S, None), ("warm-up", "b", P, 2),
+        ("after warm-up",),
+        ("tuning", "a", P, 2), ("tuning", "a", P, 200), ("tuning", "b", P, 2), ("tuning", "b", P, 200),
+        ("measured", "a", S, None), ("measured", "a", P, None), ("measured", "b", S, None), ("measured", "b", P, None),
+        ("measured", "a", S, None), ("measured", "a", P, None), ("measured", "b", S, None), ("measured", "b", P, None),
+    ]  # fmt: skip

@@ -62,3 +62,38 @@ def test_before_runs_another_commits_operator_in_child_processes_and_compares_ou
     text = out.read_text()
     assert "| this checkout: batch | 1 |" in text and "| before HEAD: batch | 1 |" in text, text
     assert "batch: this checkout against HEAD, median CPU:" in text
+
+
+def test_run_order_warms_up_then_reverses_the_conditions_every_other_round():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from process_forms_bench import run_order
+
+    t, b = "this checkout", "before HEAD"
+    conditions = [(t, "per-key"), (t, "batch"), (b, "per-key"), (b, "batch")]
+    assert run_order(conditions, 2) == [
+        (0, (t, "per-key")), (0, (t, "batch")), (0, (b, "per-key")), (0, (b, "batch")),
+        (1, (b, "batch")), (1, (b, "per-key")), (1, (t, "batch")), (1, (t, "per-key")),
+        (2, (t, "per-key")), (2, (t, "batch")), (2, (b, "per-key")), (2, (b, "batch")),
+    ]  # fmt: skip
+    assert run_order([(t, "batch")], 1) == [(0, (t, "batch")), (1, (t, "batch"))]
+
+
+def test_report_rows_per_checkout_and_form_and_the_ratios():
+    import argparse
+
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from process_forms_bench_report import report
+
+    facts = {"commit": "c", "cores": 2, "cpu": "x", "ram": "1 GiB", "python": "3", "java": "j", "pyspark": "4"}
+    args = argparse.Namespace(files=4, users=200, ttl_ms=60_000, checkpoint_every=4, before="abc")
+    runs = [
+        {"code": code, "form": "batch", "cpu": cpu, "snapshots": 0.25, "calls": 4, "rows": 5678}
+        for code, cpu in (("this checkout", 1.0), ("before abc", 3.0), ("this checkout", 1.0), ("before abc", 3.0))
+    ]
+    text = report("python bench/process_forms_bench.py", facts | {"load": "0"}, args, runs, 6000)
+    assert (
+        "| this checkout: batch | 2 | 1.00 [1.00–1.00] | 0.25 [0.25–0.25] | 6,000 [6,000–6,000] | 4 | 5,678 |" in text
+    )
+    assert "batch: this checkout against abc, median CPU: 3.00x less." in text
+    assert "| 2 | before abc | batch | 3.00 | 0.25 | 4 |" in text
+    assert "Batch form against the per-key form" not in text  # no per-key runs

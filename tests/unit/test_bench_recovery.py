@@ -1,4 +1,5 @@
-"""bench/recovery_suite.py and bench/spark_standalone.py: the pure parts (no Spark, no cluster)."""
+"""bench/recovery_suite.py (with its parts recovery_scenarios, recovery_watch, recovery_report) and
+bench/spark_standalone.py: the pure parts (no Spark, no cluster)."""
 
 from __future__ import annotations
 
@@ -11,36 +12,39 @@ import pytest
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
 sys.path.insert(0, BENCH)
 
+import recovery_report as rr
+import recovery_scenarios as sc
 import recovery_suite as rs
+import recovery_watch as rw
 import spark_standalone as ss
 from output_check import OutputCheck, Violation
 from procstat import Usage
 
 
-def V(name: str, seen: float, mtime: float, **maxima: int) -> rs.Version:
-    return rs.Version(name, seen, mtime, {f"/page/{k}": v for k, v in maxima.items()})
+def V(name: str, seen: float, mtime: float, **maxima: int) -> rw.Version:
+    return rw.Version(name, seen, mtime, {f"/page/{k}": v for k, v in maxima.items()})
 
 
 # -- reading committed files ---------------------------------------------------------------------------
 def test_file_maxima_takes_each_keys_highest_count_and_skips_other_lines():
     text = "/a,3\n/b,1\n/a,5\nnot a line\n/c,x\n\n/b,2\n"
-    assert rs.file_maxima(text) == {"/a": 5, "/b": 2}
+    assert rw.file_maxima(text) == {"/a": 5, "/b": 2}
 
 
 def test_file_maxima_keeps_a_key_with_commas():
-    assert rs.file_maxima("/p?x=1,y=2,7\n") == {"/p?x=1,y=2": 7}
+    assert rw.file_maxima("/p?x=1,y=2,7\n") == {"/p?x=1,y=2": 7}
 
 
 def test_committed_names():
-    assert rs.sluice_committed("part-000000000003-00001-abc.csv")
-    assert not rs.sluice_committed(".part-000000000003-00001-abc.csv.pending")
-    assert not rs.sluice_committed("_checkpoint")
-    assert rs.peer_committed("batch-000004.csv")
-    assert not rs.peer_committed(".batch-000004.csv.tmp")
+    assert rw.sluice_committed("part-000000000003-00001-abc.csv")
+    assert not rw.sluice_committed(".part-000000000003-00001-abc.csv.pending")
+    assert not rw.sluice_committed("_checkpoint")
+    assert rw.peer_committed("batch-000004.csv")
+    assert not rw.peer_committed(".batch-000004.csv.tmp")
 
 
 def test_output_watch_sees_new_names_and_rewritten_files(tmp_path):
-    w = rs.OutputWatch(str(tmp_path), rs.peer_committed)
+    w = rw.OutputWatch(str(tmp_path), rw.peer_committed)
     assert w.scan() == 0  # nothing yet
     (tmp_path / "batch-000000.csv").write_text("/a,1\n")
     (tmp_path / ".batch-000001.csv.tmp").write_text("/a,2\n")
@@ -55,13 +59,13 @@ def test_output_watch_sees_new_names_and_rewritten_files(tmp_path):
 
 
 def test_output_watch_of_a_missing_directory(tmp_path):
-    assert rs.OutputWatch(str(tmp_path / "none"), rs.sluice_committed).scan() == 0
+    assert rw.OutputWatch(str(tmp_path / "none"), rw.sluice_committed).scan() == 0
 
 
 # -- the two latencies ---------------------------------------------------------------------------------
 def test_recovery_times_first_output_is_any_version_seen_after_the_kill():
     versions = [V("p1", 1.0, 100.0, a=1), V("p2", 2.0, 101.0, a=2), V("p3", 12.5, 105.0, a=2)]
-    t = rs.recovery_times(versions, 2, t_kill=10.0, t_kill_wall=108.0)
+    t = rw.recovery_times(versions, 2, t_kill=10.0, t_kill_wall=108.0)
     assert t["first_output"] == pytest.approx(2.5)  # p3: a pending part committed on restore
     assert t["progressing"] is None  # written before the kill, and no count above a=2
     assert t["versions_before"] == 2 and t["versions_after"] == 1
@@ -76,7 +80,7 @@ def test_recovery_times_progressing_needs_a_version_written_after_the_kill_with_
         V("p4", 13.0, 112.0, b=2),  # written after the kill, b above 1: progressing
         V("p5", 14.0, 113.0, a=10),
     ]
-    t = rs.recovery_times(versions, 1, t_kill=10.0, t_kill_wall=110.0)
+    t = rw.recovery_times(versions, 1, t_kill=10.0, t_kill_wall=110.0)
     assert t["first_output"] == pytest.approx(1.0)
     assert t["progressing"] == pytest.approx(3.0)
     assert t["progressing_file"] == "p4"
@@ -84,23 +88,49 @@ def test_recovery_times_progressing_needs_a_version_written_after_the_kill_with_
 
 def test_recovery_times_a_new_key_counts_as_progress():
     versions = [V("p1", 1.0, 100.0, a=5), V("p2", 11.0, 111.0, z=1)]
-    t = rs.recovery_times(versions, 1, t_kill=10.0, t_kill_wall=110.0)
+    t = rw.recovery_times(versions, 1, t_kill=10.0, t_kill_wall=110.0)
     assert t["progressing"] == pytest.approx(1.0)
 
 
 def test_recovery_times_without_output_after_the_kill():
-    t = rs.recovery_times([V("p1", 1.0, 100.0, a=5)], 1, t_kill=10.0, t_kill_wall=110.0)
+    t = rw.recovery_times([V("p1", 1.0, 100.0, a=5)], 1, t_kill=10.0, t_kill_wall=110.0)
     assert t["first_output"] is None and t["progressing"] is None and t["last_seen"] == 1.0
-    assert rs.recovery_times([], 0, 1.0, 1.0)["last_seen"] is None
+    assert rw.recovery_times([], 0, 1.0, 1.0)["last_seen"] is None
+
+
+def test_kill_figures_time_the_kill_and_the_total_from_the_launch():
+    watch = rw.OutputWatch("/nonexistent", rw.sluice_committed)
+    watch.versions += [V("p1", 3.0, 100.0, a=1), V("p2", 7.5, 111.0, a=2)]
+    kill = rw.Kill(versions_before=1, t=5.0, wall=110.0)
+    f = kill.figures(watch, t_launch=1.0)
+    assert f["kill_at"] == pytest.approx(4.0) and f["total"] == pytest.approx(6.5)
+    assert f["first_output"] == pytest.approx(2.5) and f["progressing"] == pytest.approx(2.5)
+    assert rw.Kill(0, 5.0, 110.0).figures(rw.OutputWatch("/nonexistent", rw.sluice_committed), 1.0)["total"] is None
 
 
 # -- the order of runs ---------------------------------------------------------------------------------
 def test_schedule_alternates_systems_and_reverses_every_other_round():
-    assert rs.schedule(2, "a") == [rs.SPARE, rs.EXECUTOR, rs.NOSPARE, rs.NOSPARE, rs.EXECUTOR, rs.SPARE]
-    assert rs.schedule(3, "b") == [rs.APP, rs.DRIVER, rs.DRIVER, rs.APP, rs.APP, rs.DRIVER]
-    order = rs.schedule(4, "b")
+    # the order the suite made before it used bench/run_matrix.py, written out
+    assert sc.schedule(2, "a") == [sc.SPARE, sc.EXECUTOR, sc.NOSPARE, sc.NOSPARE, sc.EXECUTOR, sc.SPARE]
+    assert sc.schedule(3, "a") == [
+        "sluice-spare", "peer-executor", "sluice-nospare",
+        "sluice-nospare", "peer-executor", "sluice-spare",
+        "sluice-spare", "peer-executor", "sluice-nospare",
+    ]  # fmt: skip
+    assert sc.schedule(3, "b") == [sc.APP, sc.DRIVER, sc.DRIVER, sc.APP, sc.APP, sc.DRIVER]
+    order = sc.schedule(4, "b")
     assert all(order[i] != order[i + 1] for i in range(0, len(order), 2))  # each round holds both systems
-    assert order.count(rs.APP) == order.count(rs.DRIVER) == 4
+    assert order.count(sc.APP) == order.count(sc.DRIVER) == 4
+
+
+def test_plan_is_phase_a_then_the_stop_step_then_phase_b():
+    assert sc.plan("ab", 2) == [
+        "sluice-spare", "peer-executor", "sluice-nospare", "sluice-nospare", "peer-executor", "sluice-spare",
+        "stop-a", "sluice-app", "peer-driver", "peer-driver", "sluice-app",
+    ]  # fmt: skip
+    assert sc.plan("a", 1) == ["sluice-spare", "peer-executor", "sluice-nospare"]
+    assert sc.plan("b", 1) == ["stop-a", "sluice-app", "peer-driver"]
+    assert sc.plan("", 3) == []
 
 
 # -- figures and the report ----------------------------------------------------------------------------
@@ -124,20 +154,20 @@ def run(kind: str, first: float, prog: float | None, total: float, ok: bool = Tr
 
 def test_summarize_leaves_out_failed_checks_errors_and_runs_under_load():
     runs = [
-        run(rs.APP, 8.0, 9.0, 30.0),
-        run(rs.APP, 10.0, 11.0, 32.0),
-        run(rs.APP, 99.0, 99.0, 99.0, ok=False),  # output check failed
-        run(rs.APP, 50.0, 50.0, 50.0, foreign=1.0),  # other processes used a core: excluded
-        {"kind": rs.APP, "error": "RunError: boom"},
-        run(rs.DRIVER, 1.0, 2.0, 3.0),
+        run(sc.APP, 8.0, 9.0, 30.0),
+        run(sc.APP, 10.0, 11.0, 32.0),
+        run(sc.APP, 99.0, 99.0, 99.0, ok=False),  # output check failed
+        run(sc.APP, 50.0, 50.0, 50.0, foreign=1.0),  # other processes used a core: excluded
+        {"kind": sc.APP, "error": "RunError: boom"},
+        run(sc.DRIVER, 1.0, 2.0, 3.0),
     ]
-    s = rs.summarize(rs.APP, runs, limit=0.3)
+    s = rr.summarize(sc.APP, runs, limit=0.3)
     assert (s.runs, s.failed, s.excluded) == (5, 2, 1)
     assert s.first_output.n == 2 and s.first_output.median == pytest.approx(9.0)
     assert s.progressing.median == pytest.approx(10.0)
     low, high = s.first_output.low, s.first_output.high
     assert low is not None and high is not None and low <= 9.0 <= high
-    off = rs.summarize(rs.APP, runs, limit=None)  # the load rule off: the loaded run counts
+    off = rr.summarize(sc.APP, runs, limit=None)  # the load rule off: the loaded run counts
     assert off.excluded == 0 and off.first_output.n == 3
 
 
@@ -147,17 +177,17 @@ def test_report_has_a_summary_row_per_scenario_run_and_every_runs_row():
 
     facts = {"commit": "abc1234", "date": "today", "cores": 2, "load": "1 1 1"}
     runs = [
-        run(rs.SPARE, 1.2, 2.5, 20.0),
-        run(rs.EXECUTOR, 0.8, 1.9, 25.0),
-        {"kind": rs.NOSPARE, "error": "RunError: no committed output"},
-        {**run(rs.APP, 30.0, 31.0, 60.0, ok=False), "restart_s": 25.0, "ready": 26.0, "restored": 4},
-        {**run(rs.DRIVER, 9.0, 10.0, 40.0), "ready": 7.5},
+        run(sc.SPARE, 1.2, 2.5, 20.0),
+        run(sc.EXECUTOR, 0.8, 1.9, 25.0),
+        {"kind": sc.NOSPARE, "error": "RunError: no committed output"},
+        {**run(sc.APP, 30.0, 31.0, 60.0, ok=False), "restart_s": 25.0, "ready": 26.0, "restored": 4},
+        {**run(sc.DRIVER, 9.0, 10.0, 40.0), "ready": 7.5},
     ]
-    text = rs.report(Args, facts, "python bench/recovery_suite.py --quick", runs, ["a note"], limit=0.3)
+    text = rr.report(Args, facts, "python bench/recovery_suite.py --quick", runs, ["a note"], limit=0.3)
     assert text.startswith("## ") and "recovery: paired scenarios" in text.splitlines()[0]
     assert "at commit abc1234" in text
     assert "**OUTPUT CHECK FAILED** in 1 runs" in text
-    for kind in (rs.SPARE, rs.EXECUTOR, rs.NOSPARE, rs.APP, rs.DRIVER):
+    for kind in (sc.SPARE, sc.EXECUTOR, sc.NOSPARE, sc.APP, sc.DRIVER):
         assert f") {kind} |" in text  # summary row
         assert f"| {kind} |" in text  # run row
     assert "1.20 (1 run, no interval)" in text
@@ -170,7 +200,7 @@ def test_report_with_the_load_rule_off():
     class Args:
         events, files, max_files_per_trigger, kill_after = 1, 1, 1, 1.0
 
-    text = rs.report(Args, {"commit": "x"}, "cmd", [run(rs.DRIVER, 1.0, 2.0, 3.0)], [], limit=None)
+    text = rr.report(Args, {"commit": "x"}, "cmd", [run(sc.DRIVER, 1.0, 2.0, 3.0)], [], limit=None)
     assert "Load rule: off." in text and "counted" in text
 
 

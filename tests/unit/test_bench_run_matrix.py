@@ -31,6 +31,12 @@ def test_rotated_systems_go_first_equally_often_and_reversed_items_run_backwards
     assert firsts.count("S") == firsts.count("P")
 
 
+def test_alternated_systems_turn_every_round_but_keep_one_order_within_a_round():
+    cells = matrix(["S", "P"], ["a", "b"], 2, systems_order=Order.ALTERNATE)
+    assert order(cells) == [(1, "a", "S"), (1, "a", "P"), (1, "b", "S"), (1, "b", "P"),
+                            (2, "a", "P"), (2, "a", "S"), (2, "b", "P"), (2, "b", "S")]  # fmt: skip
+
+
 def test_three_systems_rotate_through_every_first_place():
     cells = matrix(["A", "B", "C"], ["x"], 3, systems_order=Order.ROTATE)
     assert [c.system for c in cells] == ["A", "B", "C", "B", "C", "A", "C", "A", "B"]

@@ -1,7 +1,7 @@
-"""bench/state_bench.py's pure parts: the expected dedup answer (vectorized against the plain loop of
-tests/integration/test_user_state.py), the output checks of both jobs and systems, the CSV and count
-file readers, the instrumented job's text, the peer's state figures and the report. Small hand-checked
-cases; no Spark, no cluster."""
+"""bench/state_bench.py's pure parts (bench/state_bench_checks.py, _jobs.py, _runs.py, _report.py): the
+expected dedup answer (vectorized against the plain loop of tests/integration/test_user_state.py), the
+output checks of both jobs and systems, the CSV and count file readers, the instrumented job's text,
+the peer's state figures and the report. Small hand-checked cases; no Spark, no cluster."""
 
 from __future__ import annotations
 
@@ -21,27 +21,20 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from generate_clicks import expected_joins
 from generate_clicks import generate as generate_clicks
 from generate_page_views import generate
-from state_bench import (
+from paired_runs import PEER, SLUICE, read_rows
+from state_bench_checks import (
     DEDUP_COLUMNS,
-    JOBS,
     JOIN_COLUMNS,
-    PEER,
-    SLUICE,
     Check,
     check_dedup_exact,
     check_dedup_peer,
     check_join,
-    count_lines,
-    counted_job_text,
     expected_firsts,
     expected_firsts_plain,
-    peer_state,
-    read_call_counts,
-    read_jsonl,
-    read_rows,
-    report,
-    rss_parts,
 )
+from state_bench_jobs import JOBS, count_lines, read_jsonl
+from state_bench_report import report
+from state_bench_runs import counted_job_text, peer_state, read_call_counts, rss_parts
 
 
 def frame(rows) -> pd.DataFrame:

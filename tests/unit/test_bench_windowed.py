@@ -1,7 +1,7 @@
 """examples/generate_page_views.py's disorder and expected windowed counts, and bench/windowed_bench.py's
-pure parts: the exactness check of committed windows, and those it shares (bench/spark_peer.py's
-Structured Streaming sink log reader, bench/paired_runs.py's window end). Small hand-checked cases; no
-Spark, no cluster."""
+pure parts: the exactness check of committed windows (bench/windowed_bench_workload.py), the report
+(bench/windowed_bench_report.py), and those it shares (bench/spark_peer.py's Structured Streaming sink
+log reader, bench/paired_runs.py's window end). Small hand-checked cases; no Spark, no cluster."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ from generate_page_views import (
     window_count_table,
     window_counts,
 )
-from paired_runs import commit_end
+from paired_runs import PEER, SLUICE, commit_end
 from spark_peer import spark_sink_log, spark_time_ms
-from windowed_bench import WORKLOADS, check_windows, read_lines
+from windowed_bench_report import report
+from windowed_bench_workload import WORKLOADS, check_windows, read_lines
 
 
 def files_of(d) -> dict[str, bytes]:
@@ -301,3 +302,43 @@ def test_spark_time_and_workloads():
     assert (WORKLOADS["tumbling"].size_ms, WORKLOADS["tumbling"].slide_ms) == (10_000, 10_000)
     assert (WORKLOADS["sliding"].size_ms, WORKLOADS["sliding"].slide_ms) == (60_000, 10_000)
     assert WORKLOADS["sliding"].label == "sliding 60 s every 10 s"
+
+
+# -- the report -----------------------------------------------------------------------------------------
+def fake_run(n, system, workload, rate, ok=True, **more):
+    r = {"n": n, "phase": "measured", "system": system, "workload": workload, "window": 1e6 / rate, "rate": rate}
+    r |= {"startup": 1.0, "cpu_per_m": 2.0, "state_peak": 2**20, "state_disk": 2**19 if system == PEER else None}
+    r |= {"output_rows": 1234, "unemitted": 5 if system == PEER else None, "late_dropped": 0, "foreign_cores": 0.1}
+    r |= {"excluded": False, "check": "exact" if ok else "VIOLATION: x | y", "check_ok": ok, "ok": ok, "shuffle": 2}
+    return r | more
+
+
+def test_report_tables_and_cells():
+    runs = [
+        fake_run(1, SLUICE, "tumbling", 100_000),
+        fake_run(2, PEER, "tumbling", 50_000),
+        fake_run(3, PEER, "tumbling", 40_000, ok=False),
+    ]
+    plan = {
+        "workloads": {"tumbling": WORKLOADS["tumbling"]},
+        "events": 1_000_000,
+        "files": 80,
+        "urls": 10_000,
+        "disorder_ms": 2000,
+        "checkpoint_interval": 1000,
+        "max_foreign_cores": 0.3,
+        "expected_rows": {"tumbling": 4321},
+        "shuffle_text": "2",
+    }
+    facts = {"commit": "c", "cores": 2, "cpu": "x", "ram": "1 GiB", "python": "3", "java": "j", "pyspark": "4"}
+    text = report(facts | {"load": "0"}, "python bench/windowed_bench.py", runs, plan, ["a note"])
+    lines = text.splitlines()
+    assert lines[6] == "**OUTPUT CHECK FAILED** (see the notes)." and lines[7] == ""
+    assert "| tumbling 10 s | Sluice | 1/1/1 | 100,000 (1 run, no interval) | 2.00 |" in text
+    assert "| tumbling 10 s | peer | 1/1/2 | 50,000 (1 run, no interval) |  |" in text
+    assert "| 3 | measured | tumbling 10 s | peer | local[2], shuffle 2 | 25.00 | 40,000 |" in text
+    assert "| **NO**: VIOLATION: x \\| y |" in text  # a | in a cell is escaped
+    assert "Expected windows: tumbling 10 s 4,321 (url, window) rows." in text
+    assert text.endswith("- a note\n\n")
+    widths = {line.count(" | ") for line in lines if line.startswith("| ") and "OUTPUT" not in line}
+    assert len(widths) == 2  # the two tables, each of one width
