@@ -12,6 +12,7 @@ and call run(settings).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -132,6 +133,9 @@ class JobManagerProcess:
                 leader_rest=self._leader_rest,
                 token=security.token,
                 scheme="https" if tls is not None else "http",
+                bind_address=settings.get(config.REST_ADDRESS),
+                allowed_hosts=settings.get(config.REST_ALLOWED_HOSTS),
+                logs_public=settings.get(config.REST_LOGS_PUBLIC),
             )
             self.rest = HttpServer(
                 app,
@@ -239,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def run(settings: config.Settings, address_file: str | None = None) -> None:
     """Run a JobManager with `settings` until SIGTERM or SIGINT has stopped it gracefully;
     write its host:port to `address_file` once it listens."""
+    os.umask(int(settings.get(config.PROCESS_UMASK), 8))  # before any file: its log, state, checkpoints
     logs.setup("jobmanager", log_file=settings.get(config.LOG_FILE))
     proc = JobManagerProcess(settings)
     rpc.run_until_signalled(proc, "JobManager", address_file)

@@ -44,8 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sluice import units
+from sluice.option_types import AUTO_HOST
+from sluice.option_types import host as _host
+from sluice.option_types import seconds as _seconds
 from sluice.process_options import (
-    AUTO_HOST,
     BOTH,
     BY_ENV,
     BY_KEY,
@@ -65,7 +67,10 @@ from sluice.process_options import (
     METRICS_PORT,
     NON_CONFIG_ENV,
     OPTIONS,
+    PROCESS_UMASK,
     REST_ADDRESS,
+    REST_ALLOWED_HOSTS,
+    REST_LOGS_PUBLIC,
     REST_MAX_CONNECTIONS,
     REST_MAX_CONNECTIONS_PER_CLIENT,
     REST_PORT,
@@ -99,8 +104,6 @@ from sluice.process_options import (
     ZOOKEEPER_SESSION_TIMEOUT,
     ConfigError,
     Option,
-    _host,
-    _seconds,
     check_role,
     env_name,
     options_for,
@@ -136,6 +139,9 @@ __all__ = [
     "REST_MAX_CONNECTIONS_PER_CLIENT",
     "REST_PORT",
     "REST_REQUEST_TIMEOUT",
+    "REST_ALLOWED_HOSTS",
+    "REST_LOGS_PUBLIC",
+    "PROCESS_UMASK",
     "ROLES",
     "ROLE_NAMES",
     "RPC_ADVERTISED_HOST",

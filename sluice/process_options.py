@@ -9,14 +9,12 @@ too); ``config.reference`` renders the table into the docs.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from sluice import units
-from sluice.states import AclMode
+from sluice import option_types as types
 
 T = TypeVar("T")
 
@@ -36,9 +34,6 @@ NON_CONFIG_ENV = frozenset(
         "SLUICE_ZOOKEEPER_CLASSPATH",  # embedded ZooKeeper of `sluice cluster start`
     }
 )
-# Value of rpc.advertised-host meaning "the IP address this host name resolves to"
-# (a container's own address in docker-compose, where replicas have no stable name).
-AUTO_HOST = "auto"
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "[::]", ""})
 
 
@@ -54,129 +49,6 @@ class ConfigError(ValueError):
     def __init__(self, message: str, key: str | None = None):
         super().__init__(message)
         self.key = key
-
-
-# -- value types ----------------------------------------------------------------------------
-def _text(value: Any) -> str:
-    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
-        raise ValueError(f"expected a string, got {value!r}")
-    text = str(value).strip()
-    if not text:
-        raise ValueError("expected a non-empty string")
-    return text
-
-
-def _string(value: Any) -> str:
-    return _text(value)
-
-
-def _host(value: Any) -> str:
-    host = _text(value)
-    if any(c.isspace() for c in host) or "/" in host:
-        raise ValueError(f"expected a host name or IP address, got {host!r}")
-    if host.startswith("["):
-        if not host.endswith("]") or "]" in host[:-1]:
-            raise ValueError(f"expected a bracketed IPv6 address such as [::], got {host!r}")
-    elif host.count(":") == 1:
-        raise ValueError(f"expected a host without a port, got {host!r} (the port is rpc.port)")
-    elif ":" in host:
-        try:
-            return f"[{ipaddress.IPv6Address(host)}]"  # e.g. a pod IP from the downward API
-        except ValueError:
-            raise ValueError(f"expected a host name or IP address, got {host!r}") from None
-    return host
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = str(value).strip()
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
-    raise ValueError(f"expected an integer, got {value!r}")
-
-
-def _port(value: Any) -> int:
-    try:
-        port = _integer(value)
-    except ValueError:
-        raise ValueError(f"expected an integer port 0-65535, got {value!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"expected an integer port 0-65535, got {port}")
-    return port
-
-
-def _positive_int(value: Any) -> int:
-    n = _integer(value)
-    if n < 1:
-        raise ValueError(f"must be at least 1, got {n}")
-    return n
-
-
-def _positive_float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
-    try:
-        x = float(str(value).strip())
-    except ValueError:
-        raise ValueError(f"expected a number, got {value!r}") from None
-    if not x > 0 or x == float("inf"):
-        raise ValueError(f"must be a positive number, got {value!r}")
-    return x
-
-
-def _seconds(value: Any) -> float:
-    """A positive duration: 6, 6s, 500ms, 2min (a bare number is seconds)."""
-    return units.parse_duration(value, "s", positive=True)
-
-
-def _duration(value: Any) -> float:
-    """A non-negative duration (0 allowed): 0, 30s, 500ms (a bare number is seconds)."""
-    return units.parse_duration(value, "s")
-
-
-def _quorum(value: Any) -> str:
-    """host[:port][,host[:port]...][/chroot], as kazoo takes it."""
-    text = _text(value)
-    hosts, _, chroot = text.partition("/")
-    if chroot and not re.fullmatch(r"[^\s/]+(/[^\s/]+)*", chroot):
-        raise ValueError(f"bad chroot /{chroot} in {text!r}")
-    for entry in hosts.split(","):
-        entry = entry.strip()
-        host, sep, port = entry.rpartition(":") if ":" in entry and not entry.endswith("]") else (entry, "", "")
-        if not host or any(c.isspace() for c in host):
-            raise ValueError(f"expected host:port[,host:port...], got {text!r}")
-        if sep and not (port.isdigit() and 1 <= int(port) <= 65535):
-            raise ValueError(f"bad port {port!r} in {text!r}")
-    return text
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "on", "1"):
-        return True
-    if text in ("false", "no", "off", "0"):
-        return False
-    raise ValueError(f"expected true or false, got {value!r}")
-
-
-def _advertised_host(value: Any) -> str:
-    text = _text(value)
-    return AUTO_HOST if text.lower() == AUTO_HOST else _host(text)
-
-
-def _zk_acl(value: Any) -> str:
-    """high-availability.zookeeper.client.acl: creator | open (Flink's values)."""
-    text = _text(value).lower()
-    if text not in tuple(AclMode):
-        raise ValueError(f"expected {' or '.join(AclMode)}, got {value!r}")
-    return text
 
 
 @dataclass(frozen=True)
@@ -201,7 +73,7 @@ class Option(Generic[T]):
 
 ZOOKEEPER_QUORUM: Option[str | None] = Option(
     "zookeeper.quorum",
-    _quorum,
+    types.quorum,
     None,
     BOTH,
     "--zookeeper",
@@ -211,7 +83,7 @@ ZOOKEEPER_QUORUM: Option[str | None] = Option(
 )
 CLUSTER_ID: Option[str] = Option(
     "cluster.id",
-    _string,
+    types.string,
     "default",
     BOTH,
     "--cluster-id",
@@ -219,12 +91,12 @@ CLUSTER_ID: Option[str] = Option(
     "ID",
 )
 RPC_HOST: Option[str] = Option(
-    "rpc.host", _host, "127.0.0.1", BOTH, "--host", "address the gRPC server binds (0.0.0.0 in containers)", "HOST"
+    "rpc.host", types.host, "127.0.0.1", BOTH, "--host", "address the gRPC server binds (0.0.0.0 in containers)", "HOST"
 )
-RPC_PORT: Option[int] = Option("rpc.port", _port, 0, BOTH, "--port", "gRPC port (0 picks a free one)", "PORT")
+RPC_PORT: Option[int] = Option("rpc.port", types.port, 0, BOTH, "--port", "gRPC port (0 picks a free one)", "PORT")
 RPC_ADVERTISED_HOST: Option[str | None] = Option(
     "rpc.advertised-host",
-    _advertised_host,
+    types.advertised_host,
     None,
     BOTH,
     "--advertised-host",
@@ -233,13 +105,13 @@ RPC_ADVERTISED_HOST: Option[str | None] = Option(
     "HOST",
 )
 TASKMANAGER_SLOTS: Option[int] = Option(
-    "taskmanager.slots", _positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N"
+    "taskmanager.slots", types.positive_int, 2, TM, "--slots", "task slots of this TaskManager", "N"
 )
 MAX_SLOTS_LIMIT = 4096  # the highest slotmanager.max-slots-per-taskmanager accepts
 
 
 def _slot_limit(value: Any) -> int:
-    n = _integer(value)
+    n = types.integer(value)
     if not 1 <= n <= MAX_SLOTS_LIMIT:
         raise ValueError(f"must be between 1 and {MAX_SLOTS_LIMIT}, got {n}")
     return n
@@ -257,7 +129,7 @@ MAX_SLOTS_PER_TASKMANAGER: Option[int] = Option(
 )
 TASKMANAGER_RESOURCE_ID: Option[str | None] = Option(
     "taskmanager.resource-id",
-    _string,
+    types.string,
     None,
     TM,
     "--resource-id",
@@ -266,7 +138,7 @@ TASKMANAGER_RESOURCE_ID: Option[str | None] = Option(
 )
 HEARTBEAT_TIMEOUT: Option[float] = Option(
     "heartbeat.timeout",
-    _seconds,
+    types.seconds,
     6.0,
     JM,
     "--heartbeat-timeout",
@@ -275,7 +147,7 @@ HEARTBEAT_TIMEOUT: Option[float] = Option(
 )
 HEARTBEAT_INTERVAL: Option[float] = Option(
     "heartbeat.interval",
-    _seconds,
+    types.seconds,
     1.0,
     BOTH,
     "--heartbeat-interval",
@@ -285,7 +157,7 @@ HEARTBEAT_INTERVAL: Option[float] = Option(
 )
 ZOOKEEPER_SESSION_TIMEOUT: Option[float] = Option(
     "zookeeper.session-timeout",
-    _seconds,
+    types.seconds,
     6.0,
     BOTH,
     "--zk-session-timeout",
@@ -294,7 +166,7 @@ ZOOKEEPER_SESSION_TIMEOUT: Option[float] = Option(
 )
 ZOOKEEPER_AUTH_FILE: Option[str | None] = Option(
     "high-availability.zookeeper.auth-file",
-    _string,
+    types.string,
     None,
     BOTH,
     "--zk-auth-file",
@@ -304,7 +176,7 @@ ZOOKEEPER_AUTH_FILE: Option[str | None] = Option(
 )
 ZOOKEEPER_CLIENT_ACL: Option[str | None] = Option(
     "high-availability.zookeeper.client.acl",
-    _zk_acl,
+    types.zk_acl,
     None,
     BOTH,
     "--zk-acl",
@@ -314,7 +186,7 @@ ZOOKEEPER_CLIENT_ACL: Option[str | None] = Option(
 )
 CHECKPOINTS_DIR: Option[str | None] = Option(
     "state.checkpoints.dir",
-    _string,
+    types.string,
     None,
     JM,
     "--checkpoint-dir",
@@ -323,7 +195,7 @@ CHECKPOINTS_DIR: Option[str | None] = Option(
 )
 SPARK_MASTER: Option[str | None] = Option(
     "spark.master",
-    _string,
+    types.string,
     None,
     TM,
     "--spark-master",
@@ -331,11 +203,11 @@ SPARK_MASTER: Option[str | None] = Option(
     "URL",
 )
 SPARK_REMOTE: Option[str | None] = Option(
-    "spark.remote", _string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL"
+    "spark.remote", types.string, None, TM, "--spark-remote", "Spark Connect URL, e.g. sc://host:15002", "URL"
 )
 SPARK_CDS_ARCHIVE: Option[str] = Option(
     "spark.cds-archive",
-    _string,
+    types.string,
     "auto",
     TM,
     "--spark-cds-archive",
@@ -346,7 +218,7 @@ SPARK_CDS_ARCHIVE: Option[str] = Option(
 )
 SPARK_WARM_UP: Option[bool] = Option(
     "spark.warm-up",
-    _boolean,
+    types.boolean,
     True,
     TM,
     "--spark-warm-up",
@@ -355,11 +227,11 @@ SPARK_WARM_UP: Option[bool] = Option(
     "BOOL",
 )
 LOG_FILE: Option[str | None] = Option(
-    "log.file", _string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"
+    "log.file", types.string, None, BOTH, "--log-file", "log to this file instead of stderr", "PATH"
 )
 TASK_CANCELLATION_INTERVAL: Option[float] = Option(
     "task.cancellation.interval",
-    _seconds,
+    types.seconds,
     3.0,
     TM,
     "--task-cancellation-interval",
@@ -369,7 +241,7 @@ TASK_CANCELLATION_INTERVAL: Option[float] = Option(
 )
 TASK_CANCELLATION_TIMEOUT: Option[float] = Option(
     "task.cancellation.timeout",
-    _duration,
+    types.duration,
     30.0,
     TM,
     "--task-cancellation-timeout",
@@ -379,7 +251,7 @@ TASK_CANCELLATION_TIMEOUT: Option[float] = Option(
 )
 TASKMANAGER_LOSS_MAX_PER_JOB: Option[int] = Option(
     "jobmanager.taskmanager-loss.max-per-job",
-    _positive_int,
+    types.positive_int,
     2,
     JM,
     "--max-taskmanager-losses-per-job",
@@ -392,7 +264,7 @@ TASKMANAGER_LOSS_MAX_PER_JOB: Option[int] = Option(
 
 RPC_HEALTH_PORT: Option[int | None] = Option(
     "rpc.health-port",
-    _port,
+    types.port,
     None,
     BOTH,
     "--health-port",
@@ -402,7 +274,7 @@ RPC_HEALTH_PORT: Option[int | None] = Option(
 )
 SECURITY_SSL_CA: Option[str | None] = Option(
     "security.ssl.ca",
-    _string,
+    types.string,
     None,
     BOTH,
     "--tls-ca",
@@ -411,7 +283,7 @@ SECURITY_SSL_CA: Option[str | None] = Option(
 )
 SECURITY_SSL_CERT: Option[str | None] = Option(
     "security.ssl.cert",
-    _string,
+    types.string,
     None,
     BOTH,
     "--tls-cert",
@@ -419,11 +291,21 @@ SECURITY_SSL_CERT: Option[str | None] = Option(
     "FILE",
 )
 SECURITY_SSL_KEY: Option[str | None] = Option(
-    "security.ssl.key", _string, None, BOTH, "--tls-key", "PEM file of this process's private key", "FILE"
+    "security.ssl.key", types.string, None, BOTH, "--tls-key", "PEM file of this process's private key", "FILE"
+)
+PROCESS_UMASK: Option[str] = Option(
+    "process.umask",
+    types.umask,
+    "077",
+    BOTH,
+    "--umask",
+    "file mode mask of what the process and its Spark JVM write: logs, state, checkpoints, savepoints, "
+    "outputs; 077 keeps them to the user the process runs as, 022 lets everyone read them",
+    "MASK",
 )
 SECURITY_INSECURE: Option[bool] = Option(
     "security.insecure",
-    _boolean,
+    types.boolean,
     False,
     BOTH,
     "--insecure",
@@ -434,7 +316,7 @@ SECURITY_INSECURE: Option[bool] = Option(
 )
 SECURITY_TOKEN_FILE: Option[str | None] = Option(
     "security.token.file",
-    _string,
+    types.string,
     None,
     JM,
     "--token-file",
@@ -443,7 +325,7 @@ SECURITY_TOKEN_FILE: Option[str | None] = Option(
 )
 SECURITY_TOKEN_PORT: Option[int | None] = Option(
     "security.token.port",
-    _port,
+    types.port,
     None,
     JM,
     "--token-port",
@@ -454,7 +336,7 @@ SECURITY_TOKEN_PORT: Option[int | None] = Option(
 
 REST_ADDRESS: Option[str] = Option(
     "rest.address",
-    _host,
+    types.host,
     "127.0.0.1",
     JM,
     "--rest-host",
@@ -463,7 +345,7 @@ REST_ADDRESS: Option[str] = Option(
 )
 REST_PORT: Option[int | None] = Option(
     "rest.port",
-    _port,
+    types.port,
     None,
     JM,
     "--rest-port",
@@ -472,7 +354,7 @@ REST_PORT: Option[int | None] = Option(
 )
 CLIENT_CALLS_MAX_CONCURRENT: Option[int] = Option(
     "jobmanager.client-calls.max-concurrent",
-    _positive_int,
+    types.positive_int,
     16,
     JM,
     "--client-calls-max-concurrent",
@@ -482,7 +364,7 @@ CLIENT_CALLS_MAX_CONCURRENT: Option[int] = Option(
 )
 CLIENT_CALLS_MAX_CONCURRENT_PER_CLIENT: Option[int] = Option(
     "jobmanager.client-calls.max-concurrent-per-client",
-    _positive_int,
+    types.positive_int,
     8,
     JM,
     "--client-calls-max-concurrent-per-client",
@@ -491,7 +373,7 @@ CLIENT_CALLS_MAX_CONCURRENT_PER_CLIENT: Option[int] = Option(
 )
 CLIENT_CALLS_RATE_PER_CLIENT: Option[float] = Option(
     "jobmanager.client-calls.rate-per-client",
-    _positive_float,
+    types.positive_float,
     200.0,
     JM,
     "--client-calls-rate-per-client",
@@ -500,7 +382,7 @@ CLIENT_CALLS_RATE_PER_CLIENT: Option[float] = Option(
 )
 REST_MAX_CONNECTIONS: Option[int] = Option(
     "rest.max-connections",
-    _positive_int,
+    types.positive_int,
     64,
     JM,
     "--rest-max-connections",
@@ -509,7 +391,7 @@ REST_MAX_CONNECTIONS: Option[int] = Option(
 )
 REST_MAX_CONNECTIONS_PER_CLIENT: Option[int] = Option(
     "rest.max-connections-per-client",
-    _positive_int,
+    types.positive_int,
     16,
     JM,
     "--rest-max-connections-per-client",
@@ -518,7 +400,7 @@ REST_MAX_CONNECTIONS_PER_CLIENT: Option[int] = Option(
 )
 REST_REQUEST_TIMEOUT: Option[float] = Option(
     "rest.request-timeout",
-    _seconds,
+    types.seconds,
     10.0,
     JM,
     "--rest-request-timeout",
@@ -526,9 +408,31 @@ REST_REQUEST_TIMEOUT: Option[float] = Option(
     "then it is closed (a bare number is seconds)",
     "DURATION",
 )
+REST_ALLOWED_HOSTS: Option[str | None] = Option(
+    "rest.allowed-hosts",
+    types.host_names,
+    None,
+    JM,
+    "--rest-allowed-hosts",
+    "host names the REST API answers to (its requests' Host header), separated by commas, or *; unset: "
+    "only localhost and loopback addresses while rest.address is a loopback one (a DNS-rebinding page "
+    "cannot reach it), any host otherwise",
+    "HOSTS",
+)
+REST_LOGS_PUBLIC: Option[bool] = Option(
+    "rest.logs.public",
+    types.boolean,
+    False,
+    JM,
+    "--rest-logs-public",
+    "serve TaskManager logs through REST without the bearer token on a secured cluster (they hold what "
+    "jobs print); on a plaintext --insecure cluster they are served to anyone anyway",
+    "BOOL",
+    switch=True,
+)
 METRICS_PORT: Option[int | None] = Option(
     "metrics.port",
-    _port,
+    types.port,
     None,
     BOTH,
     "--metrics-port",
@@ -563,6 +467,7 @@ OPTIONS: tuple[Option[Any], ...] = (
     SECURITY_SSL_CA,
     SECURITY_SSL_CERT,
     SECURITY_SSL_KEY,
+    PROCESS_UMASK,
     SECURITY_INSECURE,
     SECURITY_TOKEN_FILE,
     SECURITY_TOKEN_PORT,
@@ -574,6 +479,8 @@ OPTIONS: tuple[Option[Any], ...] = (
     REST_MAX_CONNECTIONS,
     REST_MAX_CONNECTIONS_PER_CLIENT,
     REST_REQUEST_TIMEOUT,
+    REST_ALLOWED_HOSTS,
+    REST_LOGS_PUBLIC,
     METRICS_PORT,
 )
 BY_KEY: dict[str, Option[Any]] = {o.key: o for o in OPTIONS}

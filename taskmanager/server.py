@@ -267,5 +267,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 def run(settings: config.Settings, address_file: str | None = None) -> None:
     """Run a TaskManager with `settings` until SIGTERM or SIGINT has stopped it gracefully;
     write its host:port to `address_file` once it listens."""
+    os.umask(int(settings.get(config.PROCESS_UMASK), 8))  # before any file: its log, state, checkpoints
     logs.setup("taskmanager", log_file=settings.get(config.LOG_FILE))
     rpc.run_until_signalled(TaskManagerProcess(settings), "TaskManager", address_file)

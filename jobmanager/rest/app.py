@@ -30,7 +30,7 @@ from jobmanager.dispatcher import Dispatcher
 from jobmanager.errors import JobNotFound
 from jobmanager.rest import errors, views
 from jobmanager.rest.errors import ApiError, quoted
-from jobmanager.rest.security import WriteGuard
+from jobmanager.rest.security import HostGuard, WriteGuard
 from sluice.states import JobStatus
 from sluice.v1 import common_pb2
 
@@ -144,10 +144,15 @@ def create_app(
     token: bytes | None = None,
     scheme: str = "http",
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    bind_address: str = "127.0.0.1",
+    allowed_hosts: str | None = None,
+    logs_public: bool = False,
 ) -> FastAPI:
     """The app of a JobManager: `is_leader` says whether it leads now, `leader_rest` the leader's
     REST host:port; `token`: the bearer token (security.token.file) that requests changing jobs
-    must carry on a secured cluster (`scheme` https, or a token given)."""
+    (and reading TaskManager logs, unless `logs_public`) must carry on a secured cluster (`scheme`
+    https, or a token given); `bind_address` and `allowed_hosts` (rest.allowed-hosts): which Host
+    headers it answers to (jobmanager/rest/security.py)."""
     app = FastAPI(
         title="Sluice JobManager REST API",
         version=_version(),
@@ -156,7 +161,8 @@ def create_app(
         redoc_url=None,
     )
     errors.install(app)
-    guard = WriteGuard(token, secured=scheme == "https")
+    guard = WriteGuard(token, secured=scheme == "https", logs_public=logs_public)
+    hosts = HostGuard(bind_address, allowed_hosts)
     version = _version()
 
     @app.middleware("http")
@@ -164,6 +170,10 @@ def create_app(
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             return errors.error_response(413, f"request body of {declared} bytes; the limit is {MAX_BODY_BYTES}")
+        try:
+            hosts.check(request.headers.get("host"))
+        except ApiError as exc:
+            return errors.error_response(exc.status, exc.message)
         if is_leader():
             return await call_next(request)
         leader = await run_in_threadpool(leader_rest)
@@ -211,10 +221,13 @@ def create_app(
 
     @app.get("/taskmanagers/{taskmanager_id}/log", tags=["cluster"], response_class=PlainTextResponse)
     def taskmanager_log(
+        request: Request,
         taskmanager_id: str,
         lines: int = Query(DEFAULT_LOG_LINES, ge=1, le=MAX_LOG_LINES, description="last lines to return"),
     ) -> Response:
-        """The last `lines` lines of a TaskManager's log file (from at most its last 1 MiB)."""
+        """The last `lines` lines of a TaskManager's log file (from at most its last 1 MiB); on a
+        secured cluster with the bearer token unless rest.logs.public is set."""
+        guard.check_logs(request)
         taskmanager_id_param(taskmanager_id)
         try:
             reply = dispatcher.read_taskmanager_log(taskmanager_id, 0)

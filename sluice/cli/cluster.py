@@ -35,19 +35,12 @@ from sluice.cli.supervisor import COMMAND, DATA_DIR
 from sluice.cli.supervisor import LOG_NAME as SUPERVISOR_LOG
 from sluice.client import JobManagerClient, SluiceError, read_cluster_json
 from sluice.cluster_file import ClusterFile, ProcessEntry, read_address_file
-from sluice.logs import tail
+from sluice.logs import spawn_logged, tail
 from sluice.zk.auth import AUTH_FILE_NAME, write_auth_file
 
 
 class ClusterError(Exception):
     pass
-
-
-def _spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
-    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
-        return subprocess.Popen(
-            args, stdin=devnull, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True
-        )
 
 
 def _alive(pid: int) -> bool:
@@ -115,8 +108,8 @@ def start(
             f"a cluster is already running in {cluster_dir}; stop it with `sluice cluster stop --dir {cluster_dir}`"
         )
     log_dir, run_dir = os.path.join(cluster_dir, "log"), os.path.join(cluster_dir, "run")
-    os.makedirs(log_dir, exist_ok=True)
-    os.makedirs(run_dir, exist_ok=True)
+    for d in (cluster_dir, log_dir, run_dir):  # its user's alone: logs hold what jobs print
+        os.makedirs(d, mode=0o700, exist_ok=True)
     procs: list[ProcessEntry] = []
     kept_zookeeper: ProcessEntry | None = None
     if crashed is not None:
@@ -243,7 +236,7 @@ def start(
             _remove(addr_file)
             argv = [sys.executable, "-m", role, *common, *extra, *security(name), *option_flags[role]]
             command = [*argv, config.LOG_FILE.flag, log, "--address-file", addr_file]
-            p = _spawn(command, log)
+            p = spawn_logged(command, log)
             commands[p.pid] = command  # the supervisor starts a process that died again with it
             started.append(p)
             pending.append((role, p, addr_file, log))
@@ -273,7 +266,7 @@ def start(
         _wait_ready(info, taskmanagers, slots, deadline)
         # restarts a JobManager, TaskManager or the embedded ZooKeeper that died (sluice/cli/supervisor.py)
         supervisor_log = os.path.join(log_dir, SUPERVISOR_LOG)
-        p = _spawn([sys.executable, "-m", "sluice.cli.supervisor", "--dir", cluster_dir], supervisor_log)
+        p = spawn_logged([sys.executable, "-m", "sluice.cli.supervisor", "--dir", cluster_dir], supervisor_log)
         started.append(p)
         info.processes.append(ProcessEntry("supervisor", p.pid, "", supervisor_log))
         info.write(cluster_dir)

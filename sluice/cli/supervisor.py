@@ -163,10 +163,7 @@ class Supervisor:
             except FileNotFoundError:
                 pass
         log_path = entry.log or os.devnull
-        with open(log_path, "ab") as out, open(os.devnull, "rb") as devnull:
-            p = subprocess.Popen(
-                command, stdin=devnull, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True
-            )
+        p = logs.spawn_logged(command, log_path)
         self._children.append(p)
         self._restarted(entry, p.pid, state)
         state.awaiting_address = state.address_file is not None
@@ -241,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", required=True, help="the cluster directory (holding cluster.json)")
     args = parser.parse_args(argv)
     cluster_dir = os.path.abspath(args.dir)
+    os.umask(logs.PRIVATE_UMASK)
     logs.setup("supervisor", log_file=os.path.join(cluster_dir, "log", LOG_NAME))
     supervisor = Supervisor(cluster_dir)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: supervisor.stopped.set())

@@ -213,14 +213,14 @@ def test_dashboard_shows_jobs_graph_checkpoints_exceptions_and_taskmanagers(
     assert "Traceback" in browser.find_element(By.CSS_SELECTOR, "#exceptions .traceback").text
     browser.save_screenshot(str(shots / "failed.png"))
 
-    # a TaskManager's log
+    # a TaskManager's log: on a secured cluster only with the bearer token, which the page does not hold
     browser.get(f"{base}/#/taskmanagers")
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#taskmanagers a.taskmanager-link"), message="TM list")
     browser.find_element(By.CSS_SELECTOR, "#taskmanagers a.taskmanager-link").click()
     wait(
         browser,
-        lambda d: "taskmanager" in d.find_element(By.CSS_SELECTOR, "#taskmanager-log").text,
-        message="a TaskManager's log",
+        lambda d: "read TaskManager logs" in d.find_element(By.CSS_SELECTOR, "#taskmanager-log-error").text,
+        message="the log view's explanation that the token is needed",
     )
     browser.save_screenshot(str(shots / "log.png"))
     print(f"screenshots in {shots}")
@@ -272,7 +272,9 @@ def test_rest_api_reads_the_running_and_the_failed_job(cluster, jobs, api):
 
     taskmanagers = client.get(f"{base}/taskmanagers").json()["taskmanagers"]
     assert all(t["slotsNumber"] == 2 and t["timeSinceLastHeartbeat"] < 10_000 for t in taskmanagers)
-    log = client.get(f"{base}/taskmanagers/{taskmanagers[0]['id']}/log", params={"lines": 20})
+    log_path = f"{base}/taskmanagers/{taskmanagers[0]['id']}/log"
+    assert client.get(log_path).status_code == 401  # what jobs print: only with the token here
+    log = client.get(log_path, params={"lines": 20}, headers=auth())
     assert log.status_code == 200 and 0 < len(log.text.splitlines()) <= 20
     assert log.headers["x-sluice-log-file"].startswith("taskmanager-")
 
@@ -283,7 +285,7 @@ def test_rest_api_errors(cluster, jobs, api):
     cases = [
         (client.get(f"{base}/jobs/{unknown}"), 404, f"job '{unknown}' not found"),
         (client.get(f"{base}/jobs/{jobs.running}/vertices/nope"), 404, "vertex 'nope' not found"),
-        (client.get(f"{base}/taskmanagers/tm-none/log"), 404, "taskmanager 'tm-none' not found"),
+        (client.get(f"{base}/taskmanagers/tm-none/log", headers=auth()), 404, "taskmanager 'tm-none' not found"),
         (client.get(f"{base}/jobs/bad$id"), 400, "job id"),
         (client.get(f"{base}/jobs/{'a' * 100}"), 400, "job id"),
         (client.get(f"{base}/no/such/thing"), 404, "not found"),

@@ -102,8 +102,11 @@ def test_non_config_sluice_variables_are_ignored():
 
 
 # -- argv for the process mains ---------------------------------------------------------------
-# every JobManager's argv ends with these defaults: the REST host, client-call and REST limits
+# every JobManager's argv ends with these defaults: the file mode mask, the REST host, client-call
+# and REST limits
 JOBMANAGER_ARGV_TAIL = [
+    "--umask",
+    "077",
     "--rest-host",
     "127.0.0.1",
     "--client-calls-max-concurrent",
