@@ -33,6 +33,10 @@ def paced(batch):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.enable_checkpointing(args.checkpoint_interval)
 env.set_config("jobmanager.execution.failover-strategy", args.strategy)
+# one file per source read: the pass-through's pause then paces every file, so the job lasts long
+# enough for a checkpoint and a kill (a read sized by execution.source.batch-duration takes a
+# subtask's whole backlog of small files in one call, and the job ends before any kill)
+env.set_config("execution.source.max-files-per-read", "1")
 views = env.from_files(args.input, format="json", schema="url string, user long, ts long", name="views")
 views.map(paced, name="paced").sink_to(FileSink(args.output, columns=("url", "user", "ts")), name="copy")
 env.execute(f"failover_copy ({args.strategy})")
