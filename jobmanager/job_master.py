@@ -519,6 +519,7 @@ class JobMaster:
         self.message = ""
         log.info("%s ended %s", self.tag, state)
         self._record_result()
+        self.checkpointing.on_job_ended()
 
     # -- counters, results and status ----------------------------------------------------------------
     def save_counters(self) -> None:

@@ -1,7 +1,9 @@
 """What a new attempt restored from a checkpoint removes before it counts on storage: every
 other checkpoint with an id handed out before the attempt (its `_metadata`, its directory, its
 pointer in ZooKeeper and the shared files only it needed) and the shared uploads no checkpoint
-lists (docs/checkpoints.md "Cleanup", docs/state-backends.md "Shared-file lifetime").
+lists (docs/checkpoints.md "Retention and clean-up", docs/state-backends.md "Shared-file
+lifetime"); and what an ended job removes: the shared uploads none of its checkpoints lists
+(`EndSweep`), its checkpoints themselves being kept.
 
 A checkpoint of the previous attempt may still be persisting when the new attempt starts: its
 `_metadata` and then its ZooKeeper pointer are written off the JobManager's lock. The sweep
@@ -20,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import pyarrow.fs as pafs
 
 from jobmanager.checkpoint.shared_registry import left_behind, metadata_handles, orphaned, shared_files
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
@@ -68,8 +72,7 @@ class RestartSweep:
             storage.delete_files(gone)
 
     def _persists_ended(self) -> bool:
-        deadline = time.monotonic() + self.wait
-        return all(e.wait(max(0.0, deadline - time.monotonic())) for e in self.persisting)
+        return persists_ended(self.persisting, self.wait)
 
     def _drop(self, cid: int) -> None:
         """Checkpoint `cid`: its pointer first, then its shared files (from its own metadata: an
@@ -83,3 +86,49 @@ class RestartSweep:
             handles = []
         storage.delete_files(left_behind(handles, self.kept, storage.shared_dir()))
         storage.discard(cid)
+
+
+def persists_ended(persisting: Sequence[threading.Event], wait: float) -> bool:
+    """Whether every persist of `persisting` ended within `wait` seconds (waiting for them)."""
+    deadline = time.monotonic() + wait
+    return all(e.wait(max(0.0, deadline - time.monotonic())) for e in persisting)
+
+
+@dataclass(frozen=True)
+class EndSweep:
+    """An ended job's shared uploads that no checkpoint in its directory lists (a task killed
+    between its upload and its acknowledgement, in the last attempt): every checkpoint it kept
+    stays whole. Waits for checkpoints still persisting, as RestartSweep does; keeps everything
+    when one does not end or a checkpoint's `_metadata` cannot be read."""
+
+    storage: CheckpointStorage
+    upper: int  # ids below it were handed out: only their uploads can be orphans
+    persisting: Sequence[threading.Event]
+    tag: str
+    wait: float = PERSIST_WAIT
+
+    def __call__(self) -> None:
+        if not persists_ended(self.persisting, self.wait):
+            log.warning("%s a checkpoint is still persisting after %.0f s: shared files are kept", self.tag, self.wait)
+            return
+        storage = self.storage
+        try:
+            listed = frozenset(
+                f
+                for cid in storage.list_checkpoints()
+                if _completed(storage, cid)  # one without _metadata never completed: it lists nothing
+                for h in metadata_handles(storage.read_metadata(cid))
+                for f in shared_files(h)
+            )
+        except CheckpointCorrupt as exc:
+            log.info("%s shared files kept: %s", self.tag, exc)
+            return
+        gone = orphaned(storage.list_shared(), listed, self.upper, storage.shared_dir())
+        if gone:
+            log.info("%s ended: %d orphaned shared state files go: %s", self.tag, len(gone), ", ".join(gone[:5]))
+            storage.delete_files(gone)
+
+
+def _completed(storage: CheckpointStorage, checkpoint_id: int) -> bool:
+    info = storage.fs.get_file_info(storage.metadata_path(checkpoint_id))
+    return bool(info.type != pafs.FileType.NotFound)

@@ -26,7 +26,7 @@ from typing import Any, assert_never
 from jobmanager.checkpoint import coordinator as cc
 from jobmanager.checkpoint import metadata, state_handles
 from jobmanager.checkpoint.id_counter import CheckpointIDCounter, InMemoryCheckpointIDCounter
-from jobmanager.checkpoint.restart_sweep import RestartSweep
+from jobmanager.checkpoint.restart_sweep import EndSweep, RestartSweep
 from jobmanager.checkpoint.savepoints import SavepointRequest, SavepointRequests
 from jobmanager.checkpoint.shared_registry import SharedStateRegistry
 from jobmanager.master.ports import JobHost
@@ -146,6 +146,19 @@ class Checkpointing:
         self.coordinator = cc.CheckpointCoordinator(
             self.host.job_id, config, self.counter, sources, executions, now, restored=self.latest
         )
+
+    def on_job_ended(self) -> None:
+        """The job ended for good: the shared uploads none of its kept checkpoints lists go (its
+        checkpoints stay: docs/checkpoints.md "Retention and clean-up")."""
+        if self.storage is None:
+            return
+        try:  # read here, under the lock: ids a later leader hands out are never swept
+            upper = self.counter.get()
+        except Exception as exc:  # noqa: BLE001 — ZooKeeper unreachable: the files are kept this time
+            log.info("%s ended; shared files not swept: %s", self.host.tag, exc)
+            return
+        persisting = [e for e in self._persisting.values() if not e.is_set()]
+        self.host.run_io(EndSweep(self.storage, upper, persisting, self.host.tag), _ignore)
 
     def handle(self, event: cc.CoordinatorEvent, now: float) -> None:
         """Feed the current coordinator `event` and carry out its actions (none without one)."""
