@@ -26,7 +26,7 @@ def _all(*tests):
 
 SPLIT, TO_ARROW = _has("RecordWriter._split_by_key"), _has("DataFrame.toArrow")
 TASK_BUCKETS = [
-    ("checkpoint snapshot copy + barrier (Task._snapshot)", _has("Task._snapshot")),
+    ("checkpoint snapshot copy + barrier (Checkpointer.snapshot)", _has("Checkpointer.snapshot")),
     ("sink commit: rename (FileSinkWriter.notify_complete)", _has("FileSinkWriter.notify_complete")),
     ("sink CSV write (FileSinkWriter.process)", _has("FileSinkWriter.process")),
     ("Spark: spark.read.json plan, py4j (FileSource.next_batch)", _has("FileSource.next_batch")),
@@ -53,14 +53,14 @@ TASK_BUCKETS = [
     ("state merge: Python fold into the dict (KeyedAggregate.process)", _has("KeyedAggregate.process")),
     ("input concat (pa.concat_tables in Task._run_inputs)", _has("concat_tables")),
     ("idle: input gate wait (InputGate.poll_all)", _has("InputGate.poll_all")),
-    ("idle: end of input, waiting for the final checkpoint (Task._run)", _under("Task._run", "Task._drain_control")),
-    ("control messages (Task._drain_control)", _has("Task._drain_control")),
+    ("idle: end of input, waiting for the final checkpoint (Task._run)", _under("Task._run", "Checkpointer.drain")),
+    ("control messages (Checkpointer.drain)", _has("Checkpointer.drain")),
     ("task setup (Task._setup)", _has("Task._setup")),
     ("end of input (Task._end_input)", _has("Task._end_input")),
     ("other (task thread)", lambda fs: True),
 ]
 EXCHANGE_BUCKETS = [
-    ("checkpoint upload (Task._upload, snapshot-upload thread)", _has("Task._upload")),
+    ("checkpoint upload (Checkpointer._upload, snapshot-upload thread)", _has("Checkpointer._upload")),
     ("send: Arrow IPC encode (table_to_ipc in DataExchangeServicer.Subscribe)", _has("table_to_ipc")),
     (
         "send: idle, waiting for a batch (ResultSubpartition.poll in Subscribe)",
