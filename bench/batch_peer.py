@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from bench_common import write_atomically
 from paired_runs import RunError
-from spark_peer import SPARK_SETTINGS, PeerSide
+from spark_peer import SPARK_SETTINGS, PeerSide, go_queries
 
 SCHEMA = "url string, user long, ts long"  # examples/generate_page_views.py's events
 
@@ -29,15 +29,7 @@ def child_main(spec_path: str) -> int:
 
     spec = child_spec(spec_path)
     spark = spark_session("batch-bench-peer", spec["master"], SPARK_SETTINGS)
-    i = 0
-    while True:
-        go = os.path.join(spec["dir"], f"go-{i:04d}.json")
-        while not os.path.exists(go):
-            time.sleep(0.005)
-        with open(go) as f:
-            q = json.load(f)
-        if q.get("exit"):
-            break
+    for i, q in go_queries(spec["dir"]):
         spark.conf.set("spark.sql.shuffle.partitions", str(int(q["shuffle_partitions"])))
         t0 = time.monotonic()
         try:
@@ -46,7 +38,6 @@ def child_main(spec_path: str) -> int:
             emit("done", query=i, error=f"{type(exc).__name__}: {exc}".split("\n")[0][:400])
         else:
             emit("done", query=i, seconds=time.monotonic() - t0)
-        i += 1
     spark.stop()
     emit("exit")
     return 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,41 +61,24 @@ def _result(system: str, label: str, feeder: Feeder, watcher: Watcher, events: i
     return r
 
 
-def _wait(watcher: Watcher, n: int, timeout: float, alive: Callable[[], bool]) -> bool:
-    return paced_latency._wait_for_markers(watcher, n, timeout, alive)
-
-
 def sluice_run(
     cluster: page_views_runs.Cluster, setup: Setup, label: str, events: int, files: int, backlog=False
 ) -> dict:
     watched = os.path.join(setup.work, f"sluice-{label}-in")
     out = os.path.join(setup.work, f"sluice-{label}-out")
-    os.makedirs(watched)
-    job_id = cluster.submit(
-        "--input",
-        watched,
-        "--output",
-        out,
-        "--checkpoint-interval",
-        str(setup.interval),
-        "--monitor-interval",
-        str(paced_latency.MONITOR_MS),
-    )
+    job_id = paced_latency.start_watching(cluster, watched, out, setup.interval, setup.timeout)
     feeder = Feeder(watched, setup.contents, events, files, setup.file_rate, backlog)
     watcher = Watcher(out)
     meter = None
     try:
-        deadline = time.monotonic() + setup.timeout
-        while cluster.status(job_id)["state"] != "RUNNING":
-            if time.monotonic() > deadline:
-                raise page_views_runs.BenchError(f"job {job_id} not RUNNING after {setup.timeout:.0f}s")
-            time.sleep(0.1)
         feeder.prepare()
         watcher.start()
         meter = setup.meter().start()
         feeder.start()
         feeder.join()
-        _wait(watcher, files, setup.timeout, lambda: cluster.status(job_id)["state"] in ("RUNNING", "RESTARTING"))
+        paced_latency.wait_for_markers(
+            watcher, files, setup.timeout, lambda: cluster.status(job_id)["state"] in ("RUNNING", "RESTARTING")
+        )
         status = cluster.status(job_id)
     finally:
         usage = meter.stop() if meter else None
@@ -175,7 +157,7 @@ class Peer(spark_peer.PeerSide):
         try:
             feeder.start()
             feeder.join()
-            _wait(watcher, files, setup.timeout, lambda: self.child.proc.poll() is None)
+            paced_latency.wait_for_markers(watcher, files, setup.timeout, lambda: self.child.proc.poll() is None)
         finally:
             usage = meter.stop()
             feeder.stop_event.set()

@@ -98,7 +98,7 @@ class Watcher(page_views_recovery.DirWatch):
                     self.seen.setdefault(int(row[0][len(MARKER) :]), now)
 
 
-def _wait_for_markers(watcher: Watcher, n: int, timeout: float, alive) -> bool:
+def wait_for_markers(watcher: Watcher, n: int, timeout: float, alive) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if len(watcher.seen) >= n:
@@ -126,18 +126,10 @@ def figures(feeder: Feeder, watcher: Watcher, counts_ok: bool, **extra) -> dict:
     }
 
 
-def run_sluice(
-    cluster: page_views_runs.Cluster,
-    staged: str,
-    names: list[str],
-    expected: dict,
-    work: str,
-    rate: float,
-    interval: int,
-    timeout: float,
-) -> dict:
-    """page_views watching a directory on a running cluster; cancelled once every file is counted."""
-    watched, out = os.path.join(work, "sluice-paced-in"), os.path.join(work, "sluice-paced-out")
+def start_watching(cluster: page_views_runs.Cluster, watched: str, out: str, interval: int, timeout: float) -> str:
+    """examples/page_views.py watching `watched` (created here, empty) on a running cluster, its
+    output in `out`, checkpoints every `interval` ms: the job's id once it is RUNNING (cancelled when
+    it is not within `timeout` seconds)."""
     os.makedirs(watched)
     job_id = cluster.submit(
         "--input",
@@ -152,14 +144,31 @@ def run_sluice(
     deadline = time.monotonic() + timeout
     while cluster.status(job_id)["state"] != "RUNNING":
         if time.monotonic() > deadline:
-            raise page_views_runs.BenchError(f"paced job {job_id} not RUNNING after {timeout:.0f}s")
+            cluster.cancel(job_id)
+            raise page_views_runs.BenchError(f"job {job_id} not RUNNING after {timeout:.0f}s")
         time.sleep(0.1)
+    return job_id
+
+
+def run_sluice(
+    cluster: page_views_runs.Cluster,
+    staged: str,
+    names: list[str],
+    expected: dict,
+    work: str,
+    rate: float,
+    interval: int,
+    timeout: float,
+) -> dict:
+    """page_views watching a directory on a running cluster; cancelled once every file is counted."""
+    watched, out = os.path.join(work, "sluice-paced-in"), os.path.join(work, "sluice-paced-out")
+    job_id = start_watching(cluster, watched, out, interval, timeout)
     feeder, watcher = Feeder(staged, watched, names, rate), Watcher(out)
     watcher.start()
     feeder.start()
     try:
         feeder.join()
-        done = _wait_for_markers(
+        done = wait_for_markers(
             watcher, len(names), timeout, lambda: cluster.status(job_id)["state"] in ("RUNNING", "RESTARTING")
         )
         status = cluster.status(job_id)
@@ -200,7 +209,7 @@ def run_peer(
         watcher.start()
         feeder.start()
         feeder.join()
-        done = _wait_for_markers(watcher, len(names), timeout, lambda: child.proc.poll() is None)
+        done = wait_for_markers(watcher, len(names), timeout, lambda: child.proc.poll() is None)
         with open(until, "w"):
             pass
         child.wait_for("done", timeout, query=1)
