@@ -23,8 +23,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
-
 from jobmanager.checkpoint.shared_registry import left_behind, metadata_handles, orphaned, shared_files
 from sluice.checkpoints.storage import CheckpointCorrupt, CheckpointStorage
 
@@ -46,7 +44,7 @@ class RestartSweep:
     wait: float = PERSIST_WAIT
 
     def __call__(self) -> None:
-        if not self._persists_ended():
+        if not persists_ended(self.persisting, self.wait):
             log.warning(
                 "%s a checkpoint of the previous attempt is still persisting after %.0f s: "
                 "older checkpoints are kept this time",
@@ -63,16 +61,13 @@ class RestartSweep:
         # the restored checkpoint's files from its own metadata as well, so that a registry that
         # does not know it cannot make its files look unneeded
         try:
-            restored = frozenset(f for h in metadata_handles(storage.read_metadata(self.keep)) for f in shared_files(h))
+            restored = listed_files(storage, self.keep)
         except CheckpointCorrupt:
             return  # its metadata is not here (a checkpoint of another job, or unreadable): keep all
         gone = orphaned(storage.list_shared(), self.kept | restored, self.upper, storage.shared_dir())
         if gone:
             log.info("%s %d orphaned shared state files go: %s", self.tag, len(gone), ", ".join(gone[:5]))
             storage.delete_files(gone)
-
-    def _persists_ended(self) -> bool:
-        return persists_ended(self.persisting, self.wait)
 
     def _drop(self, cid: int) -> None:
         """Checkpoint `cid`: its pointer first, then its shared files (from its own metadata: an
@@ -86,6 +81,12 @@ class RestartSweep:
             handles = []
         storage.delete_files(left_behind(handles, self.kept, storage.shared_dir()))
         storage.discard(cid)
+
+
+def listed_files(storage: CheckpointStorage, checkpoint_id: int) -> frozenset[str]:
+    """The shared files checkpoint `checkpoint_id`'s `_metadata` lists (CheckpointCorrupt when it
+    cannot be read)."""
+    return frozenset(f for h in metadata_handles(storage.read_metadata(checkpoint_id)) for f in shared_files(h))
 
 
 def persists_ended(persisting: Sequence[threading.Event], wait: float) -> bool:
@@ -113,12 +114,9 @@ class EndSweep:
             return
         storage = self.storage
         try:
-            listed = frozenset(
-                f
-                for cid in storage.list_checkpoints()
-                if _completed(storage, cid)  # one without _metadata never completed: it lists nothing
-                for h in metadata_handles(storage.read_metadata(cid))
-                for f in shared_files(h)
+            # one without _metadata never completed: it lists nothing
+            listed = frozenset().union(
+                *(listed_files(storage, cid) for cid in storage.list_checkpoints() if storage.has_metadata(cid))
             )
         except CheckpointCorrupt as exc:
             log.info("%s shared files kept: %s", self.tag, exc)
@@ -127,8 +125,3 @@ class EndSweep:
         if gone:
             log.info("%s ended: %d orphaned shared state files go: %s", self.tag, len(gone), ", ".join(gone[:5]))
             storage.delete_files(gone)
-
-
-def _completed(storage: CheckpointStorage, checkpoint_id: int) -> bool:
-    info = storage.fs.get_file_info(storage.metadata_path(checkpoint_id))
-    return bool(info.type != pafs.FileType.NotFound)

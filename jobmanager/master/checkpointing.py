@@ -128,7 +128,6 @@ class Checkpointing:
             return  # checkpointing is off
         if self.latest is not None:  # an earlier attempt or leader may have left other checkpoints
             keep, upper = self.latest.checkpoint_id, self.counter.get()
-            self._persisting = {c: e for c, e in self._persisting.items() if not e.is_set()}
             dropped = [c for c in self.shared_state.registered() if c != keep and c < upper]
             gateway, job_id = self.host.gateway, self.host.job_id
             ha = gateway.ha
@@ -138,7 +137,7 @@ class Checkpointing:
                 upper,
                 self.shared_state.files_of(keep),
                 [f for c in dropped for f in self.shared_state.discard(c)],
-                list(self._persisting.values()),
+                self._persists_in_flight(),
                 None if ha is None else lambda cid: ha.remove_checkpoint(gateway.guard, job_id, cid),
                 self.host.tag,
             )
@@ -157,8 +156,11 @@ class Checkpointing:
         except Exception as exc:  # noqa: BLE001 — ZooKeeper unreachable: the files are kept this time
             log.info("%s ended; shared files not swept: %s", self.host.tag, exc)
             return
-        persisting = [e for e in self._persisting.values() if not e.is_set()]
-        self.host.run_io(EndSweep(self.storage, upper, persisting, self.host.tag), _ignore)
+        self.host.run_io(EndSweep(self.storage, upper, self._persists_in_flight(), self.host.tag), _ignore)
+
+    def _persists_in_flight(self) -> list[threading.Event]:
+        """The persists not ended yet (a sweep waits for them)."""
+        return [e for e in self._persisting.values() if not e.is_set()]
 
     def handle(self, event: cc.CoordinatorEvent, now: float) -> None:
         """Feed the current coordinator `event` and carry out its actions (none without one)."""

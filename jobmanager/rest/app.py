@@ -30,7 +30,7 @@ from jobmanager.dispatcher import Dispatcher
 from jobmanager.errors import JobNotFound
 from jobmanager.rest import errors, views
 from jobmanager.rest.errors import ApiError, quoted
-from jobmanager.rest.security import HostGuard, WriteGuard
+from jobmanager.rest.security import HostGuard, TokenGuard
 from sluice.states import JobStatus
 from sluice.v1 import common_pb2
 
@@ -161,7 +161,7 @@ def create_app(
         redoc_url=None,
     )
     errors.install(app)
-    guard = WriteGuard(token, secured=scheme == "https", logs_public=logs_public)
+    guard = TokenGuard(token, secured=scheme == "https", logs_public=logs_public)
     hosts = HostGuard(bind_address, allowed_hosts)
     version = _version()
 

@@ -35,7 +35,9 @@ from jobmanager.rest.errors import ApiError
 HOW_TO_AUTHENTICATE = "send 'Authorization: Bearer <token>' with the token of the JobManager's security.token.file"
 
 
-class WriteGuard:
+class TokenGuard:
+    """What needs the bearer token on a secured cluster: changes to jobs, and TaskManager logs."""
+
     def __init__(self, token: bytes | None, secured: bool, logs_public: bool = False) -> None:
         self.token = token
         self.secured = secured or token is not None

@@ -144,6 +144,10 @@ class CheckpointStorage:
             raise CheckpointCorrupt(f"checkpoint {checkpoint_id} metadata {path} is malformed")
         return data
 
+    def has_metadata(self, checkpoint_id: int) -> bool:
+        """Whether checkpoint `checkpoint_id` completed here (its `_metadata` exists)."""
+        return bool(self.fs.get_file_info(self.metadata_path(checkpoint_id)).type != pafs.FileType.NotFound)
+
     def discard(self, checkpoint_id: int) -> None:
         try:
             self.fs.delete_dir(self.checkpoint_dir(checkpoint_id))
