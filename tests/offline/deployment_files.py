@@ -140,14 +140,19 @@ def raw_k8s_docs() -> list[dict]:
     return docs
 
 
-@pytest.fixture(scope="module")
-def rendered() -> list[dict]:
+def kustomize(directory: Path) -> list[dict]:
+    """The documents `kubectl kustomize DIRECTORY` renders (the test is skipped without kubectl)."""
     kubectl = tool("kubectl")
     if kubectl is None:
-        pytest.skip("kubectl is not installed (it renders k8s/ with `kubectl kustomize`)")
-    proc = run([kubectl, "kustomize", str(K8S)])
+        pytest.skip(f"kubectl is not installed (it renders {directory.name}/ with `kubectl kustomize`)")
+    proc = run([kubectl, "kustomize", str(directory)])
     assert proc.returncode == 0, proc.stderr
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict]:
+    return kustomize(K8S)
 
 
 def pod_templates(docs: list[dict]):

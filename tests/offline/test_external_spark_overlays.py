@@ -22,6 +22,7 @@ from deployment_files import (
     dockerfile_instructions,
     find,
     is_sluice_image,
+    kustomize,
     prepare,
     rendered,
     required,
@@ -107,12 +108,7 @@ def spark_container(docs: list[dict], workload: dict, pyspark: str, tmp_path: Pa
 
 @pytest.fixture(scope="module")
 def rendered_spark() -> list[dict]:
-    kubectl = tool("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed (it renders k8s-spark/ with `kubectl kustomize`)")
-    proc = run([kubectl, "kustomize", str(K8S_SPARK)])
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return kustomize(K8S_SPARK)
 
 
 @pytest.mark.parametrize("path", sorted(K8S_SPARK.glob("spark-*.yaml")), ids=lambda p: p.name)
