@@ -134,7 +134,7 @@ class PeerSide(spark_peer.PeerSide):
             batches = [p for p in done["progress"] if p.get("numInputRows", 0) > 0]
             rows = sum(p.get("numInputRows", 0) for p in done["progress"])
             shutil.rmtree(out + "-ckpt", ignore_errors=True)
-            return {"query": i, "batches": len(batches), "rows": rows}
+            return {"query": i, "batches": len(batches), "rows": rows, "progress": done["progress"]}
 
         return wait
 

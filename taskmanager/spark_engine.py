@@ -239,6 +239,25 @@ class SparkEngine:
             self.spark = None
 
 
+_actions = threading.local()  # this thread's seconds in Spark actions (to_arrow)
+
+
+def to_arrow(df: Any) -> pa.Table:
+    """`df.toArrow()`: the Spark action a chain runs (plan, scan, projection, Arrow transfer),
+    its seconds added to the calling thread's `spark_seconds`, which a source batch's log line
+    reports (bench/job_breakdown.py reads them)."""
+    started = time.perf_counter()
+    try:
+        return df.toArrow()
+    finally:
+        _actions.seconds = spark_seconds() + time.perf_counter() - started
+
+
+def spark_seconds() -> float:
+    """Seconds the calling thread has spent in `to_arrow` in all."""
+    return float(getattr(_actions, "seconds", 0.0))
+
+
 class Batch:
     """Rows of one step of a chain, as a DataFrame (lazy) or Arrow table."""
 
@@ -256,7 +275,7 @@ class Batch:
 
     def table(self) -> pa.Table:
         if self._table is None:
-            self._table = self._df.toArrow()
+            self._table = to_arrow(self._df)
             self._df = None
         return self._table
 

@@ -74,7 +74,7 @@ from taskmanager.network.input_gate import InputGate, LocalInputChannel, RemoteI
 from taskmanager.network.partition import ItemKind, PartitionManager, TaskCancelled
 from taskmanager.operator_chain import SOURCE_SNAPSHOT_LOG, SUBPARTITION_CAPACITY, OperatorChain
 from taskmanager.operators.base import IDLE, Source
-from taskmanager.spark_engine import Batch, SparkEngine
+from taskmanager.spark_engine import Batch, SparkEngine, spark_seconds
 from taskmanager.task_messages import (
     CheckpointAborted,
     CheckpointComplete,
@@ -90,7 +90,9 @@ __all__ = ["CHANNEL_CREDIT", "SOURCE_BATCH_LOG", "SOURCE_SNAPSHOT_LOG", "SUBPART
 CHANNEL_CREDIT = 2  # batches a consumer buffers per channel
 # Log lines tools read (bench/compare.py derives latency and throughput timelines from them;
 # SOURCE_SNAPSHOT_LOG is written by the chain, taskmanager/operator_chain.py)
-SOURCE_BATCH_LOG = "%s source batch: offset %d -> %d in %.3fs"  # tag, offset before, after, seconds
+# tag, offset before, after, seconds in all; of them: building the batch's plan, and Spark's action
+# (scan, projection, Arrow transfer: spark_engine.to_arrow); the rest is the chain's Python and waits
+SOURCE_BATCH_LOG = "%s source batch: offset %d -> %d in %.3fs (plan %.3fs, spark %.3fs)"
 
 
 def task_tag(job_id: str, attempt: int, chain_id: str, subtask: int) -> str:
@@ -455,8 +457,9 @@ class Task:
             if self._idle_while_stopping():
                 return
             started, first, read_before = time.monotonic(), source.offset, source.records_read
-            blocked_before = self._blocked_seconds()
+            blocked_before, spark_before = self._blocked_seconds(), spark_seconds()
             batch = source.next_batch()
+            planned = time.monotonic()
             if batch is None:
                 return
             if batch is IDLE:  # an unbounded source with nothing new: checkpoints go on meanwhile
@@ -471,7 +474,15 @@ class Task:
             took = time.monotonic() - started
             source.batch_done(took - (self._blocked_seconds() - blocked_before))  # its own time: sizes the next
             self.io.read(source.records_read - read_before, 0, time.monotonic())
-            log.info(SOURCE_BATCH_LOG, self.tag, first, source.offset, took)
+            log.info(
+                SOURCE_BATCH_LOG,
+                self.tag,
+                first,
+                source.offset,
+                took,
+                planned - started,
+                spark_seconds() - spark_before,
+            )
 
     def _blocked_seconds(self) -> float:
         """Seconds the chain's writers have waited for room downstream, in all (ended waits)."""

@@ -46,7 +46,7 @@ from sluice.graph import Partitioning
 from sluice.v1.common_pb2 import TaskCounters
 from taskmanager.network.combiner import ROWS, Combiner
 from taskmanager.network.partition import BARRIER, BATCH, END, STATUS, WATERMARK, Partition
-from taskmanager.spark_engine import Batch
+from taskmanager.spark_engine import Batch, to_arrow
 
 log = logging.getLogger("sluice.taskmanager.record_writer")
 
@@ -143,7 +143,7 @@ class RecordWriter:
             in_spark = getattr(self.combiner, "combine_in_spark", None) if self.combine_in_spark else None
             if self.combiner is not None and in_spark is not None and self.timestamp_column is None:
                 wanted = [c for c in self.combiner.columns() if c not in self.keys]
-                partials = self._spark_partials(in_spark(df.select(*self.keys, kg, *wanted), self.keys).toArrow())
+                partials = self._spark_partials(to_arrow(in_spark(df.select(*self.keys, kg, *wanted), self.keys)))
                 if partials.num_rows:
                     yield from self._by_owner(partials, n)
                 return
@@ -153,7 +153,7 @@ class RecordWriter:
                 df = df.select(*columns[:nk], kg, *columns[nk:])
             else:
                 df = df.select("*", kg)
-            table = df.toArrow()
+            table = to_arrow(df)
         self.records_produced += table.num_rows
         table = self._drop_nulls(table)
         if table.num_rows == 0:

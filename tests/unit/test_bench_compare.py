@@ -67,14 +67,14 @@ def test_task_and_sink_log_lines_parse_into_one_jobs_batches_and_latencies(tmp_p
     log = logging.getLogger("sluice.taskmanager.task")
     src0, src1 = task_tag(JOB, 1, "src", 0), task_tag(JOB, 1, "src", 1)
     # subtask 0 reads its first file (offset 0 -> 1), snapshots at 1 in checkpoint 1, which commits
-    log.info(SOURCE_BATCH_LOG, src0, 0, 1, 0.25)
+    log.info(SOURCE_BATCH_LOG, src0, 0, 1, 0.25, 0.01, 0.2)
     log.info(SOURCE_SNAPSHOT_LOG, src0, 1, "offset 1")
     # subtask 1 reads both of its files; its snapshot (checkpoint 2) never commits
-    log.info(SOURCE_BATCH_LOG, src1, 0, 2, 0.5)
+    log.info(SOURCE_BATCH_LOG, src1, 0, 2, 0.5, 0.01, 0.4)
     log.info(SOURCE_SNAPSHOT_LOG, src1, 2, "offset 2")
     commit_one(sink(tmp_path, JOB, 0), 1)
     # another job's lines on the same TaskManager are not this job's
-    log.info(SOURCE_BATCH_LOG, task_tag(OTHER, 1, "src", 0), 0, 1, 0.1)
+    log.info(SOURCE_BATCH_LOG, task_tag(OTHER, 1, "src", 0), 0, 1, 0.1, 0.01, 0.05)
     log.info(SOURCE_SNAPSHOT_LOG, task_tag(OTHER, 1, "src", 0), 1, "offset 1")
     commit_one(sink(tmp_path, OTHER, 0), 7)
     for h in logging.getLogger().handlers:
