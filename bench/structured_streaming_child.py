@@ -105,14 +105,20 @@ def child_spec(spec_path: str) -> dict:
     return spec
 
 
+# a local master lists a read's files on the driver, not with a Spark job of its own above 32 paths:
+# taskmanager/spark_engine.py's LOCAL_LISTING_THRESHOLD, given to the peer too
+LOCAL_LISTING = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "4096"}
+
+
 def spark_session(app_name: str, master: str, settings: dict[str, str]):
-    """The child's SparkSession, its import and start reported (`imported`, `session`)."""
+    """The child's SparkSession, its import and start reported (`imported`, `session`); a local
+    master lists on the driver as a TaskManager's does (LOCAL_LISTING, unless `settings` say otherwise)."""
     from pyspark.sql import SparkSession
 
     emit("imported")
     t0 = time.monotonic()
     builder = SparkSession.builder.appName(app_name).master(master)
-    for k, v in settings.items():
+    for k, v in ({**LOCAL_LISTING, **settings} if master.startswith("local") else settings).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

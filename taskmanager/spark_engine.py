@@ -44,6 +44,10 @@ from taskmanager import spark_cds
 
 log = logging.getLogger("sluice.taskmanager.spark")
 
+# paths one read lists on the driver before Spark lists them with a job (local masters; a file
+# source call reads at most execution.source.max-files-per-read files, 256 by default)
+LOCAL_LISTING_THRESHOLD = 4096
+
 _WARM_UP_ROWS = "".join(f'{{"k": "k{i % 7}", "v": {i}}}\n' for i in range(200))
 
 
@@ -134,6 +138,12 @@ class SparkEngine:
             "spark.driver.bindAddress": self.host,  # the driver's RPC and block manager: this host only
             "spark.driver.host": self.host,
         }
+        if local:
+            # A read of more than 32 paths (Spark's default threshold) lists them with a Spark job of
+            # its own; on a local master that job runs in this JVM anyway and only adds a job's fixed
+            # cost: 0.2-0.7 s per 40-file source call here (bench/README.md, "Where a page-views
+            # job's time goes"). Listed on the driver instead.
+            defaults["spark.sql.sources.parallelPartitionDiscovery.threshold"] = str(LOCAL_LISTING_THRESHOLD)
         if not local and not self.remote and "PYSPARK_PYTHON" not in os.environ:
             defaults["spark.pyspark.python"] = sys.executable  # the executors' Python workers (module docstring)
         if self.master.startswith("spark://") and not self.remote:
