@@ -34,7 +34,7 @@ from bench_common import begin_run, finish_workdir, fmt, median, publish, run_ma
 from markdown import section_head, table
 from page_views_runs import REPO
 from run_matrix import Cell, Order, matrix
-from spark_call_costs import SCHEMA, log, subtask_input
+from spark_call_costs import SCHEMA, log, subtask_inputs
 
 sys.path.insert(0, REPO)
 DEFAULT_OPTIONS = "default=;c1-only=-XX:TieredStopAtLevel=1;no-tiers=-XX:-TieredCompilation"
@@ -221,7 +221,7 @@ def main() -> int:
     command, facts, temp, work = begin_run(REPO, args.workdir, "sluice-jvm-jit-", log)
     results: dict[str, list[list[dict]]] = {name: [] for name, _ in sets}
     try:
-        path, files = subtask_input(work, args.events, args.events_per_file)
+        path, (files,) = subtask_inputs(work, args.events, args.events_per_file, 1)
         for cell in session_order(sets, args.repeats):
             name, options = cell.item
             rows = session(options, files, path, args.calls)

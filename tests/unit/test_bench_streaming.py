@@ -10,8 +10,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from types import SimpleNamespace
+
+import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 BENCH = os.path.join(ROOT, "bench")
@@ -216,6 +219,31 @@ def test_the_report_has_a_table_per_part_and_the_notes():
     only_recovery = report(args, FACTS, "cmd", [], 0, [rec_run(1)], 10, [])
     assert "### Throughput" not in only_recovery and "### Recovery" in only_recovery
     assert only_recovery.endswith("|\n\n")
+
+
+def test_spark_call_costs_splits_a_share_into_calls_and_reads_shares_in_threads_of_their_own():
+    assert spark_call_costs.calls(["a", "b", "c"], 2) == [["a", "b"], ["c"]]
+    assert spark_call_costs.calls(["a", "b", "c"], 0) == [["a", "b", "c"]]
+    seen: list[tuple[str, list[str]]] = []
+    spark_call_costs.in_subtasks(
+        lambda paths: seen.append((threading.current_thread().name, paths)), [["a", "c", "e"], ["b"]], 2
+    )
+    assert sorted(p for _t, p in seen) == [["a", "c"], ["b"], ["e"]]
+    assert len({t for t, _p in seen}) == 2 and threading.current_thread().name not in {t for t, _p in seen}
+
+    def fails(paths):
+        raise ValueError(paths[0])
+
+    with pytest.raises(ValueError, match="b"):
+        spark_call_costs.in_subtasks(fails, [["b"]], 0)
+
+
+def test_spark_call_costs_report_says_how_the_shares_were_read():
+    text = spark_call_costs.report(["a"], {"a": [1.0]}, 320, 4_000_000, 3, "cmd", FACTS, subtasks=2, per_call=40)
+    assert (
+        "2 source subtasks' shares, read at once, of page views at parallelism 2: 320 files, 4,000,000 events, in calls of 40 files each"
+        in text
+    )
 
 
 def test_spark_call_costs_report():
