@@ -240,10 +240,8 @@ def test_spark_call_costs_splits_a_share_into_calls_and_reads_shares_in_threads_
 
 def test_spark_call_costs_report_says_how_the_shares_were_read():
     text = spark_call_costs.report(["a"], {"a": [1.0]}, 320, 4_000_000, 3, "cmd", FACTS, subtasks=2, per_call=40)
-    assert (
-        "2 source subtasks' shares, read at once, of page views at parallelism 2: 320 files, 4,000,000 events, in calls of 40 files each"
-        in text
-    )
+    assert "2 source subtasks' shares, read at once, of page views at parallelism 2: 320 files" in text
+    assert "4,000,000 events, in calls of 40 files each" in text
 
 
 def test_spark_call_costs_report():
