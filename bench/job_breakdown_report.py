@@ -167,15 +167,15 @@ def _rows(phases: Sequence[tuple[str, str]], runs: Sequence[dict[str, Any]]) -> 
 def report(
     command: str,
     facts: dict[str, Any],
-    sluice: Sequence[dict[str, Any]],
-    peer: Sequence[dict[str, Any]],
+    arms: Sequence[tuple[str, Sequence[dict[str, Any]]]],
     setup: str,
     notes: Sequence[str] = (),
 ) -> str:
-    """The RESULTS.md section: each system's phases (median [95 % interval] over its runs), the
-    windows both suites measure, and `setup` (what ran)."""
+    """The RESULTS.md section: each arm's (name, runs) window, startup and calls, then its phases
+    (median [95 % interval] over its runs): Sluice's from its logs, the peer's (the arm named
+    "peer") from its query progress; `setup` says what ran."""
 
-    def window_rows(name: str, runs: Sequence[dict[str, Any]]) -> list[str]:
+    def window_row(name: str, runs: Sequence[dict[str, Any]]) -> list[str]:
         return [
             name,
             str(len(runs)),
@@ -188,9 +188,13 @@ def report(
         paragraph(setup),
         table(
             ("system", "runs", "window s", "startup s", "Spark calls per source subtask / micro-batches"),
-            [window_rows("Sluice", sluice), window_rows("peer", peer)],
+            [window_row(name, runs) for name, runs in arms],
         ),
-        ["### Sluice, from its logs", ""] + table(("phase", "seconds", "what"), _rows(SLUICE_PHASES, sluice)),
-        ["### The peer, from its query progress", ""] + table(("phase", "seconds", "what"), _rows(PEER_PHASES, peer)),
     ]
+    for name, runs in arms:
+        peer = name == "peer"
+        title = "### The peer, from its query progress" if peer else f"### {name}, from its logs"
+        blocks.append(
+            [title, ""] + table(("phase", "seconds", "what"), _rows(PEER_PHASES if peer else SLUICE_PHASES, runs))
+        )
     return section("Where a page-views job's time goes", command, facts, blocks, notes)

@@ -36,6 +36,7 @@ class SluiceConfig:
     taskmanagers: int
     slots: int
     parallelism: int
+    options: tuple[tuple[str, str], ...] = ()  # job options (`-D key=value`) of its runs
 
     system = SLUICE
 
@@ -46,7 +47,8 @@ class SluiceConfig:
 
     @property
     def label(self) -> str:
-        return f"{self.taskmanagers} TM x {self.slots} slots, p={self.parallelism}"
+        options = "".join(f", {key}={value}" for key, value in self.options)
+        return f"{self.taskmanagers} TM x {self.slots} slots, p={self.parallelism}{options}"
 
     @property
     def cluster_key(self) -> tuple[int, int]:

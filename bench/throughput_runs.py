@@ -76,7 +76,9 @@ class SluiceSide:
 
     def launch(self, cfg: SluiceConfig, data: Dataset, out: str) -> Callable[[], dict]:
         """Submit page_views (the CLI, detached); returns the function that waits for its end."""
-        job_id = self.cluster.submit("--input", data.path, "--output", out, parallelism=cfg.parallelism)
+        job_id = self.cluster.submit(
+            "--input", data.path, "--output", out, parallelism=cfg.parallelism, options=dict(cfg.options) or None
+        )
         submitted = time.monotonic()
 
         def wait() -> dict:

@@ -32,8 +32,11 @@ class FileFormatReader:
     """Reads a file source's files of one format into DataFrames, observing each batch's rows
     and malformed rows while the chain's own Spark action runs (no second pass)."""
 
-    def __init__(self, payload: Payload, engine: SparkEngine | None) -> None:
+    def __init__(self, payload: Payload, engine: SparkEngine | None, malformed_columns: str = "all") -> None:
         self.engine = engine  # None: no Spark (listing, budgets and monitoring work; reading does not)
+        # JSON: "all" columns parsed and checked for malformed values, or those the job "read"s
+        # (execution.source.malformed-columns; malformed_checks.py)
+        self.malformed_columns = malformed_columns
         self.format = payload["format"]
         self.options: dict[str, Any] = dict(payload.get("options") or {})
         self.policy: str = payload.get("on_error") or schema_inference.error_policy(self.format, self.options, None)[0]
@@ -122,7 +125,9 @@ class FileFormatReader:
             user_column = None
         corrupt = user_column or CORRUPT_COLUMN
         separator = schema_inference.option(self.options, "sep") or schema_inference.option(self.options, "delimiter")
-        checks = malformed_checks(self.format, fields, corrupt, None if separator is None else str(separator))
+        checks = malformed_checks(
+            self.format, fields, corrupt, None if separator is None else str(separator), self.malformed_columns
+        )
         text = F.col(schemas.quote(corrupt))
         corrupt_text = None
         if checks.undecodable:  # Spark's text, else the fields of a row with undecodable bytes
@@ -141,7 +146,8 @@ class FileFormatReader:
         )
         metrics = (
             F.count(F.lit(1)).alias("rows"),
-            # every column referenced: Spark parses (and checks) each in every row (malformed_checks.py)
+            # the columns referenced (every one by default): Spark parses (and checks) each in every row
+            # (malformed_checks.py)
             F.count(F.when(malformed, F.struct(*(F.col(schemas.quote(c)) for c in checks.parsed)))).alias("malformed"),
             F.min(F.when(malformed, sample)).alias("first"),
             F.max(F.when(malformed, sample)).alias("last"),

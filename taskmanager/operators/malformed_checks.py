@@ -19,6 +19,13 @@ for a row it could not parse. Left alone it parses only the columns a query read
   column (`undecodable`) is malformed too; its text, for samples and dead letters, is its
   fields joined by the `separator` (Spark does not keep the line of a row it parsed).
   A CSV value that really holds U+FFFD is therefore dropped and counted as well.
+
+A JSON source of a job with `execution.source.malformed-columns: read` references only the
+schema's first column (`parsed`): Spark then parses that one and the columns the job reads,
+and a bad value in any other column goes unseen, as it does in Spark and Flink. Checking every
+column costs ~20 % of a page-views call's Spark time (bench/README.md, "Where a page-views
+job's time goes"). A line that is not JSON at all is malformed either way (Spark's parser
+reads each line whole).
 """
 
 from __future__ import annotations
@@ -43,19 +50,28 @@ class MalformedChecks:
 
 
 def malformed_checks(
-    format: str, fields: Sequence[tuple[str, str]], corrupt: str, separator: str | None = None
+    format: str,
+    fields: Sequence[tuple[str, str]],
+    corrupt: str,
+    separator: str | None = None,
+    columns: str = "all",
 ) -> MalformedChecks:
     """The checks of a `format` ("csv" or "json") source whose schema is `fields` ((name, type)
     pairs, types as Spark writes them, e.g. "string", "bigint") and whose corrupt-record column
     is `corrupt` (in `fields` or not); `separator` is the CSV `sep`/`delimiter` option as given
-    (None: a comma). ValueError for another format or a schema with no column to parse."""
+    (None: a comma); `columns`: "all", or "read" (JSON: only the first column is `parsed`, see the
+    module docstring). ValueError for another format or a schema with no column to parse."""
     if format not in ("csv", "json"):
         raise ValueError(f"malformed rows are checked in csv and json sources, not {format!r}")
     parsed = tuple(name for name, _type in fields if name != corrupt)
     if not parsed:
         raise ValueError(f"the schema has no column besides the corrupt-record column {corrupt!r}")
+    if columns not in ("all", "read"):
+        raise ValueError(f"columns checked: all or read, not {columns!r}")
     if format == "json":  # Spark's JSON parser already refuses invalid UTF-8 and checks every field it parses
-        return MalformedChecks(parsed=parsed, undecodable=(), separator=",", reader_options={})
+        return MalformedChecks(
+            parsed=parsed if columns == "all" else parsed[:1], undecodable=(), separator=",", reader_options={}
+        )
     undecodable = tuple(name for name, type_ in fields if name != corrupt and type_.strip().lower() == "string")
     sep = "," if separator is None or separator == "" else _ESCAPED.get(separator, separator)
     return MalformedChecks(parsed=parsed, undecodable=undecodable, separator=sep, reader_options=READER_OPTIONS)

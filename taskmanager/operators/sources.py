@@ -253,7 +253,9 @@ class FileSource(Source):
     malformed-row metric references every column of the schema, so Spark
     parses each in every row whichever columns the job reads: a row is
     malformed when any column did not parse, and a body's `df.count()` never
-    meets Spark's refusal of a query of the corrupt-record column alone. CSV
+    meets Spark's refusal of a query of the corrupt-record column alone (a JSON
+    source of a job with execution.source.malformed-columns "read" references
+    the first column only: the columns the job reads and that one are checked). CSV
     is read without the parser's column pruning (a row's field count is
     checked against the whole schema) and a row with undecodable bytes in a
     string column is malformed too (malformed_checks.py)."""
@@ -269,7 +271,7 @@ class FileSource(Source):
         byte_budget: int | None = None,
     ) -> None:
         self.engine = engine
-        self.reader = FileFormatReader(payload, engine)
+        self.reader = FileFormatReader(payload, engine, reads.malformed_columns)
         self.path, self.suffix = payload["path"], payload.get("suffix", "")
         self.subtask, self.parallelism = subtask, parallelism
         interval: float | None = payload.get("monitor_interval")

@@ -35,11 +35,15 @@ def sums(rows: list[tuple[str, int]]) -> dict[str, int]:
     return dict(out)
 
 
-def run(cluster, tmp_path, *args: str, parallelism: int = 2, job: str = JOB) -> tuple[dict[str, int], dict]:
-    """Run `job` (file_source_sum.py) over tmp_path/in into tmp_path/out; the final sum (or
-    count) per key (values are positive, so a key's largest is its last) and the job's
-    `status --json`."""
-    job_id = cluster.run(job, str(tmp_path / "in"), str(tmp_path / "out"), *args, parallelism=parallelism)
+def run(
+    cluster, tmp_path, *args: str, parallelism: int = 2, job: str = JOB, options: dict[str, str] | None = None
+) -> tuple[dict[str, int], dict]:
+    """Run `job` (file_source_sum.py) over tmp_path/in into tmp_path/out (`options`: job options);
+    the final sum (or count) per key (values are positive, so a key's largest is its last) and
+    the job's `status --json`."""
+    job_id = cluster.run(
+        job, str(tmp_path / "in"), str(tmp_path / "out"), *args, parallelism=parallelism, options=options
+    )
     status = wait_until(
         lambda: (s := cluster.status(job_id))["state"] in ("FINISHED", "FAILED", "CANCELED") and s,
         timeout=120,
@@ -210,6 +214,25 @@ def test_a_body_may_count_list_and_collect_a_file_batch(cluster, tmp_path, forma
     final, status = run(cluster, tmp_path, "--format", format, "--inspect", job=COUNT_JOB)
     assert final == dict(collections.Counter(k for k, _v in good))
     assert total(tasks(status, "read"), "records_malformed") == FILES
+
+
+@pytest.mark.parametrize("columns", ["all", "read"])
+def test_a_bad_value_in_a_column_the_job_does_not_read_is_malformed_unless_only_read_columns_are_checked(
+    cluster, tmp_path, columns
+):
+    good = [(k, v) for f in range(FILES) for k, v in rows(f, 30)]
+    for f in range(FILES):
+        lines = [json.dumps({"k": k, "v": v, "n": v}) for k, v in rows(f, 30)]
+        lines += [json.dumps({"k": "k1", "v": 1, "n": "not a number"}), "not JSON"]
+        write(tmp_path, f"part-{f}.jsonl", lines)
+    args = ["--format", "json", "--schema", "k string, v bigint, n bigint"]  # the job reads k only
+    options = {"execution.source.malformed-columns": columns}
+    final, status = run(cluster, tmp_path, *args, job=COUNT_JOB, options=options)
+    expected = collections.Counter(k for k, _v in good)
+    if columns == "read":  # the bad n goes unseen: its row is data; a line that is not JSON never is
+        expected["k1"] += FILES
+    assert final == dict(expected)
+    assert total(tasks(status, "read"), "records_malformed") == (2 if columns == "all" else 1) * FILES
 
 
 def dead_letters(directory: str) -> list[str]:

@@ -112,9 +112,10 @@ def test_the_peers_phases_sum_its_batches_with_input():
 def test_the_section_has_each_phase_with_its_median_and_interval():
     sluice = [{"window": 1.0 + i / 10, "startup": 1.0, **jb.sluice_phases(job_lines(JOB), JOB)} for i in range(3)]
     peer = [{"window": 0.8, "startup": 0.9, "execution": 1.0 + i / 10, "calls": 1.0} for i in range(3)]
-    text = jb.report("cmd", FACTS, sluice, peer, "The setup.")
+    text = jb.report("cmd", FACTS, [("Sluice", sluice), ("peer", peer)], "The setup.")
     assert "— Where a page-views job's time goes" in text and "The setup." in text
     assert "| Sluice | 3 | 1.100 [1.000–1.200] | 1.000 [1.000–1.000] | 1.5 [1.5–1.5] |" in text
     assert "| source skew | 0.350 [0.350–0.350] |" in text
     assert "| execution | 1.100 [1.000–1.200] |" in text
     assert "| planning | — |" in text  # no run had it
+    assert "### Sluice, from its logs" in text and "### The peer, from its query progress" in text

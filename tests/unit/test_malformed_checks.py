@@ -48,3 +48,18 @@ def test_formats_without_malformed_rows_are_refused(format):
 def test_a_schema_of_the_corrupt_record_column_alone_is_refused():
     with pytest.raises(ValueError, match="no column besides"):
         malformed_checks("csv", [("_corrupt", "string")], "_corrupt")
+
+
+def test_json_checking_the_read_columns_parses_only_the_first_column_itself():
+    checks = malformed_checks("json", [("_corrupt", "string"), *FIELDS], "_corrupt", columns="read")
+    assert checks.parsed == ("url",)  # Spark adds the columns the job reads; never the corrupt column alone
+    assert checks.undecodable == () and dict(checks.reader_options) == {}
+
+
+def test_csv_checks_every_field_whichever_columns_are_asked_for():
+    assert malformed_checks("csv", FIELDS, "c", columns="read") == malformed_checks("csv", FIELDS, "c")
+
+
+def test_an_unknown_choice_of_columns_is_refused():
+    with pytest.raises(ValueError, match="all or read"):
+        malformed_checks("json", FIELDS, "c", columns="some")
