@@ -567,7 +567,7 @@ class SourceReads:
 
     batch_duration: float = SOURCE_BATCH_DURATION.default  # seconds one call should take
     max_files: int = SOURCE_MAX_FILES_PER_READ.default  # files one call may read
-    malformed_columns: str = SOURCE_MALFORMED_COLUMNS.default  # "all" | "read": JSON columns checked for malformed values
+    malformed_columns: str = SOURCE_MALFORMED_COLUMNS.default  # "all" or "read": the JSON columns checked
 
 
 def source_reads(config: Mapping[str, Any]) -> SourceReads:
