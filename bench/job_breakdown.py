@@ -70,7 +70,9 @@ def main() -> int:
         ap.error(f"--events is a multiple of {CHUNK_EVENTS / 1e6:g}")
     command, facts, temp, work = begin_run(REPO, args.workdir, "job-breakdown-", log)
     suite = Suite(args, work)
-    configs = {SLUICE: SLUICE_CONFIG, PEER: PEER_CONFIG} | ({optioned.label: optioned} if args.options else {})
+    configs: dict[str, SluiceConfig | PeerConfig] = {SLUICE: SLUICE_CONFIG, PEER: PEER_CONFIG}
+    if args.options:
+        configs[optioned.label] = optioned
     arms: dict[str, list[dict]] = {name: [] for name in configs}
     interrupted = False
     files = "?"
