@@ -4,6 +4,7 @@ own parser is compared on a cluster in tests/integration/jobs/pandas_udf_ddl.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import types as t
 from pyspark.sql.functions import pandas_udf, udf
 
+import sluice
 from sluice.cli.job_file import NeedsSparkSession, ddl_types_without_session, explain, parse_type
 from sluice.cli.main import main
 
@@ -144,6 +146,21 @@ def test_helper_modules_next_to_the_job_file_are_pickled_by_value(tmp_path, monk
     finally:
         cloudpickle.unregister_pickle_by_value(my_job_helper)
         sys.modules.pop("my_job_helper", None)
+
+
+def test_installed_packages_are_listed_only_when_a_module_lives_beside_the_job_file(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    from sluice.cli.job_file import pickle_by_value_under
+
+    def listed():
+        raise AssertionError("the installed packages were listed")
+
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", listed)
+    assert pickle_by_value_under(str(tmp_path)) == []  # nothing imported from there: nothing listed
+    monkeypatch.undo()
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(sluice.__file__)))
+    assert "sluice" not in pickle_by_value_under(repo)  # at a checkout's root: the installed package stays
 
 
 def test_every_command_takes_its_cluster_directory_from_sluice_cluster_dir(monkeypatch, tmp_path):
