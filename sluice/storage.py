@@ -1,16 +1,21 @@
 """File systems through pyarrow.fs: a local path or any URI pyarrow knows
-(file://, s3://, gs://, hdfs://)."""
+(file://, s3://, gs://, hdfs://). A local directory is listed with `os.scandir`
+(the same files, times and sizes), so that a client checking a job's input at
+submit does not import pyarrow (~0.14 s of every `sluice run`)."""
 
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import pyarrow.fs as pafs
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 
 def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     """(filesystem, path inside it) for a local path or URI."""
+    import pyarrow.fs as pafs
+
     if "://" not in uri:
         return pafs.LocalFileSystem(), os.path.abspath(uri)
     return pafs.FileSystem.from_uri(uri)
@@ -34,8 +39,16 @@ class ListedFile(NamedTuple):
     size: int  # bytes; 0 when unknown
 
 
+def _visible(name: str, suffix: str) -> bool:
+    return not name.startswith((".", "_")) and name.endswith(suffix)
+
+
 def list_file_infos(uri: str, suffix: str = "", what: str = "input") -> list[ListedFile]:
     """`list_files` with each file's modification time and size, from the same listing."""
+    if "://" not in uri:
+        return _list_local(uri, suffix, what)
+    import pyarrow.fs as pafs
+
     fs, path = resolve(uri)
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.NotFound:
@@ -46,8 +59,30 @@ def list_file_infos(uri: str, suffix: str = "", what: str = "input") -> list[Lis
     return sorted(
         ListedFile(e.path, int(e.mtime_ns // 1_000_000) if e.mtime_ns is not None else 0, max(e.size or 0, 0))
         for e in entries
-        if e.type == pafs.FileType.File and not e.base_name.startswith((".", "_")) and e.base_name.endswith(suffix)
+        if e.type == pafs.FileType.File and _visible(e.base_name, suffix)
     )
+
+
+def _list_local(uri: str, suffix: str, what: str) -> list[ListedFile]:
+    """`list_file_infos` of a local directory (a file is what a symbolic link leads to, as with pyarrow)."""
+    path = os.path.abspath(uri)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what} directory {uri!r} does not exist")
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{what} path {uri!r} is not a directory")
+    listed = []
+    with os.scandir(path) as entries:
+        for e in entries:
+            if not _visible(e.name, suffix):
+                continue
+            try:
+                if not e.is_file():
+                    continue
+                st = e.stat()
+            except FileNotFoundError:  # removed since the listing
+                continue
+            listed.append(ListedFile(e.path, st.st_mtime_ns // 1_000_000, st.st_size))
+    return sorted(listed)
 
 
 def write_text_atomic(path: str, text: str) -> None:
