@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import operator
+import threading
+import weakref
 from typing import Any
 
 from sluice import parquet_schema, schema_inference
@@ -26,6 +29,9 @@ FILE_COLUMN = schema_inference.FILE_COLUMN  # dead letter: the file a malformed 
 SAMPLES = 5  # malformed lines kept as a sample for `sluice status`
 SAMPLE_CHARS = 160  # of each, from its start
 PENDING_OBSERVATIONS = 16  # batches whose malformed-row count is not known yet (kept, then forgotten)
+PLANS_KEPT = 64  # read plans kept per SparkSession (FileFormatReader._plan), the oldest dropped first
+_PLANS: weakref.WeakKeyDictionary[Any, dict[str, _ReadPlan]] = weakref.WeakKeyDictionary()
+_PLANS_LOCK = threading.Lock()
 
 
 class FileFormatReader:
@@ -108,9 +114,29 @@ class FileFormatReader:
 
     def _plan(self) -> _ReadPlan:
         """How this source reads CSV or JSON with malformed rows (built once: Spark expressions are
-        unresolved until they meet a DataFrame, so every batch reuses them)."""
-        if self.plan is not None:
-            return self.plan
+        unresolved until they meet a DataFrame, so every batch reuses them, and so does every
+        reader of the same session with the same format, schema, options and policy: building
+        them costs ~230 py4j calls, 30 ms on an idle TaskManager and several times that on a
+        busy one, which each source subtask of every job paid on its first batch)."""
+        if self.plan is None:
+            key = json.dumps(
+                [self.format, self.schema, self.options, self.policy, self.malformed_columns],
+                sort_keys=True,
+                default=str,
+            )
+            with _PLANS_LOCK:
+                plan = _PLANS.setdefault(self.spark, {}).get(key)
+            if plan is None:
+                plan = self._build_plan()  # outside the lock: py4j calls; two tasks may both build one
+                with _PLANS_LOCK:
+                    plans = _PLANS.setdefault(self.spark, {})
+                    plans[key] = plan
+                    while len(plans) > PLANS_KEPT:
+                        del plans[next(iter(plans))]  # the oldest
+            self.plan = plan
+        return self.plan
+
+    def _build_plan(self) -> _ReadPlan:
         from pyspark.sql import functions as F
 
         assert self.schema, "CSV and JSON always have a schema: given, or inferred (infer_schema)"
@@ -168,7 +194,7 @@ class FileFormatReader:
             )
             keep = F.when(malformed, F.raise_error(message)).otherwise(F.lit(True))
         dead_letter = self.policy == "dead_letter"
-        self.plan = _ReadPlan(
+        return _ReadPlan(
             schema=self.schema if user_column else f"{self.schema}, {CORRUPT_COLUMN} string",
             corrupt=corrupt,
             reader_options=dict(checks.reader_options),
@@ -178,7 +204,6 @@ class FileFormatReader:
             keep=keep,
             file=F.input_file_name() if dead_letter else None,
         )
-        return self.plan
 
     def observed(self) -> list[dict[str, Any]]:
         """The metrics of the batches whose Spark action has run (their observations are complete
