@@ -98,7 +98,7 @@ class TaskManagerProcess:
             cancellation_interval=settings.get(config.TASK_CANCELLATION_INTERVAL),
             cancellation_timeout=settings.get(config.TASK_CANCELLATION_TIMEOUT),
             on_fatal=self._fatal,
-            reclaimer=MemoryReclaimer(),
+            reclaimer=MemoryReclaimer(reports_sent=lambda timeout: self.leader.flush(timeout)),
         )
         self.paths = ZkPaths(settings.get(config.CLUSTER_ID))
         # The connection is retried forever once established (a ZooKeeper restart must not end

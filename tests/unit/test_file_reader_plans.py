@@ -34,7 +34,7 @@ def built(monkeypatch):
 def reader(session, **payload) -> FileFormatReader:
     base = {"format": "json", "path": "/in", "schema": "k string, v bigint", "options": {}}
     columns = payload.pop("columns", "all")
-    return FileFormatReader(base | payload, SimpleNamespace(spark=session), columns)  # type: ignore[arg-type]
+    return FileFormatReader(base | payload, SimpleNamespace(spark=session), columns)  # type: ignore[arg-type]  # a stand-in engine
 
 
 def test_readers_of_one_session_and_rule_share_one_plan(built):

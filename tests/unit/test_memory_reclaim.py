@@ -85,3 +85,22 @@ def test_the_reclaim_logs_the_ended_tasks_and_the_rss_before_and_after(caplog):
     wait_until(lambda: reclaimer.rounds == 1, DEADLINE, "a reclaim")
     line = next(r.getMessage() for r in caplog.records if "reclaimed memory" in r.getMessage())
     assert line.startswith("[job job-a attempt 0 task c#0] ended") and line.endswith("RSS 700 -> 400 MiB")
+
+
+def test_the_collection_waits_for_the_reports_to_be_sent_first():
+    order: list[str] = []
+    sent = threading.Event()
+
+    def reports_sent(timeout: float) -> bool:
+        assert 0 < timeout <= 5
+        order.append("reports")
+        return sent.wait(DEADLINE)
+
+    reclaimer = MemoryReclaimer(rss=lambda: 0, reclaim=lambda: order.append("reclaim"), reports_sent=reports_sent)
+    tasks, _ = registry(reclaimer)
+    run_one(tasks, "a/0")
+    wait_until(lambda: order == ["reports"], DEADLINE, "the reclaimer waiting for the reports")
+    assert reclaimer.rounds == 0  # nothing collected while a report may be in flight
+    sent.set()
+    wait_until(lambda: reclaimer.rounds == 1, DEADLINE, "a reclaim once the reports were sent")
+    assert order == ["reports", "reclaim"]
