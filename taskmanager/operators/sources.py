@@ -161,9 +161,10 @@ class ReadBudget:
         byte: fitted over the last calls, the next budget is the bytes that take `target`
         seconds (none when the fixed part alone takes that long: one file per call). When
         the last calls' sizes are too alike for a fit, the last line scaled to the last
-        call's time (a loaded machine slows both parts); before any line: the bytes the
-        last call's pace reads in `target` seconds, and at least twice the last call's when
-        it took less than that. Within MAX_GROWTH of the last call's bytes."""
+        call's time (a loaded machine slows both parts); after a call within the target, never
+        less than the bytes its pace reads in `target` seconds; before any line that pace, and
+        at least twice the last call's bytes when it took less than that. Within MAX_GROWTH of
+        the last call's bytes."""
         last = self.last_bytes
         if self.fixed is not None or last <= 0:
             return
@@ -177,7 +178,12 @@ class ReadBudget:
         if line is not None:
             self.line = line
             fixed, per_byte = line
-            wanted = max(self.target - fixed, 0.0) / per_byte  # nothing: one file per call
+            from_line = max(self.target - fixed, 0.0) / per_byte  # nothing: one file per call
+            # after a call within the target, never below its pace: with a fixed part >= 0, reading at
+            # that pace takes at most `target` again. A slow outlier still in the history (a young
+            # JVM's first call took 5 s for 23 files, its next ones 0.6 s) flattens the line to a few
+            # files per call until it leaves; the pace does not follow it
+            wanted = max(wanted, from_line) if seconds <= self.target else from_line
         elif seconds < self.target:  # no line yet and the sizes too alike for one: try twice as much
             wanted = max(wanted, 2 * last)
         self.budget = min(max(wanted, last / 2), last * self.MAX_GROWTH)
