@@ -18,9 +18,10 @@ every point of the suite takes the same time and yields the same number of sampl
 Both systems run the reference job (running count per url): Sluice examples/page_views.py with
 --monitor-interval 100 and checkpoints every --interval ms on one local cluster (--taskmanagers 1 x
 --slots 2, parallelism 2: two Spark task threads, as the peer's local[2]), warmed by a bounded job
-over the warm-up input, a new job per run; the peer's query (bench/structured_streaming_bench.py, local[2]) in one child process with one
-SparkSession, warmed by a bounded query over the same input, a new query per run, started only
-when its run begins (no idle query polls during the other system's runs).
+over the warm-up input, a new job per run; the peer's query (bench/structured_streaming_bench.py,
+local[2]) in one child process with one SparkSession, warmed by a bounded query over the same
+input, a new query per run, started only when its run begins (no idle query polls during the
+other system's runs).
 
 1. Capacity, per system: a backlog drain through the same path: --capacity-events events in files
    of 25,000 written hidden, then all renamed at once into the watched directory; capacity =
