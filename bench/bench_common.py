@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from datetime import datetime
 
 import numpy as np
 import psutil
@@ -25,9 +26,21 @@ from sluice.units import format_bytes
 # SOURCE_SNAPSHOT_LOG, and the file sink's commit line)
 LOG_TIME = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
 TASK_TAG = r"\[job (\w+) attempt (\d+) task (\S+)#(\d+)\]"
-SOURCE_BATCH = re.compile(LOG_TIME + r" .*?" + TASK_TAG + r" source batch: offset (\d+) -> (\d+) in ([\d.]+)s")
+# groups: time, job, attempt, task, subtask, offsets before and after, seconds, then (since the line
+# has them) the plan's and Spark's seconds of the batch
+SOURCE_BATCH = re.compile(
+    LOG_TIME
+    + r" .*?"
+    + TASK_TAG
+    + r" source batch: offset (\d+) -> (\d+) in ([\d.]+)s(?: \(plan ([\d.]+)s, spark ([\d.]+)s\))?"
+)
 SOURCE_SNAPSHOT = re.compile(LOG_TIME + r" .*?" + TASK_TAG + r" checkpoint (\d+): source snapshot at offset (\d+)")
 COMMITTED = re.compile(LOG_TIME + r" .*?" + TASK_TAG + r" committed \S+ \(checkpoint (\d+)\)")
+
+
+def log_epoch(text: str) -> float:
+    """A log line's time (LOG_TIME: local time, as Python's logging writes it) as epoch seconds."""
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 def _commit() -> str:

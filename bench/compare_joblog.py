@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import glob
 import os
-from datetime import datetime
 
-from bench_common import COMMITTED, SOURCE_BATCH, SOURCE_SNAPSHOT
+from bench_common import COMMITTED, SOURCE_BATCH, SOURCE_SNAPSHOT, log_epoch
 from compare_plan import PARALLELISM
 
 from sluice.storage import list_files
-
-
-def _log_time(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # logging writes local time
 
 
 class SluiceJobLog:
@@ -42,7 +37,7 @@ class SluiceJobLog:
         """One log line of this job's: a batch, a snapshot or a commit (anything else is ignored)."""
         m = SOURCE_BATCH.match(line)
         if m and m.group(2) == self.job_id:
-            end, took = _log_time(m.group(1)), float(m.group(8))
+            end, took = log_epoch(m.group(1)), float(m.group(8))
             sub, lo, hi = int(m.group(5)), int(m.group(6)), int(m.group(7))
             self.batches.append(
                 {
@@ -64,13 +59,13 @@ class SluiceJobLog:
                     "subtask": int(m.group(5)),
                     "checkpoint": int(m.group(6)),
                     "offset": int(m.group(7)),
-                    "time": _log_time(m.group(1)),
+                    "time": log_epoch(m.group(1)),
                 }
             )
             return
         m = COMMITTED.match(line)
         if m and m.group(2) == self.job_id:
-            cid, t = int(m.group(6)), _log_time(m.group(1))
+            cid, t = int(m.group(6)), log_epoch(m.group(1))
             self.commits[cid] = max(t, self.commits.get(cid, t))
 
     def _events(self, subtask: int, lo: int, hi: int) -> int:

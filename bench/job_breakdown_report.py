@@ -13,26 +13,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
-from bench_common import LOG_TIME, TASK_TAG
+from bench_common import COMMITTED, LOG_TIME, SOURCE_BATCH, TASK_TAG, log_epoch
 from markdown import paragraph, section, table
 from stats import fmt_estimate, median_ci
 
 JOB = r"\[job (\w+)(?: attempt \d+)?\]"
 SUBMITTED = re.compile(LOG_TIME + r" .*?" + JOB + r" submitted '")
 DEPLOYING = re.compile(LOG_TIME + r" .*?" + JOB + r" deploying \S+ to slot")
-BATCH = re.compile(
-    LOG_TIME
-    + r" .*?"
-    + TASK_TAG
-    + r" source batch: offset \d+ -> \d+ in ([\d.]+)s(?: \(plan ([\d.]+)s, spark ([\d.]+)s\))?"
-)
 END_OF_INPUT = re.compile(LOG_TIME + r" .*?" + TASK_TAG + r" reached end of input")
 FINAL_TRIGGER = re.compile(LOG_TIME + r" .*?" + JOB + r" triggering checkpoint (\d+) \(final\)")
 COMPLETED = re.compile(LOG_TIME + r" .*?" + JOB + r" checkpoint (\d+) completed")
-COMMIT = re.compile(LOG_TIME + r" .*?" + TASK_TAG + r" committed \S+ \(checkpoint (\d+)\)")
 FINISHED = re.compile(LOG_TIME + r" .*?" + JOB + r" RUNNING -> FINISHED")
 
 # the phases of one Sluice job, in order, with what each one is
@@ -58,10 +50,6 @@ PEER_PHASES = (
 )
 
 
-def _time(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # both logs write local time
-
-
 def sluice_phases(lines: Iterable[str], job_id: str) -> dict[str, float | None]:
     """One job's phases in seconds (None: a log line it needs is missing), from the JobManager's and
     every TaskManager's log lines (any order). The source phases are the mean over its source
@@ -76,25 +64,30 @@ def sluice_phases(lines: Iterable[str], job_id: str) -> dict[str, float | None]:
     for line in lines:
         if job_id[:8] not in line:
             continue
-        if (m := BATCH.match(line)) and m.group(2) == job_id:
-            plan, spark = m.group(7), m.group(8)
+        if (m := SOURCE_BATCH.match(line)) and m.group(2) == job_id:
+            plan, spark = m.group(9), m.group(10)
             batches.setdefault((m.group(4), int(m.group(5))), []).append(
-                (_time(m.group(1)), float(m.group(6)), float(plan) if plan else None, float(spark) if spark else None)
+                (
+                    log_epoch(m.group(1)),
+                    float(m.group(8)),
+                    float(plan) if plan else None,
+                    float(spark) if spark else None,
+                )
             )
         elif (m := END_OF_INPUT.match(line)) and m.group(2) == job_id:
-            ends[(m.group(4), int(m.group(5)))] = _time(m.group(1))
-        elif (m := COMMIT.match(line)) and m.group(2) == job_id:
-            commits.append(_time(m.group(1)))
+            ends[(m.group(4), int(m.group(5)))] = log_epoch(m.group(1))
+        elif (m := COMMITTED.match(line)) and m.group(2) == job_id:
+            commits.append(log_epoch(m.group(1)))
         elif (m := DEPLOYING.match(line)) and m.group(2) == job_id:
-            deployed.append(_time(m.group(1)))
+            deployed.append(log_epoch(m.group(1)))
         elif (m := FINAL_TRIGGER.match(line)) and m.group(2) == job_id:
-            final, points["final trigger"] = m.group(3), _time(m.group(1))
+            final, points["final trigger"] = m.group(3), log_epoch(m.group(1))
         elif (m := COMPLETED.match(line)) and m.group(2) == job_id:
-            completed[m.group(3)] = _time(m.group(1))
+            completed[m.group(3)] = log_epoch(m.group(1))
         elif (m := SUBMITTED.match(line)) and m.group(2) == job_id:
-            points["submitted"] = _time(m.group(1))
+            points["submitted"] = log_epoch(m.group(1))
         elif (m := FINISHED.match(line)) and m.group(2) == job_id:
-            points["finished"] = _time(m.group(1))
+            points["finished"] = log_epoch(m.group(1))
     source_ends = [t for task, t in ends.items() if task in batches]
     per_sub = list(batches.values())
     starts = [t - took for rows in per_sub for t, took, _p, _s in rows]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+from bench_common import log_epoch
 from reconfigure_workload import POST_S, PRE_S, SOURCE_CHAIN, SOURCE_TASK
 
 JM_LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+\s+jobmanager (.*)$")
@@ -35,11 +35,6 @@ class Recorded:
     jm_lines: list[str] = field(default_factory=list)  # the JobManager's log since the round began
     batches: list[tuple[str, str, str]] = field(default_factory=list)  # source batch lines: (log time, job, task)
     samples: list[Sample] = field(default_factory=list)
-
-
-def log_epoch(text: str) -> float:
-    """A log line's time (local time, as Python's logging writes it) as epoch seconds."""
-    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 def max_gap(times: Iterable[float], lo: float, hi: float) -> float | None:

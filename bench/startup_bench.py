@@ -28,7 +28,6 @@ is checked against the generator's counts; then the cluster is stopped. Reported
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
 import json
 import os
@@ -44,7 +43,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
 import psutil
-from bench_common import add_worktree, begin_run, finish_workdir, publish, remove_worktree, run_main
+from bench_common import add_worktree, begin_run, finish_workdir, log_epoch, publish, remove_worktree, run_main
 from generate_page_views import generate
 from procstat import tree_cpu
 from run_matrix import Order, matrix
@@ -76,7 +75,7 @@ def _registered_after_start(cluster_dir: str) -> tuple[list[float], bool]:
         with open(entry.log or "", errors="replace") as f:
             text = f.read()
         line = next(line for line in text.splitlines() if REGISTERED in line)
-        stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        stamp = log_epoch(line[:23])
         out.append(stamp - created)
         mapped = mapped and MAPPED in text
     return out, mapped

@@ -51,10 +51,8 @@ def list_file_infos(uri: str, suffix: str = "", what: str = "input") -> list[Lis
 
     fs, path = resolve(uri)
     info = fs.get_file_info(path)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(f"{what} directory {uri!r} does not exist")
     if info.type != pafs.FileType.Directory:
-        raise FileNotFoundError(f"{what} path {uri!r} is not a directory")
+        raise _not_a_directory(uri, what, exists=info.type != pafs.FileType.NotFound)
     entries = fs.get_file_info(pafs.FileSelector(path, recursive=False))
     return sorted(
         ListedFile(e.path, int(e.mtime_ns // 1_000_000) if e.mtime_ns is not None else 0, max(e.size or 0, 0))
@@ -63,13 +61,18 @@ def list_file_infos(uri: str, suffix: str = "", what: str = "input") -> list[Lis
     )
 
 
+def _not_a_directory(uri: str, what: str, exists: bool) -> FileNotFoundError:
+    """The error of a listing whose `uri` is missing or (`exists`) not a directory."""
+    if not exists:
+        return FileNotFoundError(f"{what} directory {uri!r} does not exist")
+    return FileNotFoundError(f"{what} path {uri!r} is not a directory")
+
+
 def _list_local(uri: str, suffix: str, what: str) -> list[ListedFile]:
     """`list_file_infos` of a local directory (a file is what a symbolic link leads to, as with pyarrow)."""
     path = os.path.abspath(uri)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{what} directory {uri!r} does not exist")
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"{what} path {uri!r} is not a directory")
+        raise _not_a_directory(uri, what, exists=os.path.exists(path))
     listed = []
     with os.scandir(path) as entries:
         for e in entries:

@@ -21,6 +21,7 @@ import reconfigure_analysis as ra
 import reconfigure_bench as rb
 import reconfigure_report as rr
 import reconfigure_workload as rw
+from bench_common import log_epoch
 
 PURE = ("reconfigure_report", "reconfigure_analysis", "reconfigure_workload", "external_spark_report")
 
@@ -127,7 +128,7 @@ def batches(job: str, times: list[float]) -> list[tuple[str, str, str]]:
 def test_max_gap_and_log_epoch():
     assert ra.max_gap([5.0, 1.0, 2.0, 4.5, 9.0], 0.0, 6.0) == pytest.approx(2.5)
     assert ra.max_gap([1.0, 9.0], 0.0, 6.0) is None
-    assert ra.log_epoch(at(1.5)) == pytest.approx(OFF + 1.5)
+    assert log_epoch(at(1.5)) == pytest.approx(OFF + 1.5)
 
 
 def test_live_run_figures():
